@@ -1,0 +1,50 @@
+//! Value tags: the first byte of every encoded value (docs/FORMAT.md section "Value tags").
+//! Tags marked "memo" take the next memo slot of their record when they start, so that a later
+//! BACKREF can point to them (shared references and cycles).
+
+pub const NONE: u8 = 0x00;
+pub const FALSE: u8 = 0x01;
+pub const TRUE: u8 = 0x02;
+pub const INT: u8 = 0x03;
+pub const BIGINT: u8 = 0x04;
+pub const FLOAT: u8 = 0x05;
+pub const COMPLEX: u8 = 0x06;
+pub const STR: u8 = 0x07;
+pub const STR_SURROGATES: u8 = 0x08;
+pub const BYTES: u8 = 0x09;
+/// memo
+pub const BYTEARRAY: u8 = 0x0A;
+/// memo
+pub const LIST: u8 = 0x0B;
+/// memo
+pub const TUPLE: u8 = 0x0C;
+/// memo
+pub const DICT: u8 = 0x0D;
+/// memo
+pub const SET: u8 = 0x0E;
+/// memo
+pub const FROZENSET: u8 = 0x0F;
+pub const DATETIME: u8 = 0x10;
+pub const DATE: u8 = 0x11;
+pub const TIME: u8 = 0x12;
+pub const TIMEDELTA: u8 = 0x13;
+pub const DECIMAL: u8 = 0x14;
+pub const UUID: u8 = 0x15;
+pub const ENUM: u8 = 0x16;
+pub const REF: u8 = 0x17;
+/// memo
+pub const OBJECT: u8 = 0x18;
+/// memo
+pub const SUBCLASS: u8 = 0x19;
+pub const BACKREF: u8 = 0x1A;
+
+/// Whether a value with this tag takes a memo slot.
+pub const fn takes_memo_slot(tag: u8) -> bool {
+    matches!(tag, BYTEARRAY | LIST | TUPLE | DICT | SET | FROZENSET | OBJECT | SUBCLASS)
+}
+
+/// Time-zone flags of DATETIME and TIME values.
+pub const TZ_FOLD: u8 = 0x01;
+pub const TZ_OFFSET: u8 = 0x02;
+pub const TZ_NAMED: u8 = 0x04;
+pub const TZ_KNOWN_FLAGS: u8 = TZ_FOLD | TZ_OFFSET | TZ_NAMED;

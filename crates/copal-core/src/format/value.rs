@@ -1,0 +1,411 @@
+//! Self-describing values (docs/FORMAT.md section "Values"): a language-neutral tree decoder used
+//! by Rust readers, query evaluation, the CLI and the format test vectors. (The Python binding
+//! decodes the same bytes straight into Python objects, with the same `Reader` primitives.)
+
+use super::descriptor::DescriptorSource;
+use super::error::DecodeError;
+use super::oid::{make_oid, ClassNo, Oid};
+use super::reader::{Reader, TzInfo};
+use super::record::RecordHeader;
+use super::tag;
+use super::writer::Writer;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// Minimal little-endian two's complement bytes of an integer outside i64.
+    BigInt(Vec<u8>),
+    Float(f64),
+    Complex(f64, f64),
+    Str(String),
+    /// Generalized UTF-8 bytes of a string holding lone surrogates.
+    StrSurrogates(Vec<u8>),
+    Bytes(Vec<u8>),
+    ByteArray(Vec<u8>),
+    List(Vec<Value>),
+    Tuple(Vec<Value>),
+    Dict(Vec<(Value, Value)>),
+    Set(Vec<Value>),
+    FrozenSet(Vec<Value>),
+    DateTime { micros: i64, tz: TzInfo, fold: bool },
+    Date { days: i64 },
+    Time { micros: u64, tz: TzInfo, fold: bool },
+    TimeDelta { days: i64, seconds: u64, micros: u64 },
+    Decimal(String),
+    Uuid([u8; 16]),
+    Enum { descriptor: u32, member: String },
+    Ref(Oid),
+    Object { descriptor: u32, fields: Vec<Value> },
+    Subclass { descriptor: u32, base: Box<Value>, fields: Vec<Value> },
+    BackRef(u32),
+}
+
+const MICROS_PER_DAY: u64 = 86_400_000_000;
+const MAX_TIMEDELTA_DAYS: i64 = 999_999_999;
+
+struct Walk<'s, D: DescriptorSource + ?Sized> {
+    descriptors: &'s D,
+    memo_slots: u64,
+}
+
+impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
+    fn value(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Value, DecodeError> {
+        if depth > r.limits.max_depth {
+            return Err(DecodeError::TooDeep { limit: r.limits.max_depth });
+        }
+        let offset = r.position();
+        let t = r.u8()?;
+        if tag::takes_memo_slot(t) {
+            self.memo_slots += 1;
+        }
+        Ok(match t {
+            tag::NONE => Value::None,
+            tag::FALSE => Value::Bool(false),
+            tag::TRUE => Value::Bool(true),
+            tag::INT => Value::Int(r.zigzag()?),
+            tag::BIGINT => {
+                let bytes = r.length_prefixed()?;
+                if bytes.len() > r.limits.max_bigint_bytes {
+                    return Err(DecodeError::OutOfRange { offset, what: "integer size" });
+                }
+                Value::BigInt(bytes.to_vec())
+            }
+            tag::FLOAT => Value::Float(r.f64()?),
+            tag::COMPLEX => Value::Complex(r.f64()?, r.f64()?),
+            tag::STR => Value::Str(r.str()?.to_owned()),
+            tag::STR_SURROGATES => Value::StrSurrogates(r.length_prefixed()?.to_vec()),
+            tag::BYTES => Value::Bytes(r.length_prefixed()?.to_vec()),
+            tag::BYTEARRAY => Value::ByteArray(r.length_prefixed()?.to_vec()),
+            tag::LIST => Value::List(self.items(r, depth)?),
+            tag::TUPLE => Value::Tuple(self.items(r, depth)?),
+            tag::SET => Value::Set(self.items(r, depth)?),
+            tag::FROZENSET => Value::FrozenSet(self.items(r, depth)?),
+            tag::DICT => Value::Dict(self.pairs(r, depth)?),
+            tag::DATETIME => {
+                let flags = r.tz_flags()?;
+                let micros = r.zigzag()?;
+                Value::DateTime { micros, tz: r.tz_suffix(flags)?, fold: flags & tag::TZ_FOLD != 0 }
+            }
+            tag::DATE => Value::Date { days: r.zigzag()? },
+            tag::TIME => {
+                let flags = r.tz_flags()?;
+                let micros = r.varint()?;
+                if micros >= MICROS_PER_DAY {
+                    return Err(DecodeError::OutOfRange { offset, what: "time of day" });
+                }
+                Value::Time { micros, tz: r.tz_suffix(flags)?, fold: flags & tag::TZ_FOLD != 0 }
+            }
+            tag::TIMEDELTA => {
+                let days = r.zigzag()?;
+                let seconds = r.varint()?;
+                let micros = r.varint()?;
+                if days.abs() > MAX_TIMEDELTA_DAYS || seconds >= 86_400 || micros >= 1_000_000 {
+                    return Err(DecodeError::OutOfRange { offset, what: "timedelta" });
+                }
+                Value::TimeDelta { days, seconds, micros }
+            }
+            tag::DECIMAL => {
+                let text = r.str()?;
+                Value::Decimal(text.to_owned())
+            }
+            tag::UUID => Value::Uuid(r.array::<16>()?),
+            tag::ENUM => {
+                let descriptor = r.u32_varint()?;
+                self.descriptors.field_count(descriptor)?;
+                Value::Enum { descriptor, member: r.str()?.to_owned() }
+            }
+            tag::REF => Value::Ref(read_ref(r)?),
+            tag::OBJECT => {
+                let descriptor = r.u32_varint()?;
+                let count = self.descriptors.field_count(descriptor)?;
+                Value::Object { descriptor, fields: self.fields(r, count, depth)? }
+            }
+            tag::SUBCLASS => {
+                let descriptor = r.u32_varint()?;
+                let count = self.descriptors.field_count(descriptor)?;
+                let base = self.subclass_base(r, depth)?;
+                Value::Subclass { descriptor, base: Box::new(base), fields: self.fields(r, count, depth)? }
+            }
+            tag::BACKREF => {
+                let index = r.varint()?;
+                if index >= self.memo_slots {
+                    return Err(DecodeError::BadBackRef { offset, index });
+                }
+                Value::BackRef(index as u32)
+            }
+            other => return Err(DecodeError::UnknownTag { offset, tag: other }),
+        })
+    }
+
+    fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<Value>, DecodeError> {
+        let count = r.length(1)?;
+        let mut items = Vec::with_capacity(count);
+        for _ in 0..count {
+            items.push(self.value(r, depth + 1)?);
+        }
+        Ok(items)
+    }
+
+    fn pairs(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<(Value, Value)>, DecodeError> {
+        let count = r.length(2)?;
+        let mut pairs = Vec::with_capacity(count);
+        for _ in 0..count {
+            let key = self.value(r, depth + 1)?;
+            pairs.push((key, self.value(r, depth + 1)?));
+        }
+        Ok(pairs)
+    }
+
+    fn fields(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Result<Vec<Value>, DecodeError> {
+        let mut fields = Vec::with_capacity(count.min(r.remaining()));
+        for _ in 0..count {
+            fields.push(self.value(r, depth + 1)?);
+        }
+        Ok(fields)
+    }
+
+    /// The built-in part of a SUBCLASS value: a container tag and its body, without a memo slot
+    /// of its own (the subclass instance already took one).
+    fn subclass_base(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Value, DecodeError> {
+        let offset = r.position();
+        Ok(match r.u8()? {
+            tag::LIST => Value::List(self.items(r, depth)?),
+            tag::TUPLE => Value::Tuple(self.items(r, depth)?),
+            tag::SET => Value::Set(self.items(r, depth)?),
+            tag::FROZENSET => Value::FrozenSet(self.items(r, depth)?),
+            tag::DICT => Value::Dict(self.pairs(r, depth)?),
+            other => return Err(DecodeError::UnknownTag { offset, tag: other }),
+        })
+    }
+}
+
+pub(crate) fn read_ref(r: &mut Reader<'_>) -> Result<Oid, DecodeError> {
+    let offset = r.position();
+    let class = ClassNo::try_from(r.varint()?).map_err(|_| DecodeError::OutOfRange { offset, what: "class number" })?;
+    let seq = r.varint()?;
+    if seq > super::oid::MAX_SEQ {
+        return Err(DecodeError::OutOfRange { offset, what: "object sequence number" });
+    }
+    Ok(make_oid(class, seq))
+}
+
+/// Decodes one value (memo slots counted from this value).
+pub fn decode_value<D: DescriptorSource + ?Sized>(r: &mut Reader<'_>, descriptors: &D) -> Result<Value, DecodeError> {
+    Walk { descriptors, memo_slots: 0 }.value(r, 0)
+}
+
+/// Decodes a whole record: its header and one value per field of its descriptor.
+pub fn decode_record_state<D: DescriptorSource + ?Sized>(
+    data: &[u8],
+    descriptors: &D,
+) -> Result<(RecordHeader, Vec<Value>), DecodeError> {
+    let mut r = Reader::new(data);
+    let header = RecordHeader::read(&mut r)?;
+    let count = descriptors.field_count(header.descriptor)?;
+    let mut walk = Walk { descriptors, memo_slots: 0 };
+    let fields = walk.fields(&mut r, count, 0)?;
+    r.expect_end()?;
+    Ok((header, fields))
+}
+
+/// Skips one value without building it; returns an error on malformed input like `decode_value`.
+pub fn skip_value<D: DescriptorSource + ?Sized>(r: &mut Reader<'_>, descriptors: &D) -> Result<(), DecodeError> {
+    // Skipping only needs the shape; the tree is small next to the record and freed at once.
+    // A dedicated non-allocating skipper is a measured optimisation away if scans need it.
+    decode_value(r, descriptors).map(drop)
+}
+
+impl Value {
+    /// Encodes this value; `BackRef`s are written as they are (the tree mirrors the bytes).
+    pub fn encode(&self, w: &mut Writer) {
+        match self {
+            Value::None => w.u8(tag::NONE),
+            Value::Bool(false) => w.u8(tag::FALSE),
+            Value::Bool(true) => w.u8(tag::TRUE),
+            Value::Int(i) => w.int_i64(*i),
+            Value::BigInt(bytes) => w.bigint_le(bytes),
+            Value::Float(f) => {
+                w.u8(tag::FLOAT);
+                w.f64(*f);
+            }
+            Value::Complex(re, im) => {
+                w.u8(tag::COMPLEX);
+                w.f64(*re);
+                w.f64(*im);
+            }
+            Value::Str(s) => w.str(s),
+            Value::StrSurrogates(b) => tagged_bytes(w, tag::STR_SURROGATES, b),
+            Value::Bytes(b) => tagged_bytes(w, tag::BYTES, b),
+            Value::ByteArray(b) => tagged_bytes(w, tag::BYTEARRAY, b),
+            Value::List(items) => tagged_items(w, tag::LIST, items),
+            Value::Tuple(items) => tagged_items(w, tag::TUPLE, items),
+            Value::Set(items) => tagged_items(w, tag::SET, items),
+            Value::FrozenSet(items) => tagged_items(w, tag::FROZENSET, items),
+            Value::Dict(pairs) => {
+                w.u8(tag::DICT);
+                w.varint(pairs.len() as u64);
+                for (k, v) in pairs {
+                    k.encode(w);
+                    v.encode(w);
+                }
+            }
+            Value::DateTime { micros, tz, fold } => w.datetime(*micros, tz, *fold),
+            Value::Date { days } => {
+                w.u8(tag::DATE);
+                w.zigzag(*days);
+            }
+            Value::Time { micros, tz, fold } => w.time(*micros, tz, *fold),
+            Value::TimeDelta { days, seconds, micros } => {
+                w.u8(tag::TIMEDELTA);
+                w.zigzag(*days);
+                w.varint(*seconds);
+                w.varint(*micros);
+            }
+            Value::Decimal(text) => tagged_bytes(w, tag::DECIMAL, text.as_bytes()),
+            Value::Uuid(bytes) => {
+                w.u8(tag::UUID);
+                w.bytes(bytes);
+            }
+            Value::Enum { descriptor, member } => {
+                w.u8(tag::ENUM);
+                w.varint(u64::from(*descriptor));
+                w.length_prefixed(member.as_bytes());
+            }
+            Value::Ref(oid) => w.reference(super::oid::oid_class(*oid), super::oid::oid_seq(*oid)),
+            Value::Object { descriptor, fields } => {
+                w.u8(tag::OBJECT);
+                w.varint(u64::from(*descriptor));
+                fields.iter().for_each(|f| f.encode(w));
+            }
+            Value::Subclass { descriptor, base, fields } => {
+                w.u8(tag::SUBCLASS);
+                w.varint(u64::from(*descriptor));
+                base.encode(w);
+                fields.iter().for_each(|f| f.encode(w));
+            }
+            Value::BackRef(index) => {
+                w.u8(tag::BACKREF);
+                w.varint(u64::from(*index));
+            }
+        }
+    }
+
+    /// Python-compatible equality for query predicates: numbers compare by value across int,
+    /// float and bool; everything else compares structurally.
+    pub fn query_eq(&self, other: &Value) -> bool {
+        match (self.as_number(), other.as_number()) {
+            (Some(a), Some(b)) => a == b,
+            _ => match (self, other) {
+                (Value::Tuple(a), Value::Tuple(b)) | (Value::List(a), Value::List(b)) => {
+                    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.query_eq(y))
+                }
+                _ => self == other,
+            },
+        }
+    }
+
+    fn as_number(&self) -> Option<Number> {
+        match self {
+            Value::Bool(b) => Some(Number::Int(i128::from(*b))),
+            Value::Int(i) => Some(Number::Int(i128::from(*i))),
+            Value::Float(f) => Some(Number::Float(*f)),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Number {
+    Int(i128),
+    Float(f64),
+}
+
+impl PartialEq for Number {
+    fn eq(&self, other: &Self) -> bool {
+        match (*self, *other) {
+            (Number::Int(a), Number::Int(b)) => a == b,
+            (Number::Float(a), Number::Float(b)) => a == b,
+            (Number::Int(i), Number::Float(f)) | (Number::Float(f), Number::Int(i)) => {
+                f.fract() == 0.0 && f.is_finite() && f >= -1.8e19 && f <= 1.8e19 && (f as i128) == i
+            }
+        }
+    }
+}
+
+fn tagged_bytes(w: &mut Writer, t: u8, data: &[u8]) {
+    w.u8(t);
+    w.length_prefixed(data);
+}
+
+fn tagged_items(w: &mut Writer, t: u8, items: &[Value]) {
+    w.u8(t);
+    w.varint(items.len() as u64);
+    items.iter().for_each(|v| v.encode(w));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct OneField;
+    impl DescriptorSource for OneField {
+        fn field_count(&self, id: u32) -> Result<usize, DecodeError> {
+            if id == 5 { Ok(1) } else { Err(DecodeError::UnknownDescriptor { id }) }
+        }
+    }
+
+    fn round_trip(v: Value) {
+        let mut w = Writer::new();
+        v.encode(&mut w);
+        let mut r = Reader::new(&w.buf);
+        assert_eq!(decode_value(&mut r, &OneField).unwrap(), v);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn values_round_trip() {
+        round_trip(Value::List(vec![
+            Value::None,
+            Value::Int(-5),
+            Value::BigInt(vec![0, 0, 0, 0, 0, 0, 0, 0, 1]),
+            Value::Str("héllo".into()),
+            Value::Dict(vec![(Value::Str("k".into()), Value::Tuple(vec![Value::Bool(true)]))]),
+            Value::DateTime { micros: -1, tz: TzInfo::Offset(3_600_000_000), fold: true },
+            Value::Time { micros: 5, tz: TzInfo::Named("Europe/Paris".into()), fold: false },
+            Value::TimeDelta { days: -3, seconds: 4, micros: 5 },
+            Value::Ref(make_oid(4, 99)),
+            Value::Object { descriptor: 5, fields: vec![Value::BackRef(0)] },
+        ]));
+    }
+
+    #[test]
+    fn backref_must_point_backwards() {
+        let bytes = [tag::LIST, 1, tag::BACKREF, 1];
+        assert!(matches!(decode_value(&mut Reader::new(&bytes), &OneField), Err(DecodeError::BadBackRef { .. })));
+    }
+
+    #[test]
+    fn deep_nesting_is_rejected() {
+        let mut bytes = vec![];
+        for _ in 0..5000 {
+            bytes.extend([tag::LIST, 1]);
+        }
+        bytes.push(tag::NONE);
+        assert!(matches!(decode_value(&mut Reader::new(&bytes), &OneField), Err(DecodeError::TooDeep { .. })));
+    }
+
+    #[test]
+    fn unknown_descriptor_is_an_error() {
+        let bytes = [tag::OBJECT, 9];
+        assert_eq!(decode_value(&mut Reader::new(&bytes), &OneField), Err(DecodeError::UnknownDescriptor { id: 9 }));
+    }
+
+    #[test]
+    fn numbers_compare_across_types() {
+        assert!(Value::Int(1).query_eq(&Value::Float(1.0)));
+        assert!(Value::Bool(true).query_eq(&Value::Int(1)));
+        assert!(!Value::Int(1).query_eq(&Value::Str("1".into())));
+    }
+}

@@ -1,0 +1,46 @@
+//! Unsigned LEB128 varints and zigzag mapping of signed integers (docs/FORMAT.md "Varints").
+
+pub const MAX_VARINT_LEN: usize = 10;
+
+pub fn write_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+pub const fn zigzag_encode(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
+}
+
+pub const fn zigzag_decode(value: u64) -> i64 {
+    ((value >> 1) as i64) ^ -((value & 1) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zigzag_round_trips_extremes() {
+        for v in [0, 1, -1, 63, -64, i64::MAX, i64::MIN] {
+            assert_eq!(zigzag_decode(zigzag_encode(v)), v);
+        }
+        assert_eq!(zigzag_encode(-1), 1);
+        assert_eq!(zigzag_encode(1), 2);
+    }
+
+    #[test]
+    fn varint_lengths() {
+        let mut out = Vec::new();
+        write_varint(&mut out, 127);
+        assert_eq!(out, [0x7f]);
+        out.clear();
+        write_varint(&mut out, 300);
+        assert_eq!(out, [0xac, 0x02]);
+        out.clear();
+        write_varint(&mut out, u64::MAX);
+        assert_eq!(out.len(), MAX_VARINT_LEN);
+    }
+}

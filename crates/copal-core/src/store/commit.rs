@@ -1,0 +1,173 @@
+//! The commit protocol (DESIGN.md §4): under LMDB's single write lock, check that every object
+//! this transaction changes still has the tid it read, allocate ids, write records, descriptors
+//! and the commit log entry, then commit durably. Dropping a `Commit` without `finish` aborts it
+//! and leaves the store exactly as it was.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use heed::RwTxn;
+
+use super::error::StoreError;
+use super::lmdb::{key_range, read_u64_key, LmdbStore, META_TID};
+use super::snapshot::encode_oid_list;
+use super::stats::StoreStats;
+use crate::format::{class_extent, make_oid, oid_seq, ClassNo, DecodeError, Descriptor, Oid, RecordHeader, MAX_SEQ};
+
+pub struct Commit<'s> {
+    store: &'s LmdbStore,
+    txn: RwTxn<'s>,
+    tid: u64,
+    next_seq: HashMap<ClassNo, u64>,
+    changed: Vec<Oid>,
+    new_descriptors: Vec<Arc<Descriptor>>,
+    next_descriptor: u32,
+    next_class: ClassNo,
+}
+
+impl<'s> Commit<'s> {
+    /// Waits for the write lock (other writers, in any process) and starts a commit.
+    pub fn begin(store: &'s LmdbStore) -> Result<Commit<'s>, StoreError> {
+        let txn = store.env.write_txn()?;
+        store.refresh_catalog(&txn)?;
+        let last_tid = match store.meta.get(&txn, META_TID)? {
+            Some(bytes) => read_u64_key(bytes, "last tid")?,
+            None => 0,
+        };
+        let (next_descriptor, next_class) = {
+            let catalog = store.catalog();
+            (catalog.max_id + 1, catalog.max_class + 1)
+        };
+        Ok(Commit {
+            store,
+            txn,
+            tid: last_tid + 1,
+            next_seq: HashMap::new(),
+            changed: Vec::new(),
+            new_descriptors: Vec::new(),
+            next_descriptor,
+            next_class,
+        })
+    }
+
+    /// The tid this commit will have; records written by it carry it in their header.
+    pub fn tid(&self) -> u64 {
+        self.tid
+    }
+
+    /// The tid of the stored record of `oid` (None if there is no such record).
+    pub fn stored_tid(&self, oid: Oid) -> Result<Option<u64>, StoreError> {
+        match self.store.records.get(&self.txn, &oid.to_be_bytes())? {
+            None => Ok(None),
+            Some(record) => RecordHeader::parse(record)
+                .map(|(header, _)| Some(header.tid))
+                .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source }),
+        }
+    }
+
+    /// Fails with `Conflict` unless `oid` is still stored with `read_tid`.
+    pub fn check_unchanged(&self, oid: Oid, read_tid: u64) -> Result<(), StoreError> {
+        let stored_tid = self.stored_tid(oid)?;
+        if stored_tid == Some(read_tid) {
+            Ok(())
+        } else {
+            StoreStats::add(&self.store.stats.conflicts, 1);
+            Err(StoreError::Conflict { oid, read_tid, stored_tid })
+        }
+    }
+
+    /// A fresh object id in the extent of `class`: one past the last stored one.
+    pub fn allocate_oid(&mut self, class: ClassNo) -> Result<Oid, StoreError> {
+        let seq = match self.next_seq.get(&class) {
+            Some(&seq) => seq,
+            None => {
+                let (first, end) = class_extent(class);
+                let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
+                let last = self.store.records.rev_range(&self.txn, &key_range(&first, &end))?.next().transpose()?;
+                match last {
+                    Some((key, _)) => oid_seq(read_u64_key(key, "record")?) + 1,
+                    None => 0,
+                }
+            }
+        };
+        if seq > MAX_SEQ {
+            return Err(StoreError::Exhausted { message: format!("class {class} has no object ids left") });
+        }
+        self.next_seq.insert(class, seq + 1);
+        Ok(make_oid(class, seq))
+    }
+
+    /// The descriptor of `type_name` with exactly these fields, registering it (and a class
+    /// number for a new type name) in this commit if the database does not have it yet.
+    pub fn descriptor(&mut self, type_name: &str, fields: &[String]) -> Result<Arc<Descriptor>, StoreError> {
+        if let Some(d) = self.store.catalog().find(type_name, fields) {
+            return Ok(Arc::clone(d));
+        }
+        if let Some(d) = self.new_descriptors.iter().find(|d| d.type_name == type_name && d.fields == fields) {
+            return Ok(Arc::clone(d));
+        }
+        let known_class = self.store.catalog().class_no(type_name);
+        let class_no = match known_class.or_else(|| {
+            self.new_descriptors.iter().find(|d| d.type_name == type_name).map(|d| d.class_no)
+        }) {
+            Some(class_no) => class_no,
+            None => {
+                let class_no = self.next_class;
+                self.next_class = class_no.checked_add(1).ok_or_else(|| StoreError::Exhausted {
+                    message: "the database has no class numbers left (65,535 type names)".to_owned(),
+                })?;
+                class_no
+            }
+        };
+        let descriptor = Arc::new(Descriptor {
+            id: self.next_descriptor,
+            class_no,
+            type_name: type_name.to_owned(),
+            fields: fields.to_vec(),
+        });
+        self.next_descriptor += 1;
+        self.store.descriptors.put(&mut self.txn, &descriptor.id.to_be_bytes(), &descriptor.encode())?;
+        self.new_descriptors.push(Arc::clone(&descriptor));
+        Ok(descriptor)
+    }
+
+    pub fn put(&mut self, oid: Oid, record: &[u8]) -> Result<(), StoreError> {
+        self.store.records.put(&mut self.txn, &oid.to_be_bytes(), record)?;
+        self.changed.push(oid);
+        Ok(())
+    }
+
+    pub fn delete(&mut self, oid: Oid) -> Result<(), StoreError> {
+        self.store.records.delete(&mut self.txn, &oid.to_be_bytes())?;
+        self.changed.push(oid);
+        Ok(())
+    }
+
+    /// Writes the commit log entry and the new last tid, prunes the log, and commits durably.
+    pub fn finish(mut self) -> Result<u64, StoreError> {
+        let written = self.changed.len() as u64;
+        let log_entry = encode_oid_list(&mut self.changed);
+        let store = self.store;
+        store.log.put(&mut self.txn, &self.tid.to_be_bytes(), &log_entry)?;
+        store.meta.put(&mut self.txn, META_TID, &self.tid.to_be_bytes())?;
+        if self.tid > store.options.log_retention {
+            let cutoff = (self.tid - store.options.log_retention).to_be_bytes();
+            store.log.delete_range(&mut self.txn, &(Bound::Unbounded, Bound::Excluded(&cutoff[..])))?;
+        }
+        self.txn.commit()?;
+        {
+            let mut catalog = store.catalog.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+            self.new_descriptors.drain(..).for_each(|d| catalog.insert(d));
+        }
+        StoreStats::add(&store.stats.records_written, written);
+        StoreStats::add(&store.stats.commits, 1);
+        Ok(self.tid)
+    }
+}
+
+impl From<DecodeError> for StoreError {
+    fn from(source: DecodeError) -> Self {
+        StoreError::Corrupt { what: "record".to_owned(), source }
+    }
+}

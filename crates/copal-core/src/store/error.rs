@@ -1,0 +1,57 @@
+use std::fmt;
+
+use crate::format::{DecodeError, Oid};
+
+/// Why a store operation failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Another transaction committed a change to `oid` after this transaction read it.
+    Conflict { oid: Oid, read_tid: u64, stored_tid: Option<u64> },
+    /// Stored bytes (a record, a descriptor, the commit log) could not be decoded.
+    Corrupt { what: String, source: DecodeError },
+    /// The storage engine failed: I/O error, disk or map full, lock or environment trouble.
+    Storage { message: String },
+    /// The database was created by a newer copal or is not a copal database.
+    Incompatible { message: String },
+    /// The database has no room for more classes or objects of a class.
+    Exhausted { message: String },
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Conflict { oid, read_tid, stored_tid } => match stored_tid {
+                Some(stored) => write!(
+                    f,
+                    "object {oid:#x} was changed by transaction {stored} after this transaction read it \
+                     (at {read_tid}); retry the transaction"
+                ),
+                None => write!(f, "object {oid:#x} was deleted by another transaction after this one read it; retry the transaction"),
+            },
+            Self::Corrupt { what, source } => write!(f, "corrupt {what}: {source}"),
+            Self::Storage { message } => write!(f, "storage error: {message}"),
+            Self::Incompatible { message } => write!(f, "{message}"),
+            Self::Exhausted { message } => write!(f, "{message}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<heed::Error> for StoreError {
+    fn from(error: heed::Error) -> Self {
+        let message = match &error {
+            heed::Error::Mdb(heed::MdbError::MapFull) => {
+                "the database map is full (map_size reached); nothing of this transaction was written. \
+                 Reopen with a larger map_size"
+                    .to_owned()
+            }
+            heed::Error::Io(io) if io.raw_os_error() == Some(28) => {
+                "no space left on device; nothing of this transaction was written".to_owned()
+            }
+            other => other.to_string(),
+        };
+        StoreError::Storage { message }
+    }
+}

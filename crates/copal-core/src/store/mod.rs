@@ -1,0 +1,16 @@
+//! Storage: the embedded LMDB store, its snapshots and its commit protocol (DESIGN.md §4,
+//! docs/ARCHITECTURE.md "Storage").
+
+mod catalog;
+mod commit;
+mod error;
+mod lmdb;
+mod snapshot;
+mod stats;
+
+pub use catalog::Catalog;
+pub use commit::Commit;
+pub use error::StoreError;
+pub use lmdb::{LmdbStore, StoreOptions};
+pub use snapshot::Snapshot;
+pub use stats::StoreStats;

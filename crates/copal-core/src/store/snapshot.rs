@@ -1,0 +1,153 @@
+//! A consistent read view of the store: one LMDB read transaction held for the lifetime of a
+//! copal transaction, so it never sees part of a later commit however long it runs.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use heed::{RoTxn, WithoutTls};
+
+use super::error::StoreError;
+use super::lmdb::{key_range, read_u64_key, LmdbStore, META_TID};
+use super::stats::StoreStats;
+use crate::format::{class_extent, ClassNo, Descriptor, Oid, Reader};
+
+pub struct Snapshot {
+    // Field order is load-bearing: `txn` must be dropped before `store`, whose environment it
+    // reads (the static transaction also keeps its own handle on the environment).
+    txn: RoTxn<'static, WithoutTls>,
+    store: Arc<LmdbStore>,
+    tid: u64,
+}
+
+impl Snapshot {
+    pub fn new(store: &Arc<LmdbStore>) -> Result<Snapshot, StoreError> {
+        let txn = store.env.clone().static_read_txn()?;
+        let tid = match store.meta.get(&txn, META_TID)? {
+            Some(bytes) => read_u64_key(bytes, "last tid")?,
+            None => 0,
+        };
+        Ok(Snapshot { txn, store: Arc::clone(store), tid })
+    }
+
+    pub fn store(&self) -> &Arc<LmdbStore> {
+        &self.store
+    }
+
+    /// The id of the last transaction visible in this snapshot.
+    pub fn tid(&self) -> u64 {
+        self.tid
+    }
+
+    /// The record of `oid`, borrowed from the map (valid while the snapshot lives).
+    pub fn get(&self, oid: Oid) -> Result<Option<&[u8]>, StoreError> {
+        let record = self.store.records.get(&self.txn, &oid.to_be_bytes())?;
+        if record.is_some() {
+            StoreStats::add(&self.store.stats.records_read, 1);
+        }
+        Ok(record)
+    }
+
+    /// Calls `visit` with every record of the class extent, in oid order, until it returns false.
+    pub fn scan_extent(
+        &self,
+        class: ClassNo,
+        mut visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let (first, end) = class_extent(class);
+        let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
+        let mut read = 0;
+        let result = (|| {
+            for entry in self.store.records.range(&self.txn, &key_range(&first, &end))? {
+                let (key, record) = entry?;
+                read += 1;
+                if !visit(read_u64_key(key, "record")?, record)? {
+                    break;
+                }
+            }
+            Ok(())
+        })();
+        StoreStats::add(&self.store.stats.records_read, read);
+        result
+    }
+
+    /// The oids changed by transactions after `since` up to this snapshot, or None when the
+    /// commit log no longer reaches back that far (the caller must then drop its whole cache).
+    pub fn changes_since(&self, since: u64) -> Result<Option<Vec<Oid>>, StoreError> {
+        if since >= self.tid {
+            return Ok(Some(Vec::new()));
+        }
+        let first_kept = match self.store.log.first(&self.txn)? {
+            Some((key, _)) => read_u64_key(key, "log")?,
+            None => return Ok(None),
+        };
+        if first_kept > since + 1 {
+            return Ok(None);
+        }
+        let start = (since + 1).to_be_bytes();
+        let end = self.tid.to_be_bytes();
+        let mut oids = Vec::new();
+        for entry in self.store.log.range(&self.txn, &(Bound::Included(&start[..]), Bound::Included(&end[..])))? {
+            let (key, value) = entry?;
+            decode_oid_list(value, &mut oids).map_err(|source| StoreError::Corrupt {
+                what: format!("commit log entry {}", read_u64_key(key, "log").unwrap_or(0)),
+                source,
+            })?;
+        }
+        Ok(Some(oids))
+    }
+
+    /// The descriptor `id`, reading descriptors added since the catalog was loaded if needed.
+    pub fn descriptor(&self, id: u32) -> Result<Arc<Descriptor>, StoreError> {
+        if let Some(d) = self.store.catalog().get(id) {
+            return Ok(Arc::clone(d));
+        }
+        self.store.refresh_catalog(&self.txn)?;
+        self.store.catalog().get(id).cloned().ok_or(StoreError::Corrupt {
+            what: "record".to_owned(),
+            source: crate::format::DecodeError::UnknownDescriptor { id },
+        })
+    }
+
+    /// Every descriptor committed up to this snapshot (and possibly a few later ones).
+    pub fn all_descriptors(&self) -> Result<Vec<Arc<Descriptor>>, StoreError> {
+        self.store.refresh_catalog(&self.txn)?;
+        let mut all: Vec<_> = self.store.catalog().descriptors().cloned().collect();
+        all.sort_by_key(|d| d.id);
+        Ok(all)
+    }
+}
+
+pub(crate) fn encode_oid_list(oids: &mut [Oid]) -> Vec<u8> {
+    oids.sort_unstable();
+    let mut w = crate::format::Writer { buf: Vec::with_capacity(oids.len() * 3) };
+    let mut previous = 0;
+    for &oid in oids.iter() {
+        w.varint(oid - previous);
+        previous = oid;
+    }
+    w.buf
+}
+
+fn decode_oid_list(data: &[u8], out: &mut Vec<Oid>) -> Result<(), crate::format::DecodeError> {
+    let mut r = Reader::new(data);
+    let mut previous: Oid = 0;
+    while !r.is_empty() {
+        previous = previous.wrapping_add(r.varint()?);
+        out.push(previous);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oid_lists_round_trip() {
+        let mut oids = vec![1 << 48 | 5, 3, 1 << 48 | 2, 1 << 50];
+        let bytes = encode_oid_list(&mut oids);
+        let mut back = Vec::new();
+        decode_oid_list(&bytes, &mut back).unwrap();
+        assert_eq!(back, oids);
+    }
+}
