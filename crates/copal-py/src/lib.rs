@@ -1,1 +1,24 @@
+//! PyO3 bindings of copal: the `copal._core` module. Thin by design: objects <-> records
+//! (encode.rs, decode.rs), the persistent base class, connections and error mapping. The public
+//! API is the Python package in python/copal.
 
+mod classes;
+mod connection;
+mod database;
+mod decode;
+mod encode;
+mod errors;
+mod persistent;
+mod pytypes;
+mod stats;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<persistent::PersistentBase>()?;
+    m.add_class::<connection::Connection>()?;
+    m.add_class::<database::Store>()?;
+    m.add("ROOT_OID", copal_core::format::ROOT_OID)?;
+    Ok(())
+}

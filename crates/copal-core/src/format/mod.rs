@@ -1,5 +1,6 @@
 //! The copal record format, version 1 (docs/FORMAT.md).
 
+pub mod calendar;
 mod descriptor;
 mod error;
 mod oid;

@@ -55,7 +55,7 @@ impl RecordHeader {
 /// The record of a fresh, empty root mapping: a PersistentDict whose one field `data` is `{}`.
 pub fn encode_root_record(tid: u64) -> Vec<u8> {
     let mut w = Writer::new();
-    RecordHeader { flags: FLAG_MUTABLE_STATE, descriptor: ROOT_DESCRIPTOR, tid }.write(&mut w);
+    RecordHeader { flags: 0, descriptor: ROOT_DESCRIPTOR, tid }.write(&mut w);
     w.u8(tag::DICT);
     w.varint(0);
     w.buf

@@ -10,6 +10,7 @@ pub struct Catalog {
     by_id: HashMap<u32, Arc<Descriptor>>,
     by_shape: HashMap<(String, Vec<String>), u32>,
     class_by_name: HashMap<String, ClassNo>,
+    name_by_class: HashMap<ClassNo, String>,
     pub max_id: u32,
     pub max_class: ClassNo,
 }
@@ -19,6 +20,7 @@ impl Catalog {
         self.max_id = self.max_id.max(descriptor.id);
         self.max_class = self.max_class.max(descriptor.class_no);
         self.class_by_name.insert(descriptor.type_name.clone(), descriptor.class_no);
+        self.name_by_class.insert(descriptor.class_no, descriptor.type_name.clone());
         self.by_shape.insert((descriptor.type_name.clone(), descriptor.fields.clone()), descriptor.id);
         self.by_id.insert(descriptor.id, descriptor);
     }
@@ -35,6 +37,10 @@ impl Catalog {
 
     pub fn class_no(&self, type_name: &str) -> Option<ClassNo> {
         self.class_by_name.get(type_name).copied()
+    }
+
+    pub fn type_name(&self, class_no: ClassNo) -> Option<&str> {
+        self.name_by_class.get(&class_no).map(String::as_str)
     }
 
     pub fn type_names(&self) -> impl Iterator<Item = (&String, &ClassNo)> {

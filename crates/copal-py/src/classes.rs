@@ -1,0 +1,139 @@
+//! Python classes <-> stored type names and descriptors.
+//!
+//! Resolution of a stored type name never imports anything: it looks in the registry of
+//! `copal.Persistent` subclasses (filled as classes are defined) and then in modules the
+//! application has already imported (`sys.modules`). A name that resolves to something other than
+//! a class of the expected kind is refused, so data cannot make copal call `os.system`.
+
+use std::collections::HashMap;
+
+use copal_core::format::ClassNo;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyType};
+
+use crate::errors::SchemaError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassShape {
+    pub descriptor: u32,
+    pub class_no: ClassNo,
+}
+
+pub fn type_name_of(class: &Bound<'_, PyType>) -> PyResult<String> {
+    let own = class.getattr("__dict__")?.get_item("__copal_type__").ok();
+    if let Some(name) = own {
+        return name.extract();
+    }
+    let module: String = class.getattr("__module__")?.extract()?;
+    let qualname: String = class.getattr("__qualname__")?.extract()?;
+    if module == "builtins" { Ok(qualname) } else { Ok(format!("{module}.{qualname}")) }
+}
+
+/// Whether instances mark themselves changed on every mutation of their top-level container
+/// (PersistentList, PersistentDict): then only values nested inside need commit-time checks.
+pub fn tracks_own_mutations(class: &Bound<'_, PyType>) -> bool {
+    class.getattr("_p_tracks_mutations").and_then(|v| v.is_truthy()).unwrap_or(false)
+}
+
+/// Field lists already registered for a class, keyed by the class object's address.
+pub struct ClassEntry {
+    /// Keeps the class alive while its address is a key of `ClassCache::by_type`, so the address
+    /// cannot be reused by another class.
+    _class: Py<PyType>,
+    pub type_name: String,
+    pub tracks_own: bool,
+    pub shapes: Vec<(Vec<Py<PyString>>, ClassShape)>,
+}
+
+impl ClassEntry {
+    pub fn new(class: &Bound<'_, PyType>) -> PyResult<ClassEntry> {
+        Ok(ClassEntry {
+            _class: class.clone().unbind(),
+            type_name: type_name_of(class)?,
+            tracks_own: tracks_own_mutations(class),
+            shapes: Vec::new(),
+        })
+    }
+
+    /// The registered shape whose field names are exactly the keys of `dict`, in order.
+    pub fn find_shape(&self, dict: &Bound<'_, PyDict>) -> Option<ClassShape> {
+        let len = dict.len();
+        'shapes: for (fields, shape) in &self.shapes {
+            if fields.len() != len {
+                continue;
+            }
+            for ((key, _), field) in dict.iter().zip(fields) {
+                if !(key.is(field) || key.eq(field).unwrap_or(false)) {
+                    continue 'shapes;
+                }
+            }
+            return Some(*shape);
+        }
+        None
+    }
+}
+
+pub fn field_names(dict: &Bound<'_, PyDict>) -> PyResult<(Vec<String>, Vec<Py<PyString>>)> {
+    let py = dict.py();
+    let mut names = Vec::with_capacity(dict.len());
+    let mut interned = Vec::with_capacity(dict.len());
+    for key in dict.keys() {
+        let name: String = key.extract().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(format!("attribute names must be str, not {}", key.get_type()))
+        })?;
+        interned.push(PyString::intern(py, &name).unbind());
+        names.push(name);
+    }
+    Ok((names, interned))
+}
+
+#[derive(Default)]
+pub struct ClassCache {
+    pub by_type: HashMap<usize, ClassEntry>,
+    pub by_class_no: HashMap<ClassNo, Py<PyType>>,
+}
+
+impl ClassCache {
+    pub fn entry(&mut self, class: &Bound<'_, PyType>) -> PyResult<&mut ClassEntry> {
+        let key = class.as_ptr() as usize;
+        if !self.by_type.contains_key(&key) {
+            self.by_type.insert(key, ClassEntry::new(class)?);
+        }
+        Ok(self.by_type.get_mut(&key).expect("inserted above"))
+    }
+}
+
+/// The class stored under `type_name`, without importing anything.
+pub fn resolve<'py>(py: Python<'py>, registry: &Bound<'py, PyDict>, type_name: &str) -> PyResult<Bound<'py, PyType>> {
+    if let Some(class) = registry.get_item(type_name)? {
+        return class.cast_into::<PyType>().map_err(|_| not_a_class(type_name));
+    }
+    let modules = py.import("sys")?.getattr("modules")?;
+    let mut split = type_name.len();
+    while let Some(dot) = type_name[..split].rfind('.') {
+        let (module_name, path) = (&type_name[..dot], &type_name[dot + 1..]);
+        if let Ok(module) = modules.get_item(module_name) {
+            let mut target = module;
+            for part in path.split('.') {
+                target = match target.getattr(part) {
+                    Ok(t) => t,
+                    Err(_) => return Err(unknown_class(type_name)),
+                };
+            }
+            return target.cast_into::<PyType>().map_err(|_| not_a_class(type_name));
+        }
+        split = dot;
+    }
+    Err(unknown_class(type_name))
+}
+
+fn unknown_class(type_name: &str) -> PyErr {
+    SchemaError::new_err(format!(
+        "no class for stored type {type_name:?}: import the module that defines it before loading \
+         (copal never imports modules named by data), or set __copal_type__ on the class"
+    ))
+}
+
+fn not_a_class(type_name: &str) -> PyErr {
+    SchemaError::new_err(format!("stored type {type_name:?} names something that is not a class; refusing to use it"))
+}

@@ -1,0 +1,798 @@
+//! A connection: one identity map (oid -> object), one snapshot at a time, and the commit of
+//! its changes. The Python `Transaction` drives it; one connection serves one thread at a time.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use copal_core::format::{oid_class, Reader, RecordHeader, TzInfo, FLAG_MUTABLE_STATE};
+use copal_core::query::{self, Predicate};
+use copal_core::{Commit, LmdbStore, Snapshot};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDelta, PyDict, PyList, PyString, PyTuple, PyTzInfo, PyType};
+
+use crate::classes::{field_names, resolve, ClassCache, ClassShape};
+use crate::decode::{DecodeInfo, Decoder, Resolver};
+use crate::encode::{Encoder, Sink};
+use crate::errors::{DanglingReference, IntoPyResult, SchemaError};
+use crate::persistent::{deactivate, set_instance_dict, PersistentBase, CHANGED, GHOST, GENERATION, UP_TO_DATE};
+use crate::pytypes;
+use crate::stats::SharedStats;
+
+/// Runs `f` without the GIL. LMDB write transactions must stay on the thread that began them;
+/// `detach` runs the closure on the current thread, so carrying one through it is sound even
+/// though heed marks the transaction `!Send`.
+struct SameThread<T>(T);
+// SAFETY: values wrapped here only pass through `Python::detach`, which runs its closure on the
+// calling thread; they never reach another thread.
+unsafe impl<T> Send for SameThread<T> {}
+
+fn without_gil<T>(py: Python<'_>, f: impl FnOnce() -> T) -> T {
+    let f = SameThread(f);
+    let out = py.detach(move || {
+        let f = f;
+        SameThread((f.0)())
+    });
+    out.0
+}
+
+#[pyclass(unsendable, module = "copal._core")]
+pub struct Connection {
+    store: Arc<LmdbStore>,
+    stats: Arc<SharedStats>,
+    snapshot: RefCell<Option<Snapshot>>,
+    /// The last tid whose changes this connection's cache reflects.
+    seen_tid: Cell<u64>,
+    cache: Py<PyDict>,
+    registry: Py<PyDict>,
+    changed: RefCell<Vec<Py<PyAny>>>,
+    /// State bytes of loaded objects that hold plain mutable containers, re-encoded at commit
+    /// to detect in-place mutation (FLAG_MUTABLE_STATE).
+    watched: RefCell<HashMap<u64, Vec<u8>>>,
+    classes: RefCell<ClassCache>,
+    decode_infos: RefCell<HashMap<u32, Rc<DecodeInfo>>>,
+    zones: RefCell<HashMap<String, Py<PyTzInfo>>>,
+    /// Non-ghost objects in the cache, and the target above which the least recently used are
+    /// turned back into ghosts at transaction boundaries.
+    loaded: Cell<usize>,
+    cache_size: usize,
+    me: RefCell<Option<Py<Connection>>>,
+}
+
+impl Connection {
+    pub fn new(py: Python<'_>, store: Arc<LmdbStore>, stats: Arc<SharedStats>, registry: Py<PyDict>, cache_size: usize) -> Self {
+        Connection {
+            store,
+            stats,
+            snapshot: RefCell::new(None),
+            seen_tid: Cell::new(0),
+            cache: PyDict::new(py).unbind(),
+            registry,
+            changed: RefCell::new(Vec::new()),
+            watched: RefCell::new(HashMap::new()),
+            classes: RefCell::new(ClassCache::default()),
+            decode_infos: RefCell::new(HashMap::new()),
+            zones: RefCell::new(HashMap::new()),
+            loaded: Cell::new(0),
+            cache_size,
+            me: RefCell::new(None),
+        }
+    }
+
+    /// Creates the connection's Python object (the jar of its objects).
+    pub fn create(py: Python<'_>, connection: Connection) -> PyResult<Py<Connection>> {
+        let me = Py::new(py, connection)?;
+        *me.borrow(py).me.borrow_mut() = Some(me.clone_ref(py));
+        Ok(me)
+    }
+
+    /// This connection's own Python object: the `_p_jar` of the objects it loads.
+    fn self_ref(&self, py: Python<'_>) -> PyResult<Py<Connection>> {
+        self.me.borrow().as_ref().map(|me| me.clone_ref(py)).ok_or_else(|| PyRuntimeError::new_err("connection is closed"))
+    }
+
+    pub fn register(&self, obj: Py<PyAny>) {
+        if let Ok(mut changed) = self.changed.try_borrow_mut() {
+            changed.push(obj);
+        }
+    }
+
+    pub fn forget_state(&self, oid: u64) {
+        if let Ok(mut watched) = self.watched.try_borrow_mut() {
+            watched.remove(&oid);
+        }
+        self.loaded.set(self.loaded.get().saturating_sub(1));
+    }
+
+    fn with_snapshot<T>(&self, f: impl FnOnce(&Snapshot) -> PyResult<T>) -> PyResult<T> {
+        let current = self.snapshot.try_borrow().map_err(|_| PyRuntimeError::new_err("connection busy"))?;
+        match current.as_ref() {
+            Some(snapshot) => f(snapshot),
+            None => {
+                drop(current);
+                // Outside a transaction, reads see the latest committed state.
+                let snapshot = Snapshot::new(&self.store).py_err()?;
+                f(&snapshot)
+            }
+        }
+    }
+
+    /// Loads the record of ghost `obj` and fills its state.
+    pub fn activate(&self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+        let oid = obj.cast::<PersistentBase>()?.borrow().oid.ok_or_else(|| PyRuntimeError::new_err("ghost without oid"))?;
+        self.with_snapshot(|snapshot| {
+            let record = snapshot.get(oid).py_err()?.ok_or_else(|| dangling(oid))?;
+            self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
+            self.set_state(obj, oid, record)
+        })
+    }
+
+    fn set_state(&self, obj: &Bound<'_, PyAny>, oid: u64, record: &[u8]) -> PyResult<()> {
+        let py = obj.py();
+        let what = || format!("record of object {oid:#x}");
+        let (header, dict, state_start) = Decoder::new(py, self, &what).record(record)?;
+        set_instance_dict(obj, &dict)?;
+        {
+            let mut this = obj.cast::<PersistentBase>()?.borrow_mut();
+            this.state = UP_TO_DATE;
+            this.serial = header.tid;
+            this.last_access = GENERATION.load(Ordering::Relaxed);
+        }
+        if header.flags & FLAG_MUTABLE_STATE != 0 {
+            self.watched.borrow_mut().insert(oid, record[state_start..].to_vec());
+        }
+        self.loaded.set(self.loaded.get() + 1);
+        Ok(())
+    }
+
+    /// The object for `oid`: from the identity map, or a new ghost.
+    fn object_for<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Bound<'py, PyAny>> {
+        let cache = self.cache.bind(py);
+        if let Some(obj) = cache.get_item(oid)? {
+            return Ok(obj);
+        }
+        let class = self.class_for(py, oid_class(oid))?;
+        let obj = new_instance(&class)?;
+        {
+            let mut this = obj.cast::<PersistentBase>()?.borrow_mut();
+            this.oid = Some(oid);
+            this.jar = Some(self.self_ref(py)?);
+            this.state = GHOST;
+        }
+        cache.set_item(oid, &obj)?;
+        Ok(obj)
+    }
+
+    fn class_for<'py>(&self, py: Python<'py>, class_no: u16) -> PyResult<Bound<'py, PyType>> {
+        if let Some(class) = self.classes.borrow().by_class_no.get(&class_no) {
+            return Ok(class.bind(py).clone());
+        }
+        let type_name = {
+            let known = self.store.catalog().type_name(class_no).map(str::to_owned);
+            match known {
+                Some(name) => name,
+                None => {
+                    self.with_snapshot(|s| s.all_descriptors().py_err().map(drop))?;
+                    self.store.catalog().type_name(class_no).map(str::to_owned).ok_or_else(|| {
+                        crate::errors::CorruptRecordError::new_err(format!("reference to unknown class number {class_no}"))
+                    })?
+                }
+            }
+        };
+        let class = resolve(py, self.registry.bind(py), &type_name)?;
+        if !class.is_subclass_of::<PersistentBase>()? {
+            return Err(SchemaError::new_err(format!(
+                "stored persistent type {type_name:?} resolves to {class:?}, which is not a copal.Persistent class"
+            )));
+        }
+        self.classes.borrow_mut().by_class_no.insert(class_no, class.clone().unbind());
+        Ok(class)
+    }
+
+    fn invalidate_all(&self, py: Python<'_>) -> PyResult<()> {
+        let objects: Vec<_> = self.cache.bind(py).values().iter().collect();
+        for obj in objects {
+            if obj.is_instance_of::<PersistentBase>() {
+                deactivate(&obj, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn predicate_values(&self, py: Python<'_>, predicates: &Bound<'_, PyList>) -> PyResult<Vec<Predicate>> {
+        let mut out = Vec::with_capacity(predicates.len());
+        for item in predicates.iter() {
+            let (field, value): (String, Bound<'_, PyAny>) = item.extract()?;
+            let mut sink = ReadOnlySink { conn: self, py };
+            let bytes = Encoder::new(&mut sink).standalone(&value)?;
+            let value = copal_core::format::decode_value(&mut Reader::new(&bytes), &*self.store.catalog())
+                .map_err(|e| crate::errors::corrupt("query operand", e))?;
+            out.push(Predicate::Eq { field, value });
+        }
+        Ok(out)
+    }
+
+    /// Ghostifies the least recently used objects when more than `cache_size` are loaded, and
+    /// drops ghosts that nothing else references.
+    fn evict(&self, py: Python<'_>) -> PyResult<()> {
+        if self.loaded.get() <= self.cache_size {
+            return Ok(());
+        }
+        let cache = self.cache.bind(py);
+        let mut loaded: Vec<(u32, Bound<'_, PyAny>)> = Vec::new();
+        let mut unreferenced = Vec::new();
+        for (key, obj) in cache.iter() {
+            let Ok(p) = obj.cast::<PersistentBase>() else { continue };
+            let (state, access) = {
+                let p = p.borrow();
+                (p.state, p.last_access)
+            };
+            match state {
+                UP_TO_DATE => loaded.push((access, obj)),
+                // Referenced by the cache dict, `obj` and the iteration only.
+                // SAFETY: reading the reference count of a live object.
+                GHOST if unsafe { ffi::Py_REFCNT(obj.as_ptr()) } <= 3 => unreferenced.push(key),
+                _ => {}
+            }
+        }
+        for key in unreferenced {
+            cache.del_item(key)?;
+        }
+        let target = self.cache_size - self.cache_size / 4;
+        let excess = loaded.len().saturating_sub(target);
+        if excess > 0 {
+            loaded.sort_unstable_by_key(|(access, _)| *access);
+            for (_, obj) in loaded.into_iter().take(excess) {
+                deactivate(&obj, false)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn dangling(oid: u64) -> PyErr {
+    DanglingReference::new_err(format!("object {oid:#x} does not exist (deleted, or never committed)"))
+}
+
+/// A new, empty instance of persistent `class`, created by the base class's constructor only:
+/// the class's own `__init__` is not called (its state comes from the record).
+fn new_instance<'py>(class: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
+    let py = class.py();
+    let args = PyTuple::empty(py);
+    // SAFETY: `class` is a subclass of PersistentBase (checked by `class_for`), whose tp_new is
+    // PyO3's constructor wrapper accepting any arguments; it returns a new reference or null.
+    unsafe {
+        let tp_new = (*class.as_type_ptr()).tp_new.ok_or_else(|| PyTypeError::new_err("class cannot be instantiated"))?;
+        Bound::from_owned_ptr_or_err(py, tp_new(class.as_type_ptr(), args.as_ptr(), std::ptr::null_mut()))
+    }
+}
+
+impl<'py> Resolver<'py> for Connection {
+    fn descriptor(&self, py: Python<'py>, id: u32) -> PyResult<Rc<DecodeInfo>> {
+        if let Some(info) = self.decode_infos.borrow().get(&id) {
+            return Ok(Rc::clone(info));
+        }
+        let descriptor = self.with_snapshot(|s| s.descriptor(id).py_err())?;
+        let info = Rc::new(DecodeInfo {
+            type_name: descriptor.type_name.clone(),
+            fields: descriptor.fields.iter().map(|f| PyString::intern(py, f).unbind()).collect(),
+        });
+        self.decode_infos.borrow_mut().insert(id, Rc::clone(&info));
+        Ok(info)
+    }
+
+    fn class_of(&self, py: Python<'py>, info: &DecodeInfo) -> PyResult<Bound<'py, PyType>> {
+        resolve(py, self.registry.bind(py), &info.type_name)
+    }
+
+    fn object(&self, py: Python<'py>, oid: u64) -> PyResult<Bound<'py, PyAny>> {
+        self.object_for(py, oid)
+    }
+
+    fn zone(&self, py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py, PyTzInfo>>> {
+        let key = match tz {
+            TzInfo::Naive => return Ok(None),
+            TzInfo::Offset(micros) => format!("{micros}"),
+            TzInfo::Named(name) => name.clone(),
+        };
+        if let Some(zone) = self.zones.borrow().get(&key) {
+            return Ok(Some(zone.bind(py).clone()));
+        }
+        let zone = match tz {
+            TzInfo::Offset(0) => PyTzInfo::utc(py)?.to_owned(),
+            TzInfo::Offset(micros) => {
+                let days = micros.div_euclid(86_400_000_000) as i32;
+                let rest = micros.rem_euclid(86_400_000_000);
+                let delta = PyDelta::new(py, days, (rest / 1_000_000) as i32, (rest % 1_000_000) as i32, true)?;
+                pytypes::timezone_type(py)?.call1((delta,))?.cast_into::<PyTzInfo>()?
+            }
+            TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((name,))?.cast_into::<PyTzInfo>()?,
+            TzInfo::Naive => unreachable!("returned above"),
+        };
+        self.zones.borrow_mut().insert(key, zone.clone().unbind());
+        Ok(Some(zone))
+    }
+}
+
+/// Encodes query operands: references and known classes only, nothing registered.
+struct ReadOnlySink<'c, 'py> {
+    conn: &'c Connection,
+    py: Python<'py>,
+}
+
+impl Sink for ReadOnlySink<'_, '_> {
+    fn descriptor(&mut self, _py: Python<'_>, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
+        let (fields, _) = field_names(dict)?;
+        let type_name = crate::classes::type_name_of(class)?;
+        let catalog = self.conn.store.catalog();
+        let d = catalog.find(&type_name, &fields).ok_or_else(|| {
+            SchemaError::new_err(format!("no stored {type_name} has these fields; it cannot match"))
+        })?;
+        Ok(ClassShape { descriptor: d.id, class_no: d.class_no })
+    }
+
+    fn enum_descriptor(&mut self, py: Python<'_>, class: &Bound<'_, PyType>) -> PyResult<u32> {
+        Ok(self.descriptor(py, class, &PyDict::new(py))?.descriptor)
+    }
+
+    fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let _ = self.py;
+        obj.cast::<PersistentBase>()?.borrow().oid.ok_or_else(|| {
+            PyTypeError::new_err("a query cannot compare with an object that is not stored yet")
+        })
+    }
+}
+
+/// The sink of a commit: registers descriptors and gives ids to newly reachable objects.
+struct CommitSink<'c, 's> {
+    conn: &'c Connection,
+    jar: Py<Connection>,
+    commit: Commit<'s>,
+    /// Shapes registered by this commit, merged into the class cache once it succeeds.
+    new_shapes: Vec<(usize, Vec<Py<PyString>>, ClassShape)>,
+    /// Objects that became persistent in this commit and still have to be written.
+    to_write: VecDeque<Py<PyAny>>,
+    persisted: Vec<Py<PyAny>>,
+}
+
+impl Sink for CommitSink<'_, '_> {
+    fn descriptor(&mut self, py: Python<'_>, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
+        let mut classes = self.conn.classes.borrow_mut();
+        let entry = classes.entry(class)?;
+        if let Some(shape) = entry.find_shape(dict) {
+            return Ok(shape);
+        }
+        let key = class.as_ptr() as usize;
+        let (fields, interned) = field_names(dict)?;
+        for (k, f, shape) in &self.new_shapes {
+            if *k == key && f.len() == fields.len() && f.iter().zip(&fields).all(|(a, b)| a.bind(py).to_str().map(|s| s == b).unwrap_or(false)) {
+                return Ok(*shape);
+            }
+        }
+        let descriptor = self.commit.descriptor(&entry.type_name, &fields).py_err()?;
+        let shape = ClassShape { descriptor: descriptor.id, class_no: descriptor.class_no };
+        self.new_shapes.push((key, interned, shape));
+        Ok(shape)
+    }
+
+    fn enum_descriptor(&mut self, py: Python<'_>, class: &Bound<'_, PyType>) -> PyResult<u32> {
+        Ok(self.descriptor(py, class, &PyDict::new(py))?.descriptor)
+    }
+
+    fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let py = obj.py();
+        let p = obj.cast::<PersistentBase>()?;
+        {
+            let this = p.borrow();
+            if let Some(jar) = &this.jar {
+                if !jar.is(&self.jar) {
+                    return Err(PyTypeError::new_err(
+                        "a persistent object of another connection or database cannot be referenced; \
+                         copy it or load it in this transaction",
+                    ));
+                }
+                return this.oid.ok_or_else(|| PyRuntimeError::new_err("stored object without oid"));
+            }
+        }
+        let dict = crate::persistent::instance_dict(obj)?;
+        let shape = self.descriptor(py, &obj.get_type(), &dict)?;
+        let oid = self.commit.allocate_oid(shape.class_no).py_err()?;
+        {
+            let mut this = p.borrow_mut();
+            this.oid = Some(oid);
+            this.jar = Some(self.jar.clone_ref(py));
+            this.state = CHANGED;
+        }
+        self.to_write.push_back(obj.clone().unbind());
+        self.persisted.push(obj.clone().unbind());
+        Ok(oid)
+    }
+}
+
+#[pymethods]
+impl Connection {
+    /// Starts a transaction: takes a fresh snapshot and invalidates cached objects that other
+    /// transactions changed since this connection last looked.
+    fn begin(&self, py: Python<'_>) -> PyResult<u64> {
+        GENERATION.fetch_add(1, Ordering::Relaxed);
+        let store = Arc::clone(&self.store);
+        let snapshot = without_gil(py, || Snapshot::new(&store)).py_err()?;
+        let since = self.seen_tid.get();
+        match snapshot.changes_since(since).py_err()? {
+            Some(oids) => {
+                let cache = self.cache.bind(py);
+                for oid in oids {
+                    if let Some(obj) = cache.get_item(oid)? {
+                        deactivate(&obj, true)?;
+                    }
+                }
+            }
+            None => self.invalidate_all(py)?,
+        }
+        self.seen_tid.set(snapshot.tid());
+        let tid = snapshot.tid();
+        *self.snapshot.borrow_mut() = Some(snapshot);
+        Ok(tid)
+    }
+
+    /// Ends the transaction: releases the snapshot; on abort, changed objects become ghosts
+    /// again so that they reload their committed state.
+    fn end(&self, py: Python<'_>, aborted: bool) -> PyResult<()> {
+        let changed: Vec<_> = self.changed.borrow_mut().drain(..).collect();
+        if aborted {
+            for obj in changed {
+                deactivate(obj.bind(py), true)?;
+            }
+        }
+        self.snapshot.borrow_mut().take();
+        self.evict(py)
+    }
+
+    /// The object with id `oid`, loaded (raises DanglingReference if it does not exist).
+    fn get<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Bound<'py, PyAny>> {
+        let cached = self.cache.bind(py).get_item(oid)?;
+        let obj = match cached {
+            Some(obj) => obj,
+            None => {
+                let exists = self.with_snapshot(|s| Ok(s.get(oid).py_err()?.is_some()))?;
+                if !exists {
+                    return Err(dangling(oid));
+                }
+                self.object_for(py, oid)?
+            }
+        };
+        if obj.cast::<PersistentBase>()?.borrow().state == GHOST {
+            self.activate(&obj)?;
+        } else {
+            self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(obj)
+    }
+
+    /// The root mapping.
+    fn root<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.get(py, copal_core::format::ROOT_OID)
+    }
+
+    /// Loads every ghost reachable from `objects`, level by level, up to `depth` levels.
+    #[pyo3(signature = (objects, depth=None))]
+    fn load_closure(&self, objects: &Bound<'_, PyList>, depth: Option<usize>) -> PyResult<usize> {
+        let mut level: Vec<Bound<'_, PyAny>> = objects.iter().collect();
+        let mut seen = std::collections::HashSet::new();
+        let mut loaded = 0;
+        let mut remaining = depth.map(|d| d + 1);
+        while !level.is_empty() && remaining != Some(0) {
+            remaining = remaining.map(|d| d - 1);
+            let mut next = Vec::new();
+            for obj in level {
+                if !seen.insert(obj.as_ptr() as usize) {
+                    continue;
+                }
+                if let Ok(p) = obj.cast::<PersistentBase>() {
+                    if p.borrow().state == GHOST {
+                        self.activate(&obj)?;
+                        loaded += 1;
+                    }
+                    collect_references(&crate::persistent::instance_dict(&obj)?.into_any(), &mut next, 0)?;
+                } else {
+                    collect_references(&obj, &mut next, 0)?;
+                }
+            }
+            level = next;
+        }
+        Ok(loaded)
+    }
+
+    /// Objects of the given classes whose stored fields equal the operands of `predicates`
+    /// (a list of (field, value)), evaluated in Rust on the raw records of this snapshot.
+    #[pyo3(signature = (class_numbers, predicates, limit=None, exclude=None))]
+    fn scan<'py>(
+        &self,
+        py: Python<'py>,
+        class_numbers: Vec<u16>,
+        predicates: &Bound<'py, PyList>,
+        limit: Option<usize>,
+        exclude: Option<std::collections::HashSet<u64>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let predicates = self.predicate_values(py, predicates)?;
+        let exclude = exclude.unwrap_or_default();
+        // Excluded objects are pending in this transaction; the caller tests them in Python.
+        let fetch = limit.map(|l| l + exclude.len());
+        let matches = self.with_snapshot(|snapshot| {
+            let snapshot = SameThread(snapshot);
+            without_gil(py, || query::scan(snapshot.0, &class_numbers, &predicates, fetch)).py_err()
+        })?;
+        let out = PyList::empty(py);
+        let cache = self.cache.bind(py);
+        for (oid, record) in matches {
+            if exclude.contains(&oid) {
+                continue;
+            }
+            if limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+            let obj = match cache.get_item(oid)? {
+                Some(obj) => obj,
+                None => self.object_for(py, oid)?,
+            };
+            if obj.cast::<PersistentBase>()?.borrow().state == GHOST {
+                self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
+                self.set_state(&obj, oid, &record)?;
+            } else {
+                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+            }
+            out.append(obj)?;
+        }
+        Ok(out)
+    }
+
+    /// The class numbers of the stored type names `names` (unknown names are skipped).
+    fn class_numbers(&self, names: Vec<String>) -> PyResult<Vec<u16>> {
+        self.with_snapshot(|s| s.all_descriptors().py_err().map(drop))?;
+        let catalog = self.store.catalog();
+        Ok(names.iter().filter_map(|n| catalog.class_no(n)).collect())
+    }
+
+    /// Objects registered as changed in the running transaction.
+    fn changed_objects<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.changed.borrow().iter().map(|o| o.clone_ref(py)))
+    }
+
+    /// Loaded objects whose state holds plain mutable containers (possibly changed in place).
+    fn watched_objects<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let cache = self.cache.bind(py);
+        let out = PyList::empty(py);
+        for oid in self.watched.borrow().keys() {
+            if let Some(obj) = cache.get_item(*oid)? {
+                out.append(obj)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Drops the cache and the self-reference, so the connection and its objects can be freed.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.snapshot.borrow_mut().take();
+        self.changed.borrow_mut().clear();
+        self.watched.borrow_mut().clear();
+        self.cache.bind(py).clear();
+        self.me.borrow_mut().take();
+        Ok(())
+    }
+
+    /// Number of non-ghost objects in the cache.
+    fn loaded_count(&self) -> usize {
+        self.loaded.get()
+    }
+
+    /// Commits the running transaction: objects registered as changed, loaded objects whose
+    /// plain containers were mutated in place, `added` objects and everything newly reachable
+    /// from them, and the deletion of `deleted`. Returns the new tid, or None when there was
+    /// nothing to write.
+    fn commit(slf: &Bound<'_, Self>, added: Vec<Bound<'_, PyAny>>, deleted: Vec<Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+        let py = slf.py();
+        let this = slf.borrow();
+        let jar = slf.clone().unbind();
+        let changed: Vec<Bound<'_, PyAny>> = this.changed.borrow().iter().map(|o| o.bind(py).clone()).collect();
+        let watched: Vec<(u64, Vec<u8>)> = this.watched.borrow().iter().map(|(k, v)| (*k, v.clone())).collect();
+        let unsaved_added = added.iter().any(|o| o.cast::<PersistentBase>().map(|p| p.borrow().jar.is_none()).unwrap_or(true));
+        if changed.is_empty() && deleted.is_empty() && !unsaved_added && watched.is_empty() {
+            return Ok(None);
+        }
+        let store = Arc::clone(&this.store);
+        let commit = without_gil(py, || Commit::begin(&store)).py_err()?;
+        let mut sink = CommitSink { conn: &this, jar, commit, new_shapes: Vec::new(), to_write: VecDeque::new(), persisted: Vec::new() };
+        let result = this.write_changes(py, &mut sink, &changed, &watched, &added, &deleted);
+        let result = result.and_then(|written| {
+            let CommitSink { commit, new_shapes, persisted, .. } = sink;
+            if written.is_empty() && deleted.is_empty() {
+                return Ok((None, written, new_shapes, persisted));
+            }
+            let tid = without_gil(py, move || commit.finish()).py_err()?;
+            Ok((Some(tid), written, new_shapes, persisted))
+        });
+        match result {
+            Ok((tid, written, new_shapes, _)) => {
+                let mut classes = this.classes.borrow_mut();
+                for (key, fields, shape) in new_shapes {
+                    if let Some(entry) = classes.by_type.get_mut(&key) {
+                        entry.shapes.push((fields, shape));
+                    }
+                }
+                drop(classes);
+                let Some(tid) = tid else { return Ok(None) };
+                let cache = this.cache.bind(py);
+                let mut watched = this.watched.borrow_mut();
+                for (obj, oid, mutable_state) in written {
+                    let was_loaded = {
+                        let mut p = obj.cast::<PersistentBase>()?.borrow_mut();
+                        let was_loaded = p.state != GHOST;
+                        p.state = UP_TO_DATE;
+                        p.serial = tid;
+                        was_loaded
+                    };
+                    if cache.get_item(oid)?.is_none() {
+                        cache.set_item(oid, &obj)?;
+                        this.loaded.set(this.loaded.get() + 1);
+                    } else if !was_loaded {
+                        this.loaded.set(this.loaded.get() + 1);
+                    }
+                    match mutable_state {
+                        Some(state) => watched.insert(oid, state),
+                        None => watched.remove(&oid),
+                    };
+                }
+                for obj in &deleted {
+                    if let Some(oid) = obj.cast::<PersistentBase>()?.borrow().oid {
+                        cache.del_item(oid).ok();
+                        watched.remove(&oid);
+                    }
+                    let mut p = obj.cast::<PersistentBase>()?.borrow_mut();
+                    p.oid = None;
+                    p.jar = None;
+                    p.state = UP_TO_DATE;
+                }
+                this.seen_tid.set(tid);
+                this.changed.borrow_mut().clear();
+                Ok(Some(tid))
+            }
+            Err(error) => Err(error),
+        }
+    }
+}
+
+impl Connection {
+    #[allow(clippy::type_complexity)]
+    fn write_changes<'py>(
+        &self,
+        py: Python<'py>,
+        sink: &mut CommitSink<'_, '_>,
+        changed: &[Bound<'py, PyAny>],
+        watched: &[(u64, Vec<u8>)],
+        added: &[Bound<'py, PyAny>],
+        deleted: &[Bound<'py, PyAny>],
+    ) -> PyResult<Vec<(Bound<'py, PyAny>, u64, Option<Vec<u8>>)>> {
+        let tid = sink.commit.tid();
+        let mut written = Vec::new();
+        let outcome = (|| {
+            for obj in added {
+                sink.reference(obj)?;
+            }
+            let cache = self.cache.bind(py);
+            for obj in changed {
+                let (oid, serial, state) = {
+                    let p = obj.cast::<PersistentBase>()?.borrow();
+                    (p.oid, p.serial, p.state)
+                };
+                let Some(oid) = oid else { continue };
+                if state != CHANGED {
+                    continue;
+                }
+                sink.commit.check_unchanged(oid, serial).py_err()?;
+                written.extend(self.write_one(sink, obj, oid, tid, None)?);
+            }
+            for (oid, saved) in watched {
+                let Some(obj) = cache.get_item(*oid)? else { continue };
+                let (serial, state) = {
+                    let p = obj.cast::<PersistentBase>()?.borrow();
+                    (p.serial, p.state)
+                };
+                if state != UP_TO_DATE {
+                    continue;
+                }
+                if let Some(entry) = self.write_one(sink, &obj, *oid, tid, Some((saved, serial)))? {
+                    written.push(entry);
+                }
+            }
+            while let Some(obj) = sink.to_write.pop_front() {
+                let obj = obj.into_bound(py);
+                let oid = obj.cast::<PersistentBase>()?.borrow().oid.expect("persisted objects have ids");
+                written.extend(self.write_one(sink, &obj, oid, tid, None)?);
+            }
+            for obj in deleted {
+                let (oid, serial) = {
+                    let p = obj.cast::<PersistentBase>()?.borrow();
+                    (p.oid, p.serial)
+                };
+                if let Some(oid) = oid {
+                    sink.commit.check_unchanged(oid, serial).py_err()?;
+                    sink.commit.delete(oid).py_err()?;
+                }
+            }
+            Ok(())
+        })();
+        match outcome {
+            Ok(()) => Ok(written),
+            Err(error) => {
+                // Objects that received ids in this failed commit become unsaved again.
+                for obj in &sink.persisted {
+                    let mut p = obj.bind(py).cast::<PersistentBase>()?.borrow_mut();
+                    p.oid = None;
+                    p.jar = None;
+                    p.state = UP_TO_DATE;
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Encodes and stores one object. With `compare_to` (the state bytes it was loaded with and
+    /// its serial), writes only if the state differs, after a conflict check.
+    fn write_one<'py>(
+        &self,
+        sink: &mut CommitSink<'_, '_>,
+        obj: &Bound<'py, PyAny>,
+        oid: u64,
+        tid: u64,
+        compare_to: Option<(&Vec<u8>, u64)>,
+    ) -> PyResult<Option<(Bound<'py, PyAny>, u64, Option<Vec<u8>>)>> {
+        let tracks_own = self.classes.borrow_mut().entry(&obj.get_type())?.tracks_own;
+        let (record, state_start) = Encoder::new(sink).record(obj, tid, tracks_own)?;
+        let state = &record[state_start..];
+        if let Some((saved, serial)) = compare_to {
+            if state == saved.as_slice() {
+                return Ok(None);
+            }
+            sink.commit.check_unchanged(oid, serial).py_err()?;
+        }
+        sink.commit.put(oid, &record).py_err()?;
+        let (header, _) = RecordHeader::parse(&record).map_err(|e| crate::errors::corrupt("new record", e))?;
+        let mutable_state = (header.flags & FLAG_MUTABLE_STATE != 0).then(|| state.to_vec());
+        Ok(Some((obj.clone(), oid, mutable_state)))
+    }
+}
+
+/// Appends every persistent object referenced from `value` (through plain containers and
+/// plain objects, not through other persistent objects) to `out`.
+fn collect_references<'py>(value: &Bound<'py, PyAny>, out: &mut Vec<Bound<'py, PyAny>>, depth: usize) -> PyResult<()> {
+    if depth > 256 {
+        return Ok(());
+    }
+    if value.is_instance_of::<PersistentBase>() {
+        out.push(value.clone());
+    } else if let Ok(list) = value.cast::<PyList>() {
+        for item in list.iter() {
+            collect_references(&item, out, depth + 1)?;
+        }
+    } else if let Ok(dict) = value.cast::<PyDict>() {
+        for (k, v) in dict.iter() {
+            collect_references(&k, out, depth + 1)?;
+            collect_references(&v, out, depth + 1)?;
+        }
+    } else if let Ok(tuple) = value.cast::<PyTuple>() {
+        for item in tuple.iter() {
+            collect_references(&item, out, depth + 1)?;
+        }
+    } else if value.is_instance_of::<pyo3::types::PySet>() || value.is_instance_of::<pyo3::types::PyFrozenSet>() {
+        for item in value.try_iter()? {
+            collect_references(&item?, out, depth + 1)?;
+        }
+    } else if !value.is_instance_of::<PyString>() && crate::encode::has_instance_dict(value) {
+        collect_references(&crate::persistent::instance_dict(value)?.into_any(), out, depth + 1)?;
+    }
+    Ok(())
+}

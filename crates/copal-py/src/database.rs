@@ -1,0 +1,73 @@
+//! The store handle shared by the connections of one `copal.Database`.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use copal_core::store::StoreStats;
+use copal_core::{LmdbStore, Snapshot, StoreOptions};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::connection::Connection;
+use crate::errors::IntoPyResult;
+use crate::stats::SharedStats;
+
+#[pyclass(module = "copal._core", frozen)]
+pub struct Store {
+    store: Arc<LmdbStore>,
+    stats: Arc<SharedStats>,
+}
+
+#[pymethods]
+impl Store {
+    #[new]
+    #[pyo3(signature = (path, map_size=None, durable=true))]
+    fn open(py: Python<'_>, path: PathBuf, map_size: Option<usize>, durable: bool) -> PyResult<Self> {
+        let mut options = StoreOptions { durable, ..StoreOptions::default() };
+        if let Some(size) = map_size {
+            options.map_size = size;
+        }
+        let store = py.detach(|| LmdbStore::open(&path, options)).py_err()?;
+        Ok(Store { store, stats: Arc::default() })
+    }
+
+    /// A new connection (identity map + snapshot) on this store; `registry` maps type names to
+    /// the application's persistent classes.
+    fn connect(&self, py: Python<'_>, registry: Py<PyDict>, cache_size: usize) -> PyResult<Py<Connection>> {
+        Connection::create(py, Connection::new(py, Arc::clone(&self.store), Arc::clone(&self.stats), registry, cache_size))
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = &self.store.stats;
+        let out = PyDict::new(py);
+        out.set_item("records_read", StoreStats::get(&s.records_read))?;
+        out.set_item("records_written", StoreStats::get(&s.records_written))?;
+        out.set_item("commits", StoreStats::get(&s.commits))?;
+        out.set_item("conflicts", StoreStats::get(&s.conflicts))?;
+        out.set_item("cache_hits", self.stats.cache_hits.load(Ordering::Relaxed))?;
+        out.set_item("cache_misses", self.stats.cache_misses.load(Ordering::Relaxed))?;
+        Ok(out)
+    }
+
+    fn disk_size(&self) -> PyResult<u64> {
+        self.store.disk_size().py_err()
+    }
+
+    fn path(&self) -> PathBuf {
+        self.store.path().to_owned()
+    }
+
+    /// Testing and repair hook: the raw record bytes of `oid` (None if absent).
+    fn raw_record<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let snapshot = Snapshot::new(&self.store).py_err()?;
+        Ok(snapshot.get(oid).py_err()?.map(|r| PyBytes::new(py, r)))
+    }
+
+    /// Testing and repair hook: writes raw bytes as the record of `oid`, in a commit of its own.
+    fn put_raw_record(&self, oid: u64, data: &[u8]) -> PyResult<u64> {
+        let mut commit = copal_core::Commit::begin(&self.store).py_err()?;
+        commit.put(oid, data).py_err()?;
+        commit.finish().py_err()
+    }
+}

@@ -1,0 +1,366 @@
+//! copal bytes -> Python objects, directly (no intermediate tree). Only the value types of
+//! docs/FORMAT.md and classes resolved by `classes::resolve` are ever instantiated, and plain
+//! instances are created with `object.__new__`: decoding runs no code named by the data.
+
+use copal_core::format::calendar::{civil_from_days, MICROS_PER_DAY, MICROS_PER_SECOND};
+use copal_core::format::{tag, DecodeError, Limits, Reader, RecordHeader, TzInfo};
+use copal_core::format::make_oid;
+use pyo3::prelude::*;
+use pyo3::types::{
+    PyByteArray, PyBytes, PyComplex, PyDate, PyDateTime, PyDelta, PyDict, PyFloat, PyFrozenSet, PyList, PySet,
+    PyString, PyTime, PyTuple, PyTzInfo, PyType,
+};
+use pyo3::{IntoPyObjectExt, PyTypeInfo};
+
+use crate::errors::{corrupt, SchemaError};
+use crate::pytypes;
+
+/// What a decoder needs from the connection: descriptors and objects for references.
+pub trait Resolver<'py> {
+    fn descriptor(&self, py: Python<'py>, id: u32) -> PyResult<std::rc::Rc<DecodeInfo>>;
+    fn class_of(&self, py: Python<'py>, info: &DecodeInfo) -> PyResult<Bound<'py, PyType>>;
+    fn object(&self, py: Python<'py>, oid: u64) -> PyResult<Bound<'py, PyAny>>;
+    fn zone(&self, py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py, PyTzInfo>>>;
+}
+
+/// A descriptor prepared for decoding: interned field names.
+pub struct DecodeInfo {
+    pub type_name: String,
+    pub fields: Vec<Py<PyString>>,
+}
+
+pub struct Decoder<'r, 'py, R: Resolver<'py>> {
+    py: Python<'py>,
+    resolver: &'r R,
+    memo: Vec<Option<Bound<'py, PyAny>>>,
+    limits: Limits,
+    what: &'r dyn Fn() -> String,
+}
+
+enum Fail {
+    Decode(DecodeError),
+    Python(PyErr),
+}
+
+impl From<DecodeError> for Fail {
+    fn from(e: DecodeError) -> Self {
+        Fail::Decode(e)
+    }
+}
+
+impl From<PyErr> for Fail {
+    fn from(e: PyErr) -> Self {
+        Fail::Python(e)
+    }
+}
+
+type Out<'py> = Result<Bound<'py, PyAny>, Fail>;
+
+impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
+    pub fn new(py: Python<'py>, resolver: &'r R, what: &'r dyn Fn() -> String) -> Self {
+        Decoder { py, resolver, memo: Vec::new(), limits: Limits::default(), what }
+    }
+
+    fn finish<T>(&self, result: Result<T, Fail>) -> PyResult<T> {
+        result.map_err(|fail| match fail {
+            Fail::Decode(e) => corrupt((self.what)(), e),
+            Fail::Python(e) => e,
+        })
+    }
+
+    /// Decodes a record into its header and its state as a fresh `__dict__`.
+    pub fn record(&mut self, record: &[u8]) -> PyResult<(RecordHeader, Bound<'py, PyDict>, usize)> {
+        let result = (|| {
+            let mut r = Reader::new(record);
+            let header = RecordHeader::read(&mut r)?;
+            let state_start = r.position();
+            let info = self.resolver.descriptor(self.py, header.descriptor)?;
+            let dict = PyDict::new(self.py);
+            for field in &info.fields {
+                let value = self.value(&mut r, 0)?;
+                dict.set_item(field.bind(self.py), value)?;
+            }
+            r.expect_end()?;
+            Ok((header, dict, state_start))
+        })();
+        self.finish(result)
+    }
+
+    fn value(&mut self, r: &mut Reader<'_>, depth: usize) -> Out<'py> {
+        if depth > self.limits.max_depth {
+            return Err(DecodeError::TooDeep { limit: self.limits.max_depth }.into());
+        }
+        let py = self.py;
+        let offset = r.position();
+        let t = r.u8()?;
+        Ok(match t {
+            tag::NONE => py.None().into_bound(py),
+            tag::FALSE => false.into_bound_py_any(py)?,
+            tag::TRUE => true.into_bound_py_any(py)?,
+            tag::INT => r.zigzag()?.into_bound_py_any(py)?,
+            tag::BIGINT => {
+                let bytes = r.length_prefixed()?;
+                if bytes.len() > self.limits.max_bigint_bytes {
+                    return Err(DecodeError::OutOfRange { offset, what: "integer size" }.into());
+                }
+                let kwargs = PyDict::new(py);
+                kwargs.set_item("signed", true)?;
+                pyo3::types::PyInt::type_object(py).call_method(
+                    "from_bytes",
+                    (PyBytes::new(py, bytes), "little"),
+                    Some(&kwargs),
+                )?
+            }
+            tag::FLOAT => PyFloat::new(py, r.f64()?).into_any(),
+            tag::COMPLEX => {
+                let (re, im) = (r.f64()?, r.f64()?);
+                PyComplex::from_doubles(py, re, im).into_any()
+            }
+            tag::STR => PyString::new(py, r.str()?).into_any(),
+            tag::STR_SURROGATES => {
+                let bytes = PyBytes::new(py, r.length_prefixed()?);
+                bytes.call_method1("decode", ("utf-8", "surrogatepass")).map_err(|_| DecodeError::BadUtf8 { offset })?
+            }
+            tag::BYTES => PyBytes::new(py, r.length_prefixed()?).into_any(),
+            tag::BYTEARRAY => {
+                let value = PyByteArray::new(py, r.length_prefixed()?).into_any();
+                self.memo.push(Some(value.clone()));
+                value
+            }
+            tag::LIST => {
+                let list = PyList::empty(py);
+                self.memo.push(Some(list.clone().into_any()));
+                let count = r.length(1)?;
+                for _ in 0..count {
+                    list.append(self.value(r, depth + 1)?)?;
+                }
+                list.into_any()
+            }
+            tag::DICT => {
+                let dict = PyDict::new(py);
+                self.memo.push(Some(dict.clone().into_any()));
+                self.fill_dict(r, &dict, depth)?;
+                dict.into_any()
+            }
+            tag::SET => {
+                let set = PySet::empty(py)?;
+                self.memo.push(Some(set.clone().into_any()));
+                let count = r.length(1)?;
+                for _ in 0..count {
+                    set.add(self.value(r, depth + 1)?)?;
+                }
+                set.into_any()
+            }
+            tag::TUPLE | tag::FROZENSET => {
+                let slot = self.memo.len();
+                self.memo.push(None);
+                let items = self.items(r, depth)?;
+                let value = if t == tag::TUPLE {
+                    PyTuple::new(py, items)?.into_any()
+                } else {
+                    PyFrozenSet::new(py, items)?.into_any()
+                };
+                self.memo[slot] = Some(value.clone());
+                value
+            }
+            tag::DATETIME => {
+                let flags = r.tz_flags()?;
+                let micros = r.zigzag()?;
+                let tz = r.tz_suffix(flags)?;
+                let days = micros.div_euclid(MICROS_PER_DAY);
+                let (year, month, day) = civil_from_days(days);
+                let (h, m, s, us) = clock(micros.rem_euclid(MICROS_PER_DAY));
+                let year = i32::try_from(year).map_err(|_| DecodeError::OutOfRange { offset, what: "datetime" })?;
+                let zone = self.resolver.zone(py, &tz)?;
+                PyDateTime::new_with_fold(py, year, month as u8, day as u8, h, m, s, us, zone.as_ref(), flags & tag::TZ_FOLD != 0)
+                    .map_err(|_| DecodeError::OutOfRange { offset, what: "datetime" })?
+                    .into_any()
+            }
+            tag::DATE => {
+                let (year, month, day) = civil_from_days(r.zigzag()?);
+                let year = i32::try_from(year).map_err(|_| DecodeError::OutOfRange { offset, what: "date" })?;
+                PyDate::new(py, year, month as u8, day as u8)
+                    .map_err(|_| DecodeError::OutOfRange { offset, what: "date" })?
+                    .into_any()
+            }
+            tag::TIME => {
+                let flags = r.tz_flags()?;
+                let micros = r.varint()?;
+                let tz = r.tz_suffix(flags)?;
+                if micros >= MICROS_PER_DAY as u64 {
+                    return Err(DecodeError::OutOfRange { offset, what: "time of day" }.into());
+                }
+                let (h, m, s, us) = clock(micros as i64);
+                let zone = self.resolver.zone(py, &tz)?;
+                PyTime::new_with_fold(py, h, m, s, us, zone.as_ref(), flags & tag::TZ_FOLD != 0)?.into_any()
+            }
+            tag::TIMEDELTA => {
+                let days = r.zigzag()?;
+                let seconds = r.varint()?;
+                let micros = r.varint()?;
+                let bad = || DecodeError::OutOfRange { offset, what: "timedelta" };
+                let days = i32::try_from(days).map_err(|_| bad())?;
+                if seconds >= 86_400 || micros >= 1_000_000 {
+                    return Err(bad().into());
+                }
+                PyDelta::new(py, days, seconds as i32, micros as i32, false).map_err(|_| bad())?.into_any()
+            }
+            tag::DECIMAL => {
+                let text = r.str()?;
+                pytypes::decimal_type(py)?.call1((text,)).map_err(|_| DecodeError::OutOfRange { offset, what: "decimal" })?
+            }
+            tag::UUID => {
+                let bytes = PyBytes::new(py, &r.array::<16>()?);
+                let kwargs = PyDict::new(py);
+                kwargs.set_item("bytes", bytes)?;
+                pytypes::uuid_type(py)?.call((), Some(&kwargs))?
+            }
+            tag::ENUM => {
+                let info = self.resolver.descriptor(py, r.u32_varint()?)?;
+                let name = r.str()?;
+                let class = self.resolver.class_of(py, &info)?;
+                if !class.is_subclass(pytypes::enum_type(py)?)? {
+                    return Err(Fail::Python(SchemaError::new_err(format!("stored enum type {:?} is not an Enum", info.type_name))));
+                }
+                // The member map is a plain dict: no metaclass code runs.
+                class.getattr("_member_map_")?.get_item(name).map_err(|_| {
+                    SchemaError::new_err(format!("enum {} has no member {name:?}", info.type_name))
+                })?
+            }
+            tag::REF => {
+                let class = r.varint()?;
+                let seq = r.varint()?;
+                let class = u16::try_from(class).map_err(|_| DecodeError::OutOfRange { offset, what: "class number" })?;
+                if seq > copal_core::format::MAX_SEQ {
+                    return Err(DecodeError::OutOfRange { offset, what: "object sequence number" }.into());
+                }
+                self.resolver.object(py, make_oid(class, seq))?
+            }
+            tag::OBJECT => {
+                let info = self.resolver.descriptor(py, r.u32_varint()?)?;
+                let class = self.resolver.class_of(py, &info)?;
+                check_plain_class(&class, &info)?;
+                let obj = pytypes::object_type(py)?.call_method1("__new__", (&class,))?;
+                self.memo.push(Some(obj.clone()));
+                self.fill_fields(r, &obj, &info, depth)?;
+                obj
+            }
+            tag::SUBCLASS => self.subclass(r, depth)?,
+            tag::BACKREF => {
+                let index = r.varint()?;
+                match self.memo.get(index as usize) {
+                    Some(Some(value)) => value.clone(),
+                    _ => return Err(DecodeError::BadBackRef { offset, index }.into()),
+                }
+            }
+            other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
+        })
+    }
+
+    fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<Bound<'py, PyAny>>, Fail> {
+        let count = r.length(1)?;
+        let mut items = Vec::with_capacity(count);
+        for _ in 0..count {
+            items.push(self.value(r, depth + 1)?);
+        }
+        Ok(items)
+    }
+
+    fn fill_dict(&mut self, r: &mut Reader<'_>, dict: &Bound<'py, PyDict>, depth: usize) -> Result<(), Fail> {
+        let count = r.length(2)?;
+        for _ in 0..count {
+            let key = self.value(r, depth + 1)?;
+            let value = self.value(r, depth + 1)?;
+            dict.set_item(key, value)?;
+        }
+        Ok(())
+    }
+
+    fn fill_fields(&mut self, r: &mut Reader<'_>, obj: &Bound<'py, PyAny>, info: &DecodeInfo, depth: usize) -> Result<(), Fail> {
+        if info.fields.is_empty() {
+            return Ok(());
+        }
+        let dict = PyDict::new(self.py);
+        for field in &info.fields {
+            let value = self.value(r, depth + 1)?;
+            dict.set_item(field.bind(self.py), value)?;
+        }
+        crate::persistent::set_instance_dict(obj, &dict)?;
+        Ok(())
+    }
+
+    fn subclass(&mut self, r: &mut Reader<'_>, depth: usize) -> Out<'py> {
+        let py = self.py;
+        let info = self.resolver.descriptor(py, r.u32_varint()?)?;
+        let class = self.resolver.class_of(py, &info)?;
+        let offset = r.position();
+        let base_tag = r.u8()?;
+        let base: Bound<'py, PyType> = match base_tag {
+            tag::LIST => PyList::type_object(py),
+            tag::DICT => PyDict::type_object(py),
+            tag::SET => PySet::type_object(py),
+            tag::TUPLE => PyTuple::type_object(py),
+            tag::FROZENSET => PyFrozenSet::type_object(py),
+            other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
+        };
+        if !crate::encode::is_heap_type(&class) || !class.is_subclass(&base)? {
+            return Err(Fail::Python(SchemaError::new_err(format!(
+                "stored type {:?} is not a subclass of {}",
+                info.type_name,
+                base.name()?
+            ))));
+        }
+        let obj = if base_tag == tag::TUPLE || base_tag == tag::FROZENSET {
+            let slot = self.memo.len();
+            self.memo.push(None);
+            let items = PyList::new(py, self.items(r, depth)?)?;
+            let obj = base.call_method1("__new__", (&class, items))?;
+            self.memo[slot] = Some(obj.clone());
+            obj
+        } else {
+            let obj = base.call_method1("__new__", (&class,))?;
+            self.memo.push(Some(obj.clone()));
+            if base_tag == tag::DICT {
+                let plain = PyDict::new(py);
+                self.fill_dict(r, &plain, depth)?;
+                base.call_method1("update", (&obj, plain))?;
+            } else {
+                let items = PyList::new(py, self.items(r, depth)?)?;
+                let method = if base_tag == tag::LIST { "extend" } else { "update" };
+                base.call_method1(method, (&obj, items))?;
+            }
+            obj
+        };
+        if crate::encode::has_instance_dict(&obj) {
+            self.fill_fields(r, &obj, &info, depth)?;
+        } else if !info.fields.is_empty() {
+            return Err(Fail::Python(SchemaError::new_err(format!(
+                "stored type {:?} has fields but its class has no __dict__",
+                info.type_name
+            ))));
+        }
+        Ok(obj)
+    }
+}
+
+fn clock(micros_of_day: i64) -> (u8, u8, u8, u32) {
+    let seconds = micros_of_day / MICROS_PER_SECOND;
+    (
+        (seconds / 3600) as u8,
+        ((seconds / 60) % 60) as u8,
+        (seconds % 60) as u8,
+        (micros_of_day % MICROS_PER_SECOND) as u32,
+    )
+}
+
+fn check_plain_class(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()> {
+    let persistent = class.is_subclass_of::<crate::persistent::PersistentBase>()?;
+    if persistent || !crate::encode::is_heap_type(class) || !crate::encode::new_is_object_new(class)? {
+        return Err(SchemaError::new_err(format!(
+            "stored type {:?} cannot be rebuilt by value (it is persistent, built in, or defines __new__)",
+            info.type_name
+        )));
+    }
+    Ok(())
+}
+

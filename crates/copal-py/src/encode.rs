@@ -1,0 +1,493 @@
+//! Python objects -> copal bytes (docs/FORMAT.md "Values"), written straight from the objects
+//! with the core's `Writer` primitives.
+
+use std::collections::HashMap;
+
+use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
+use copal_core::format::{oid_class, oid_seq, tag, TzInfo, Writer, FLAG_MUTABLE_STATE};
+use copal_core::format::RecordHeader;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{
+    PyByteArray, PyBytes, PyComplex, PyDate, PyDateAccess, PyDateTime, PyDelta, PyDeltaAccess, PyDict, PyFloat,
+    PyFrozenSet, PyInt, PyList, PySet, PyString, PyTime, PyTimeAccess, PyTuple, PyTzInfo, PyTzInfoAccess, PyType,
+};
+
+use crate::classes::{type_name_of, ClassShape};
+use crate::persistent::{instance_dict, PersistentBase};
+use crate::pytypes;
+
+/// Deepest nesting the encoder writes; equal to the decoders' limit so that everything written
+/// can be read back.
+const MAX_DEPTH: usize = 256;
+
+/// What the encoder needs from its surroundings: descriptor ids for classes and ids for objects
+/// that become persistent during this encoding.
+pub trait Sink {
+    fn descriptor(&mut self, py: Python<'_>, class: &Bound<'_, PyType>, fields: &Bound<'_, PyDict>) -> PyResult<ClassShape>;
+    fn enum_descriptor(&mut self, py: Python<'_>, class: &Bound<'_, PyType>) -> PyResult<u32>;
+    /// The id to write for a reference to persistent `obj`; an object that has none yet
+    /// becomes persistent here (persistence by reachability).
+    fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64>;
+}
+
+enum Failure {
+    Python(PyErr),
+    /// An unsupported value: its path (innermost segment first) and the reason.
+    Unsupported { path: Vec<String>, reason: String },
+}
+
+impl From<PyErr> for Failure {
+    fn from(e: PyErr) -> Self {
+        Failure::Python(e)
+    }
+}
+
+type Step = Result<(), Failure>;
+
+fn at<T>(result: Result<T, Failure>, segment: impl FnOnce() -> String) -> Result<T, Failure> {
+    result.map_err(|failure| match failure {
+        Failure::Unsupported { mut path, reason } => {
+            path.push(segment());
+            Failure::Unsupported { path, reason }
+        }
+        other => other,
+    })
+}
+
+pub struct Encoder<'s> {
+    pub w: Writer,
+    sink: &'s mut dyn Sink,
+    memo: HashMap<usize, u64>,
+    next_memo: u64,
+    unfinished: Vec<usize>,
+    mutable: bool,
+}
+
+impl<'s> Encoder<'s> {
+    pub fn new(sink: &'s mut dyn Sink) -> Self {
+        Encoder { w: Writer::new(), sink, memo: HashMap::new(), next_memo: 0, unfinished: Vec::new(), mutable: false }
+    }
+
+    /// Encodes the record of persistent `obj` with transaction id `tid`. Returns the record and
+    /// the offset where its state starts.
+    pub fn record(&mut self, obj: &Bound<'_, PyAny>, tid: u64, tracks_own: bool) -> PyResult<(Vec<u8>, usize)> {
+        let py = obj.py();
+        self.w.buf.clear();
+        self.memo.clear();
+        self.next_memo = 0;
+        self.mutable = false;
+        let dict = instance_dict(obj)?;
+        let shape = self.sink.descriptor(py, &obj.get_type(), &dict)?;
+        RecordHeader { flags: 0, descriptor: shape.descriptor, tid }.write(&mut self.w);
+        let state_start = self.w.buf.len();
+        let type_name = || type_name_of(&obj.get_type()).unwrap_or_else(|_| "?".to_owned());
+        for (key, value) in dict.iter() {
+            let before = self.mutable;
+            self.value(&value, 0).map_err(|f| into_pyerr(f, &format!("{}.{}", type_name(), key)))?;
+            if tracks_own && is_top_level_container(&value) {
+                // The collection's own container is watched by its methods; only mutable values
+                // inside it need the commit-time comparison.
+                self.mutable = before || holds_mutable_values(&value);
+            }
+        }
+        if self.mutable {
+            self.w.buf[0] |= FLAG_MUTABLE_STATE;
+        }
+        Ok((std::mem::take(&mut self.w.buf), state_start))
+    }
+
+    /// Encodes one standalone value (used for query operands).
+    pub fn standalone(&mut self, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+        self.w.buf.clear();
+        self.value(value, 0).map_err(|f| into_pyerr(f, "value"))?;
+        Ok(std::mem::take(&mut self.w.buf))
+    }
+
+    fn memo_slot(&mut self, value: &Bound<'_, PyAny>) -> Option<u64> {
+        let key = value.as_ptr() as usize;
+        if let Some(&index) = self.memo.get(&key) {
+            return Some(index);
+        }
+        self.memo.insert(key, self.next_memo);
+        self.next_memo += 1;
+        None
+    }
+
+    fn backref_or_slot(&mut self, value: &Bound<'_, PyAny>) -> Result<bool, Failure> {
+        match self.memo_slot(value) {
+            Some(index) => {
+                if self.unfinished.contains(&(value.as_ptr() as usize)) {
+                    return Err(Failure::Unsupported {
+                        path: vec![],
+                        reason: "a tuple or frozenset that contains itself (through a mutable container) cannot be stored".into(),
+                    });
+                }
+                self.w.u8(tag::BACKREF);
+                self.w.varint(index);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn value(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
+        if depth > MAX_DEPTH {
+            return Err(Failure::Unsupported { path: vec![], reason: format!("values nested deeper than {MAX_DEPTH} levels") });
+        }
+        let w = &mut self.w;
+        if v.is_none() {
+            w.u8(tag::NONE);
+        } else if let Ok(s) = v.cast_exact::<PyString>() {
+            self.string(s)?;
+        } else if let Ok(i) = v.cast_exact::<PyInt>() {
+            self.int(i)?;
+        } else if let Ok(f) = v.cast_exact::<PyFloat>() {
+            w.u8(tag::FLOAT);
+            w.f64(f.value());
+        } else if let Ok(b) = v.cast_exact::<pyo3::types::PyBool>() {
+            w.u8(if b.is_true() { tag::TRUE } else { tag::FALSE });
+        } else if let Ok(list) = v.cast_exact::<PyList>() {
+            self.list(list, depth)?;
+        } else if let Ok(dict) = v.cast_exact::<PyDict>() {
+            self.dict(dict, depth)?;
+        } else if v.is_instance_of::<PersistentBase>() {
+            let oid = self.sink.reference(v)?;
+            self.w.reference(oid_class(oid), oid_seq(oid));
+        } else if let Ok(t) = v.cast_exact::<PyTuple>() {
+            self.tuple(t, depth)?;
+        } else if let Ok(dt) = v.cast_exact::<PyDateTime>() {
+            let days = days_from_civil(i64::from(dt.get_year()), u32::from(dt.get_month()), u32::from(dt.get_day()));
+            let micros = days * MICROS_PER_DAY + time_of_day_micros(dt.get_hour(), dt.get_minute(), dt.get_second(), dt.get_microsecond());
+            let tz = tz_info(dt.get_tzinfo())?;
+            self.w.datetime(micros, &tz, dt.get_fold());
+        } else if let Ok(d) = v.cast_exact::<PyDate>() {
+            self.w.u8(tag::DATE);
+            self.w.zigzag(days_from_civil(i64::from(d.get_year()), u32::from(d.get_month()), u32::from(d.get_day())));
+        } else if let Ok(t) = v.cast_exact::<PyTime>() {
+            let micros = time_of_day_micros(t.get_hour(), t.get_minute(), t.get_second(), t.get_microsecond());
+            let tz = tz_info(t.get_tzinfo())?;
+            self.w.time(micros as u64, &tz, t.get_fold());
+        } else if let Ok(td) = v.cast_exact::<PyDelta>() {
+            self.w.u8(tag::TIMEDELTA);
+            self.w.zigzag(i64::from(td.get_days()));
+            self.w.varint(td.get_seconds() as u64);
+            self.w.varint(td.get_microseconds() as u64);
+        } else if let Ok(b) = v.cast_exact::<PyBytes>() {
+            self.w.u8(tag::BYTES);
+            self.w.length_prefixed(b.as_bytes());
+        } else if let Ok(b) = v.cast_exact::<PyByteArray>() {
+            self.mutable = true;
+            if !self.backref_or_slot(v)? {
+                self.w.u8(tag::BYTEARRAY);
+                self.w.length_prefixed(&b.to_vec());
+            }
+        } else if let Ok(s) = v.cast_exact::<PySet>() {
+            self.mutable = true;
+            if !self.backref_or_slot(v)? {
+                self.w.u8(tag::SET);
+                self.items(s.len(), s.iter(), depth)?;
+            }
+        } else if let Ok(s) = v.cast_exact::<PyFrozenSet>() {
+            if !self.backref_or_slot(v)? {
+                self.w.u8(tag::FROZENSET);
+                self.unfinished.push(v.as_ptr() as usize);
+                self.items(s.len(), s.iter(), depth)?;
+                self.unfinished.pop();
+            }
+        } else if let Ok(c) = v.cast_exact::<PyComplex>() {
+            self.w.u8(tag::COMPLEX);
+            self.w.f64(c.real());
+            self.w.f64(c.imag());
+        } else {
+            self.other(v, depth)?;
+        }
+        Ok(())
+    }
+
+    fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
+        match s.to_str() {
+            Ok(text) => self.w.str(text),
+            Err(_) => {
+                // Lone surrogates are not UTF-8; "surrogatepass" writes each as its own 3-byte
+                // sequence (generalized UTF-8, docs/FORMAT.md "Strings").
+                let bytes = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
+                self.w.u8(tag::STR_SURROGATES);
+                self.w.length_prefixed(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    fn int(&mut self, i: &Bound<'_, PyInt>) -> Step {
+        match i.extract::<i64>() {
+            Ok(small) => self.w.int_i64(small),
+            Err(_) => {
+                let bits: usize = i.call_method0("bit_length")?.extract()?;
+                let length = bits / 8 + 1;
+                let kwargs = PyDict::new(i.py());
+                kwargs.set_item("signed", true)?;
+                let bytes = i.call_method("to_bytes", (length, "little"), Some(&kwargs))?;
+                self.w.bigint_le(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    fn list(&mut self, list: &Bound<'_, PyList>, depth: usize) -> Step {
+        self.mutable = true;
+        if self.backref_or_slot(list.as_any())? {
+            return Ok(());
+        }
+        self.w.u8(tag::LIST);
+        self.items(list.len(), list.iter(), depth)
+    }
+
+    fn tuple(&mut self, t: &Bound<'_, PyTuple>, depth: usize) -> Step {
+        if self.backref_or_slot(t.as_any())? {
+            return Ok(());
+        }
+        self.w.u8(tag::TUPLE);
+        self.unfinished.push(t.as_ptr() as usize);
+        self.items(t.len(), t.iter(), depth)?;
+        self.unfinished.pop();
+        Ok(())
+    }
+
+    fn dict(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
+        self.mutable = true;
+        if self.backref_or_slot(dict.as_any())? {
+            return Ok(());
+        }
+        self.w.u8(tag::DICT);
+        self.pairs(dict, depth)
+    }
+
+    fn items<'py>(&mut self, len: usize, items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize) -> Step {
+        self.w.varint(len as u64);
+        for (index, item) in items.enumerate() {
+            at(self.value(&item, depth + 1), || format!("[{index}]"))?;
+        }
+        Ok(())
+    }
+
+    fn pairs(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
+        self.w.varint(dict.len() as u64);
+        for (key, value) in dict.iter() {
+            at(self.value(&key, depth + 1), || format!("<key {}>", short_repr(&key)))?;
+            at(self.value(&value, depth + 1), || format!("[{}]", short_repr(&key)))?;
+        }
+        Ok(())
+    }
+
+    fn other(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
+        let py = v.py();
+        let class = v.get_type();
+        if class.is(pytypes::decimal_type(py)?) {
+            let text: String = v.str()?.extract()?;
+            self.w.u8(tag::DECIMAL);
+            self.w.length_prefixed(text.as_bytes());
+            return Ok(());
+        }
+        if class.is(pytypes::uuid_type(py)?) {
+            let bytes = v.getattr("bytes")?;
+            self.w.u8(tag::UUID);
+            self.w.bytes(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
+            return Ok(());
+        }
+        if v.is_instance(pytypes::enum_type(py)?)? {
+            let descriptor = self.sink.enum_descriptor(py, &class)?;
+            let name: String = v.getattr("_name_")?.extract()?;
+            self.w.u8(tag::ENUM);
+            self.w.varint(u64::from(descriptor));
+            self.w.length_prefixed(name.as_bytes());
+            return Ok(());
+        }
+        let heap_type = is_heap_type(&class);
+        let base_tag = [
+            (v.is_instance_of::<PyList>(), tag::LIST),
+            (v.is_instance_of::<PyDict>(), tag::DICT),
+            (v.is_instance_of::<PyTuple>(), tag::TUPLE),
+            (v.is_instance_of::<PySet>(), tag::SET),
+            (v.is_instance_of::<PyFrozenSet>(), tag::FROZENSET),
+        ]
+        .into_iter()
+        .find_map(|(is, t)| is.then_some(t));
+        if heap_type {
+            if let Some(base) = base_tag {
+                return self.subclass(v, base, depth);
+            }
+            if has_instance_dict(v) && new_is_object_new(&class)? && !is_builtin_subclass(v) {
+                return self.object(v, depth);
+            }
+        }
+        Err(Failure::Unsupported {
+            path: vec![],
+            reason: format!(
+                "values of type {} cannot be stored (see docs/FORMAT.md for the supported types; \
+                 make the class a copal.Persistent or a plain class with __dict__)",
+                type_name_of(&class).unwrap_or_else(|_| "?".into())
+            ),
+        })
+    }
+
+    fn object(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
+        self.mutable = true;
+        if self.backref_or_slot(v)? {
+            return Ok(());
+        }
+        let dict = instance_dict(v)?;
+        let shape = self.sink.descriptor(v.py(), &v.get_type(), &dict)?;
+        self.w.u8(tag::OBJECT);
+        self.w.varint(u64::from(shape.descriptor));
+        self.fields(&dict, depth)
+    }
+
+    fn fields(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
+        for (key, value) in dict.iter() {
+            at(self.value(&value, depth + 1), || format!(".{key}"))?;
+        }
+        Ok(())
+    }
+
+    fn subclass(&mut self, v: &Bound<'_, PyAny>, base: u8, depth: usize) -> Step {
+        if base != tag::TUPLE && base != tag::FROZENSET {
+            self.mutable = true;
+        }
+        if self.backref_or_slot(v)? {
+            return Ok(());
+        }
+        let empty = PyDict::new(v.py());
+        let dict = if has_instance_dict(v) { instance_dict(v)? } else { empty };
+        let shape = self.sink.descriptor(v.py(), &v.get_type(), &dict)?;
+        self.w.u8(tag::SUBCLASS);
+        self.w.varint(u64::from(shape.descriptor));
+        self.w.u8(base);
+        if base == tag::DICT {
+            // Read through dict's own methods: a subclass may override items() or __iter__.
+            let pairs = pyo3::types::PyDict::type_object(v.py()).call_method1("items", (v,))?;
+            let plain = PyDict::new(v.py());
+            for pair in pairs.try_iter()? {
+                let (k, val): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?.extract()?;
+                plain.set_item(k, val)?;
+            }
+            self.pairs(&plain, depth)?;
+        } else {
+            let items: Vec<Bound<'_, PyAny>> = builtin_iter(v, base)?;
+            if base == tag::TUPLE || base == tag::FROZENSET {
+                self.unfinished.push(v.as_ptr() as usize);
+            }
+            self.items(items.len(), items.into_iter(), depth)?;
+            if base == tag::TUPLE || base == tag::FROZENSET {
+                self.unfinished.pop();
+            }
+        }
+        self.fields(&dict, depth)
+    }
+}
+
+fn builtin_iter<'py>(v: &Bound<'py, PyAny>, base: u8) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let py = v.py();
+    let base_type = match base {
+        tag::LIST => PyList::type_object(py),
+        tag::TUPLE => PyTuple::type_object(py),
+        tag::SET => PySet::type_object(py),
+        _ => PyFrozenSet::type_object(py),
+    };
+    base_type.call_method1("__iter__", (v,))?.try_iter()?.collect()
+}
+
+use pyo3::PyTypeInfo;
+
+/// Whether a list or dict holds values whose in-place mutation only re-encoding can detect.
+fn holds_mutable_values(container: &Bound<'_, PyAny>) -> bool {
+    let is_mutable = |v: Bound<'_, PyAny>| {
+        !v.is_instance_of::<PersistentBase>()
+            && (v.is_instance_of::<PyList>()
+                || v.is_instance_of::<PyDict>()
+                || v.is_instance_of::<PySet>()
+                || v.is_instance_of::<PyByteArray>()
+                || has_instance_dict(&v))
+    };
+    if let Ok(list) = container.cast::<PyList>() {
+        list.iter().any(is_mutable)
+    } else if let Ok(dict) = container.cast::<PyDict>() {
+        dict.iter().any(|(k, v)| is_mutable(k) || is_mutable(v))
+    } else {
+        true
+    }
+}
+
+fn is_top_level_container(v: &Bound<'_, PyAny>) -> bool {
+    v.is_exact_instance_of::<PyList>() || v.is_exact_instance_of::<PyDict>()
+}
+
+fn time_of_day_micros(hour: u8, minute: u8, second: u8, micro: u32) -> i64 {
+    (i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second)) * MICROS_PER_SECOND + i64::from(micro)
+}
+
+fn tz_info(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Failure> {
+    let Some(tz) = tz else { return Ok(TzInfo::Naive) };
+    let py = tz.py();
+    if tz.get_type().is(pytypes::timezone_type(py)?) {
+        let offset = tz.call_method1("utcoffset", (py.None(),))?;
+        let delta = offset.cast::<PyDelta>().map_err(PyErr::from)?;
+        let micros = i64::from(delta.get_days()) * MICROS_PER_DAY
+            + i64::from(delta.get_seconds()) * MICROS_PER_SECOND
+            + i64::from(delta.get_microseconds());
+        return Ok(TzInfo::Offset(micros));
+    }
+    if tz.get_type().is(pytypes::zoneinfo_type(py)?) {
+        return Ok(TzInfo::Named(tz.getattr("key")?.extract()?));
+    }
+    Err(Failure::Unsupported {
+        path: vec![],
+        reason: format!(
+            "time zone {} is not supported: use datetime.timezone or zoneinfo.ZoneInfo",
+            short_repr(&tz)
+        ),
+    })
+}
+
+fn into_pyerr(failure: Failure, root: &str) -> PyErr {
+    match failure {
+        Failure::Python(e) => e,
+        Failure::Unsupported { path, reason } => {
+            let mut where_ = root.to_owned();
+            path.iter().rev().for_each(|segment| where_.push_str(segment));
+            if reason.starts_with("values nested") {
+                PyValueError::new_err(format!("cannot store {where_}: {reason}"))
+            } else {
+                PyTypeError::new_err(format!("cannot store {where_}: {reason}"))
+            }
+        }
+    }
+}
+
+fn short_repr(v: &Bound<'_, PyAny>) -> String {
+    let text = v.repr().map(|r| r.to_string()).unwrap_or_else(|_| "?".into());
+    if text.chars().count() > 40 { format!("{}...", text.chars().take(37).collect::<String>()) } else { text }
+}
+
+pub fn is_heap_type(class: &Bound<'_, PyType>) -> bool {
+    // SAFETY: `class` is a valid type object.
+    unsafe { (*class.as_type_ptr()).tp_flags & ffi::Py_TPFLAGS_HEAPTYPE != 0 }
+}
+
+pub fn has_instance_dict(v: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: the type object of a live object is valid; only its layout field is read.
+    unsafe { (*v.get_type_ptr()).tp_dictoffset != 0 }
+}
+
+/// Decoding creates plain instances with `object.__new__`, which runs no user code; classes
+/// with their own `__new__` are therefore not stored by value.
+pub fn new_is_object_new(class: &Bound<'_, PyType>) -> PyResult<bool> {
+    let py = class.py();
+    Ok(class.getattr("__new__")?.is(pytypes::object_type(py)?.getattr("__new__")?))
+}
+
+fn is_builtin_subclass(v: &Bound<'_, PyAny>) -> bool {
+    v.is_instance_of::<PyString>() || v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>()
+        || v.is_instance_of::<PyBytes>()
+}

@@ -1,0 +1,21 @@
+//! Python classes the codec recognises, imported once per interpreter.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+macro_rules! imported_type {
+    ($fn_name:ident, $module:literal, $name:literal) => {
+        pub fn $fn_name(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+            static CELL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+            CELL.import(py, $module, $name)
+        }
+    };
+}
+
+imported_type!(decimal_type, "decimal", "Decimal");
+imported_type!(uuid_type, "uuid", "UUID");
+imported_type!(enum_type, "enum", "Enum");
+imported_type!(timezone_type, "datetime", "timezone");
+imported_type!(zoneinfo_type, "zoneinfo", "ZoneInfo");
+imported_type!(object_type, "builtins", "object");

@@ -1,0 +1,43 @@
+"""copal: an object database for Python with a Rust core.
+
+Each persistent object is one compact record keyed by a stable id; references are ids, loaded
+lazily or in batches; changes commit atomically with optimistic conflict checks; queries run
+in Rust over the raw records.
+
+>>> import copal                                      # doctest: +SKIP
+>>> db = copal.open("bank.copal")                     # doctest: +SKIP
+>>> with db.transaction() as tx:                      # doctest: +SKIP
+...     tx.root["accounts"] = copal.PersistentList()
+"""
+
+from .database import Database, open
+from .errors import (
+    ConflictError,
+    CopalError,
+    CorruptRecordError,
+    DanglingReference,
+    SchemaError,
+    StorageError,
+    UniqueViolation,
+)
+from .persistent import Persistent, PersistentDict, PersistentList
+from .query import Query
+from .transaction import Transaction
+
+__all__ = [
+    "open",
+    "Database",
+    "Transaction",
+    "Query",
+    "Persistent",
+    "PersistentList",
+    "PersistentDict",
+    "CopalError",
+    "ConflictError",
+    "CorruptRecordError",
+    "SchemaError",
+    "UniqueViolation",
+    "DanglingReference",
+    "StorageError",
+]
+__version__ = "0.1.0"

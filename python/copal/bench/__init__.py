@@ -1,0 +1,17 @@
+"""Benchmarks that reproduce the experiments of the white paper
+"Objects, Databases and the Myth of Serialization" against copal and the
+usual Python alternatives (ZODB, whole-graph pickle, shelve, sqlitedict).
+
+Run them with ``copal bench`` (or ``python benchmarks/whitepaper.py``); see
+``benchmarks/README.md``.  Modules:
+
+- :mod:`copal.bench.whitepaper`: the data generator and the workloads W1..W5;
+- :mod:`copal.bench.systems`: one adapter per persistence system;
+- :mod:`copal.bench.models`, :mod:`copal.bench.zodb_models`,
+  :mod:`copal.bench.copal_models`: the SerTest / SerCollection / PSerTest
+  classes of each system, importable so that fresh processes can load them;
+- :mod:`copal.bench.runner`: fresh-process orchestration, table, JSON, chart.
+
+This package deliberately imports nothing at import time: worker processes
+of the other systems load it without loading copal itself.
+"""

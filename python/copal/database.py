@@ -1,0 +1,140 @@
+"""Opening databases and running transactions."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, TypeVar
+
+from . import _core
+from .errors import ConflictError
+from .persistent import registry
+from .transaction import Transaction
+
+__all__ = ["Database", "open"]
+
+R = TypeVar("R")
+
+DEFAULT_CACHE_SIZE = 100_000
+
+
+class Database:
+    """An open copal database. Share one per process between threads.
+
+    Each :meth:`transaction` takes a connection from a pool (a connection is an identity map
+    and object cache used by one thread at a time), so threads run transactions in parallel;
+    the Rust core releases the GIL while it reads, scans and commits.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        map_size: int | None = None,
+        durable: bool = True,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.cache_size = cache_size
+        self._store = _core.Store(self.path, map_size, durable)
+        self._pool: list[_core.Connection] = []
+        self._all: list[_core.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def transaction(self) -> Transaction:
+        """Starts a transaction; use it in a ``with`` block (commit on success, abort on error)."""
+        if self._closed:
+            raise RuntimeError("the database is closed")
+        with self._lock:
+            if self._pool:
+                conn = self._pool.pop()
+            else:
+                conn = self._store.connect(registry, self.cache_size)
+                self._all.append(conn)
+        return Transaction(self, conn)
+
+    def run(self, work: Callable[[Transaction], R], retries: int = 3) -> R:
+        """Runs ``work(tx)`` in a transaction and commits it, retrying up to ``retries`` times
+        when the commit raises ConflictError (each retry sees the other transaction's changes).
+        """
+        attempt = 0
+        while True:
+            tx = self.transaction()
+            try:
+                result = work(tx)
+                tx.commit()
+                return result
+            except ConflictError:
+                tx.abort()
+                attempt += 1
+                if attempt > retries:
+                    raise
+            except BaseException:
+                tx.abort()
+                raise
+
+    def stats(self) -> dict[str, int]:
+        """Counters since open: records_read, records_written, cache_hits, cache_misses,
+        commits, conflicts."""
+        stats: dict[str, int] = self._store.stats()
+        return stats
+
+    def disk_size(self) -> int:
+        """Bytes used by the database files."""
+        size: int = self._store.disk_size()
+        return size
+
+    def close(self) -> None:
+        """Closes the database; objects loaded through it must not be used afterwards."""
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._pool.clear()
+            self._all.clear()
+            self._closed = True
+
+    def _release(self, conn: _core.Connection) -> None:
+        with self._lock:
+            if not self._closed:
+                self._pool.append(conn)
+
+    # Testing and repair hooks (documented in docs/ARCHITECTURE.md; not part of the stable API).
+    def _debug_raw_record(self, oid: int) -> bytes | None:
+        record: bytes | None = self._store.raw_record(oid)
+        return record
+
+    def _debug_put_raw_record(self, oid: int, data: bytes) -> None:
+        self._store.put_raw_record(oid, data)
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<copal.Database {self.path!r}>"
+
+
+def open(
+    path: str | os.PathLike[str],
+    *,
+    cache_size: int = DEFAULT_CACHE_SIZE,
+    map_size: int | None = None,
+    durable: bool = True,
+) -> Database:
+    """Opens (creating if absent) the embedded database in directory ``path``.
+
+    Args:
+        path: a directory; it holds the LMDB files.
+        cache_size: how many loaded objects each connection keeps before the least recently
+            used become ghosts again.
+        map_size: bytes of address space reserved for the database (default 1 TiB; the files
+            only grow as data is written). Commits that need more raise StorageError.
+        durable: fsync at every commit (default). Without it a machine crash may lose the
+            last commits but never corrupts the database.
+
+    >>> db = copal.open("bank.copal")   # doctest: +SKIP
+    """
+    return Database(path, cache_size=cache_size, map_size=map_size, durable=durable)

@@ -1,0 +1,247 @@
+"""Persistent objects and collections."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, Mapping, SupportsIndex, TypeVar, overload
+
+from . import _core
+
+__all__ = ["Persistent", "PersistentList", "PersistentDict", "type_name_of", "registry"]
+
+#: Stored type name (and former names) -> persistent class, filled as classes are defined.
+#: Loading resolves type names here first, then in already-imported modules; never by import.
+registry: dict[str, type] = {}
+
+T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def type_name_of(cls: type) -> str:
+    """The name ``cls`` is stored under: its own ``__copal_type__`` or ``module.QualName``."""
+    own = cls.__dict__.get("__copal_type__")
+    if own is not None:
+        return str(own)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class Persistent(_core.PersistentBase):
+    """Base class of objects stored as records of their own.
+
+    Subclass it and use plain attributes; no schema declaration is needed::
+
+        class Account(copal.Persistent):
+            def __init__(self, owner, balance=0):
+                self.owner = owner
+                self.balance = balance
+
+    State machine (``obj._p_status``):
+
+    - ``"unsaved"``: not stored yet (no ``_p_oid``). It becomes stored at the next commit of a
+      transaction it was added to (``tx.add``) or from whose stored objects it is reachable.
+    - ``"saved"``: loaded and identical to its record.
+    - ``"changed"``: an attribute was assigned (or ``_p_changed = True`` was set); the commit
+      writes it. Plain lists, dicts and sets mutated in place are found by the commit too.
+    - ``"ghost"``: an id without state; touching any attribute loads the record (one read).
+      Objects become ghosts when referenced but not yet used, when another transaction changes
+      them (invalidation), when a transaction aborts, and when the cache evicts them.
+
+    Attributes starting with ``_p_`` or ``_v_`` are not stored (``_v_`` ones are volatile caches).
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        registry[type_name_of(cls)] = cls
+        for alias in cls.__dict__.get("__copal_aliases__", ()):
+            registry[str(alias)] = cls
+
+    def __repr__(self) -> str:
+        oid = self._p_oid
+        where = f" oid={oid:#x}" if oid is not None else ""
+        return f"<{type(self).__qualname__}{where} {self._p_status}>"
+
+
+class PersistentList(Persistent):
+    """A list stored as one record; mutating it marks it changed.
+
+    Its items are stored by value unless they are persistent objects, which are stored as
+    references (so a list of 100 persistent objects is one small record of 100 ids).
+
+    >>> items = PersistentList([1, 2])
+    >>> items.append(3)
+    >>> list(items)
+    [1, 2, 3]
+    """
+
+    __copal_type__ = "copal.PersistentList"
+    _p_tracks_mutations = True
+    data: list[Any]
+
+    def __init__(self, items: Iterable[Any] = ()) -> None:
+        self.data = list(items)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: Any) -> Any:
+        return self.data[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self.data[index] = value
+        self._p_changed = True
+
+    def __delitem__(self, index: Any) -> None:
+        del self.data[index]
+        self._p_changed = True
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.data)
+
+    def __reversed__(self) -> Iterator[Any]:
+        return reversed(self.data)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self.data
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PersistentList):
+            return self.data == other.data
+        return self.data == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __iadd__(self, other: Iterable[Any]) -> "PersistentList":
+        self.extend(other)
+        return self
+
+    def __repr__(self) -> str:
+        return f"PersistentList({self.data!r})"
+
+    def append(self, value: Any) -> None:
+        self.data.append(value)
+        self._p_changed = True
+
+    def extend(self, values: Iterable[Any]) -> None:
+        self.data.extend(values)
+        self._p_changed = True
+
+    def insert(self, index: SupportsIndex, value: Any) -> None:
+        self.data.insert(index, value)
+        self._p_changed = True
+
+    def pop(self, index: SupportsIndex = -1) -> Any:
+        value = self.data.pop(index)
+        self._p_changed = True
+        return value
+
+    def remove(self, value: Any) -> None:
+        self.data.remove(value)
+        self._p_changed = True
+
+    def clear(self) -> None:
+        self.data.clear()
+        self._p_changed = True
+
+    def sort(self, *, key: Any = None, reverse: bool = False) -> None:
+        self.data.sort(key=key, reverse=reverse)
+        self._p_changed = True
+
+    def reverse(self) -> None:
+        self.data.reverse()
+        self._p_changed = True
+
+    def index(self, value: Any, *args: Any) -> int:
+        return self.data.index(value, *args)
+
+    def count(self, value: Any) -> int:
+        return self.data.count(value)
+
+
+class PersistentDict(Persistent):
+    """A dict stored as one record; mutating it marks it changed. ``tx.root`` is one.
+
+    >>> d = PersistentDict(a=1)
+    >>> d["b"] = 2
+    >>> sorted(d.items())
+    [('a', 1), ('b', 2)]
+    """
+
+    __copal_type__ = "copal.PersistentDict"
+    _p_tracks_mutations = True
+    data: dict[Any, Any]
+
+    def __init__(self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]] = (), **kwargs: Any) -> None:
+        self.data = dict(items, **kwargs)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.data[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.data[key] = value
+        self._p_changed = True
+
+    def __delitem__(self, key: Any) -> None:
+        del self.data[key]
+        self._p_changed = True
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.data
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PersistentDict):
+            return self.data == other.data
+        return self.data == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PersistentDict({self.data!r})"
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def keys(self) -> Any:
+        return self.data.keys()
+
+    def values(self) -> Any:
+        return self.data.values()
+
+    def items(self) -> Any:
+        return self.data.items()
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        value = self.data.pop(key, *default)
+        self._p_changed = True
+        return value
+
+    def popitem(self) -> tuple[Any, Any]:
+        item = self.data.popitem()
+        self._p_changed = True
+        return item
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key in self.data:
+            return self.data[key]
+        self.data[key] = default
+        self._p_changed = True
+        return default
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.data.update(*args, **kwargs)
+        self._p_changed = True
+
+    def clear(self) -> None:
+        self.data.clear()
+        self._p_changed = True
