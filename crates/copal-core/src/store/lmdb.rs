@@ -110,15 +110,17 @@ impl LmdbStore {
                 records.put(&mut wtxn, &ROOT_OID.to_be_bytes()[..], &encode_root_record(0)[..])?;
                 meta.put(&mut wtxn, META_FORMAT, &STORE_FORMAT.to_be_bytes()[..])?;
                 meta.put(&mut wtxn, META_TID, &0u64.to_be_bytes()[..])?;
-                wtxn.commit()?;
             }
-            Some(bytes) if bytes == STORE_FORMAT.to_be_bytes() => wtxn.abort(),
+            Some(bytes) if bytes == STORE_FORMAT.to_be_bytes() => {}
             Some(_) => {
                 return Err(StoreError::Incompatible {
                     message: format!("{} was written by an incompatible copal store format", path.display()),
                 })
             }
         }
+        // Committed even when nothing was written: LMDB closes database handles opened in a
+        // transaction that aborts.
+        wtxn.commit()?;
         let store = LmdbStore {
             env,
             records,

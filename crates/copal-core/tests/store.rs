@@ -1,0 +1,121 @@
+//! Integration tests of the LMDB store through its public Rust API (no Python).
+
+use copal_core::format::{make_oid, Reader, RecordHeader, Writer, ROOT_OID};
+use copal_core::query::{scan, Predicate};
+use copal_core::{Commit, LmdbStore, Snapshot, StoreError, StoreOptions, Value};
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("copal-core-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn record(descriptor: u32, tid: u64, fields: &[Value]) -> Vec<u8> {
+    let mut w = Writer::new();
+    RecordHeader { flags: 0, descriptor, tid }.write(&mut w);
+    fields.iter().for_each(|f| f.encode(&mut w));
+    w.buf
+}
+
+#[test]
+fn new_store_has_an_empty_root() {
+    let store = LmdbStore::open(&temp_dir("root"), StoreOptions::default()).unwrap();
+    let snapshot = Snapshot::new(&store).unwrap();
+    let root = snapshot.get(ROOT_OID).unwrap().expect("root record");
+    let (header, _) = RecordHeader::parse(root).unwrap();
+    assert_eq!(header.tid, 0);
+    assert_eq!(snapshot.descriptor(header.descriptor).unwrap().type_name, "copal.PersistentDict");
+}
+
+#[test]
+fn commit_is_visible_to_new_snapshots_only_and_conflicts_are_detected() {
+    let store = LmdbStore::open(&temp_dir("commit"), StoreOptions::default()).unwrap();
+    let before = Snapshot::new(&store).unwrap();
+
+    let mut commit = Commit::begin(&store).unwrap();
+    let person = commit.descriptor("app.Person", &["name".into(), "age".into()]).unwrap();
+    let oid = commit.allocate_oid(person.class_no).unwrap();
+    assert_eq!(oid, make_oid(person.class_no, 0));
+    let tid = commit.tid();
+    commit.put(oid, &record(person.id, tid, &[Value::Str("ann".into()), Value::Int(40)])).unwrap();
+    assert_eq!(commit.finish().unwrap(), tid);
+
+    assert!(before.get(oid).unwrap().is_none(), "an older snapshot must not see the commit");
+    let after = Snapshot::new(&store).unwrap();
+    assert!(after.get(oid).unwrap().is_some());
+    assert_eq!(after.changes_since(before.tid()).unwrap(), Some(vec![oid]));
+
+    // A writer that read the object at `tid` wins; one that read it earlier conflicts.
+    let mut first = Commit::begin(&store).unwrap();
+    first.check_unchanged(oid, tid).unwrap();
+    let new_tid = first.tid();
+    first.put(oid, &record(person.id, new_tid, &[Value::Str("ann".into()), Value::Int(41)])).unwrap();
+    first.finish().unwrap();
+    let second = Commit::begin(&store).unwrap();
+    assert!(matches!(second.check_unchanged(oid, tid), Err(StoreError::Conflict { .. })));
+}
+
+#[test]
+fn dropped_commit_changes_nothing() {
+    let store = LmdbStore::open(&temp_dir("abort"), StoreOptions::default()).unwrap();
+    {
+        let mut commit = Commit::begin(&store).unwrap();
+        let d = commit.descriptor("app.Thing", &[]).unwrap();
+        let oid = commit.allocate_oid(d.class_no).unwrap();
+        commit.put(oid, &record(d.id, commit.tid(), &[])).unwrap();
+    }
+    let snapshot = Snapshot::new(&store).unwrap();
+    assert_eq!(snapshot.tid(), 0);
+    assert!(store.catalog().class_no("app.Thing").is_none());
+}
+
+#[test]
+fn equality_scan_reads_only_the_class_extent() {
+    let store = LmdbStore::open(&temp_dir("scan"), StoreOptions::default()).unwrap();
+    let mut commit = Commit::begin(&store).unwrap();
+    let person = commit.descriptor("app.Person", &["name".into(), "age".into()]).unwrap();
+    let other = commit.descriptor("app.Other", &["age".into()]).unwrap();
+    let tid = commit.tid();
+    for age in 0..100 {
+        let oid = commit.allocate_oid(person.class_no).unwrap();
+        commit.put(oid, &record(person.id, tid, &[Value::Str(format!("p{age}")), Value::Int(age)])).unwrap();
+        let oid = commit.allocate_oid(other.class_no).unwrap();
+        commit.put(oid, &record(other.id, tid, &[Value::Int(age)])).unwrap();
+    }
+    commit.finish().unwrap();
+    let snapshot = Snapshot::new(&store).unwrap();
+    let eq = |field: &str, value| vec![Predicate::Eq { field: field.into(), value }];
+    let found = scan(&snapshot, &[person.class_no], &eq("age", Value::Float(42.0)), None).unwrap();
+    assert_eq!(found.len(), 1);
+    let (oid, bytes) = &found[0];
+    assert_eq!(*oid, make_oid(person.class_no, 42));
+    let mut r = Reader::new(bytes);
+    RecordHeader::read(&mut r).unwrap();
+    assert_eq!(copal_core::format::decode_value(&mut r, &*store.catalog()).unwrap(), Value::Str("p42".into()));
+    assert!(scan(&snapshot, &[person.class_no], &eq("missing", Value::Int(1)), None).unwrap().is_empty());
+    assert_eq!(scan(&snapshot, &[person.class_no, other.class_no], &eq("age", Value::Int(7)), None).unwrap().len(), 2);
+}
+
+#[test]
+fn map_full_is_a_storage_error_and_keeps_committed_data() {
+    let dir = temp_dir("full");
+    let store = LmdbStore::open(&dir, StoreOptions { map_size: 1 << 20, ..StoreOptions::default() }).unwrap();
+    let mut commit = Commit::begin(&store).unwrap();
+    let blob = commit.descriptor("app.Blob", &["data".into()]).unwrap();
+    let tid = commit.tid();
+    let oid = commit.allocate_oid(blob.class_no).unwrap();
+    commit.put(oid, &record(blob.id, tid, &[Value::Bytes(vec![1; 1000])])).unwrap();
+    commit.finish().unwrap();
+
+    let mut commit = Commit::begin(&store).unwrap();
+    let tid2 = commit.tid();
+    let result = (0..100).try_for_each(|_| {
+        let oid = commit.allocate_oid(blob.class_no)?;
+        commit.put(oid, &record(blob.id, tid2, &[Value::Bytes(vec![2; 100_000])]))
+    });
+    let result = result.and_then(|_| commit.finish().map(drop));
+    assert!(matches!(result, Err(StoreError::Storage { .. })), "{result:?}");
+    let snapshot = Snapshot::new(&store).unwrap();
+    assert_eq!(snapshot.tid(), tid);
+    assert!(snapshot.get(oid).unwrap().is_some());
+}
