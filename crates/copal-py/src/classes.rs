@@ -5,13 +5,13 @@
 //! application has already imported (`sys.modules`). A name that resolves to something other than
 //! a class of the expected kind is refused, so data cannot make copal call `os.system`.
 
-use std::collections::HashMap;
 
 use copal_core::format::ClassNo;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
 use crate::errors::SchemaError;
+use crate::hashing::IntMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClassShape {
@@ -89,8 +89,8 @@ pub fn field_names(dict: &Bound<'_, PyDict>) -> PyResult<(Vec<String>, Vec<Py<Py
 
 #[derive(Default)]
 pub struct ClassCache {
-    pub by_type: HashMap<usize, ClassEntry>,
-    pub by_class_no: HashMap<ClassNo, Py<PyType>>,
+    pub by_type: IntMap<usize, ClassEntry>,
+    pub by_class_no: IntMap<ClassNo, Py<PyType>>,
 }
 
 impl ClassCache {

@@ -3,6 +3,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
+
+use crate::gc::GcPause;
+use crate::hashing::{IntMap, IntSet};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -52,9 +55,9 @@ pub struct Connection {
     changed: RefCell<Vec<Py<PyAny>>>,
     /// State bytes of loaded objects that hold plain mutable containers, re-encoded at commit
     /// to detect in-place mutation (FLAG_MUTABLE_STATE).
-    watched: RefCell<HashMap<u64, Vec<u8>>>,
+    watched: RefCell<IntMap<u64, Vec<u8>>>,
     classes: RefCell<ClassCache>,
-    decode_infos: RefCell<HashMap<u32, Rc<DecodeInfo>>>,
+    decode_infos: RefCell<IntMap<u32, Rc<DecodeInfo>>>,
     zones: RefCell<HashMap<String, Py<PyTzInfo>>>,
     /// Non-ghost objects in the cache, and the target above which the least recently used are
     /// turned back into ghosts at transaction boundaries.
@@ -73,9 +76,9 @@ impl Connection {
             cache: PyDict::new(py).unbind(),
             registry,
             changed: RefCell::new(Vec::new()),
-            watched: RefCell::new(HashMap::new()),
+            watched: RefCell::new(IntMap::default()),
             classes: RefCell::new(ClassCache::default()),
-            decode_infos: RefCell::new(HashMap::new()),
+            decode_infos: RefCell::new(IntMap::default()),
             zones: RefCell::new(HashMap::new()),
             loaded: Cell::new(0),
             cache_size,
@@ -418,6 +421,9 @@ impl Connection {
     /// Starts a transaction: takes a fresh snapshot and invalidates cached objects that other
     /// transactions changed since this connection last looked.
     fn begin(&self, py: Python<'_>) -> PyResult<u64> {
+        // Shrinking the cache here rather than when the previous transaction ended keeps the
+        // cost out of single-transaction programs and off the commit's latency.
+        self.evict(py)?;
         GENERATION.fetch_add(1, Ordering::Relaxed);
         let store = Arc::clone(&self.store);
         let snapshot = without_gil(py, || Snapshot::new(&store)).py_err()?;
@@ -449,7 +455,7 @@ impl Connection {
             }
         }
         self.snapshot.borrow_mut().take();
-        self.evict(py)
+        Ok(())
     }
 
     /// The object with id `oid`, loaded (raises DanglingReference if it does not exist).
@@ -482,7 +488,8 @@ impl Connection {
     #[pyo3(signature = (objects, depth=None))]
     fn load_closure(&self, objects: &Bound<'_, PyList>, depth: Option<usize>) -> PyResult<usize> {
         let mut level: Vec<Bound<'_, PyAny>> = objects.iter().collect();
-        let mut seen = std::collections::HashSet::new();
+        let _pause = GcPause::new(objects.py());
+        let mut seen = IntSet::default();
         let mut loaded = 0;
         let mut remaining = depth.map(|d| d + 1);
         while !level.is_empty() && remaining != Some(0) {
@@ -522,6 +529,7 @@ impl Connection {
         let exclude = exclude.unwrap_or_default();
         // Excluded objects are pending in this transaction; the caller tests them in Python.
         let fetch = limit.map(|l| l + exclude.len());
+        let _pause = GcPause::new(py);
         let matches = self.with_snapshot(|snapshot| {
             let snapshot = SameThread(snapshot);
             without_gil(py, || query::scan(snapshot.0, &class_numbers, &predicates, fetch)).py_err()
@@ -603,6 +611,7 @@ impl Connection {
         if changed.is_empty() && deleted.is_empty() && !unsaved_added && watched.is_empty() {
             return Ok(None);
         }
+        let _pause = GcPause::new(py);
         let store = Arc::clone(&this.store);
         let commit = without_gil(py, || Commit::begin(&store)).py_err()?;
         let mut sink = CommitSink { conn: &this, jar, commit, new_shapes: Vec::new(), to_write: VecDeque::new(), persisted: Vec::new() };

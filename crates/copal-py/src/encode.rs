@@ -1,7 +1,6 @@
 //! Python objects -> copal bytes (docs/FORMAT.md "Values"), written straight from the objects
 //! with the core's `Writer` primitives.
 
-use std::collections::HashMap;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
 use copal_core::format::{oid_class, oid_seq, tag, TzInfo, Writer, FLAG_MUTABLE_STATE};
@@ -15,6 +14,7 @@ use pyo3::types::{
 };
 
 use crate::classes::{type_name_of, ClassShape};
+use crate::hashing::IntMap;
 use crate::persistent::{instance_dict, PersistentBase};
 use crate::pytypes;
 
@@ -59,7 +59,7 @@ fn at<T>(result: Result<T, Failure>, segment: impl FnOnce() -> String) -> Result
 pub struct Encoder<'s> {
     pub w: Writer,
     sink: &'s mut dyn Sink,
-    memo: HashMap<usize, u64>,
+    memo: IntMap<usize, u64>,
     next_memo: u64,
     unfinished: Vec<usize>,
     mutable: bool,
@@ -67,7 +67,7 @@ pub struct Encoder<'s> {
 
 impl<'s> Encoder<'s> {
     pub fn new(sink: &'s mut dyn Sink) -> Self {
-        Encoder { w: Writer::new(), sink, memo: HashMap::new(), next_memo: 0, unfinished: Vec::new(), mutable: false }
+        Encoder { w: Writer::new(), sink, memo: IntMap::default(), next_memo: 0, unfinished: Vec::new(), mutable: false }
     }
 
     /// Encodes the record of persistent `obj` with transaction id `tid`. Returns the record and

@@ -8,6 +8,8 @@ mod database;
 mod decode;
 mod encode;
 mod errors;
+mod gc;
+mod hashing;
 mod persistent;
 mod pytypes;
 mod stats;
