@@ -119,3 +119,31 @@ fn map_full_is_a_storage_error_and_keeps_committed_data() {
     assert_eq!(snapshot.tid(), tid);
     assert!(snapshot.get(oid).unwrap().is_some());
 }
+
+#[test]
+fn get_many_visits_sorted_ids_and_reports_missing_ones() {
+    let store = LmdbStore::open(&temp_dir("many"), StoreOptions::default()).unwrap();
+    let mut commit = Commit::begin(&store).unwrap();
+    let d = commit.descriptor("app.N", &["n".into()]).unwrap();
+    let tid = commit.tid();
+    let mut oids = Vec::new();
+    for n in 0..200 {
+        let oid = commit.allocate_oid(d.class_no).unwrap();
+        commit.put(oid, &record(d.id, tid, &[Value::Int(n)])).unwrap();
+        oids.push(oid);
+    }
+    commit.finish().unwrap();
+    let snapshot = Snapshot::new(&store).unwrap();
+    let wanted = vec![oids[3], oids[3], oids[4], oids[90], oids[199]];
+    let mut seen = Vec::new();
+    snapshot
+        .get_many(&wanted, |oid| StoreError::Storage { message: format!("missing {oid}") }, |e| e, |i, record| {
+            seen.push((i, record.len()));
+            Ok::<(), StoreError>(())
+        })
+        .unwrap();
+    assert_eq!(seen.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    let absent = vec![oids[5], oids[199] + 1];
+    let err = snapshot.get_many(&absent, |oid| StoreError::Storage { message: format!("missing {oid}") }, |e| e, |_, _| Ok(()));
+    assert!(matches!(err, Err(StoreError::Storage { message }) if message == format!("missing {}", oids[199] + 1)));
+}

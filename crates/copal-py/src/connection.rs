@@ -130,14 +130,29 @@ impl Connection {
         self.with_snapshot(|snapshot| {
             let record = snapshot.get(oid).py_err()?.ok_or_else(|| dangling(oid))?;
             self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
-            self.set_state(obj, oid, record)
+            self.set_state(obj, oid, record, None)
         })
     }
 
-    fn set_state(&self, obj: &Bound<'_, PyAny>, oid: u64, record: &[u8]) -> PyResult<()> {
+    /// Fills `obj` from `record`; with `ghost_refs`, collects the ghosts it references.
+    fn set_state<'py>(
+        &self,
+        obj: &Bound<'py, PyAny>,
+        oid: u64,
+        record: &[u8],
+        ghost_refs: Option<&mut Vec<Bound<'py, PyAny>>>,
+    ) -> PyResult<()> {
         let py = obj.py();
         let what = || format!("record of object {oid:#x}");
-        let (header, dict, state_start) = Decoder::new(py, self, &what).record(record)?;
+        let mut decoder = Decoder::new(py, self, &what);
+        let collect = ghost_refs.is_some();
+        if collect {
+            decoder.ghost_refs = Some(Vec::new());
+        }
+        let (header, dict, state_start) = decoder.record(record)?;
+        if let (Some(out), Some(found)) = (ghost_refs, decoder.ghost_refs.take()) {
+            out.extend(found);
+        }
         set_instance_dict(obj, &dict)?;
         {
             let mut this = obj.cast::<PersistentBase>()?.borrow_mut();
@@ -484,31 +499,50 @@ impl Connection {
         self.get(py, copal_core::format::ROOT_OID)
     }
 
-    /// Loads every ghost reachable from `objects`, level by level, up to `depth` levels.
+    /// Loads every ghost reachable from `objects`, level by level, up to `depth` levels; each
+    /// level's records are read in id order in one sweep. Returns how many objects it loaded.
     #[pyo3(signature = (objects, depth=None))]
     fn load_closure(&self, objects: &Bound<'_, PyList>, depth: Option<usize>) -> PyResult<usize> {
+        let py = objects.py();
+        let _pause = GcPause::new(py);
         let mut level: Vec<Bound<'_, PyAny>> = objects.iter().collect();
-        let _pause = GcPause::new(objects.py());
-        let mut seen = IntSet::default();
+        // Objects already loaded are visited once; ghosts are visited when they load.
+        let mut visited = IntSet::default();
         let mut loaded = 0;
-        let mut remaining = depth.map(|d| d + 1);
-        while !level.is_empty() && remaining != Some(0) {
-            remaining = remaining.map(|d| d - 1);
+        let mut levels_left = depth.map(|d| d + 1);
+        while !level.is_empty() && levels_left != Some(0) {
+            levels_left = levels_left.map(|d| d - 1);
             let mut next = Vec::new();
+            let mut ghosts: Vec<(u64, Bound<'_, PyAny>)> = Vec::new();
             for obj in level {
-                if !seen.insert(obj.as_ptr() as usize) {
-                    continue;
-                }
-                if let Ok(p) = obj.cast::<PersistentBase>() {
-                    if p.borrow().state == GHOST {
-                        self.activate(&obj)?;
-                        loaded += 1;
+                match obj.cast::<PersistentBase>() {
+                    Ok(p) => {
+                        let (state, oid) = {
+                            let p = p.borrow();
+                            (p.state, p.oid)
+                        };
+                        match (state, oid) {
+                            (GHOST, Some(oid)) => ghosts.push((oid, obj)),
+                            _ if visited.insert(obj.as_ptr() as usize) => {
+                                collect_references(&crate::persistent::instance_dict(&obj)?.into_any(), &mut next, 0)?
+                            }
+                            _ => {}
+                        }
                     }
-                    collect_references(&crate::persistent::instance_dict(&obj)?.into_any(), &mut next, 0)?;
-                } else {
-                    collect_references(&obj, &mut next, 0)?;
+                    Err(_) => collect_references(&obj, &mut next, 0)?,
                 }
             }
+            ghosts.sort_unstable_by_key(|(oid, _)| *oid);
+            ghosts.dedup_by_key(|(oid, _)| *oid);
+            let oids: Vec<u64> = ghosts.iter().map(|(oid, _)| *oid).collect();
+            self.with_snapshot(|snapshot| {
+                snapshot.get_many(&oids, dangling, crate::errors::store_error, |i, record| {
+                    let (oid, obj) = &ghosts[i];
+                    self.set_state(obj, *oid, record, Some(&mut next))
+                })
+            })?;
+            self.stats.cache_misses.fetch_add(oids.len() as u64, Ordering::Relaxed);
+            loaded += oids.len();
             level = next;
         }
         Ok(loaded)
@@ -549,7 +583,7 @@ impl Connection {
             };
             if obj.cast::<PersistentBase>()?.borrow().state == GHOST {
                 self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
-                self.set_state(&obj, oid, &record)?;
+                self.set_state(&obj, oid, &record, None)?;
             } else {
                 self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
             }

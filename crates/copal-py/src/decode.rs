@@ -35,6 +35,9 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     memo: Vec<Option<Bound<'py, PyAny>>>,
     limits: Limits,
     what: &'r dyn Fn() -> String,
+    /// When set, every referenced persistent object that is still a ghost is collected here
+    /// (`load_closure` loads them next).
+    pub ghost_refs: Option<Vec<Bound<'py, PyAny>>>,
 }
 
 enum Fail {
@@ -58,7 +61,7 @@ type Out<'py> = Result<Bound<'py, PyAny>, Fail>;
 
 impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     pub fn new(py: Python<'py>, resolver: &'r R, what: &'r dyn Fn() -> String) -> Self {
-        Decoder { py, resolver, memo: Vec::new(), limits: Limits::default(), what }
+        Decoder { py, resolver, memo: Vec::new(), limits: Limits::default(), what, ghost_refs: None }
     }
 
     fn finish<T>(&self, result: Result<T, Fail>) -> PyResult<T> {
@@ -234,7 +237,13 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 if seq > copal_core::format::MAX_SEQ {
                     return Err(DecodeError::OutOfRange { offset, what: "object sequence number" }.into());
                 }
-                self.resolver.object(py, make_oid(class, seq))?
+                let obj = self.resolver.object(py, make_oid(class, seq))?;
+                if let Some(refs) = self.ghost_refs.as_mut() {
+                    if obj.cast::<crate::persistent::PersistentBase>().is_ok_and(|p| p.borrow().state == crate::persistent::GHOST) {
+                        refs.push(obj.clone());
+                    }
+                }
+                obj
             }
             tag::OBJECT => {
                 let info = self.resolver.descriptor(py, r.u32_varint()?)?;
