@@ -116,9 +116,41 @@ class PersistentList(Persistent):
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __lt__(self, other: object) -> bool:
+        return self.data < _list_data(other)
+
+    def __le__(self, other: object) -> bool:
+        return self.data <= _list_data(other)
+
+    def __gt__(self, other: object) -> bool:
+        return self.data > _list_data(other)
+
+    def __ge__(self, other: object) -> bool:
+        return self.data >= _list_data(other)
+
+    def __add__(self, other: Iterable[Any]) -> "PersistentList":
+        return type(self)(self.data + list(other))
+
+    def __radd__(self, other: Iterable[Any]) -> "PersistentList":
+        return type(self)(list(other) + self.data)
+
+    def __mul__(self, n: SupportsIndex) -> "PersistentList":
+        return type(self)(self.data * n)
+
+    __rmul__ = __mul__
+
     def __iadd__(self, other: Iterable[Any]) -> "PersistentList":
         self.extend(other)
         return self
+
+    def __imul__(self, n: SupportsIndex) -> "PersistentList":
+        self.data *= n
+        self._p_changed = True
+        return self
+
+    def copy(self) -> "PersistentList":
+        """A new, unsaved PersistentList with the same items."""
+        return type(self)(self.data)
 
     def __repr__(self) -> str:
         return f"PersistentList({self.data!r})"
@@ -161,6 +193,10 @@ class PersistentList(Persistent):
 
     def count(self, value: Any) -> int:
         return self.data.count(value)
+
+
+def _list_data(other: object) -> Any:
+    return other.data if isinstance(other, PersistentList) else other
 
 
 class PersistentDict(Persistent):
@@ -208,6 +244,20 @@ class PersistentDict(Persistent):
 
     def __repr__(self) -> str:
         return f"PersistentDict({self.data!r})"
+
+    def __reversed__(self) -> Iterator[Any]:
+        return reversed(self.data)
+
+    def __or__(self, other: Mapping[Any, Any]) -> "PersistentDict":
+        return type(self)(self.data | dict(other))
+
+    def __ior__(self, other: Mapping[Any, Any]) -> "PersistentDict":
+        self.update(other)
+        return self
+
+    def copy(self) -> "PersistentDict":
+        """A new, unsaved PersistentDict with the same items."""
+        return type(self)(self.data)
 
     def get(self, key: Any, default: Any = None) -> Any:
         return self.data.get(key, default)

@@ -103,7 +103,8 @@ class Transaction:
     def _pending_objects(self) -> list[Any]:
         """Objects whose current state may differ from the snapshot (for read-your-writes)."""
         pending: dict[int, Any] = {}
-        for obj in [*self._added, *self._conn.changed_objects(), *self._conn.watched_objects()]:
+        touched = [*self._added, *self._conn.changed_objects(), *self._conn.watched_objects()]
+        for obj in [*touched, *self._conn.unsaved_reachable(touched)]:
             pending[id(obj)] = obj
         return list(pending.values())
 

@@ -1,14 +1,12 @@
 //! A connection: one identity map (oid -> object), one snapshot at a time, and the commit of
 //! its changes. The Python `Transaction` drives it; one connection serves one thread at a time.
 
-use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
-use std::rc::Rc;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use copal_core::format::{oid_class, Reader, RecordHeader, TzInfo, FLAG_MUTABLE_STATE};
 use copal_core::query::{self, Predicate};
@@ -43,27 +41,49 @@ fn without_gil<T>(py: Python<'_>, f: impl FnOnce() -> T) -> T {
     out.0
 }
 
-#[pyclass(unsendable, module = "copal._core")]
+/// Interior state of a connection. A connection serves one thread at a time, and moves between
+/// threads through the database's pool; the mutex makes that sound and turns accidental
+/// concurrent use (or re-entry) into an error instead of undefined behaviour.
+struct Guarded<T>(Mutex<T>);
+
+impl<T> Guarded<T> {
+    fn new(value: T) -> Self {
+        Guarded(Mutex::new(value))
+    }
+
+    fn lock(&self) -> PyResult<MutexGuard<'_, T>> {
+        match self.0.try_lock() {
+            Ok(guard) => Ok(guard),
+            Err(TryLockError::Poisoned(poisoned)) => Ok(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(PyRuntimeError::new_err(
+                "this copal connection is in use by another thread: objects and transactions \
+                 belong to the thread that opened the transaction",
+            )),
+        }
+    }
+}
+
+#[pyclass(frozen, module = "copal._core")]
 pub struct Connection {
     store: Arc<LmdbStore>,
     stats: Arc<SharedStats>,
-    snapshot: RefCell<Option<Snapshot>>,
+    snapshot: Guarded<Option<Snapshot>>,
     /// The last tid whose changes this connection's cache reflects.
-    seen_tid: Cell<u64>,
+    seen_tid: AtomicU64,
     cache: Py<PyDict>,
     registry: Py<PyDict>,
-    changed: RefCell<Vec<Py<PyAny>>>,
+    changed: Guarded<Vec<Py<PyAny>>>,
     /// State bytes of loaded objects that hold plain mutable containers, re-encoded at commit
     /// to detect in-place mutation (FLAG_MUTABLE_STATE).
-    watched: RefCell<IntMap<u64, Vec<u8>>>,
-    classes: RefCell<ClassCache>,
-    decode_infos: RefCell<IntMap<u32, Rc<DecodeInfo>>>,
-    zones: RefCell<HashMap<String, Py<PyTzInfo>>>,
+    watched: Guarded<IntMap<u64, Vec<u8>>>,
+    classes: Guarded<ClassCache>,
+    decode_infos: Guarded<IntMap<u32, Arc<DecodeInfo>>>,
+    zones: Guarded<HashMap<String, Py<PyTzInfo>>>,
     /// Non-ghost objects in the cache, and the target above which the least recently used are
     /// turned back into ghosts at transaction boundaries.
-    loaded: Cell<usize>,
+    loaded: AtomicUsize,
     cache_size: usize,
-    me: RefCell<Option<Py<Connection>>>,
+    me: Guarded<Option<Py<Connection>>>,
 }
 
 impl Connection {
@@ -71,48 +91,50 @@ impl Connection {
         Connection {
             store,
             stats,
-            snapshot: RefCell::new(None),
-            seen_tid: Cell::new(0),
+            snapshot: Guarded::new(None),
+            seen_tid: AtomicU64::new(0),
             cache: PyDict::new(py).unbind(),
             registry,
-            changed: RefCell::new(Vec::new()),
-            watched: RefCell::new(IntMap::default()),
-            classes: RefCell::new(ClassCache::default()),
-            decode_infos: RefCell::new(IntMap::default()),
-            zones: RefCell::new(HashMap::new()),
-            loaded: Cell::new(0),
+            changed: Guarded::new(Vec::new()),
+            watched: Guarded::new(IntMap::default()),
+            classes: Guarded::new(ClassCache::default()),
+            decode_infos: Guarded::new(IntMap::default()),
+            zones: Guarded::new(HashMap::new()),
+            loaded: AtomicUsize::new(0),
             cache_size,
-            me: RefCell::new(None),
+            me: Guarded::new(None),
         }
     }
 
     /// Creates the connection's Python object (the jar of its objects).
     pub fn create(py: Python<'_>, connection: Connection) -> PyResult<Py<Connection>> {
         let me = Py::new(py, connection)?;
-        *me.borrow(py).me.borrow_mut() = Some(me.clone_ref(py));
+        *me.get().me.lock()? = Some(me.clone_ref(py));
         Ok(me)
     }
 
     /// This connection's own Python object: the `_p_jar` of the objects it loads.
     fn self_ref(&self, py: Python<'_>) -> PyResult<Py<Connection>> {
-        self.me.borrow().as_ref().map(|me| me.clone_ref(py)).ok_or_else(|| PyRuntimeError::new_err("connection is closed"))
+        self.me.lock()?.as_ref().map(|me| me.clone_ref(py)).ok_or_else(|| PyRuntimeError::new_err("connection is closed"))
     }
 
     pub fn register(&self, obj: Py<PyAny>) {
-        if let Ok(mut changed) = self.changed.try_borrow_mut() {
+        if let Ok(mut changed) = self.changed.lock() {
             changed.push(obj);
         }
     }
 
     pub fn forget_state(&self, oid: u64) {
-        if let Ok(mut watched) = self.watched.try_borrow_mut() {
+        if let Ok(mut watched) = self.watched.lock() {
             watched.remove(&oid);
         }
-        self.loaded.set(self.loaded.get().saturating_sub(1));
+        let _ = self.loaded.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_sub(1)));
     }
 
+    /// Runs `f` on the transaction's snapshot (or, outside a transaction, on a fresh one).
+    /// `f` must not call Python code: the snapshot stays locked while it runs.
     fn with_snapshot<T>(&self, f: impl FnOnce(&Snapshot) -> PyResult<T>) -> PyResult<T> {
-        let current = self.snapshot.try_borrow().map_err(|_| PyRuntimeError::new_err("connection busy"))?;
+        let current = self.snapshot.lock()?;
         match current.as_ref() {
             Some(snapshot) => f(snapshot),
             None => {
@@ -127,11 +149,10 @@ impl Connection {
     /// Loads the record of ghost `obj` and fills its state.
     pub fn activate(&self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
         let oid = obj.cast::<PersistentBase>()?.borrow().oid.ok_or_else(|| PyRuntimeError::new_err("ghost without oid"))?;
-        self.with_snapshot(|snapshot| {
-            let record = snapshot.get(oid).py_err()?.ok_or_else(|| dangling(oid))?;
-            self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
-            self.set_state(obj, oid, record, None)
-        })
+        let record = self.with_snapshot(|snapshot| Ok(snapshot.get(oid).py_err()?.map(<[u8]>::to_vec)))?;
+        let record = record.ok_or_else(|| dangling(oid))?;
+        self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
+        self.set_state(obj, oid, &record, None)
     }
 
     /// Fills `obj` from `record`; with `ghost_refs`, collects the ghosts it references.
@@ -161,9 +182,9 @@ impl Connection {
             this.last_access = GENERATION.load(Ordering::Relaxed);
         }
         if header.flags & FLAG_MUTABLE_STATE != 0 {
-            self.watched.borrow_mut().insert(oid, record[state_start..].to_vec());
+            self.watched.lock()?.insert(oid, record[state_start..].to_vec());
         }
-        self.loaded.set(self.loaded.get() + 1);
+        self.loaded.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -186,7 +207,7 @@ impl Connection {
     }
 
     fn class_for<'py>(&self, py: Python<'py>, class_no: u16) -> PyResult<Bound<'py, PyType>> {
-        if let Some(class) = self.classes.borrow().by_class_no.get(&class_no) {
+        if let Some(class) = self.classes.lock()?.by_class_no.get(&class_no) {
             return Ok(class.bind(py).clone());
         }
         let type_name = {
@@ -207,7 +228,7 @@ impl Connection {
                 "stored persistent type {type_name:?} resolves to {class:?}, which is not a copal.Persistent class"
             )));
         }
-        self.classes.borrow_mut().by_class_no.insert(class_no, class.clone().unbind());
+        self.classes.lock()?.by_class_no.insert(class_no, class.clone().unbind());
         Ok(class)
     }
 
@@ -237,7 +258,7 @@ impl Connection {
     /// Ghostifies the least recently used objects when more than `cache_size` are loaded, and
     /// drops ghosts that nothing else references.
     fn evict(&self, py: Python<'_>) -> PyResult<()> {
-        if self.loaded.get() <= self.cache_size {
+        if self.loaded.load(Ordering::Relaxed) <= self.cache_size {
             return Ok(());
         }
         let cache = self.cache.bind(py);
@@ -290,16 +311,16 @@ fn new_instance<'py>(class: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> 
 }
 
 impl<'py> Resolver<'py> for Connection {
-    fn descriptor(&self, py: Python<'py>, id: u32) -> PyResult<Rc<DecodeInfo>> {
-        if let Some(info) = self.decode_infos.borrow().get(&id) {
-            return Ok(Rc::clone(info));
+    fn descriptor(&self, py: Python<'py>, id: u32) -> PyResult<Arc<DecodeInfo>> {
+        if let Some(info) = self.decode_infos.lock()?.get(&id) {
+            return Ok(Arc::clone(info));
         }
         let descriptor = self.with_snapshot(|s| s.descriptor(id).py_err())?;
-        let info = Rc::new(DecodeInfo {
+        let info = Arc::new(DecodeInfo {
             type_name: descriptor.type_name.clone(),
             fields: descriptor.fields.iter().map(|f| PyString::intern(py, f).unbind()).collect(),
         });
-        self.decode_infos.borrow_mut().insert(id, Rc::clone(&info));
+        self.decode_infos.lock()?.insert(id, Arc::clone(&info));
         Ok(info)
     }
 
@@ -317,7 +338,7 @@ impl<'py> Resolver<'py> for Connection {
             TzInfo::Offset(micros) => format!("{micros}"),
             TzInfo::Named(name) => name.clone(),
         };
-        if let Some(zone) = self.zones.borrow().get(&key) {
+        if let Some(zone) = self.zones.lock()?.get(&key) {
             return Ok(Some(zone.bind(py).clone()));
         }
         let zone = match tz {
@@ -331,7 +352,7 @@ impl<'py> Resolver<'py> for Connection {
             TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((name,))?.cast_into::<PyTzInfo>()?,
             TzInfo::Naive => unreachable!("returned above"),
         };
-        self.zones.borrow_mut().insert(key, zone.clone().unbind());
+        self.zones.lock()?.insert(key, zone.clone().unbind());
         Ok(Some(zone))
     }
 }
@@ -379,7 +400,7 @@ struct CommitSink<'c, 's> {
 
 impl Sink for CommitSink<'_, '_> {
     fn descriptor(&mut self, py: Python<'_>, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
-        let mut classes = self.conn.classes.borrow_mut();
+        let mut classes = self.conn.classes.lock()?;
         let entry = classes.entry(class)?;
         if let Some(shape) = entry.find_shape(dict) {
             return Ok(shape);
@@ -442,7 +463,7 @@ impl Connection {
         GENERATION.fetch_add(1, Ordering::Relaxed);
         let store = Arc::clone(&self.store);
         let snapshot = without_gil(py, || Snapshot::new(&store)).py_err()?;
-        let since = self.seen_tid.get();
+        let since = self.seen_tid.load(Ordering::Relaxed);
         match snapshot.changes_since(since).py_err()? {
             Some(oids) => {
                 let cache = self.cache.bind(py);
@@ -454,22 +475,30 @@ impl Connection {
             }
             None => self.invalidate_all(py)?,
         }
-        self.seen_tid.set(snapshot.tid());
+        self.seen_tid.store(snapshot.tid(), Ordering::Relaxed);
         let tid = snapshot.tid();
-        *self.snapshot.borrow_mut() = Some(snapshot);
+        *self.snapshot.lock()? = Some(snapshot);
         Ok(tid)
     }
 
     /// Ends the transaction: releases the snapshot; on abort, changed objects become ghosts
     /// again so that they reload their committed state.
     fn end(&self, py: Python<'_>, aborted: bool) -> PyResult<()> {
-        let changed: Vec<_> = self.changed.borrow_mut().drain(..).collect();
+        let changed: Vec<_> = self.changed.lock()?.drain(..).collect();
         if aborted {
+            // Objects holding plain containers may have been mutated in place: they reload too.
+            let cache = self.cache.bind(py);
+            let watched: Vec<u64> = self.watched.lock()?.keys().copied().collect();
+            for oid in watched {
+                if let Some(obj) = cache.get_item(oid)? {
+                    deactivate(&obj, true)?;
+                }
+            }
             for obj in changed {
                 deactivate(obj.bind(py), true)?;
             }
         }
-        self.snapshot.borrow_mut().take();
+        self.snapshot.lock()?.take();
         Ok(())
     }
 
@@ -535,12 +564,20 @@ impl Connection {
             ghosts.sort_unstable_by_key(|(oid, _)| *oid);
             ghosts.dedup_by_key(|(oid, _)| *oid);
             let oids: Vec<u64> = ghosts.iter().map(|(oid, _)| *oid).collect();
+            // Copy the level's records out so that decoding (which runs Python) happens with
+            // the snapshot unlocked.
+            let mut buffer = Vec::new();
+            let mut spans = Vec::with_capacity(oids.len());
             self.with_snapshot(|snapshot| {
-                snapshot.get_many(&oids, dangling, crate::errors::store_error, |i, record| {
-                    let (oid, obj) = &ghosts[i];
-                    self.set_state(obj, *oid, record, Some(&mut next))
+                snapshot.get_many(&oids, dangling, crate::errors::store_error, |_, record| {
+                    spans.push(buffer.len()..buffer.len() + record.len());
+                    buffer.extend_from_slice(record);
+                    Ok(())
                 })
             })?;
+            for ((oid, obj), span) in ghosts.iter().zip(spans) {
+                self.set_state(obj, *oid, &buffer[span], Some(&mut next))?;
+            }
             self.stats.cache_misses.fetch_add(oids.len() as u64, Ordering::Relaxed);
             loaded += oids.len();
             level = next;
@@ -599,16 +636,38 @@ impl Connection {
         Ok(names.iter().filter_map(|n| catalog.class_no(n)).collect())
     }
 
+    /// Persistent objects not stored yet that are reachable from `objects` (through plain
+    /// values and other unsaved objects): what the next commit would add.
+    fn unsaved_reachable<'py>(&self, py: Python<'py>, objects: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+        let mut queue: Vec<Bound<'py, PyAny>> = objects.iter().collect();
+        let mut seen = IntSet::default();
+        let out = PyList::empty(py);
+        while let Some(obj) = queue.pop() {
+            let mut refs = Vec::new();
+            if crate::encode::has_instance_dict(&obj) {
+                collect_references(&crate::persistent::instance_dict(&obj)?.into_any(), &mut refs, 0)?;
+            }
+            for r in refs {
+                let unsaved = r.cast::<PersistentBase>()?.borrow().jar.is_none();
+                if unsaved && seen.insert(r.as_ptr() as usize) {
+                    out.append(&r)?;
+                    queue.push(r);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Objects registered as changed in the running transaction.
     fn changed_objects<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        PyList::new(py, self.changed.borrow().iter().map(|o| o.clone_ref(py)))
+        PyList::new(py, self.changed.lock()?.iter().map(|o| o.clone_ref(py)))
     }
 
     /// Loaded objects whose state holds plain mutable containers (possibly changed in place).
     fn watched_objects<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let cache = self.cache.bind(py);
         let out = PyList::empty(py);
-        for oid in self.watched.borrow().keys() {
+        for oid in self.watched.lock()?.keys() {
             if let Some(obj) = cache.get_item(*oid)? {
                 out.append(obj)?;
             }
@@ -618,17 +677,17 @@ impl Connection {
 
     /// Drops the cache and the self-reference, so the connection and its objects can be freed.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        self.snapshot.borrow_mut().take();
-        self.changed.borrow_mut().clear();
-        self.watched.borrow_mut().clear();
+        self.snapshot.lock()?.take();
+        self.changed.lock()?.clear();
+        self.watched.lock()?.clear();
         self.cache.bind(py).clear();
-        self.me.borrow_mut().take();
+        self.me.lock()?.take();
         Ok(())
     }
 
     /// Number of non-ghost objects in the cache.
     fn loaded_count(&self) -> usize {
-        self.loaded.get()
+        self.loaded.load(Ordering::Relaxed)
     }
 
     /// Commits the running transaction: objects registered as changed, loaded objects whose
@@ -637,10 +696,10 @@ impl Connection {
     /// nothing to write.
     fn commit(slf: &Bound<'_, Self>, added: Vec<Bound<'_, PyAny>>, deleted: Vec<Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
         let py = slf.py();
-        let this = slf.borrow();
+        let this = slf.get();
         let jar = slf.clone().unbind();
-        let changed: Vec<Bound<'_, PyAny>> = this.changed.borrow().iter().map(|o| o.bind(py).clone()).collect();
-        let watched: Vec<(u64, Vec<u8>)> = this.watched.borrow().iter().map(|(k, v)| (*k, v.clone())).collect();
+        let changed: Vec<Bound<'_, PyAny>> = this.changed.lock()?.iter().map(|o| o.bind(py).clone()).collect();
+        let watched: Vec<(u64, Vec<u8>)> = this.watched.lock()?.iter().map(|(k, v)| (*k, v.clone())).collect();
         let unsaved_added = added.iter().any(|o| o.cast::<PersistentBase>().map(|p| p.borrow().jar.is_none()).unwrap_or(true));
         if changed.is_empty() && deleted.is_empty() && !unsaved_added && watched.is_empty() {
             return Ok(None);
@@ -648,7 +707,7 @@ impl Connection {
         let _pause = GcPause::new(py);
         let store = Arc::clone(&this.store);
         let commit = without_gil(py, || Commit::begin(&store)).py_err()?;
-        let mut sink = CommitSink { conn: &this, jar, commit, new_shapes: Vec::new(), to_write: VecDeque::new(), persisted: Vec::new() };
+        let mut sink = CommitSink { conn: this, jar, commit, new_shapes: Vec::new(), to_write: VecDeque::new(), persisted: Vec::new() };
         let result = this.write_changes(py, &mut sink, &changed, &watched, &added, &deleted);
         let result = result.and_then(|written| {
             let CommitSink { commit, new_shapes, persisted, .. } = sink;
@@ -660,7 +719,7 @@ impl Connection {
         });
         match result {
             Ok((tid, written, new_shapes, _)) => {
-                let mut classes = this.classes.borrow_mut();
+                let mut classes = this.classes.lock()?;
                 for (key, fields, shape) in new_shapes {
                     if let Some(entry) = classes.by_type.get_mut(&key) {
                         entry.shapes.push((fields, shape));
@@ -669,7 +728,7 @@ impl Connection {
                 drop(classes);
                 let Some(tid) = tid else { return Ok(None) };
                 let cache = this.cache.bind(py);
-                let mut watched = this.watched.borrow_mut();
+                let mut watched = this.watched.lock()?;
                 for (obj, oid, mutable_state) in written {
                     let was_loaded = {
                         let mut p = obj.cast::<PersistentBase>()?.borrow_mut();
@@ -680,9 +739,9 @@ impl Connection {
                     };
                     if cache.get_item(oid)?.is_none() {
                         cache.set_item(oid, &obj)?;
-                        this.loaded.set(this.loaded.get() + 1);
+                        this.loaded.fetch_add(1, Ordering::Relaxed);
                     } else if !was_loaded {
-                        this.loaded.set(this.loaded.get() + 1);
+                        this.loaded.fetch_add(1, Ordering::Relaxed);
                     }
                     match mutable_state {
                         Some(state) => watched.insert(oid, state),
@@ -699,8 +758,9 @@ impl Connection {
                     p.jar = None;
                     p.state = UP_TO_DATE;
                 }
-                this.seen_tid.set(tid);
-                this.changed.borrow_mut().clear();
+                this.seen_tid.store(tid, Ordering::Relaxed);
+                drop(watched);
+                this.changed.lock()?.clear();
                 Ok(Some(tid))
             }
             Err(error) => Err(error),
@@ -793,7 +853,7 @@ impl Connection {
         tid: u64,
         compare_to: Option<(&Vec<u8>, u64)>,
     ) -> PyResult<Option<(Bound<'py, PyAny>, u64, Option<Vec<u8>>)>> {
-        let tracks_own = self.classes.borrow_mut().entry(&obj.get_type())?.tracks_own;
+        let tracks_own = self.classes.lock()?.entry(&obj.get_type())?.tracks_own;
         let (record, state_start) = Encoder::new(sink).record(obj, tid, tracks_own)?;
         let state = &record[state_start..];
         if let Some((saved, serial)) = compare_to {

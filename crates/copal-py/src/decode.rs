@@ -17,7 +17,7 @@ use crate::pytypes;
 
 /// What a decoder needs from the connection: descriptors and objects for references.
 pub trait Resolver<'py> {
-    fn descriptor(&self, py: Python<'py>, id: u32) -> PyResult<std::rc::Rc<DecodeInfo>>;
+    fn descriptor(&self, py: Python<'py>, id: u32) -> PyResult<std::sync::Arc<DecodeInfo>>;
     fn class_of(&self, py: Python<'py>, info: &DecodeInfo) -> PyResult<Bound<'py, PyType>>;
     fn object(&self, py: Python<'py>, oid: u64) -> PyResult<Bound<'py, PyAny>>;
     fn zone(&self, py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py, PyTzInfo>>>;
@@ -150,7 +150,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 self.memo.push(Some(set.clone().into_any()));
                 let count = r.length(1)?;
                 for _ in 0..count {
-                    set.add(self.value(r, depth + 1)?)?;
+                    let item = self.value(r, depth + 1)?;
+                    set.add(item).map_err(|_| unhashable(offset))?;
                 }
                 set.into_any()
             }
@@ -161,7 +162,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let value = if t == tag::TUPLE {
                     PyTuple::new(py, items)?.into_any()
                 } else {
-                    PyFrozenSet::new(py, items)?.into_any()
+                    PyFrozenSet::new(py, items).map_err(|_| unhashable(offset))?.into_any()
                 };
                 self.memo[slot] = Some(value.clone());
                 value
@@ -174,7 +175,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let (year, month, day) = civil_from_days(days);
                 let (h, m, s, us) = clock(micros.rem_euclid(MICROS_PER_DAY));
                 let year = i32::try_from(year).map_err(|_| DecodeError::OutOfRange { offset, what: "datetime" })?;
-                let zone = self.resolver.zone(py, &tz)?;
+                let zone = self.zone(&tz, offset)?;
                 PyDateTime::new_with_fold(py, year, month as u8, day as u8, h, m, s, us, zone.as_ref(), flags & tag::TZ_FOLD != 0)
                     .map_err(|_| DecodeError::OutOfRange { offset, what: "datetime" })?
                     .into_any()
@@ -194,7 +195,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                     return Err(DecodeError::OutOfRange { offset, what: "time of day" }.into());
                 }
                 let (h, m, s, us) = clock(micros as i64);
-                let zone = self.resolver.zone(py, &tz)?;
+                let zone = self.zone(&tz, offset)?;
                 PyTime::new_with_fold(py, h, m, s, us, zone.as_ref(), flags & tag::TZ_FOLD != 0)?.into_any()
             }
             tag::TIMEDELTA => {
@@ -266,6 +267,10 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         })
     }
 
+    fn zone(&self, tz: &TzInfo, offset: usize) -> Result<Option<Bound<'py, PyTzInfo>>, Fail> {
+        self.resolver.zone(self.py, tz).map_err(|_| DecodeError::OutOfRange { offset, what: "time zone" }.into())
+    }
+
     fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<Bound<'py, PyAny>>, Fail> {
         let count = r.length(1)?;
         let mut items = Vec::with_capacity(count);
@@ -276,11 +281,12 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     }
 
     fn fill_dict(&mut self, r: &mut Reader<'_>, dict: &Bound<'py, PyDict>, depth: usize) -> Result<(), Fail> {
+        let offset = r.position();
         let count = r.length(2)?;
         for _ in 0..count {
             let key = self.value(r, depth + 1)?;
             let value = self.value(r, depth + 1)?;
-            dict.set_item(key, value)?;
+            dict.set_item(key, value).map_err(|_| unhashable(offset))?;
         }
         Ok(())
     }
@@ -323,7 +329,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             let slot = self.memo.len();
             self.memo.push(None);
             let items = PyList::new(py, self.items(r, depth)?)?;
-            let obj = base.call_method1("__new__", (&class, items))?;
+            let obj = base.call_method1("__new__", (&class, items)).map_err(|_| unhashable(offset))?;
             self.memo[slot] = Some(obj.clone());
             obj
         } else {
@@ -336,7 +342,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             } else {
                 let items = PyList::new(py, self.items(r, depth)?)?;
                 let method = if base_tag == tag::LIST { "extend" } else { "update" };
-                base.call_method1(method, (&obj, items))?;
+                base.call_method1(method, (&obj, items)).map_err(|_| unhashable(offset))?;
             }
             obj
         };
@@ -350,6 +356,10 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         }
         Ok(obj)
     }
+}
+
+fn unhashable(offset: usize) -> Fail {
+    DecodeError::OutOfRange { offset, what: "unhashable set element or dict key" }.into()
 }
 
 fn clock(micros_of_day: i64) -> (u8, u8, u8, u32) {

@@ -60,6 +60,8 @@ pub struct Encoder<'s> {
     pub w: Writer,
     sink: &'s mut dyn Sink,
     memo: IntMap<usize, u64>,
+    /// Keys added to `memo`, in order, so that a trial encoding can be undone.
+    memo_log: Vec<usize>,
     next_memo: u64,
     unfinished: Vec<usize>,
     mutable: bool,
@@ -67,7 +69,7 @@ pub struct Encoder<'s> {
 
 impl<'s> Encoder<'s> {
     pub fn new(sink: &'s mut dyn Sink) -> Self {
-        Encoder { w: Writer::new(), sink, memo: IntMap::default(), next_memo: 0, unfinished: Vec::new(), mutable: false }
+        Encoder { w: Writer::new(), sink, memo: IntMap::default(), memo_log: Vec::new(), next_memo: 0, unfinished: Vec::new(), mutable: false }
     }
 
     /// Encodes the record of persistent `obj` with transaction id `tid`. Returns the record and
@@ -76,6 +78,7 @@ impl<'s> Encoder<'s> {
         let py = obj.py();
         self.w.buf.clear();
         self.memo.clear();
+        self.memo_log.clear();
         self.next_memo = 0;
         self.mutable = false;
         let dict = instance_dict(obj)?;
@@ -111,6 +114,7 @@ impl<'s> Encoder<'s> {
             return Some(index);
         }
         self.memo.insert(key, self.next_memo);
+        self.memo_log.push(key);
         self.next_memo += 1;
         None
     }
@@ -187,13 +191,15 @@ impl<'s> Encoder<'s> {
             self.mutable = true;
             if !self.backref_or_slot(v)? {
                 self.w.u8(tag::SET);
-                self.items(s.len(), s.iter(), depth)?;
+                let items = self.canonical_order(s.iter().collect(), depth)?;
+                self.items(items.len(), items.into_iter(), depth)?;
             }
         } else if let Ok(s) = v.cast_exact::<PyFrozenSet>() {
             if !self.backref_or_slot(v)? {
                 self.w.u8(tag::FROZENSET);
                 self.unfinished.push(v.as_ptr() as usize);
-                self.items(s.len(), s.iter(), depth)?;
+                let items = self.canonical_order(s.iter().collect(), depth)?;
+                self.items(items.len(), items.into_iter(), depth)?;
                 self.unfinished.pop();
             }
         } else if let Ok(c) = v.cast_exact::<PyComplex>() {
@@ -204,6 +210,30 @@ impl<'s> Encoder<'s> {
             self.other(v, depth)?;
         }
         Ok(())
+    }
+
+    /// Set elements sorted by their encoding: a set rebuilt from its record may iterate in
+    /// another order, and an unchanged set must re-encode to the same bytes (commit-time change
+    /// detection compares bytes). Each element is encoded once on trial, then the trial is undone.
+    fn canonical_order<'py>(&mut self, items: Vec<Bound<'py, PyAny>>, depth: usize) -> Result<Vec<Bound<'py, PyAny>>, Failure> {
+        if items.len() < 2 {
+            return Ok(items);
+        }
+        let mut keyed = Vec::with_capacity(items.len());
+        for item in items {
+            let (start, next_memo, logged, mutable) = (self.w.buf.len(), self.next_memo, self.memo_log.len(), self.mutable);
+            let result = self.value(&item, depth + 1);
+            let key = self.w.buf.split_off(start);
+            for k in self.memo_log.drain(logged..) {
+                self.memo.remove(&k);
+            }
+            self.next_memo = next_memo;
+            self.mutable = mutable;
+            result?;
+            keyed.push((key, item));
+        }
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(keyed.into_iter().map(|(_, item)| item).collect())
     }
 
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
@@ -374,7 +404,10 @@ impl<'s> Encoder<'s> {
             }
             self.pairs(&plain, depth)?;
         } else {
-            let items: Vec<Bound<'_, PyAny>> = builtin_iter(v, base)?;
+            let mut items: Vec<Bound<'_, PyAny>> = builtin_iter(v, base)?;
+            if base == tag::SET || base == tag::FROZENSET {
+                items = self.canonical_order(items, depth)?;
+            }
             if base == tag::TUPLE || base == tag::FROZENSET {
                 self.unfinished.push(v.as_ptr() as usize);
             }

@@ -197,7 +197,7 @@ pub fn set_instance_dict(obj: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>) -> Py
 fn activate(obj: &Bound<'_, PyAny>) -> PyResult<()> {
     let jar = obj.cast::<PersistentBase>()?.borrow().jar.as_ref().map(|j| j.clone_ref(obj.py()));
     match jar {
-        Some(jar) => jar.bind(obj.py()).borrow().activate(obj),
+        Some(jar) => jar.get().activate(obj),
         None => Ok(()),
     }
 }
@@ -212,7 +212,7 @@ fn mark_changed(slf: &Bound<'_, PersistentBase>) -> PyResult<()> {
         this.jar.as_ref().map(|j| j.clone_ref(slf.py()))
     };
     if let Some(jar) = jar {
-        jar.bind(slf.py()).borrow().register(slf.as_any().clone().unbind());
+        jar.get().register(slf.as_any().clone().unbind());
     }
     Ok(())
 }
@@ -229,7 +229,7 @@ pub fn deactivate(obj: &Bound<'_, PyAny>, force: bool) -> PyResult<()> {
     }
     set_instance_dict(obj, &PyDict::new(obj.py()))?;
     if let Some(jar) = this.borrow().jar.as_ref() {
-        jar.bind(obj.py()).borrow().forget_state(this.borrow().oid.unwrap_or(0));
+        jar.get().forget_state(this.borrow().oid.unwrap_or(0));
     }
     Ok(())
 }
