@@ -104,7 +104,8 @@ class PersistentList(Persistent):
         return iter(self.data)
 
     def __reversed__(self) -> Iterator[Any]:
-        return reversed(self.data)
+        items: Iterator[Any] = reversed(self.data)
+        return items
 
     def __contains__(self, value: object) -> bool:
         return value in self.data
@@ -117,16 +118,20 @@ class PersistentList(Persistent):
     __hash__ = None  # type: ignore[assignment]
 
     def __lt__(self, other: object) -> bool:
-        return self.data < _list_data(other)
+        result: bool = self.data < _list_data(other)
+        return result
 
     def __le__(self, other: object) -> bool:
-        return self.data <= _list_data(other)
+        result: bool = self.data <= _list_data(other)
+        return result
 
     def __gt__(self, other: object) -> bool:
-        return self.data > _list_data(other)
+        result: bool = self.data > _list_data(other)
+        return result
 
     def __ge__(self, other: object) -> bool:
-        return self.data >= _list_data(other)
+        result: bool = self.data >= _list_data(other)
+        return result
 
     def __add__(self, other: Iterable[Any]) -> "PersistentList":
         return type(self)(self.data + list(other))
@@ -246,7 +251,8 @@ class PersistentDict(Persistent):
         return f"PersistentDict({self.data!r})"
 
     def __reversed__(self) -> Iterator[Any]:
-        return reversed(self.data)
+        items: Iterator[Any] = reversed(self.data)
+        return items
 
     def __or__(self, other: Mapping[Any, Any]) -> "PersistentDict":
         return type(self)(self.data | dict(other))

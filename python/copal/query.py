@@ -51,7 +51,7 @@ class Query(Generic[T]):
 
     def _run(self, limit: int | None) -> list[T]:
         tx = self._tx
-        pending = [o for o in tx._pending_objects() if isinstance(o, self._cls)]
+        pending: list[Any] = [o for o in tx._pending_objects() if isinstance(o, self._cls)]
         exclude = {o._p_oid for o in pending if o._p_oid is not None}
         exclude.update(o._p_oid for o in tx._deleted if o._p_oid is not None)
         results: list[T] = [o for o in pending if o not in tx._deleted and self._matches_pending(o)]

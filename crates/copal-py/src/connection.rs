@@ -464,7 +464,9 @@ impl Connection {
         let store = Arc::clone(&self.store);
         let snapshot = without_gil(py, || Snapshot::new(&store)).py_err()?;
         let since = self.seen_tid.load(Ordering::Relaxed);
-        match snapshot.changes_since(since).py_err()? {
+        // A connection with nothing cached has nothing to invalidate: skip reading the log.
+        let changes = if self.cache.bind(py).is_empty() { Some(Vec::new()) } else { snapshot.changes_since(since).py_err()? };
+        match changes {
             Some(oids) => {
                 let cache = self.cache.bind(py);
                 for oid in oids {
