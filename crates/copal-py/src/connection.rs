@@ -20,7 +20,7 @@ use crate::classes::{field_names, resolve, ClassCache, ClassShape};
 use crate::decode::{DecodeInfo, Decoder, Resolver};
 use crate::encode::{Encoder, Sink};
 use crate::errors::{DanglingReference, IntoPyResult, SchemaError};
-use crate::persistent::{deactivate, set_instance_dict, PersistentBase, CHANGED, GHOST, GENERATION, UP_TO_DATE};
+use crate::persistent::{deactivate, set_instance_dict, PersistentBase, CHANGED, GHOST, GENERATION, UNSAVED, UP_TO_DATE};
 use crate::pytypes;
 use crate::stats::SharedStats;
 
@@ -148,7 +148,7 @@ impl Connection {
 
     /// Loads the record of ghost `obj` and fills its state.
     pub fn activate(&self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
-        let oid = obj.cast::<PersistentBase>()?.borrow().oid.ok_or_else(|| PyRuntimeError::new_err("ghost without oid"))?;
+        let oid = PersistentBase::of(obj)?.oid().ok_or_else(|| PyRuntimeError::new_err("ghost without oid"))?;
         let record = self.with_snapshot(|snapshot| Ok(snapshot.get(oid).py_err()?.map(<[u8]>::to_vec)))?;
         let record = record.ok_or_else(|| dangling(oid))?;
         self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
@@ -175,12 +175,7 @@ impl Connection {
             out.extend(found);
         }
         set_instance_dict(obj, &dict)?;
-        {
-            let mut this = obj.cast::<PersistentBase>()?.borrow_mut();
-            this.state = UP_TO_DATE;
-            this.serial = header.tid;
-            this.last_access = GENERATION.load(Ordering::Relaxed);
-        }
+        PersistentBase::of(obj)?.set_loaded(header.tid);
         if header.flags & FLAG_MUTABLE_STATE != 0 {
             self.watched.lock()?.insert(oid, record[state_start..].to_vec());
         }
@@ -196,12 +191,7 @@ impl Connection {
         }
         let class = self.class_for(py, oid_class(oid))?;
         let obj = new_instance(&class)?;
-        {
-            let mut this = obj.cast::<PersistentBase>()?.borrow_mut();
-            this.oid = Some(oid);
-            this.jar = Some(self.self_ref(py)?);
-            this.state = GHOST;
-        }
+        PersistentBase::of(&obj)?.attach(oid, self.self_ref(py)?, GHOST);
         cache.set_item(oid, &obj)?;
         Ok(obj)
     }
@@ -265,11 +255,8 @@ impl Connection {
         let mut loaded: Vec<(u32, Bound<'_, PyAny>)> = Vec::new();
         let mut unreferenced = Vec::new();
         for (key, obj) in cache.iter() {
-            let Ok(p) = obj.cast::<PersistentBase>() else { continue };
-            let (state, access) = {
-                let p = p.borrow();
-                (p.state, p.last_access)
-            };
+            let Ok(p) = PersistentBase::of(&obj) else { continue };
+            let (state, access) = (p.state(), p.last_access());
             match state {
                 UP_TO_DATE => loaded.push((access, obj)),
                 // Referenced by the cache dict, `obj` and the iteration only.
@@ -380,7 +367,7 @@ impl Sink for ReadOnlySink<'_, '_> {
 
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
         let _ = self.py;
-        obj.cast::<PersistentBase>()?.borrow().oid.ok_or_else(|| {
+        PersistentBase::of(obj)?.oid().ok_or_else(|| {
             PyTypeError::new_err("a query cannot compare with an object that is not stored yet")
         })
     }
@@ -424,28 +411,20 @@ impl Sink for CommitSink<'_, '_> {
 
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
         let py = obj.py();
-        let p = obj.cast::<PersistentBase>()?;
-        {
-            let this = p.borrow();
-            if let Some(jar) = &this.jar {
-                if !jar.is(&self.jar) {
-                    return Err(PyTypeError::new_err(
-                        "a persistent object of another connection or database cannot be referenced; \
-                         copy it or load it in this transaction",
-                    ));
-                }
-                return this.oid.ok_or_else(|| PyRuntimeError::new_err("stored object without oid"));
+        let p = PersistentBase::of(obj)?;
+        if p.state() != UNSAVED {
+            if !p.is_jar(&self.jar) {
+                return Err(PyTypeError::new_err(
+                    "a persistent object of another connection or database cannot be referenced; \
+                     copy it or load it in this transaction",
+                ));
             }
+            return p.oid().ok_or_else(|| PyRuntimeError::new_err("stored object without oid"));
         }
         let dict = crate::persistent::instance_dict(obj)?;
         let shape = self.descriptor(py, &obj.get_type(), &dict)?;
         let oid = self.commit.allocate_oid(shape.class_no).py_err()?;
-        {
-            let mut this = p.borrow_mut();
-            this.oid = Some(oid);
-            this.jar = Some(self.jar.clone_ref(py));
-            this.state = CHANGED;
-        }
+        p.attach(oid, self.jar.clone_ref(py), CHANGED);
         self.to_write.push_back(obj.clone().unbind());
         self.persisted.push(obj.clone().unbind());
         Ok(oid)
@@ -517,7 +496,7 @@ impl Connection {
                 self.object_for(py, oid)?
             }
         };
-        if obj.cast::<PersistentBase>()?.borrow().state == GHOST {
+        if PersistentBase::of(&obj)?.state() == GHOST {
             self.activate(&obj)?;
         } else {
             self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
@@ -546,13 +525,9 @@ impl Connection {
             let mut next = Vec::new();
             let mut ghosts: Vec<(u64, Bound<'_, PyAny>)> = Vec::new();
             for obj in level {
-                match obj.cast::<PersistentBase>() {
+                match PersistentBase::of(&obj) {
                     Ok(p) => {
-                        let (state, oid) = {
-                            let p = p.borrow();
-                            (p.state, p.oid)
-                        };
-                        match (state, oid) {
+                        match (p.state(), p.oid()) {
                             (GHOST, Some(oid)) => ghosts.push((oid, obj)),
                             _ if visited.insert(obj.as_ptr() as usize) => {
                                 collect_references(&crate::persistent::instance_dict(&obj)?.into_any(), &mut next, 0)?
@@ -620,7 +595,7 @@ impl Connection {
                 Some(obj) => obj,
                 None => self.object_for(py, oid)?,
             };
-            if obj.cast::<PersistentBase>()?.borrow().state == GHOST {
+            if PersistentBase::of(&obj)?.state() == GHOST {
                 self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
                 self.set_state(&obj, oid, &record, None)?;
             } else {
@@ -650,7 +625,7 @@ impl Connection {
                 collect_references(&crate::persistent::instance_dict(&obj)?.into_any(), &mut refs, 0)?;
             }
             for r in refs {
-                let unsaved = r.cast::<PersistentBase>()?.borrow().jar.is_none();
+                let unsaved = PersistentBase::of(&r)?.state() == UNSAVED;
                 if unsaved && seen.insert(r.as_ptr() as usize) {
                     out.append(&r)?;
                     queue.push(r);
@@ -702,7 +677,7 @@ impl Connection {
         let jar = slf.clone().unbind();
         let changed: Vec<Bound<'_, PyAny>> = this.changed.lock()?.iter().map(|o| o.bind(py).clone()).collect();
         let watched: Vec<(u64, Vec<u8>)> = this.watched.lock()?.iter().map(|(k, v)| (*k, v.clone())).collect();
-        let unsaved_added = added.iter().any(|o| o.cast::<PersistentBase>().map(|p| p.borrow().jar.is_none()).unwrap_or(true));
+        let unsaved_added = added.iter().any(|o| PersistentBase::of(o).map(|p| p.state() == UNSAVED).unwrap_or(true));
         if changed.is_empty() && deleted.is_empty() && !unsaved_added && watched.is_empty() {
             return Ok(None);
         }
@@ -732,13 +707,9 @@ impl Connection {
                 let cache = this.cache.bind(py);
                 let mut watched = this.watched.lock()?;
                 for (obj, oid, mutable_state) in written {
-                    let was_loaded = {
-                        let mut p = obj.cast::<PersistentBase>()?.borrow_mut();
-                        let was_loaded = p.state != GHOST;
-                        p.state = UP_TO_DATE;
-                        p.serial = tid;
-                        was_loaded
-                    };
+                    let p = PersistentBase::of(&obj)?;
+                    let was_loaded = p.state() != GHOST;
+                    p.set_loaded(tid);
                     if cache.get_item(oid)?.is_none() {
                         cache.set_item(oid, &obj)?;
                         this.loaded.fetch_add(1, Ordering::Relaxed);
@@ -751,14 +722,12 @@ impl Connection {
                     };
                 }
                 for obj in &deleted {
-                    if let Some(oid) = obj.cast::<PersistentBase>()?.borrow().oid {
+                    let p = PersistentBase::of(obj)?;
+                    if let Some(oid) = p.oid() {
                         cache.del_item(oid).ok();
                         watched.remove(&oid);
                     }
-                    let mut p = obj.cast::<PersistentBase>()?.borrow_mut();
-                    p.oid = None;
-                    p.jar = None;
-                    p.state = UP_TO_DATE;
+                    p.detach();
                 }
                 this.seen_tid.store(tid, Ordering::Relaxed);
                 drop(watched);
@@ -789,10 +758,8 @@ impl Connection {
             }
             let cache = self.cache.bind(py);
             for obj in changed {
-                let (oid, serial, state) = {
-                    let p = obj.cast::<PersistentBase>()?.borrow();
-                    (p.oid, p.serial, p.state)
-                };
+                let p = PersistentBase::of(obj)?;
+                let (oid, serial, state) = (p.oid(), p.serial(), p.state());
                 let Some(oid) = oid else { continue };
                 if state != CHANGED {
                     continue;
@@ -802,10 +769,8 @@ impl Connection {
             }
             for (oid, saved) in watched {
                 let Some(obj) = cache.get_item(*oid)? else { continue };
-                let (serial, state) = {
-                    let p = obj.cast::<PersistentBase>()?.borrow();
-                    (p.serial, p.state)
-                };
+                let p = PersistentBase::of(&obj)?;
+                let (serial, state) = (p.serial(), p.state());
                 if state != UP_TO_DATE {
                     continue;
                 }
@@ -815,14 +780,12 @@ impl Connection {
             }
             while let Some(obj) = sink.to_write.pop_front() {
                 let obj = obj.into_bound(py);
-                let oid = obj.cast::<PersistentBase>()?.borrow().oid.expect("persisted objects have ids");
+                let oid = PersistentBase::of(&obj)?.oid().expect("persisted objects have ids");
                 written.extend(self.write_one(sink, &obj, oid, tid, None)?);
             }
             for obj in deleted {
-                let (oid, serial) = {
-                    let p = obj.cast::<PersistentBase>()?.borrow();
-                    (p.oid, p.serial)
-                };
+                let p = PersistentBase::of(obj)?;
+                let (oid, serial) = (p.oid(), p.serial());
                 if let Some(oid) = oid {
                     sink.commit.check_unchanged(oid, serial).py_err()?;
                     sink.commit.delete(oid).py_err()?;
@@ -835,10 +798,7 @@ impl Connection {
             Err(error) => {
                 // Objects that received ids in this failed commit become unsaved again.
                 for obj in &sink.persisted {
-                    let mut p = obj.bind(py).cast::<PersistentBase>()?.borrow_mut();
-                    p.oid = None;
-                    p.jar = None;
-                    p.state = UP_TO_DATE;
+                    PersistentBase::of(obj.bind(py))?.detach();
                 }
                 Err(error)
             }

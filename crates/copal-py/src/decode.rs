@@ -240,7 +240,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 }
                 let obj = self.resolver.object(py, make_oid(class, seq))?;
                 if let Some(refs) = self.ghost_refs.as_mut() {
-                    if obj.cast::<crate::persistent::PersistentBase>().is_ok_and(|p| p.borrow().state == crate::persistent::GHOST) {
+                    if crate::persistent::PersistentBase::of(&obj).is_ok_and(|p| p.state() == crate::persistent::GHOST) {
                         refs.push(obj.clone());
                     }
                 }

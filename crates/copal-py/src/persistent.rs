@@ -12,7 +12,8 @@
 //! `_p_` ones loads its record. Assigning an attribute of an up-to-date object registers it with
 //! its connection as changed.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
 
 use pyo3::exceptions::PyAttributeError;
 use pyo3::ffi;
@@ -24,19 +25,91 @@ use crate::connection::Connection;
 pub const UP_TO_DATE: u8 = 0;
 pub const CHANGED: u8 = 1;
 pub const GHOST: u8 = 2;
+/// Not stored yet: no oid, no jar.
+pub const UNSAVED: u8 = 3;
+
+const NO_OID: u64 = u64::MAX;
 
 /// Incremented at every transaction start; an object's `last_access` records the generation in
 /// which it was last touched, so that cache eviction can ghostify the least recently used.
 pub static GENERATION: AtomicU32 = AtomicU32::new(1);
 
-#[pyclass(subclass, module = "copal._core", name = "PersistentBase")]
+/// The persistence fields of every persistent object. The class is frozen (no borrow flag):
+/// attribute access, the hottest path of the database, costs two relaxed atomic loads. Fields
+/// change only on state transitions, made by the thread that owns the object's connection.
+#[pyclass(subclass, frozen, module = "copal._core", name = "PersistentBase")]
 pub struct PersistentBase {
-    pub oid: Option<u64>,
-    pub jar: Option<Py<Connection>>,
-    pub state: u8,
+    oid: AtomicU64,
+    state: AtomicU8,
     /// The tid of the record this object's state came from (its serial).
-    pub serial: u64,
-    pub last_access: u32,
+    serial: AtomicU64,
+    last_access: AtomicU32,
+    jar: Mutex<Option<Py<Connection>>>,
+}
+
+impl PersistentBase {
+    pub fn of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a PersistentBase> {
+        Ok(obj.cast::<PersistentBase>()?.get())
+    }
+
+    pub fn oid(&self) -> Option<u64> {
+        match self.oid.load(Ordering::Relaxed) {
+            NO_OID => None,
+            oid => Some(oid),
+        }
+    }
+
+    pub fn state(&self) -> u8 {
+        self.state.load(Ordering::Relaxed)
+    }
+
+    pub fn serial(&self) -> u64 {
+        self.serial.load(Ordering::Relaxed)
+    }
+
+    pub fn last_access(&self) -> u32 {
+        self.last_access.load(Ordering::Relaxed)
+    }
+
+    pub fn jar(&self, py: Python<'_>) -> Option<Py<Connection>> {
+        self.jar.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|j| j.clone_ref(py))
+    }
+
+    pub fn is_jar(&self, jar: &Py<Connection>) -> bool {
+        self.jar.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|j| j.is(jar))
+    }
+
+    pub fn set_state(&self, state: u8) {
+        self.state.store(state, Ordering::Relaxed);
+    }
+
+    /// Makes the object loaded from (or written as) the record with `serial`.
+    pub fn set_loaded(&self, serial: u64) {
+        self.serial.store(serial, Ordering::Relaxed);
+        self.touch();
+        self.set_state(UP_TO_DATE);
+    }
+
+    /// Attaches the object to `jar` under `oid` in `state`.
+    pub fn attach(&self, oid: u64, jar: Py<Connection>, state: u8) {
+        self.oid.store(oid, Ordering::Relaxed);
+        *self.jar.lock().unwrap_or_else(|p| p.into_inner()) = Some(jar);
+        self.set_state(state);
+    }
+
+    /// Makes the object unsaved again (after a failed commit, or after its deletion).
+    pub fn detach(&self) {
+        *self.jar.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.oid.store(NO_OID, Ordering::Relaxed);
+        self.set_state(UNSAVED);
+    }
+
+    fn touch(&self) {
+        let generation = GENERATION.load(Ordering::Relaxed);
+        if self.last_access.load(Ordering::Relaxed) != generation {
+            self.last_access.store(generation, Ordering::Relaxed);
+        }
+    }
 }
 
 fn is_persistence_name(name: &str) -> bool {
@@ -48,79 +121,56 @@ impl PersistentBase {
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
-        PersistentBase { oid: None, jar: None, state: UP_TO_DATE, serial: 0, last_access: 0 }
+        PersistentBase {
+            oid: AtomicU64::new(NO_OID),
+            state: AtomicU8::new(UNSAVED),
+            serial: AtomicU64::new(0),
+            last_access: AtomicU32::new(0),
+            jar: Mutex::new(None),
+        }
     }
 
     fn __getattribute__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
-        // A failed borrow means the object is being updated by copal itself (loading, evicting):
-        // then it is not a ghost that this access should load.
-        let ghost = match slf.try_borrow_mut() {
-            Ok(mut this) => {
-                this.last_access = GENERATION.load(Ordering::Relaxed);
-                this.state == GHOST
-            }
-            Err(_) => false,
-        };
-        if ghost && !is_persistence_name(name.to_str()?) {
-            activate(slf.as_any())?;
+        let this = slf.get();
+        match this.state() {
+            UNSAVED => {}
+            GHOST if !is_persistence_name(name.to_str()?) => activate(slf.as_any())?,
+            _ => this.touch(),
         }
         generic_getattr(slf.as_any(), name)
     }
 
     fn __setattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let tracked = !is_persistence_name(name.to_str()?);
-        if tracked && slf.borrow().state == GHOST {
-            activate(slf.as_any())?;
-        }
-        // SAFETY: both pointers are valid borrowed references held by the caller.
-        let rc = unsafe { ffi::PyObject_GenericSetAttr(slf.as_ptr(), name.as_ptr(), value.as_ptr()) };
-        if rc != 0 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        if tracked {
-            mark_changed(slf)?;
-        }
-        Ok(())
+        set_or_delete(slf, name, value.as_ptr())
     }
 
     fn __delattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyString>) -> PyResult<()> {
-        let tracked = !is_persistence_name(name.to_str()?);
-        if tracked && slf.borrow().state == GHOST {
-            activate(slf.as_any())?;
-        }
-        // SAFETY: a null value asks the generic implementation to delete the attribute.
-        let rc = unsafe { ffi::PyObject_GenericSetAttr(slf.as_ptr(), name.as_ptr(), std::ptr::null_mut()) };
-        if rc != 0 {
-            return Err(PyErr::fetch(slf.py()));
-        }
-        if tracked {
-            mark_changed(slf)?;
-        }
-        Ok(())
+        // A null value asks the generic implementation to delete the attribute.
+        set_or_delete(slf, name, std::ptr::null_mut())
     }
 
     #[getter]
     fn _p_oid(&self) -> Option<u64> {
-        self.oid
+        self.oid()
     }
 
     #[getter]
     fn _p_jar(&self, py: Python<'_>) -> Option<Py<Connection>> {
-        self.jar.as_ref().map(|j| j.clone_ref(py))
+        self.jar(py)
     }
 
     #[getter]
     fn _p_serial(&self) -> u64 {
-        self.serial
+        self.serial()
     }
 
     /// "ghost", "saved" (up to date), "changed" or "unsaved" (not stored yet).
     #[getter]
     fn _p_status(&self) -> &'static str {
-        match (self.jar.is_some(), self.state) {
-            (false, _) => "unsaved",
-            (true, GHOST) => "ghost",
-            (true, CHANGED) => "changed",
+        match self.state() {
+            UNSAVED => "unsaved",
+            GHOST => "ghost",
+            CHANGED => "changed",
             _ => "saved",
         }
     }
@@ -128,7 +178,7 @@ impl PersistentBase {
     /// True if changed since loaded, False if up to date, None for a ghost (as in ZODB).
     #[getter(_p_changed)]
     fn get_p_changed(&self) -> Option<bool> {
-        match self.state {
+        match self.state() {
             GHOST => None,
             state => Some(state == CHANGED),
         }
@@ -139,10 +189,7 @@ impl PersistentBase {
         match value {
             Some(true) => mark_changed(slf),
             Some(false) => {
-                let mut this = slf.borrow_mut();
-                if this.state == CHANGED {
-                    this.state = UP_TO_DATE;
-                }
+                let _ = slf.get().state.compare_exchange(CHANGED, UP_TO_DATE, Ordering::Relaxed, Ordering::Relaxed);
                 Ok(())
             }
             None => deactivate(slf.as_any(), false),
@@ -161,11 +208,28 @@ impl PersistentBase {
 
     /// Loads the object's state if it is a ghost.
     fn _p_activate(slf: &Bound<'_, Self>) -> PyResult<()> {
-        if slf.borrow().state == GHOST {
+        if slf.get().state() == GHOST {
             activate(slf.as_any())?;
         }
         Ok(())
     }
+}
+
+fn set_or_delete(slf: &Bound<'_, PersistentBase>, name: &Bound<'_, PyString>, value: *mut ffi::PyObject) -> PyResult<()> {
+    let state = slf.get().state();
+    let tracked = state != UNSAVED && !is_persistence_name(name.to_str()?);
+    if tracked && state == GHOST {
+        activate(slf.as_any())?;
+    }
+    // SAFETY: `slf` and `name` are valid; `value` is a valid borrowed object or null (delete).
+    let rc = unsafe { ffi::PyObject_GenericSetAttr(slf.as_ptr(), name.as_ptr(), value) };
+    if rc != 0 {
+        return Err(PyErr::fetch(slf.py()));
+    }
+    if tracked {
+        mark_changed(slf)?;
+    }
+    Ok(())
 }
 
 pub fn generic_getattr(obj: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> PyResult<Py<PyAny>> {
@@ -195,41 +259,34 @@ pub fn set_instance_dict(obj: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>) -> Py
 }
 
 fn activate(obj: &Bound<'_, PyAny>) -> PyResult<()> {
-    let jar = obj.cast::<PersistentBase>()?.borrow().jar.as_ref().map(|j| j.clone_ref(obj.py()));
-    match jar {
+    match PersistentBase::of(obj)?.jar(obj.py()) {
         Some(jar) => jar.get().activate(obj),
         None => Ok(()),
     }
 }
 
 fn mark_changed(slf: &Bound<'_, PersistentBase>) -> PyResult<()> {
-    let jar = {
-        let mut this = slf.borrow_mut();
-        if this.state != UP_TO_DATE || this.jar.is_none() {
-            return Ok(());
+    let this = slf.get();
+    if this.state.compare_exchange(UP_TO_DATE, CHANGED, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+        if let Some(jar) = this.jar(slf.py()) {
+            jar.get().register(slf.as_any().clone().unbind());
         }
-        this.state = CHANGED;
-        this.jar.as_ref().map(|j| j.clone_ref(slf.py()))
-    };
-    if let Some(jar) = jar {
-        jar.get().register(slf.as_any().clone().unbind());
     }
     Ok(())
 }
 
 /// Ghostifies `obj` (unless it has unsaved changes and `force` is false).
 pub fn deactivate(obj: &Bound<'_, PyAny>, force: bool) -> PyResult<()> {
-    let this = obj.cast::<PersistentBase>()?;
-    {
-        let mut state = this.borrow_mut();
-        if state.jar.is_none() || state.state == GHOST || (state.state == CHANGED && !force) {
-            return Ok(());
-        }
-        state.state = GHOST;
+    let this = PersistentBase::of(obj)?;
+    match this.state() {
+        UNSAVED | GHOST => return Ok(()),
+        CHANGED if !force => return Ok(()),
+        _ => {}
     }
+    this.set_state(GHOST);
     set_instance_dict(obj, &PyDict::new(obj.py()))?;
-    if let Some(jar) = this.borrow().jar.as_ref() {
-        jar.get().forget_state(this.borrow().oid.unwrap_or(0));
+    if let (Some(jar), Some(oid)) = (this.jar(obj.py()), this.oid()) {
+        jar.get().forget_state(oid);
     }
     Ok(())
 }
