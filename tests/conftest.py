@@ -1,0 +1,72 @@
+"""Shared fixtures for the copal test suite.
+
+The tests directory is put on ``sys.path`` so that ``helpers.models`` is importable under the
+same name by the tests and by the child processes (copal stores classes by module name).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+import copal  # noqa: E402
+
+
+class Store:
+    """Opens copal databases on one directory and closes whatever is still open at teardown."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._open: list[Any] = []
+
+    def open(self, **options: Any) -> Any:
+        db = copal.open(str(self.path), **options)
+        self._open.append(db)
+        return db
+
+    def close(self, db: Any) -> None:
+        self._open.remove(db)
+        db.close()
+
+    def reopen(self, db: Any, **options: Any) -> Any:
+        """Closes ``db`` and opens a fresh Database object (with an empty cache) on the path."""
+        self.close(db)
+        return self.open(**options)
+
+    def close_all(self) -> None:
+        """Closes every database still open, then reports the first failure.
+
+        A Rust panic arrives as ``pyo3_runtime.PanicException``, a BaseException that pytest's
+        teardown does not catch: it would skip the remaining finalizers and leave ``tmp_path``
+        cached, so that the next test silently reuses this test's database. Re-raise it as an
+        ordinary error after every database is closed.
+        """
+        failures: list[BaseException] = []
+        while self._open:
+            try:
+                self._open.pop().close()
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as error:  # noqa: BLE001
+                failures.append(error)
+        if failures:
+            raise RuntimeError(f"closing a database failed: {failures[0]!r}") from failures[0]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(tmp_path / "db")
+    yield s
+    s.close_all()
+
+
+@pytest.fixture
+def db(store: Store) -> Any:
+    return store.open()

@@ -1,0 +1,151 @@
+"""Model classes shared by the tests and by the child-process scripts.
+
+They live in an importable module (``helpers.models``) because copal stores a class by its
+type name (module and qualified name): a class defined inside a test function, or imported as
+``models`` instead of ``helpers.models``, would be a different type to the database.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+from typing import Any
+
+from copal import Persistent, PersistentList
+
+
+class Item(Persistent):
+    """A small persistent object with a name, a value and an optional payload."""
+
+    def __init__(self, name: str, value: Any = 0, payload: bytes = b"") -> None:
+        self.name = name
+        self.value = value
+        self.payload = payload
+
+
+class Holder(Persistent):
+    """A persistent object whose attributes are whatever the test passes."""
+
+    def __init__(self, **attributes: Any) -> None:
+        for name, value in attributes.items():
+            setattr(self, name, value)
+
+
+class Counter(Persistent):
+    def __init__(self, value: int = 0) -> None:
+        self.value = value
+
+
+class Animal(Persistent):
+    def __init__(self, name: str, legs: int = 4) -> None:
+        self.name = name
+        self.legs = legs
+
+
+class Dog(Animal):
+    def __init__(self, name: str, breed: str = "mutt") -> None:
+        super().__init__(name, 4)
+        self.breed = breed
+
+
+class Bird(Animal):
+    def __init__(self, name: str) -> None:
+        super().__init__(name, 2)
+
+
+# The graph of the seed white paper: SerTest -> SerCollection -> PersistentList[PSerTest].
+
+
+class PSerTest(Persistent):
+    def __init__(self, attribute: int) -> None:
+        self.attribute = attribute
+
+
+class SerCollection(Persistent):
+    def __init__(self, items: PersistentList) -> None:
+        self.items = items
+
+
+class SerTest(Persistent):
+    def __init__(self, attribute: int, collection: SerCollection) -> None:
+        self.attribute = attribute
+        self.collection = collection
+
+
+# Non-persistent values that are stored by value inside a persistent object's record.
+
+
+class Point:
+    """A plain class (no __slots__, no dataclass)."""
+
+    def __init__(self, x: Any, y: Any) -> None:
+        self.x = x
+        self.y = y
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Point and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return f"Point({vars(self)!r})"
+
+
+class Node:
+    """A plain class used to build cycles and shared references of embedded objects."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.next: Node | None = None
+
+    def __repr__(self) -> str:
+        return f"Node({self.label!r})"
+
+
+@dataclasses.dataclass
+class Vector:
+    x: float
+    y: float
+    tags: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenKey:
+    a: int
+    b: str
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Tagged(list):  # type: ignore[type-arg]
+    """A list subclass with its own attributes."""
+
+
+class TaggedDict(dict):  # type: ignore[type-arg]
+    """A dict subclass with its own attributes."""
+
+
+class TaggedSet(set):  # type: ignore[type-arg]
+    """A set subclass with its own attributes."""
+
+
+class TaggedTuple(tuple):  # type: ignore[type-arg]
+    """A tuple subclass with its own attributes."""
+
+
+Pair = collections.namedtuple("Pair", ["left", "right"])
+
+
+def tagged(cls: type, items: Any, **attributes: Any) -> Any:
+    """An instance of the container subclass ``cls`` holding ``items``, with attributes set."""
+    obj = cls(items)
+    for name, value in attributes.items():
+        setattr(obj, name, value)
+    return obj
