@@ -20,7 +20,7 @@ use crate::classes::{field_names, resolve, ClassCache, ClassShape};
 use crate::decode::{DecodeInfo, Decoder, Resolver};
 use crate::encode::{Encoder, Sink};
 use crate::errors::{DanglingReference, IntoPyResult, SchemaError};
-use crate::persistent::{deactivate, set_instance_dict, PersistentBase, CHANGED, GHOST, GENERATION, UNSAVED, UP_TO_DATE};
+use crate::persistent::{deactivate, PersistentBase, CHANGED, GHOST, GENERATION, UNSAVED, UP_TO_DATE};
 use crate::pytypes;
 use crate::stats::SharedStats;
 
@@ -70,7 +70,9 @@ pub struct Connection {
     snapshot: Guarded<Option<Snapshot>>,
     /// The last tid whose changes this connection's cache reflects.
     seen_tid: AtomicU64,
-    cache: Py<PyDict>,
+    /// The identity map: oid -> the one object of this connection for that oid. A Rust map costs a
+    /// third of a Python dict's memory per entry and needs no int object per key.
+    cache: Guarded<IntMap<u64, Py<PyAny>>>,
     registry: Py<PyDict>,
     changed: Guarded<Vec<Py<PyAny>>>,
     /// State bytes of loaded objects that hold plain mutable containers, re-encoded at commit
@@ -79,6 +81,7 @@ pub struct Connection {
     classes: Guarded<ClassCache>,
     decode_infos: Guarded<IntMap<u32, Arc<DecodeInfo>>>,
     zones: Guarded<HashMap<String, Py<PyTzInfo>>>,
+    strings: Guarded<crate::strings::StringCache>,
     /// Non-ghost objects in the cache, and the target above which the least recently used are
     /// turned back into ghosts at transaction boundaries.
     loaded: AtomicUsize,
@@ -87,19 +90,20 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(py: Python<'_>, store: Arc<LmdbStore>, stats: Arc<SharedStats>, registry: Py<PyDict>, cache_size: usize) -> Self {
+    pub fn new(store: Arc<LmdbStore>, stats: Arc<SharedStats>, registry: Py<PyDict>, cache_size: usize) -> Self {
         Connection {
             store,
             stats,
             snapshot: Guarded::new(None),
             seen_tid: AtomicU64::new(0),
-            cache: PyDict::new(py).unbind(),
+            cache: Guarded::new(IntMap::default()),
             registry,
             changed: Guarded::new(Vec::new()),
             watched: Guarded::new(IntMap::default()),
             classes: Guarded::new(ClassCache::default()),
             decode_infos: Guarded::new(IntMap::default()),
             zones: Guarded::new(HashMap::new()),
+            strings: Guarded::new(Default::default()),
             loaded: AtomicUsize::new(0),
             cache_size,
             me: Guarded::new(None),
@@ -165,16 +169,17 @@ impl Connection {
     ) -> PyResult<()> {
         let py = obj.py();
         let what = || format!("record of object {oid:#x}");
+        let mut strings = self.strings.lock()?;
         let mut decoder = Decoder::new(py, self, &what);
+        decoder.strings = Some(&mut strings);
         let collect = ghost_refs.is_some();
         if collect {
             decoder.ghost_refs = Some(Vec::new());
         }
-        let (header, dict, state_start) = decoder.record(record)?;
+        let (header, state_start) = decoder.record_into(obj, record)?;
         if let (Some(out), Some(found)) = (ghost_refs, decoder.ghost_refs.take()) {
             out.extend(found);
         }
-        set_instance_dict(obj, &dict)?;
         PersistentBase::of(obj)?.set_loaded(header.tid);
         if header.flags & FLAG_MUTABLE_STATE != 0 {
             self.watched.lock()?.insert(oid, record[state_start..].to_vec());
@@ -185,15 +190,18 @@ impl Connection {
 
     /// The object for `oid`: from the identity map, or a new ghost.
     fn object_for<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Bound<'py, PyAny>> {
-        let cache = self.cache.bind(py);
-        if let Some(obj) = cache.get_item(oid)? {
+        if let Some(obj) = self.cached(py, oid)? {
             return Ok(obj);
         }
         let class = self.class_for(py, oid_class(oid))?;
         let obj = new_instance(&class)?;
         PersistentBase::of(&obj)?.attach(oid, self.self_ref(py)?, GHOST);
-        cache.set_item(oid, &obj)?;
+        self.cache.lock()?.insert(oid, obj.clone().unbind());
         Ok(obj)
+    }
+
+    fn cached<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyAny>>> {
+        Ok(self.cache.lock()?.get(&oid).map(|o| o.bind(py).clone()))
     }
 
     fn class_for<'py>(&self, py: Python<'py>, class_no: u16) -> PyResult<Bound<'py, PyType>> {
@@ -223,8 +231,9 @@ impl Connection {
     }
 
     fn invalidate_all(&self, py: Python<'_>) -> PyResult<()> {
-        let objects: Vec<_> = self.cache.bind(py).values().iter().collect();
+        let objects: Vec<_> = self.cache.lock()?.values().map(|o| o.clone_ref(py)).collect();
         for obj in objects {
+            let obj = obj.into_bound(py);
             if obj.is_instance_of::<PersistentBase>() {
                 deactivate(&obj, true)?;
             }
@@ -251,23 +260,28 @@ impl Connection {
         if self.loaded.load(Ordering::Relaxed) <= self.cache_size {
             return Ok(());
         }
-        let cache = self.cache.bind(py);
         let mut loaded: Vec<(u32, Bound<'_, PyAny>)> = Vec::new();
         let mut unreferenced = Vec::new();
-        for (key, obj) in cache.iter() {
-            let Ok(p) = PersistentBase::of(&obj) else { continue };
-            let (state, access) = (p.state(), p.last_access());
-            match state {
-                UP_TO_DATE => loaded.push((access, obj)),
-                // Referenced by the cache dict, `obj` and the iteration only.
-                // SAFETY: reading the reference count of a live object.
-                GHOST if unsafe { ffi::Py_REFCNT(obj.as_ptr()) } <= 3 => unreferenced.push(key),
-                _ => {}
-            }
+        {
+            let mut cache = self.cache.lock()?;
+            cache.retain(|_, obj| {
+                let obj = obj.bind(py);
+                let Ok(p) = PersistentBase::of(obj) else { return true };
+                match p.state() {
+                    UP_TO_DATE => loaded.push((p.last_access(), obj.clone())),
+                    // A ghost referenced by the cache only can go: it would be recreated on demand.
+                    // SAFETY: reading the reference count of a live object.
+                    GHOST if unsafe { ffi::Py_REFCNT(obj.as_ptr()) } <= 1 => {
+                        unreferenced.push(obj.clone().unbind());
+                        return false;
+                    }
+                    _ => {}
+                }
+                true
+            });
         }
-        for key in unreferenced {
-            cache.del_item(key)?;
-        }
+        // Released outside the lock: deallocation may run Python code.
+        drop(unreferenced);
         let target = self.cache_size - self.cache_size / 4;
         let excess = loaded.len().saturating_sub(target);
         if excess > 0 {
@@ -444,12 +458,11 @@ impl Connection {
         let snapshot = without_gil(py, || Snapshot::new(&store)).py_err()?;
         let since = self.seen_tid.load(Ordering::Relaxed);
         // A connection with nothing cached has nothing to invalidate: skip reading the log.
-        let changes = if self.cache.bind(py).is_empty() { Some(Vec::new()) } else { snapshot.changes_since(since).py_err()? };
+        let changes = if self.cache.lock()?.is_empty() { Some(Vec::new()) } else { snapshot.changes_since(since).py_err()? };
         match changes {
             Some(oids) => {
-                let cache = self.cache.bind(py);
                 for oid in oids {
-                    if let Some(obj) = cache.get_item(oid)? {
+                    if let Some(obj) = self.cached(py, oid)? {
                         deactivate(&obj, true)?;
                     }
                 }
@@ -468,10 +481,9 @@ impl Connection {
         let changed: Vec<_> = self.changed.lock()?.drain(..).collect();
         if aborted {
             // Objects holding plain containers may have been mutated in place: they reload too.
-            let cache = self.cache.bind(py);
             let watched: Vec<u64> = self.watched.lock()?.keys().copied().collect();
             for oid in watched {
-                if let Some(obj) = cache.get_item(oid)? {
+                if let Some(obj) = self.cached(py, oid)? {
                     deactivate(&obj, true)?;
                 }
             }
@@ -485,8 +497,7 @@ impl Connection {
 
     /// The object with id `oid`, loaded (raises DanglingReference if it does not exist).
     fn get<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Bound<'py, PyAny>> {
-        let cached = self.cache.bind(py).get_item(oid)?;
-        let obj = match cached {
+        let obj = match self.cached(py, oid)? {
             Some(obj) => obj,
             None => {
                 let exists = self.with_snapshot(|s| Ok(s.get(oid).py_err()?.is_some()))?;
@@ -540,23 +551,28 @@ impl Connection {
             }
             ghosts.sort_unstable_by_key(|(oid, _)| *oid);
             ghosts.dedup_by_key(|(oid, _)| *oid);
-            let oids: Vec<u64> = ghosts.iter().map(|(oid, _)| *oid).collect();
-            // Copy the level's records out so that decoding (which runs Python) happens with
-            // the snapshot unlocked.
+            // Records are copied out chunk by chunk so that decoding (which runs Python) happens
+            // with the snapshot unlocked, in bounded memory.
+            const CHUNK: usize = 4096;
             let mut buffer = Vec::new();
-            let mut spans = Vec::with_capacity(oids.len());
-            self.with_snapshot(|snapshot| {
-                snapshot.get_many(&oids, dangling, crate::errors::store_error, |_, record| {
-                    spans.push(buffer.len()..buffer.len() + record.len());
-                    buffer.extend_from_slice(record);
-                    Ok(())
-                })
-            })?;
-            for ((oid, obj), span) in ghosts.iter().zip(spans) {
-                self.set_state(obj, *oid, &buffer[span], Some(&mut next))?;
+            let mut spans = Vec::with_capacity(CHUNK);
+            for chunk in ghosts.chunks(CHUNK) {
+                let oids: Vec<u64> = chunk.iter().map(|(oid, _)| *oid).collect();
+                buffer.clear();
+                spans.clear();
+                self.with_snapshot(|snapshot| {
+                    snapshot.get_many(&oids, dangling, crate::errors::store_error, |_, record| {
+                        spans.push(buffer.len()..buffer.len() + record.len());
+                        buffer.extend_from_slice(record);
+                        Ok(())
+                    })
+                })?;
+                for ((oid, obj), span) in chunk.iter().zip(spans.drain(..)) {
+                    self.set_state(obj, *oid, &buffer[span], Some(&mut next))?;
+                }
             }
-            self.stats.cache_misses.fetch_add(oids.len() as u64, Ordering::Relaxed);
-            loaded += oids.len();
+            self.stats.cache_misses.fetch_add(ghosts.len() as u64, Ordering::Relaxed);
+            loaded += ghosts.len();
             level = next;
         }
         Ok(loaded)
@@ -583,7 +599,6 @@ impl Connection {
             without_gil(py, || query::scan(snapshot.0, &class_numbers, &predicates, fetch)).py_err()
         })?;
         let out = PyList::empty(py);
-        let cache = self.cache.bind(py);
         for (oid, record) in matches {
             if exclude.contains(&oid) {
                 continue;
@@ -591,10 +606,7 @@ impl Connection {
             if limit.is_some_and(|l| out.len() >= l) {
                 break;
             }
-            let obj = match cache.get_item(oid)? {
-                Some(obj) => obj,
-                None => self.object_for(py, oid)?,
-            };
+            let obj = self.object_for(py, oid)?;
             if PersistentBase::of(&obj)?.state() == GHOST {
                 self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
                 self.set_state(&obj, oid, &record, None)?;
@@ -642,10 +654,10 @@ impl Connection {
 
     /// Loaded objects whose state holds plain mutable containers (possibly changed in place).
     fn watched_objects<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let cache = self.cache.bind(py);
         let out = PyList::empty(py);
-        for oid in self.watched.lock()?.keys() {
-            if let Some(obj) = cache.get_item(*oid)? {
+        let oids: Vec<u64> = self.watched.lock()?.keys().copied().collect();
+        for oid in oids {
+            if let Some(obj) = self.cached(py, oid)? {
                 out.append(obj)?;
             }
         }
@@ -653,11 +665,12 @@ impl Connection {
     }
 
     /// Drops the cache and the self-reference, so the connection and its objects can be freed.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
+    fn close(&self) -> PyResult<()> {
         self.snapshot.lock()?.take();
         self.changed.lock()?.clear();
         self.watched.lock()?.clear();
-        self.cache.bind(py).clear();
+        let cache = std::mem::take(&mut *self.cache.lock()?);
+        drop(cache);
         self.me.lock()?.take();
         Ok(())
     }
@@ -704,14 +717,14 @@ impl Connection {
                 }
                 drop(classes);
                 let Some(tid) = tid else { return Ok(None) };
-                let cache = this.cache.bind(py);
+                let mut cache = this.cache.lock()?;
                 let mut watched = this.watched.lock()?;
                 for (obj, oid, mutable_state) in written {
                     let p = PersistentBase::of(&obj)?;
                     let was_loaded = p.state() != GHOST;
                     p.set_loaded(tid);
-                    if cache.get_item(oid)?.is_none() {
-                        cache.set_item(oid, &obj)?;
+                    if let std::collections::hash_map::Entry::Vacant(slot) = cache.entry(oid) {
+                        slot.insert(obj.clone().unbind());
                         this.loaded.fetch_add(1, Ordering::Relaxed);
                     } else if !was_loaded {
                         this.loaded.fetch_add(1, Ordering::Relaxed);
@@ -724,13 +737,15 @@ impl Connection {
                 for obj in &deleted {
                     let p = PersistentBase::of(obj)?;
                     if let Some(oid) = p.oid() {
-                        cache.del_item(oid).ok();
+                        // `obj` itself is still referenced by `deleted`: no deallocation here.
+                        cache.remove(&oid);
                         watched.remove(&oid);
                     }
                     p.detach();
                 }
                 this.seen_tid.store(tid, Ordering::Relaxed);
                 drop(watched);
+                drop(cache);
                 this.changed.lock()?.clear();
                 Ok(Some(tid))
             }
@@ -756,7 +771,6 @@ impl Connection {
             for obj in added {
                 sink.reference(obj)?;
             }
-            let cache = self.cache.bind(py);
             for obj in changed {
                 let p = PersistentBase::of(obj)?;
                 let (oid, serial, state) = (p.oid(), p.serial(), p.state());
@@ -768,7 +782,7 @@ impl Connection {
                 written.extend(self.write_one(sink, obj, oid, tid, None)?);
             }
             for (oid, saved) in watched {
-                let Some(obj) = cache.get_item(*oid)? else { continue };
+                let Some(obj) = self.cached(py, *oid)? else { continue };
                 let p = PersistentBase::of(&obj)?;
                 let (serial, state) = (p.serial(), p.state());
                 if state != UP_TO_DATE {

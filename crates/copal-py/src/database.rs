@@ -35,7 +35,7 @@ impl Store {
     /// A new connection (identity map + snapshot) on this store; `registry` maps type names to
     /// the application's persistent classes.
     fn connect(&self, py: Python<'_>, registry: Py<PyDict>, cache_size: usize) -> PyResult<Py<Connection>> {
-        Connection::create(py, Connection::new(py, Arc::clone(&self.store), Arc::clone(&self.stats), registry, cache_size))
+        Connection::create(py, Connection::new(Arc::clone(&self.store), Arc::clone(&self.stats), registry, cache_size))
     }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -13,6 +13,7 @@ mod hashing;
 mod persistent;
 mod pytypes;
 mod stats;
+mod strings;
 
 use pyo3::prelude::*;
 
