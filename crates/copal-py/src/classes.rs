@@ -17,6 +17,8 @@ use crate::hashing::IntMap;
 pub struct ClassShape {
     pub descriptor: u32,
     pub class_no: ClassNo,
+    /// See `tracks_own_mutations`.
+    pub tracks_own: bool,
 }
 
 pub fn type_name_of(class: &Bound<'_, PyType>) -> PyResult<String> {
@@ -57,20 +59,15 @@ impl ClassEntry {
 
     /// The registered shape whose field names are exactly the keys of `dict`, in order.
     pub fn find_shape(&self, dict: &Bound<'_, PyDict>) -> Option<ClassShape> {
-        let len = dict.len();
-        'shapes: for (fields, shape) in &self.shapes {
-            if fields.len() != len {
-                continue;
-            }
-            for ((key, _), field) in dict.iter().zip(fields) {
-                if !(key.is(field) || key.eq(field).unwrap_or(false)) {
-                    continue 'shapes;
-                }
-            }
-            return Some(*shape);
-        }
-        None
+        self.shapes.iter().find(|(fields, _)| keys_are(dict, fields)).map(|(_, shape)| *shape)
     }
+}
+
+/// Whether the keys of `dict` are exactly `fields`, in order. Attribute names are interned, so
+/// the identity test almost always decides.
+pub fn keys_are(dict: &Bound<'_, PyDict>, fields: &[Py<PyString>]) -> bool {
+    dict.len() == fields.len()
+        && dict.iter().zip(fields).all(|((key, _), field)| key.is(field) || key.eq(field).unwrap_or(false))
 }
 
 pub fn field_names(dict: &Bound<'_, PyDict>) -> PyResult<(Vec<String>, Vec<Py<PyString>>)> {

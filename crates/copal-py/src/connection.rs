@@ -8,7 +8,7 @@ use crate::hashing::{IntMap, IntSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
-use copal_core::format::{oid_class, Reader, RecordHeader, TzInfo, FLAG_MUTABLE_STATE};
+use copal_core::format::{oid_class, Reader, TzInfo, FLAG_MUTABLE_STATE};
 use copal_core::query::{self, Predicate};
 use copal_core::{Commit, LmdbStore, Snapshot};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
@@ -16,7 +16,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDelta, PyDict, PyList, PyString, PyTuple, PyTzInfo, PyType};
 
-use crate::classes::{field_names, resolve, ClassCache, ClassShape};
+use crate::classes::{field_names, keys_are, resolve, ClassCache, ClassShape};
 use crate::decode::{DecodeInfo, Decoder, Resolver};
 use crate::encode::{Encoder, Sink};
 use crate::errors::{DanglingReference, IntoPyResult, SchemaError};
@@ -365,18 +365,18 @@ struct ReadOnlySink<'c, 'py> {
 }
 
 impl Sink for ReadOnlySink<'_, '_> {
-    fn descriptor(&mut self, _py: Python<'_>, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
+    fn descriptor(&mut self, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
         let (fields, _) = field_names(dict)?;
         let type_name = crate::classes::type_name_of(class)?;
         let catalog = self.conn.store.catalog();
         let d = catalog.find(&type_name, &fields).ok_or_else(|| {
             SchemaError::new_err(format!("no stored {type_name} has these fields; it cannot match"))
         })?;
-        Ok(ClassShape { descriptor: d.id, class_no: d.class_no })
+        Ok(ClassShape { descriptor: d.id, class_no: d.class_no, tracks_own: false })
     }
 
-    fn enum_descriptor(&mut self, py: Python<'_>, class: &Bound<'_, PyType>) -> PyResult<u32> {
-        Ok(self.descriptor(py, class, &PyDict::new(py))?.descriptor)
+    fn enum_descriptor(&mut self, class: &Bound<'_, PyType>) -> PyResult<u32> {
+        Ok(self.descriptor(class, &PyDict::new(class.py()))?.descriptor)
     }
 
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -395,32 +395,30 @@ struct CommitSink<'c, 's> {
     /// Shapes registered by this commit, merged into the class cache once it succeeds.
     new_shapes: Vec<(usize, Vec<Py<PyString>>, ClassShape)>,
     /// Objects that became persistent in this commit and still have to be written.
-    to_write: VecDeque<Py<PyAny>>,
+    to_write: VecDeque<(Py<PyAny>, ClassShape)>,
     persisted: Vec<Py<PyAny>>,
 }
 
 impl Sink for CommitSink<'_, '_> {
-    fn descriptor(&mut self, py: Python<'_>, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
+    fn descriptor(&mut self, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
         let mut classes = self.conn.classes.lock()?;
         let entry = classes.entry(class)?;
         if let Some(shape) = entry.find_shape(dict) {
             return Ok(shape);
         }
         let key = class.as_ptr() as usize;
-        let (fields, interned) = field_names(dict)?;
-        for (k, f, shape) in &self.new_shapes {
-            if *k == key && f.len() == fields.len() && f.iter().zip(&fields).all(|(a, b)| a.bind(py).to_str().map(|s| s == b).unwrap_or(false)) {
-                return Ok(*shape);
-            }
+        if let Some((_, _, shape)) = self.new_shapes.iter().find(|(k, fields, _)| *k == key && keys_are(dict, fields)) {
+            return Ok(*shape);
         }
+        let (fields, interned) = field_names(dict)?;
         let descriptor = self.commit.descriptor(&entry.type_name, &fields).py_err()?;
-        let shape = ClassShape { descriptor: descriptor.id, class_no: descriptor.class_no };
+        let shape = ClassShape { descriptor: descriptor.id, class_no: descriptor.class_no, tracks_own: entry.tracks_own };
         self.new_shapes.push((key, interned, shape));
         Ok(shape)
     }
 
-    fn enum_descriptor(&mut self, py: Python<'_>, class: &Bound<'_, PyType>) -> PyResult<u32> {
-        Ok(self.descriptor(py, class, &PyDict::new(py))?.descriptor)
+    fn enum_descriptor(&mut self, class: &Bound<'_, PyType>) -> PyResult<u32> {
+        Ok(self.descriptor(class, &PyDict::new(class.py()))?.descriptor)
     }
 
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -436,10 +434,10 @@ impl Sink for CommitSink<'_, '_> {
             return p.oid().ok_or_else(|| PyRuntimeError::new_err("stored object without oid"));
         }
         let dict = crate::persistent::instance_dict(obj)?;
-        let shape = self.descriptor(py, &obj.get_type(), &dict)?;
+        let shape = self.descriptor(&obj.get_type(), &dict)?;
         let oid = self.commit.allocate_oid(shape.class_no).py_err()?;
         p.attach(oid, self.jar.clone_ref(py), CHANGED);
-        self.to_write.push_back(obj.clone().unbind());
+        self.to_write.push_back((obj.clone().unbind(), shape));
         self.persisted.push(obj.clone().unbind());
         Ok(oid)
     }
@@ -718,6 +716,7 @@ impl Connection {
                 drop(classes);
                 let Some(tid) = tid else { return Ok(None) };
                 let mut cache = this.cache.lock()?;
+                cache.reserve(written.len());
                 let mut watched = this.watched.lock()?;
                 for (obj, oid, mutable_state) in written {
                     let p = PersistentBase::of(&obj)?;
@@ -730,9 +729,14 @@ impl Connection {
                         this.loaded.fetch_add(1, Ordering::Relaxed);
                     }
                     match mutable_state {
-                        Some(state) => watched.insert(oid, state),
-                        None => watched.remove(&oid),
-                    };
+                        Some(state) => {
+                            watched.insert(oid, state);
+                        }
+                        None if !watched.is_empty() => {
+                            watched.remove(&oid);
+                        }
+                        None => {}
+                    }
                 }
                 for obj in &deleted {
                     let p = PersistentBase::of(obj)?;
@@ -779,7 +783,7 @@ impl Connection {
                     continue;
                 }
                 sink.commit.check_unchanged(oid, serial).py_err()?;
-                written.extend(self.write_one(sink, obj, oid, tid, None)?);
+                written.extend(self.write_one(sink, obj, oid, tid, None, None)?);
             }
             for (oid, saved) in watched {
                 let Some(obj) = self.cached(py, *oid)? else { continue };
@@ -788,14 +792,14 @@ impl Connection {
                 if state != UP_TO_DATE {
                     continue;
                 }
-                if let Some(entry) = self.write_one(sink, &obj, *oid, tid, Some((saved, serial)))? {
+                if let Some(entry) = self.write_one(sink, &obj, *oid, tid, Some((saved, serial)), None)? {
                     written.push(entry);
                 }
             }
-            while let Some(obj) = sink.to_write.pop_front() {
+            while let Some((obj, shape)) = sink.to_write.pop_front() {
                 let obj = obj.into_bound(py);
                 let oid = PersistentBase::of(&obj)?.oid().expect("persisted objects have ids");
-                written.extend(self.write_one(sink, &obj, oid, tid, None)?);
+                written.extend(self.write_one(sink, &obj, oid, tid, None, Some(shape))?);
             }
             for obj in deleted {
                 let p = PersistentBase::of(obj)?;
@@ -828,9 +832,9 @@ impl Connection {
         oid: u64,
         tid: u64,
         compare_to: Option<(&Vec<u8>, u64)>,
+        shape: Option<ClassShape>,
     ) -> PyResult<Option<(Bound<'py, PyAny>, u64, Option<Vec<u8>>)>> {
-        let tracks_own = self.classes.lock()?.entry(&obj.get_type())?.tracks_own;
-        let (record, state_start) = Encoder::new(sink).record(obj, tid, tracks_own)?;
+        let (record, state_start, mutable) = Encoder::new(sink).record(obj, tid, shape)?;
         let state = &record[state_start..];
         if let Some((saved, serial)) = compare_to {
             if state == saved.as_slice() {
@@ -839,8 +843,7 @@ impl Connection {
             sink.commit.check_unchanged(oid, serial).py_err()?;
         }
         sink.commit.put(oid, &record).py_err()?;
-        let (header, _) = RecordHeader::parse(&record).map_err(|e| crate::errors::corrupt("new record", e))?;
-        let mutable_state = (header.flags & FLAG_MUTABLE_STATE != 0).then(|| state.to_vec());
+        let mutable_state = mutable.then(|| state.to_vec());
         Ok(Some((obj.clone(), oid, mutable_state)))
     }
 }

@@ -25,8 +25,8 @@ const MAX_DEPTH: usize = 256;
 /// What the encoder needs from its surroundings: descriptor ids for classes and ids for objects
 /// that become persistent during this encoding.
 pub trait Sink {
-    fn descriptor(&mut self, py: Python<'_>, class: &Bound<'_, PyType>, fields: &Bound<'_, PyDict>) -> PyResult<ClassShape>;
-    fn enum_descriptor(&mut self, py: Python<'_>, class: &Bound<'_, PyType>) -> PyResult<u32>;
+    fn descriptor(&mut self, class: &Bound<'_, PyType>, fields: &Bound<'_, PyDict>) -> PyResult<ClassShape>;
+    fn enum_descriptor(&mut self, class: &Bound<'_, PyType>) -> PyResult<u32>;
     /// The id to write for a reference to persistent `obj`; an object that has none yet
     /// becomes persistent here (persistence by reachability).
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64>;
@@ -72,17 +72,21 @@ impl<'s> Encoder<'s> {
         Encoder { w: Writer::new(), sink, memo: IntMap::default(), memo_log: Vec::new(), next_memo: 0, unfinished: Vec::new(), mutable: false }
     }
 
-    /// Encodes the record of persistent `obj` with transaction id `tid`. Returns the record and
-    /// the offset where its state starts.
-    pub fn record(&mut self, obj: &Bound<'_, PyAny>, tid: u64, tracks_own: bool) -> PyResult<(Vec<u8>, usize)> {
-        let py = obj.py();
+    /// Encodes the record of persistent `obj` with transaction id `tid`. Returns the record,
+    /// the offset where its state starts, and whether the state holds mutable containers.
+    /// `shape`, when given, is the descriptor the sink already chose for `obj` in this commit.
+    pub fn record(&mut self, obj: &Bound<'_, PyAny>, tid: u64, shape: Option<ClassShape>) -> PyResult<(Vec<u8>, usize, bool)> {
         self.w.buf.clear();
         self.memo.clear();
         self.memo_log.clear();
         self.next_memo = 0;
         self.mutable = false;
         let dict = instance_dict(obj)?;
-        let shape = self.sink.descriptor(py, &obj.get_type(), &dict)?;
+        let shape = match shape {
+            Some(shape) => shape,
+            None => self.sink.descriptor(&obj.get_type(), &dict)?,
+        };
+        let tracks_own = shape.tracks_own;
         RecordHeader { flags: 0, descriptor: shape.descriptor, tid }.write(&mut self.w);
         let state_start = self.w.buf.len();
         let type_name = || type_name_of(&obj.get_type()).unwrap_or_else(|_| "?".to_owned());
@@ -98,7 +102,7 @@ impl<'s> Encoder<'s> {
         if self.mutable {
             self.w.buf[0] |= FLAG_MUTABLE_STATE;
         }
-        Ok((std::mem::take(&mut self.w.buf), state_start))
+        Ok((std::mem::take(&mut self.w.buf), state_start, self.mutable))
     }
 
     /// Encodes one standalone value (used for query operands).
@@ -327,7 +331,7 @@ impl<'s> Encoder<'s> {
             return Ok(());
         }
         if v.is_instance(pytypes::enum_type(py)?)? {
-            let descriptor = self.sink.enum_descriptor(py, &class)?;
+            let descriptor = self.sink.enum_descriptor(&class)?;
             let name: String = v.getattr("_name_")?.extract()?;
             self.w.u8(tag::ENUM);
             self.w.varint(u64::from(descriptor));
@@ -368,7 +372,7 @@ impl<'s> Encoder<'s> {
             return Ok(());
         }
         let dict = instance_dict(v)?;
-        let shape = self.sink.descriptor(v.py(), &v.get_type(), &dict)?;
+        let shape = self.sink.descriptor(&v.get_type(), &dict)?;
         self.w.u8(tag::OBJECT);
         self.w.varint(u64::from(shape.descriptor));
         self.fields(&dict, depth)
@@ -390,7 +394,7 @@ impl<'s> Encoder<'s> {
         }
         let empty = PyDict::new(v.py());
         let dict = if has_instance_dict(v) { instance_dict(v)? } else { empty };
-        let shape = self.sink.descriptor(v.py(), &v.get_type(), &dict)?;
+        let shape = self.sink.descriptor(&v.get_type(), &dict)?;
         self.w.u8(tag::SUBCLASS);
         self.w.varint(u64::from(shape.descriptor));
         self.w.u8(base);
