@@ -294,6 +294,12 @@ impl Connection {
     }
 }
 
+/// Why a batch read failed; converted to a Python error once the GIL is back.
+enum ReadFailure {
+    Missing(u64),
+    Store(copal_core::StoreError),
+}
+
 fn dangling(oid: u64) -> PyErr {
     DanglingReference::new_err(format!("object {oid:#x} does not exist (deleted, or never committed)"))
 }
@@ -559,10 +565,17 @@ impl Connection {
                 buffer.clear();
                 spans.clear();
                 self.with_snapshot(|snapshot| {
-                    snapshot.get_many(&oids, dangling, crate::errors::store_error, |_, record| {
-                        spans.push(buffer.len()..buffer.len() + record.len());
-                        buffer.extend_from_slice(record);
-                        Ok(())
+                    let snapshot = SameThread(snapshot);
+                    let read = without_gil(py, || {
+                        snapshot.0.get_many(&oids, ReadFailure::Missing, ReadFailure::Store, |_, record| {
+                            spans.push(buffer.len()..buffer.len() + record.len());
+                            buffer.extend_from_slice(record);
+                            Ok(())
+                        })
+                    });
+                    read.map_err(|failure| match failure {
+                        ReadFailure::Store(error) => crate::errors::store_error(error),
+                        ReadFailure::Missing(oid) => dangling(oid),
                     })
                 })?;
                 for ((oid, obj), span) in chunk.iter().zip(spans.drain(..)) {

@@ -1,0 +1,52 @@
+"""The package ships type hints and its public API passes ``mypy --strict``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "python" / "copal"
+
+
+def test_package_is_marked_typed() -> None:
+    assert (PACKAGE / "py.typed").exists()
+    assert (PACKAGE / "_core.pyi").exists()
+
+
+def test_mypy_strict_passes_on_the_package() -> None:
+    pytest.importorskip("mypy")
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(PACKAGE)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_user_code_type_checks_against_the_api(tmp_path: Path) -> None:
+    pytest.importorskip("mypy")
+    program = tmp_path / "app.py"
+    program.write_text(
+        "import copal\n"
+        "from copal import Persistent, PersistentList\n"
+        "class Account(Persistent):\n"
+        "    def __init__(self, owner: str) -> None:\n"
+        "        self.owner = owner\n"
+        "db = copal.open('x')\n"
+        "with db.transaction() as tx:\n"
+        "    tx.root['a'] = PersistentList([Account('ann')])\n"
+        "    found: Account | None = tx.query(Account).where(owner='ann').first()\n"
+        "    n: int = tx.query(Account).count()\n"
+        "stats: dict[str, int] = db.stats()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(program)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
