@@ -11,7 +11,7 @@ from datetime import datetime
 
 from copal import Persistent, PersistentList
 
-from copal.bench.whitepaper import RELATIONS_PER_COLLECTION, psertest_time
+from copal.bench.whitepaper import collection_times
 
 
 class PSerTest(Persistent):
@@ -28,7 +28,7 @@ class SerCollection(Persistent):
     def __init__(self, serial: int) -> None:
         self.id = "cValue"
         self.relations = PersistentList(
-            [PSerTest(psertest_time(serial, j)) for j in range(RELATIONS_PER_COLLECTION)]
+            [PSerTest(t) for t in collection_times(serial)]
         )
 
     def add_relation(self, obj: PSerTest) -> None:

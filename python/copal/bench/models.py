@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from copal.bench.whitepaper import RELATIONS_PER_COLLECTION, psertest_time
+from copal.bench.whitepaper import collection_times
 
 
 class PSerTest:
@@ -27,9 +27,7 @@ class SerCollection:
 
     def __init__(self, serial: int) -> None:
         self.id = "cValue"
-        self.relations: list[PSerTest] = [
-            PSerTest(psertest_time(serial, j)) for j in range(RELATIONS_PER_COLLECTION)
-        ]
+        self.relations: list[PSerTest] = [PSerTest(t) for t in collection_times(serial)]
 
     def add_relation(self, obj: PSerTest) -> None:
         self.relations.append(obj)

@@ -58,9 +58,21 @@ def sertest_time(serial: int) -> datetime:
     return _BASE_TIME + timedelta(seconds=serial)
 
 
+# The offsets of the PSerTest times from their SerTest's, built once: object
+# creation is inside the timed work, so it should cost no more than a clock read.
+_STEPS = tuple(timedelta(microseconds=j + 1) for j in range(2 * RELATIONS_PER_COLLECTION))
+
+
 def psertest_time(serial: int, j: int) -> datetime:
     """The deterministic ``time`` of the ``j``-th PSerTest of SerTest ``serial``."""
-    return _BASE_TIME + timedelta(seconds=serial, microseconds=j + 1)
+    step = _STEPS[j] if j < len(_STEPS) else timedelta(microseconds=j + 1)
+    return sertest_time(serial) + step
+
+
+def collection_times(serial: int) -> list[datetime]:
+    """The times of the 100 PSerTest a new SerCollection of SerTest ``serial`` holds."""
+    base = sertest_time(serial)
+    return [base + step for step in _STEPS[:RELATIONS_PER_COLLECTION]]
 
 
 def target_serial(n: int) -> int:
@@ -110,6 +122,24 @@ WORKLOADS: tuple[Workload, ...] = (
 WORKLOADS_BY_ID: dict[str, Workload] = {w.id: w for w in WORKLOADS}
 
 
+def peak_rss_kb() -> int:
+    """Peak resident set size of this process in KiB.
+
+    Linux's ``ru_maxrss`` is not reset by ``execve``: a worker would inherit
+    the peak of the runner that spawned it.  ``VmHWM`` in /proc/self/status
+    belongs to the worker's own address space, so it is used where it exists.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss // 1024 if sys.platform == "darwin" else maxrss
+
+
 def worker_main(spec: dict[str, Any]) -> int:
     """Run one workload of one system as described by ``spec`` and print its result.
 
@@ -117,8 +147,9 @@ def worker_main(spec: dict[str, Any]) -> int:
     directory of the store), ``key`` (a name unique to this store, for
     remote stores), ``scale``, ``target`` (the W5 serial), ``store`` (the
     ``--store`` option or None).  Prints ``RESULT_PREFIX`` + JSON with
-    ``seconds``, ``objects_loaded``, ``rss_kb`` (peak RSS of this process)
-    and ``info``; returns the exit status.
+    ``seconds``, ``objects_loaded``, ``rss_kb`` (peak RSS of this process,
+    see :func:`peak_rss_kb`), ``ru_maxrss`` (as reported by getrusage) and
+    ``info``; returns the exit status.
     """
     from copal.bench.systems import SYSTEMS
 
@@ -132,7 +163,8 @@ def worker_main(spec: dict[str, Any]) -> int:
             "ok": True,
             "seconds": result.seconds,
             "objects_loaded": result.objects_loaded,
-            "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "rss_kb": peak_rss_kb(),
+            "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             "info": result.info,
         }
         status = 0

@@ -13,7 +13,7 @@ from typing import Any
 from persistent import Persistent  # type: ignore[import-untyped, import-not-found, unused-ignore]
 from persistent.list import PersistentList  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
-from copal.bench.whitepaper import RELATIONS_PER_COLLECTION, psertest_time
+from copal.bench.whitepaper import collection_times
 
 
 class PSerTest(Persistent):  # type: ignore[misc, unused-ignore]
@@ -30,7 +30,7 @@ class SerCollection(Persistent):  # type: ignore[misc, unused-ignore]
     def __init__(self, serial: int) -> None:
         self.id = "cValue"
         self.relations: Any = PersistentList(
-            [PSerTest(psertest_time(serial, j)) for j in range(RELATIONS_PER_COLLECTION)]
+            [PSerTest(t) for t in collection_times(serial)]
         )
 
     def add_relation(self, obj: PSerTest) -> None:

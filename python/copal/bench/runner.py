@@ -1,0 +1,660 @@
+"""Run the white-paper suite: fresh-process orchestration, result table, JSON, chart.
+
+Every operation runs in its own ``python -c`` worker (cold object cache,
+GC on, warm OS page cache), which times open + work + commit + close and
+reports on stdout (see :func:`copal.bench.whitepaper.worker_main`).  Within
+a repetition the systems are interleaved workload by workload (their order
+rotates from one repetition to the next), so a ratio to the baseline is the
+median of per-repetition paired ratios.
+
+Entry point: :func:`main` (``copal bench``, ``python benchmarks/whitepaper.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence, TextIO
+
+from copal.bench.systems import SYSTEMS, System
+from copal.bench.whitepaper import RESULT_PREFIX, WORKLOADS, Workload, target_serial
+
+DEFAULT_SCALE = 1000
+DEFAULT_REPS = 3
+DEFAULT_OUT = "bench-results"
+DEFAULT_TIMEOUT = 1800.0
+
+#: The package directory of copal (parent of this package), handed to workers.
+COPAL_DIR = str(Path(__file__).resolve().parent.parent)
+
+# The worker: for the other systems, copal.bench is loaded under a stand-in
+# ``copal`` package so that the real copal (and its native core) is neither
+# imported nor counted in their peak RSS.
+_BOOTSTRAP = """\
+import json, sys, types
+spec = json.loads(sys.argv[1])
+if spec["system"] != "copal":
+    pkg = types.ModuleType("copal")
+    pkg.__path__ = [spec["copal_dir"]]
+    sys.modules["copal"] = pkg
+from copal.bench.whitepaper import worker_main
+sys.exit(worker_main(spec))
+"""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A non-time row of the table: a size, a count or a peak RSS."""
+
+    id: str
+    title: str
+    unit: str  # "bytes" (store size, with a ratio), "objects" or "MB" (peak RSS)
+    workload: str  # the workload it is measured after or in
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("size_after_W3a", "on-disk size after W3a", "bytes", "W3a"),
+    Metric("size_after_W4", "on-disk size after W4", "bytes", "W4"),
+    Metric("objects_W3b", "objects loaded in W3b", "objects", "W3b"),
+    Metric("objects_W3c", "objects loaded in W3c", "objects", "W3c"),
+    Metric("objects_W5", "objects loaded in W5", "objects", "W5"),
+    Metric("rss_W3a", "peak RSS of W3a worker", "MB", "W3a"),
+    Metric("rss_W3c", "peak RSS of W3c worker", "MB", "W3c"),
+)
+SIZE_METRICS = {m.workload: m.id for m in METRICS if m.unit == "bytes"}
+
+
+@dataclass
+class OpOutcome:
+    """The result of one worker run (or why there is none)."""
+
+    seconds: float | None = None
+    objects_loaded: int | None = None
+    rss_kb: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class Progress:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    WIDTH = 28
+
+    def __init__(self, total: int, stream: TextIO | None = None) -> None:
+        self.total = max(total, 1)
+        self.done = 0
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty()
+        self.started = time.monotonic()
+        self._shown = False
+
+    def show(self, label: str) -> None:
+        """Redraw the bar with ``label`` as the operation now running."""
+        if not self.enabled:
+            return
+        filled = self.WIDTH * self.done // self.total
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        elapsed = time.monotonic() - self.started
+        line = f"[{bar}] {self.done}/{self.total} {elapsed:5.0f}s {label}"
+        columns = shutil.get_terminal_size((100, 20)).columns
+        self.stream.write("\r" + line[: columns - 1].ljust(columns - 1))
+        self.stream.flush()
+        self._shown = True
+
+    def step(self) -> None:
+        self.done += 1
+
+    def message(self, text: str) -> None:
+        """Print a line without garbling the bar."""
+        self.clear()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self._shown:
+            columns = shutil.get_terminal_size((100, 20)).columns
+            self.stream.write("\r" + " " * (columns - 1) + "\r")
+            self.stream.flush()
+            self._shown = False
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def _worker_env() -> dict[str, str]:
+    """The environment of a worker: ours, plus copal's parent on the path if needed."""
+    env = dict(os.environ)
+    parent = str(Path(COPAL_DIR).parent)
+    on_path = {os.path.abspath(p) for p in sys.path if p}
+    if os.path.abspath(parent) not in on_path:
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (parent, env.get("PYTHONPATH", "")) if p
+        )
+    return env
+
+
+def run_worker(spec: dict[str, Any], timeout: float, env: dict[str, str]) -> OpOutcome:
+    """Run one operation in a fresh interpreter and parse its report."""
+    cmd = [sys.executable, "-c", _BOOTSTRAP, json.dumps(spec)]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return OpOutcome(error=f"timed out after {timeout:g} s")
+    report: dict[str, Any] | None = None
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            report = json.loads(line[len(RESULT_PREFIX):])
+    if report is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+        return OpOutcome(error=f"worker exited {proc.returncode}:\n" + "\n".join(tail))
+    if not report.get("ok"):
+        return OpOutcome(error=str(report.get("error", "unknown error")).rstrip())
+    return OpOutcome(
+        seconds=float(report["seconds"]),
+        objects_loaded=report.get("objects_loaded"),
+        rss_kb=report.get("rss_kb"),
+        info={**(report.get("info") or {}), "ru_maxrss": report.get("ru_maxrss")},
+    )
+
+
+# --------------------------------------------------------------------------- the run
+
+
+@dataclass
+class ScaleResults:
+    """Raw per-repetition results of one scale."""
+
+    scale: int
+    reps: int
+    systems: list[str]
+    # ops[workload id][system] = one OpOutcome per repetition
+    ops: dict[str, dict[str, list[OpOutcome]]] = field(default_factory=dict)
+    # sizes[metric id][system] = one size (or None) per repetition
+    sizes: dict[str, dict[str, list[int | None]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for w in WORKLOADS:
+            self.ops[w.id] = {s: [OpOutcome() for _ in range(self.reps)] for s in self.systems}
+        for metric_id in SIZE_METRICS.values():
+            self.sizes[metric_id] = {s: [None] * self.reps for s in self.systems}
+
+
+def run_scale(
+    scale: int,
+    reps: int,
+    systems: list[str],
+    adapters: dict[str, System],
+    work: Path,
+    store: str | None,
+    timeout: float,
+    keep: bool,
+    progress: Progress,
+    run_id: str,
+) -> ScaleResults:
+    """Run every workload of every system ``reps`` times at one scale."""
+    results = ScaleResults(scale, reps, systems)
+    target = target_serial(scale)
+    env = _worker_env()
+    for rep in range(reps):
+        rep_dir = work / f"N{scale}" / f"rep{rep + 1}"
+        if rep_dir.exists():
+            shutil.rmtree(rep_dir)
+        shift = rep % len(systems)
+        order = systems[shift:] + systems[:shift]
+        for workload in WORKLOADS:
+            for name in order:
+                label = f"N={scale} rep {rep + 1}/{reps} {workload.id} {name}"
+                progress.show(label)
+                outcome = _run_one(
+                    results, workload, name, rep, rep_dir, store, scale, target,
+                    timeout, env, run_id,
+                )
+                results.ops[workload.id][name][rep] = outcome
+                if outcome.error is not None:
+                    first = outcome.error.strip().splitlines()[-1] if outcome.error.strip() else ""
+                    progress.message(f"copal bench: {label} failed: {first}")
+                elif workload.id in SIZE_METRICS:
+                    store_dir, key = _store_location(rep_dir, name, workload.store, scale, rep, run_id)
+                    metric_id = SIZE_METRICS[workload.id]
+                    results.sizes[metric_id][name][rep] = adapters[name].size(str(store_dir), key)
+                progress.step()
+        if not keep:
+            shutil.rmtree(rep_dir, ignore_errors=True)
+    return results
+
+
+def _store_location(
+    rep_dir: Path, system: str, store: str, scale: int, rep: int, run_id: str
+) -> tuple[Path, str]:
+    key = f"copal_bench_{run_id}_N{scale}_rep{rep + 1}_{system}_{store}"
+    return rep_dir / system / store, key
+
+
+def _run_one(
+    results: ScaleResults,
+    workload: Workload,
+    system: str,
+    rep: int,
+    rep_dir: Path,
+    store: str | None,
+    scale: int,
+    target: int,
+    timeout: float,
+    env: dict[str, str],
+    run_id: str,
+) -> OpOutcome:
+    if workload.needs is not None:
+        needed = results.ops[workload.needs][system][rep]
+        if needed.error is not None:
+            return OpOutcome(error=f"skipped: {workload.needs} failed")
+    store_dir, key = _store_location(rep_dir, system, workload.store, scale, rep, run_id)
+    store_dir.parent.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "system": system,
+        "workload": workload.id,
+        "dir": str(store_dir),
+        "key": key,
+        "scale": scale,
+        "target": target,
+        "store": store,
+        "copal_dir": COPAL_DIR,
+    }
+    return run_worker(spec, timeout, env)
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
+def _paired_ratio(values: Sequence[float | None], base: Sequence[float | None]) -> float | None:
+    """Median over repetitions of value / baseline, using reps where both exist."""
+    ratios = [
+        v / b for v, b in zip(values, base) if v is not None and b is not None and b > 0
+    ]
+    return _median(ratios)
+
+
+def summarize(results: ScaleResults, baseline: str) -> dict[str, Any]:
+    """The JSON-ready summary of one scale."""
+    workloads: list[dict[str, Any]] = []
+    for w in WORKLOADS:
+        per_system: dict[str, Any] = {}
+        base_times = [o.seconds for o in results.ops[w.id].get(baseline, [])]
+        for s in results.systems:
+            outs = results.ops[w.id][s]
+            times = [o.seconds for o in outs]
+            ok = [t for t in times if t is not None]
+            loaded = [o.objects_loaded for o in outs if o.objects_loaded is not None]
+            rss = [o.rss_kb for o in outs if o.rss_kb is not None]
+            per_system[s] = {
+                "median_s": _median(ok),
+                "times_s": times,
+                "ratio": None if s == baseline else _paired_ratio(times, base_times),
+                "objects_loaded": int(statistics.median_low(loaded)) if loaded else None,
+                "peak_rss_mb": round(statistics.median(rss) / 1024, 1) if rss else None,
+                "errors": [o.error for o in outs if o.error is not None],
+                "info": [o.info for o in outs],
+            }
+        workloads.append({"id": w.id, "name": w.name, "title": w.title, "results": per_system})
+
+    by_id = {w["id"]: w["results"] for w in workloads}
+    metrics = []
+    for m in METRICS:
+        per: dict[str, Any] = {}
+        for s in results.systems:
+            if m.unit == "bytes":
+                values: list[float | None] = [
+                    None if v is None else float(v) for v in results.sizes[m.id][s]
+                ]
+                base = [None if v is None else float(v) for v in results.sizes[m.id].get(baseline, [])]
+                ok = [v for v in values if v is not None]
+                per[s] = {
+                    "median": int(statistics.median(ok)) if ok else None,
+                    "values": [None if v is None else int(v) for v in values],
+                    "ratio": None if s == baseline else _paired_ratio(values, base),
+                }
+            elif m.unit == "objects":
+                per[s] = {"median": by_id[m.workload][s]["objects_loaded"]}
+            else:
+                per[s] = {"median": by_id[m.workload][s]["peak_rss_mb"]}
+        metrics.append({"id": m.id, "title": m.title, "unit": m.unit, "results": per})
+
+    return {
+        "scale": results.scale,
+        "target_serial": target_serial(results.scale),
+        "reps": results.reps,
+        "workloads": workloads,
+        "metrics": metrics,
+    }
+
+
+# --------------------------------------------------------------------------- table
+
+
+def format_seconds(t: float) -> str:
+    """Seconds with two or three significant digits, as in the reference tables."""
+    if t >= 1:
+        return f"{t:.2f} s"
+    if t >= 0.01:
+        return f"{t:.3f} s"
+    return f"{t:.2g} s"
+
+
+def format_bytes(b: float) -> str:
+    if b >= 1e6:
+        return f"{b / 1e6:.1f} MB"
+    return f"{b / 1e3:.1f} kB"
+
+
+def _cell(value: str | None, ratio: float | None) -> str:
+    if value is None:
+        return "-"
+    return value if ratio is None else f"{value} (x{ratio:.2f})"
+
+
+def format_table(summary: dict[str, Any], systems: list[str], labels: dict[str, str]) -> str:
+    """A Markdown table of one scale: workloads and metrics by system."""
+    lines = [
+        f"## N = {summary['scale']} SerTest",
+        "",
+        "| workload | " + " | ".join(labels[s] for s in systems) + " |",
+        "|---|" + "---:|" * len(systems),
+    ]
+    for w in summary["workloads"]:
+        cells = []
+        for s in systems:
+            r = w["results"][s]
+            if r["median_s"] is None:
+                cells.append("error" if r["errors"] else "-")
+            else:
+                cells.append(_cell(format_seconds(r["median_s"]), r["ratio"]))
+        lines.append(f"| {w['title']} | " + " | ".join(cells) + " |")
+    for m in summary["metrics"]:
+        cells = []
+        for s in systems:
+            r = m["results"][s]
+            v = r["median"]
+            if v is None:
+                cells.append("-")
+            elif m["unit"] == "bytes":
+                cells.append(_cell(format_bytes(v), r.get("ratio")))
+            elif m["unit"] == "MB":
+                cells.append(f"{v:.0f} MB")
+            else:
+                cells.append(str(v))
+        lines.append(f"| {m['title']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- chart
+
+
+def draw_chart(
+    summary: dict[str, Any], systems: list[str], labels: dict[str, str], path: Path
+) -> str | None:
+    """Save a log-scale grouped bar chart of the median times; return why not, or None."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install 'copaldb[bench]'): no chart"
+
+    workloads = summary["workloads"]
+    count = len(systems)
+    width = 0.8 / count
+    fig, ax = plt.subplots(figsize=(max(8.0, 1.5 * len(workloads) + 2), 5.0))
+    for i, s in enumerate(systems):
+        xs, ys = [], []
+        for j, w in enumerate(workloads):
+            t = w["results"][s]["median_s"]
+            if t is not None and t > 0:
+                xs.append(j - 0.4 + width * (i + 0.5))
+                ys.append(t)
+        ax.bar(xs, ys, width=width, label=labels[s])
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(workloads)))
+    ax.set_xticklabels([f"{w['id']}\n{w['name']}" for w in workloads], fontsize=8)
+    ax.set_ylabel("median seconds (log scale)")
+    ax.set_title(
+        f"White-paper workloads, N = {summary['scale']} SerTest "
+        f"(fresh process per op, median of {summary['reps']})"
+    )
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _parse_scales(values: list[str] | None) -> list[int]:
+    if not values:
+        return [DEFAULT_SCALE]
+    scales: list[int] = []
+    for value in values:
+        for part in value.split(","):
+            part = part.strip().replace("_", "")
+            if not part:
+                continue
+            n = int(part)
+            if n < 1:
+                raise ValueError(f"scale must be at least 1, not {n}")
+            if n not in scales:
+                scales.append(n)
+    return scales
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="copal bench",
+        description=(
+            "Run the white-paper workloads (store/read flat and nested SerTest graphs, "
+            "update one, update all) against copal and the alternatives, each operation "
+            "in a fresh process; print a table with ratios to copal."
+        ),
+    )
+    parser.add_argument(
+        "--scale", action="append", metavar="N",
+        help=f"number of SerTest; repeatable or a comma list (default {DEFAULT_SCALE})",
+    )
+    parser.add_argument(
+        "--reps", type=int, default=DEFAULT_REPS, metavar="N",
+        help=f"repetitions per operation; medians are reported (default {DEFAULT_REPS})",
+    )
+    parser.add_argument(
+        "--json", metavar="PATH",
+        help="write the results as JSON to PATH ('-' for stdout; the table then goes to stderr)",
+    )
+    parser.add_argument(
+        "--out", default=DEFAULT_OUT, metavar="DIR",
+        help=f"work directory and where the chart is saved (default ./{DEFAULT_OUT})",
+    )
+    parser.add_argument(
+        "--systems", metavar="A,B,...",
+        help="systems to run, in column order (default: " + ",".join(SYSTEMS) + ")",
+    )
+    parser.add_argument(
+        "--store", metavar="URL_OR_PATH_PREFIX",
+        help="where copal's databases live: a directory prefix, or a URL where {name} is "
+        "replaced by a per-store name (default: embedded, under --out)",
+    )
+    parser.add_argument(
+        "--baseline", metavar="SYSTEM",
+        help="system the ratios refer to (default copal, or the first system run)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+        help=f"limit for one operation (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the databases under DIR/work after the run",
+    )
+    parser.add_argument(
+        "--no-chart", action="store_true", help="do not draw the PNG chart",
+    )
+    return parser
+
+
+def _metadata(
+    args: argparse.Namespace, scales: list[int], systems: list[str], skipped: dict[str, str]
+) -> dict[str, Any]:
+    versions: dict[str, str] = {}
+    for name in systems:
+        try:
+            versions.update(SYSTEMS[name].versions())
+        except Exception:  # noqa: BLE001 - metadata must never break a run
+            pass
+    return {
+        "suite": "whitepaper",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "versions": versions,
+        "scales": scales,
+        "reps": args.reps,
+        "store": args.store,
+        "skipped_systems": skipped,
+        "method": (
+            "each op in a fresh python worker process (cold object cache, GC on, warm OS "
+            "page cache); time = open + work + commit + close inside the worker; systems "
+            "interleaved per workload within each rep (order rotated per rep); medians over "
+            "reps; ratio = median of per-rep paired ratios to the baseline"
+        ),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the suite; return 0 when every operation succeeded, 1 otherwise, 2 on bad usage."""
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    try:
+        scales = _parse_scales(args.scale)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.reps < 1:
+        parser.error("--reps must be at least 1")
+
+    requested = [s.strip() for s in (args.systems or ",".join(SYSTEMS)).split(",") if s.strip()]
+    unknown = [s for s in requested if s not in SYSTEMS]
+    if unknown:
+        parser.error(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(SYSTEMS)}")
+    requested = list(dict.fromkeys(requested))
+
+    json_to_stdout = args.json == "-"
+    report: TextIO = sys.stderr if json_to_stdout else sys.stdout
+
+    systems: list[str] = []
+    skipped: dict[str, str] = {}
+    adapters: dict[str, System] = {}
+    for name in requested:
+        reason = SYSTEMS[name].unavailable()
+        if reason is None:
+            try:
+                adapters[name] = SYSTEMS[name](store=args.store)
+            except Exception as exc:  # noqa: BLE001 - skip, never crash
+                reason = f"{type(exc).__name__}: {exc}"
+        if reason is not None:
+            skipped[name] = reason
+            print(f"copal bench: skipping {name}: {reason}", file=sys.stderr)
+        else:
+            systems.append(name)
+    if not systems:
+        print("copal bench: no system can run", file=sys.stderr)
+        return 1
+
+    baseline = args.baseline or ("copal" if "copal" in systems else systems[0])
+    if baseline not in systems:
+        parser.error(f"baseline {baseline} is not among the systems run ({', '.join(systems)})")
+    labels = {s: SYSTEMS[s].label for s in systems}
+
+    out = Path(args.out)
+    work = out / "work"
+    run_id = datetime.now().strftime("%Y%m%d%H%M%S") + f"_{os.getpid()}"
+    progress = Progress(len(scales) * args.reps * len(WORKLOADS) * len(systems))
+    summaries = []
+    failed = False
+    for scale in scales:
+        results = run_scale(
+            scale, args.reps, systems, adapters, work, args.store, args.timeout,
+            args.keep, progress, run_id,
+        )
+        summary = summarize(results, baseline)
+        summaries.append(summary)
+        failed = failed or any(
+            r["errors"] for w in summary["workloads"] for r in w["results"].values()
+        )
+    progress.clear()
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(
+        f"Cells: median wall seconds over {args.reps} rep(s) (open + work + commit + close, "
+        f"fresh process per op, cold object cache); (xR) = ratio to {labels[baseline]}, "
+        "median of per-rep paired ratios.",
+        file=report,
+    )
+    for summary in summaries:
+        print("", file=report)
+        print(format_table(summary, systems, labels), file=report)
+    if skipped:
+        print("", file=report)
+    for name, reason in skipped.items():
+        print(f"skipped {name}: {reason}", file=report)
+    report.flush()
+
+    if not args.no_chart:
+        for summary in summaries:
+            chart = out / f"whitepaper-N{summary['scale']}.png"
+            why_not = draw_chart(summary, systems, labels, chart)
+            if why_not is None:
+                print(f"chart: {chart}", file=sys.stderr)
+            else:
+                print(f"copal bench: {why_not}", file=sys.stderr)
+                break
+
+    document = {
+        "meta": _metadata(args, scales, systems, skipped),
+        "systems": systems,
+        "labels": labels,
+        "baseline": baseline,
+        "workloads": [{"id": w.id, "name": w.name, "title": w.title} for w in WORKLOADS],
+        "results": summaries,
+    }
+    if args.json:
+        text = json.dumps(document, indent=2)
+        if json_to_stdout:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+        else:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(text + "\n")
+            print(f"json: {args.json}", file=sys.stderr)
+    return 1 if failed else 0
+

@@ -1,0 +1,635 @@
+"""One adapter per persistence system, each running the white-paper workloads.
+
+Every workload method has the signature ``(dir, key, n, target) -> OpResult``:
+``dir`` is the local directory of the store (created by the adapter where
+the system needs it), ``key`` a name unique to that store (used for remote
+stores), ``n`` the number of SerTest and ``target`` the serial W5 updates.
+A method times only open + work + commit + close; counting the objects it
+loaded happens after the clock stops.
+
+The systems:
+
+- ``copal``: :mod:`copal.bench.copal_models`, named root ``"roots"``; reads
+  retrieve the SerTest by ``tx.query(SerTest)``, W3c batch-loads with
+  ``tx.load_closure``, W5 uses ``tx.query(SerTest).where(serial=...)``.
+- ``zodb``: ZODB FileStorage, :mod:`copal.bench.zodb_models`, the SerTest
+  in ``root['by_serial']``, an ``IOBTree`` keyed by serial (W5's index).
+- ``pickle``: the whole list of SerTest in one file, protocol 5; every write
+  is temp file + fsync + rename.
+- ``shelve``: key ``str(serial)``, value the SerTest with its collection
+  pickled inside (protocol 5), default dbm backend, no fsync.
+- ``sqlitedict``: same keys and values, ``autocommit=False``, one commit per
+  workload, SQLite defaults (journal_mode=DELETE, synchronous=FULL).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import pickle
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from time import perf_counter
+from types import ModuleType
+from typing import Any, ClassVar, Iterable
+
+from copal.bench.whitepaper import RELATIONS_PER_COLLECTION, psertest_time, sertest_time
+
+PICKLE_PROTOCOL = 5
+
+#: The value W5 assigns to the updated SerTest's attribute.
+UPDATED_VALUE = "updated"
+#: The value W4 assigns to every SerTest's attribute.
+NEW_VALUE = "new_value"
+
+
+@dataclass
+class OpResult:
+    """What one timed operation reports."""
+
+    seconds: float
+    objects_loaded: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def dir_size(path: Path, exclude: Iterable[str] = ()) -> int:
+    """Total size in bytes of the regular files under ``path``, less the named ones."""
+    skip = set(exclude)
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            if name in skip:
+                continue
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def count_plain_graph(objs: Iterable[Any]) -> int:
+    """Objects a deserializing system materialised for these SerTest.
+
+    Counts each SerTest and, for nested ones, its SerCollection, its
+    relations list and every PSerTest in it: what unpickling created.
+    """
+    total = 0
+    for s in objs:
+        total += 1
+        ref = s.__dict__.get("reference")
+        if ref is not None:
+            total += 2 + len(ref.relations)
+    return total
+
+
+def touch_closure(roots: Iterable[Any]) -> None:
+    """Touch every object of the nested graph below ``roots``."""
+    for s in roots:
+        s.attribute
+        collection = s.reference
+        collection.id
+        for p in collection.relations:
+            p.attribute
+
+
+def grow(roots: Iterable[Any], pserclass: Any) -> None:
+    """W4's change: new attribute and 100 new PSerTest in each collection."""
+    for s in roots:
+        s.attribute = NEW_VALUE
+        collection = s.reference
+        serial = s.serial
+        for j in range(RELATIONS_PER_COLLECTION, 2 * RELATIONS_PER_COLLECTION):
+            collection.add_relation(pserclass(psertest_time(serial, j)))
+
+
+class System:
+    """Base class of the adapters.
+
+    Subclasses set ``name`` (the ``--systems`` name), ``label`` (the column
+    title), ``modules`` (what must be importable) and implement the seven
+    workload methods and :meth:`size`.
+    """
+
+    name: ClassVar[str]
+    label: ClassVar[str]
+    modules: ClassVar[tuple[str, ...]]
+
+    def __init__(self, store: str | None = None) -> None:
+        self.store = store
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this system cannot run here (a missing package), or None."""
+        for module in cls.modules:
+            try:
+                spec = importlib.util.find_spec(module)
+            except (ImportError, ValueError) as exc:
+                return f"{module} cannot be imported ({exc})"
+            if spec is None:
+                return f"{module} is not installed (pip install 'copaldb[bench]')"
+        return None
+
+    @classmethod
+    def versions(cls) -> dict[str, str]:
+        """Versions of the packages this system uses, for the results' metadata."""
+        return {}
+
+    def size(self, dir: str, key: str) -> int | None:
+        """On-disk size in bytes of the store, or None when it cannot be measured."""
+        return dir_size(Path(dir))
+
+    def store_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        raise NotImplementedError
+
+    def read_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        raise NotImplementedError
+
+    def store_nested(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        raise NotImplementedError
+
+    def read_nested_lazy(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        raise NotImplementedError
+
+    def read_nested_closure(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        raise NotImplementedError
+
+    def update_one(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        raise NotImplementedError
+
+    def update_all(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        raise NotImplementedError
+
+
+def _dist_version(*names: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in names:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+# --------------------------------------------------------------------------- copal
+
+
+class CopalSystem(System):
+    """copal, embedded LMDB store by default (``--store`` for another location)."""
+
+    name = "copal"
+    label = "copal"
+    modules = ("copal",)
+
+    def __init__(self, store: str | None = None) -> None:
+        super().__init__(store)
+        self.copal: Any = importlib.import_module("copal")
+        self.models: Any = importlib.import_module("copal.bench.copal_models")
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        # copal.bench itself lives inside the copal package, so find_spec
+        # always succeeds: try the real import (the native core may be missing).
+        try:
+            module = importlib.import_module("copal")
+        except Exception as exc:  # noqa: BLE001 - any failure means "cannot run"
+            return f"copal cannot be imported ({type(exc).__name__}: {exc})"
+        missing = [a for a in ("open", "Persistent", "PersistentList") if not hasattr(module, a)]
+        if missing:
+            return f"copal is incomplete (no {', '.join(missing)})"
+        return None
+
+    @classmethod
+    def versions(cls) -> dict[str, str]:
+        v = _dist_version("copaldb", "copal")
+        return {"copal": v} if v else {}
+
+    def location(self, dir: str, key: str) -> str:
+        """Where the database of this store lives.
+
+        Without ``--store``: the local directory ``dir``.  With a URL (it
+        contains ``://``): ``{name}`` in it is replaced by ``key``, else
+        ``_key`` is appended to it.  With a path: ``store/key``.
+        """
+        if self.store is None:
+            return dir
+        if "{name}" in self.store:
+            return self.store.replace("{name}", key)
+        if "://" in self.store:
+            return self.store + "_" + re.sub(r"\W", "_", key)
+        return os.path.join(self.store, key)
+
+    def size(self, dir: str, key: str) -> int | None:
+        location = self.location(dir, key)
+        if "://" in location:
+            return None
+        return dir_size(Path(location))
+
+    def _finish(self, db: Any, t0: float) -> OpResult:
+        stats = dict(db.stats())
+        db.close()
+        seconds = perf_counter() - t0
+        return OpResult(seconds, stats.get("records_read"), {"stats": stats})
+
+    def _store(self, dir: str, key: str, n: int, nested: bool) -> OpResult:
+        SerTest = self.models.SerTest
+        PersistentList = self.copal.PersistentList
+        t0 = perf_counter()
+        db = self.copal.open(self.location(dir, key))
+        with db.transaction() as tx:
+            tx.root["roots"] = PersistentList(
+                [SerTest(i, sertest_time(i), nested) for i in range(n)]
+            )
+        return self._finish(db, t0)
+
+    def _read(self, dir: str, key: str, closure: bool) -> OpResult:
+        SerTest = self.models.SerTest
+        t0 = perf_counter()
+        db = self.copal.open(self.location(dir, key))
+        with db.transaction() as tx:
+            if closure:
+                roots = list(tx.query(SerTest))
+                tx.load_closure(roots)
+                touch_closure(roots)
+            else:
+                for s in tx.query(SerTest):
+                    s.attribute
+        return self._finish(db, t0)
+
+    def store_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._store(dir, key, n, nested=False)
+
+    def read_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, key, closure=False)
+
+    def store_nested(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._store(dir, key, n, nested=True)
+
+    def read_nested_lazy(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, key, closure=False)
+
+    def read_nested_closure(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, key, closure=True)
+
+    def update_one(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        SerTest = self.models.SerTest
+        t0 = perf_counter()
+        db = self.copal.open(self.location(dir, key))
+        with db.transaction() as tx:
+            s = tx.query(SerTest).where(serial=target).first()
+            if s is None:
+                raise LookupError(f"copal: no SerTest with serial {target}")
+            s.attribute = UPDATED_VALUE
+        return self._finish(db, t0)
+
+    def update_all(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        SerTest = self.models.SerTest
+        t0 = perf_counter()
+        db = self.copal.open(self.location(dir, key))
+        with db.transaction() as tx:
+            grow(list(tx.query(SerTest)), self.models.PSerTest)
+        return self._finish(db, t0)
+
+
+# --------------------------------------------------------------------------- ZODB
+
+
+class ZODBSystem(System):
+    """ZODB with a FileStorage (fsync on every commit)."""
+
+    name = "zodb"
+    label = "ZODB FileStorage"
+    modules = ("ZODB", "persistent", "BTrees", "transaction")
+
+    #: Files FileStorage keeps beside Data.fs that are not part of its size.
+    TRANSIENT_FILES = ("Data.fs.lock", "Data.fs.tmp")
+
+    def __init__(self, store: str | None = None) -> None:
+        super().__init__(store)
+        self.ZODB: Any = importlib.import_module("ZODB")
+        self.FileStorage: Any = importlib.import_module("ZODB.FileStorage")
+        self.transaction: Any = importlib.import_module("transaction")
+        self.IOBTree: Any = importlib.import_module("BTrees.IOBTree").IOBTree
+        self.models: Any = importlib.import_module("copal.bench.zodb_models")
+
+    @classmethod
+    def versions(cls) -> dict[str, str]:
+        out = {}
+        for dist in ("ZODB", "persistent", "BTrees", "transaction"):
+            v = _dist_version(dist)
+            if v:
+                out[dist] = v
+        return out
+
+    def size(self, dir: str, key: str) -> int | None:
+        return dir_size(Path(dir), exclude=self.TRANSIENT_FILES)
+
+    def _open(self, dir: str) -> tuple[Any, Any, Any]:
+        os.makedirs(dir, exist_ok=True)
+        storage = self.FileStorage.FileStorage(os.path.join(dir, "Data.fs"))
+        db = self.ZODB.DB(storage)
+        tm = self.transaction.TransactionManager()
+        conn = db.open(tm)
+        return db, conn, tm
+
+    def _finish(self, db: Any, conn: Any, tm: Any, t0: float, commit: bool) -> OpResult:
+        # Objects loaded = non-ghost objects in the connection's cache at the
+        # end of the work, counted before the transaction ends because
+        # commit/abort shrink the cache to its target size (400 objects).
+        loaded = int(conn._cache.cache_non_ghost_count)
+        if commit:
+            tm.commit()
+        else:
+            tm.abort()
+        conn.close()
+        db.close()
+        return OpResult(perf_counter() - t0, loaded)
+
+    def _store(self, dir: str, n: int, nested: bool) -> OpResult:
+        SerTest = self.models.SerTest
+        t0 = perf_counter()
+        db, conn, tm = self._open(dir)
+        tree = self.IOBTree()
+        conn.root()["by_serial"] = tree
+        for i in range(n):
+            tree[i] = SerTest(i, sertest_time(i), nested)
+        return self._finish(db, conn, tm, t0, commit=True)
+
+    def _read(self, dir: str, closure: bool) -> OpResult:
+        t0 = perf_counter()
+        db, conn, tm = self._open(dir)
+        roots = conn.root()["by_serial"].values()
+        if closure:
+            touch_closure(list(roots))
+        else:
+            for s in roots:
+                s.attribute
+        return self._finish(db, conn, tm, t0, commit=False)
+
+    def store_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._store(dir, n, nested=False)
+
+    def read_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, closure=False)
+
+    def store_nested(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._store(dir, n, nested=True)
+
+    def read_nested_lazy(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, closure=False)
+
+    def read_nested_closure(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, closure=True)
+
+    def update_one(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        t0 = perf_counter()
+        db, conn, tm = self._open(dir)
+        s = conn.root()["by_serial"][target]
+        s.attribute = UPDATED_VALUE
+        return self._finish(db, conn, tm, t0, commit=True)
+
+    def update_all(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        t0 = perf_counter()
+        db, conn, tm = self._open(dir)
+        grow(list(conn.root()["by_serial"].values()), self.models.PSerTest)
+        return self._finish(db, conn, tm, t0, commit=True)
+
+
+# --------------------------------------------------------------------------- serializers
+
+
+class _PlainSystem(System):
+    """Shared parts of the systems that pickle plain objects."""
+
+    def __init__(self, store: str | None = None) -> None:
+        super().__init__(store)
+        self.models: Any = importlib.import_module("copal.bench.models")
+
+    def _make(self, n: int, nested: bool) -> list[Any]:
+        SerTest = self.models.SerTest
+        return [SerTest(i, sertest_time(i), nested) for i in range(n)]
+
+
+class PickleSystem(_PlainSystem):
+    """The whole graph in one pickle file, rewritten (temp + fsync + rename) on every write."""
+
+    name = "pickle"
+    label = "whole-graph pickle"
+    modules = ("pickle",)
+    FILE = "graph.pickle"
+
+    def _write(self, dir: str, objs: list[Any]) -> None:
+        os.makedirs(dir, exist_ok=True)
+        final = os.path.join(dir, self.FILE)
+        tmp = final + ".tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(objs, f, protocol=PICKLE_PROTOCOL)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+
+    def _load(self, dir: str) -> list[Any]:
+        with open(os.path.join(dir, self.FILE), "rb") as f:
+            objs: list[Any] = pickle.load(f)
+        return objs
+
+    def _store(self, dir: str, n: int, nested: bool) -> OpResult:
+        t0 = perf_counter()
+        self._write(dir, self._make(n, nested))
+        return OpResult(perf_counter() - t0)
+
+    def _read(self, dir: str, closure: bool) -> OpResult:
+        t0 = perf_counter()
+        objs = self._load(dir)
+        if closure:
+            touch_closure(objs)
+        else:
+            for s in objs:
+                s.attribute
+        seconds = perf_counter() - t0
+        return OpResult(seconds, count_plain_graph(objs))
+
+    def store_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._store(dir, n, nested=False)
+
+    def read_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, closure=False)
+
+    def store_nested(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._store(dir, n, nested=True)
+
+    def read_nested_lazy(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, closure=False)
+
+    def read_nested_closure(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, closure=True)
+
+    def update_one(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        t0 = perf_counter()
+        objs = self._load(dir)
+        # Serialization keeps no index: scan for the object, as the paper describes.
+        for s in objs:
+            if s.serial == target:
+                s.attribute = UPDATED_VALUE
+                break
+        else:
+            raise LookupError(f"pickle: no SerTest with serial {target}")
+        self._write(dir, objs)
+        seconds = perf_counter() - t0
+        return OpResult(seconds, count_plain_graph(objs))
+
+    def update_all(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        t0 = perf_counter()
+        objs = self._load(dir)
+        grow(objs, self.models.PSerTest)
+        self._write(dir, objs)
+        seconds = perf_counter() - t0
+        return OpResult(seconds, count_plain_graph(objs))
+
+
+class _KeyValueSystem(_PlainSystem):
+    """A mapping str(serial) -> pickled SerTest (shelve, sqlitedict)."""
+
+    def _open(self, dir: str) -> Any:
+        raise NotImplementedError
+
+    def _commit(self, kv: Any) -> None:
+        """Make the writes durable as far as the system does (before close)."""
+
+    def _items(self, kv: Any) -> list[tuple[str, Any]]:
+        return [(k, kv[k]) for k in list(kv.keys())]
+
+    def _store(self, dir: str, n: int, nested: bool) -> OpResult:
+        t0 = perf_counter()
+        kv = self._open(dir)
+        for s in self._make(n, nested):
+            kv[str(s.serial)] = s
+        self._commit(kv)
+        kv.close()
+        return OpResult(perf_counter() - t0)
+
+    def _read(self, dir: str, closure: bool) -> OpResult:
+        t0 = perf_counter()
+        kv = self._open(dir)
+        objs = [v for _k, v in self._items(kv)]
+        if closure:
+            touch_closure(objs)
+        else:
+            for s in objs:
+                s.attribute
+        kv.close()
+        seconds = perf_counter() - t0
+        return OpResult(seconds, count_plain_graph(objs))
+
+    def store_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._store(dir, n, nested=False)
+
+    def read_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, closure=False)
+
+    def store_nested(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._store(dir, n, nested=True)
+
+    def read_nested_lazy(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, closure=False)
+
+    def read_nested_closure(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._read(dir, closure=True)
+
+    def update_one(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        t0 = perf_counter()
+        kv = self._open(dir)
+        s = kv[str(target)]
+        s.attribute = UPDATED_VALUE
+        kv[str(target)] = s
+        self._commit(kv)
+        kv.close()
+        seconds = perf_counter() - t0
+        return OpResult(seconds, count_plain_graph([s]))
+
+    def update_all(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        t0 = perf_counter()
+        kv = self._open(dir)
+        items = self._items(kv)
+        grow([v for _k, v in items], self.models.PSerTest)
+        for k, v in items:
+            kv[k] = v
+        self._commit(kv)
+        kv.close()
+        seconds = perf_counter() - t0
+        return OpResult(seconds, count_plain_graph(v for _k, v in items))
+
+
+class ShelveSystem(_KeyValueSystem):
+    """The standard library's shelve on the default dbm backend."""
+
+    name = "shelve"
+    label = "shelve"
+    modules = ("shelve", "dbm")
+    FILE = "shelf"
+
+    def __init__(self, store: str | None = None) -> None:
+        super().__init__(store)
+        self.shelve: ModuleType = importlib.import_module("shelve")
+
+    @classmethod
+    def versions(cls) -> dict[str, str]:
+        return {"shelve_dbm": _default_dbm()}
+
+    def _open(self, dir: str) -> Any:
+        os.makedirs(dir, exist_ok=True)
+        return self.shelve.open(os.path.join(dir, self.FILE), protocol=PICKLE_PROTOCOL)
+
+
+def _default_dbm() -> str:
+    """The dbm module ``dbm.open`` picks for a new file."""
+    for name in ("dbm.gnu", "dbm.ndbm", "dbm.dumb"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        return name
+    return "none"
+
+
+class SqliteDictSystem(_KeyValueSystem):
+    """sqlitedict with autocommit off: one commit per workload."""
+
+    name = "sqlitedict"
+    label = "sqlitedict"
+    modules = ("sqlitedict",)
+    FILE = "db.sqlite"
+
+    def __init__(self, store: str | None = None) -> None:
+        super().__init__(store)
+        self.SqliteDict: Any = importlib.import_module("sqlitedict").SqliteDict
+
+    @classmethod
+    def versions(cls) -> dict[str, str]:
+        import sqlite3
+
+        out = {"sqlite3_lib": sqlite3.sqlite_version}
+        v = _dist_version("sqlitedict")
+        if v:
+            out["sqlitedict"] = v
+        return out
+
+    def _open(self, dir: str) -> Any:
+        os.makedirs(dir, exist_ok=True)
+        return self.SqliteDict(os.path.join(dir, self.FILE), autocommit=False)
+
+    def _commit(self, kv: Any) -> None:
+        kv.commit()
+
+    def _items(self, kv: Any) -> list[tuple[str, Any]]:
+        # One SELECT over the table rather than one per key.
+        return list(kv.items())
+
+
+#: The adapters by ``--systems`` name, in the default column order.
+SYSTEMS: dict[str, type[System]] = {
+    cls.name: cls
+    for cls in (CopalSystem, ZODBSystem, PickleSystem, ShelveSystem, SqliteDictSystem)
+}
