@@ -1,0 +1,317 @@
+"""An independent reader of the copal record format, written from docs/FORMAT.md alone.
+
+It does not import copal: it exists to show that the specification is complete and language
+independent. It turns bytes into the tagged JSON form of FORMAT.md section 12 and raises
+:class:`DecodeError` (a ``ValueError``) on anything the specification says a reader must reject,
+with ``kind`` set to the error kind of FORMAT.md section 1.
+
+>>> decode_value(bytes.fromhex("0b020b0103021a01"), {})
+{'list': [{'list': [{'int': 1}]}, {'backref': 1}]}
+>>> decode_record(bytes.fromhex("1001000d00"), {1: ["data"]})["header"]
+{'version': 1, 'flags': 0, 'descriptor': 1, 'tid': 0}
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Sequence
+
+__all__ = ["DecodeError", "decode_value", "decode_record", "decode_descriptor"]
+
+# Section 6: tags.
+NONE, FALSE, TRUE, INT, BIGINT, FLOAT, COMPLEX, STR, STR_SURROGATES, BYTES = range(0x00, 0x0A)
+BYTEARRAY, LIST, TUPLE, DICT, SET, FROZENSET = range(0x0A, 0x10)
+DATETIME, DATE, TIME, TIMEDELTA, DECIMAL, UUID, ENUM, REF, OBJECT, SUBCLASS, BACKREF = range(0x10, 0x1B)
+MEMO_TAGS = {BYTEARRAY, LIST, TUPLE, DICT, SET, FROZENSET, OBJECT, SUBCLASS}
+ITEM_TAGS = {LIST: "list", TUPLE: "tuple", SET: "set", FROZENSET: "frozenset"}
+SUBCLASS_BASES = {LIST, TUPLE, DICT, SET, FROZENSET}
+
+# Section 6.5: time-zone flags and ranges.
+TZ_FOLD, TZ_OFFSET, TZ_NAMED = 0x01, 0x02, 0x04
+MICROS_PER_DAY = 86_400_000_000
+MIN_DAYS, MAX_DAYS = -719_162, 2_932_896
+MIN_DATETIME, MAX_DATETIME = MIN_DAYS * MICROS_PER_DAY, (MAX_DAYS + 1) * MICROS_PER_DAY - 1
+
+# Section 8: limits.
+MAX_DEPTH = 256
+MAX_BIGINT_BYTES = 1 << 20
+
+# Section 4: record header.
+FORMAT_VERSION = 1
+FLAG_MUTABLE_STATE = 0x1
+
+# Section 6.6: the numeric-string syntax of DECIMAL text.
+_DECIMAL = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|s?nan[0-9]*)",
+    re.IGNORECASE,
+)
+
+
+class DecodeError(ValueError):
+    """Bytes that are not valid copal data; ``kind`` is one of FORMAT.md's error kinds."""
+
+    def __init__(self, kind: str, offset: int, detail: str = "") -> None:
+        super().__init__(f"{kind} at byte {offset}" + (f": {detail}" if detail else ""))
+        self.kind = kind
+        self.offset = offset
+
+
+_UNFINISHED = object()
+
+
+class _Reader:
+    def __init__(self, data: bytes, descriptors: Mapping[int, Sequence[str]]) -> None:
+        self.data = data
+        self.pos = 0
+        self.descriptors = descriptors
+        # One entry per memo slot taken: True once the value exists, False while an immutable
+        # container (tuple, frozenset, or a subclass of them) is still reading its items.
+        self.slots: list[bool] = []
+
+    # -- primitives (section 1) -------------------------------------------------------------
+    def fail(self, kind: str, offset: int | None = None, detail: str = "") -> DecodeError:
+        return DecodeError(kind, self.pos if offset is None else offset, detail)
+
+    def remaining(self) -> int:
+        return len(self.data) - self.pos
+
+    def take(self, n: int) -> bytes:
+        if n > self.remaining():
+            raise self.fail("Truncated", detail=f"{n} bytes needed, {self.remaining()} left")
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def u8(self) -> int:
+        return self.take(1)[0]
+
+    def varint(self) -> int:
+        start = self.pos
+        value = 0
+        for i in range(10):
+            byte = self.u8()
+            if i == 9 and byte > 0x01:
+                raise self.fail("BadVarint", start)
+            value |= (byte & 0x7F) << (7 * i)
+            if byte & 0x80 == 0:
+                return value
+        raise AssertionError("unreachable: the 10th byte is at most 0x01")
+
+    def zigzag(self) -> int:
+        u = self.varint()
+        return (u >> 1) ^ -(u & 1)
+
+    def length(self, min_size: int = 1) -> int:
+        offset = self.pos
+        n = self.varint()
+        if n * min_size > self.remaining():
+            raise self.fail("LengthTooLarge", offset, f"{n} does not fit")
+        return n
+
+    def blob(self) -> bytes:
+        return self.take(self.length())
+
+    def utf8(self) -> str:
+        offset = self.pos
+        try:
+            return self.blob().decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail("BadUtf8", offset) from None
+
+    def descriptor_id(self) -> int:
+        offset = self.pos
+        value = self.varint()
+        if value > 0xFFFF_FFFF:
+            raise self.fail("OutOfRange", offset, "descriptor id")
+        return value
+
+    def field_count(self, descriptor: int, offset: int) -> int:
+        if descriptor not in self.descriptors:
+            raise self.fail("UnknownDescriptor", offset, str(descriptor))
+        return len(self.descriptors[descriptor])
+
+    # -- values (section 6) -----------------------------------------------------------------
+    def value(self, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise self.fail("TooDeep")
+        offset = self.pos
+        tag = self.u8()
+        slot = None
+        if tag in MEMO_TAGS:
+            slot = len(self.slots)
+            self.slots.append(True)
+        if tag == NONE:
+            return None
+        if tag in (FALSE, TRUE):
+            return tag == TRUE
+        if tag == INT:
+            return {"int": self.zigzag()}
+        if tag == BIGINT:
+            payload = self.blob()
+            if len(payload) > MAX_BIGINT_BYTES:
+                raise self.fail("OutOfRange", offset, "integer size")
+            return {"bigint": str(int.from_bytes(payload, "little", signed=True))}
+        if tag == FLOAT:
+            return {"float": self.take(8)[::-1].hex()}
+        if tag == COMPLEX:
+            return {"complex": [self.take(8)[::-1].hex(), self.take(8)[::-1].hex()]}
+        if tag == STR:
+            return {"str": self.utf8()}
+        if tag == STR_SURROGATES:
+            return {"str_surrogates": self.generalized_utf8()}
+        if tag == BYTES:
+            return {"bytes": self.blob().hex()}
+        if tag == BYTEARRAY:
+            return {"bytearray": self.blob().hex()}
+        if tag in ITEM_TAGS or tag == DICT:
+            return self.container(tag, slot, depth)
+        if tag == DATETIME:
+            flags = self.tz_flags()
+            micros = self.zigzag()
+            tz = self.tz_suffix(flags)
+            if not MIN_DATETIME <= micros <= MAX_DATETIME:
+                raise self.fail("OutOfRange", offset, "datetime")
+            return {"datetime": {"micros": micros, "tz": tz, "fold": bool(flags & TZ_FOLD)}}
+        if tag == DATE:
+            days = self.zigzag()
+            if not MIN_DAYS <= days <= MAX_DAYS:
+                raise self.fail("OutOfRange", offset, "date")
+            return {"date": {"days": days}}
+        if tag == TIME:
+            flags = self.tz_flags()
+            micros = self.varint()
+            tz = self.tz_suffix(flags)
+            if micros >= MICROS_PER_DAY:
+                raise self.fail("OutOfRange", offset, "time of day")
+            return {"time": {"micros": micros, "tz": tz, "fold": bool(flags & TZ_FOLD)}}
+        if tag == TIMEDELTA:
+            days, seconds, micros = self.zigzag(), self.varint(), self.varint()
+            if abs(days) > 999_999_999 or seconds >= 86_400 or micros >= 1_000_000:
+                raise self.fail("OutOfRange", offset, "timedelta")
+            return {"timedelta": {"days": days, "seconds": seconds, "micros": micros}}
+        if tag == DECIMAL:
+            text = self.utf8()
+            if not _DECIMAL.fullmatch(text):
+                raise self.fail("OutOfRange", offset, "decimal")
+            return {"decimal": text}
+        if tag == UUID:
+            h = self.take(16).hex()
+            return {"uuid": f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"}
+        if tag == ENUM:
+            at = self.pos
+            descriptor = self.descriptor_id()
+            self.field_count(descriptor, at)
+            return {"enum": {"descriptor": descriptor, "member": self.utf8()}}
+        if tag == REF:
+            class_no, seq = self.varint(), self.varint()
+            if class_no > 0xFFFF or seq >= 1 << 48:
+                raise self.fail("OutOfRange", offset, "object id")
+            return {"ref": {"class": class_no, "seq": seq}}
+        if tag == OBJECT:
+            at = self.pos
+            descriptor = self.descriptor_id()
+            count = self.field_count(descriptor, at)
+            return {"object": {"descriptor": descriptor, "fields": [self.value(depth + 1) for _ in range(count)]}}
+        if tag == SUBCLASS:
+            at = self.pos
+            descriptor = self.descriptor_id()
+            count = self.field_count(descriptor, at)
+            base_at = self.pos
+            base = self.u8()
+            if base not in SUBCLASS_BASES:
+                raise self.fail("UnknownTag", base_at, f"0x{base:02x} is not a SUBCLASS base")
+            body = self.container(base, slot, depth)
+            fields = [self.value(depth + 1) for _ in range(count)]
+            return {"subclass": {"descriptor": descriptor, "base": body, "fields": fields}}
+        if tag == BACKREF:
+            index = self.varint()
+            if index >= len(self.slots) or not self.slots[index]:
+                raise self.fail("BadBackRef", offset, f"slot {index}")
+            return {"backref": index}
+        raise self.fail("UnknownTag", offset, f"0x{tag:02x}")
+
+    def container(self, tag: int, slot: int | None, depth: int) -> Any:
+        """The body of a container; `slot` is the memo slot of the value it belongs to."""
+        immutable = tag in (TUPLE, FROZENSET)
+        if immutable and slot is not None:
+            self.slots[slot] = False
+        if tag == DICT:
+            n = self.length(2)
+            out: Any = {"dict": [[self.value(depth + 1), self.value(depth + 1)] for _ in range(n)]}
+        else:
+            n = self.length(1)
+            out = {ITEM_TAGS[tag]: [self.value(depth + 1) for _ in range(n)]}
+        if immutable and slot is not None:
+            self.slots[slot] = True
+        return out
+
+    def generalized_utf8(self) -> list[int]:
+        """Section 6.3: UTF-8 in which each surrogate code point is its own 3-byte sequence."""
+        offset = self.pos
+        try:
+            text = self.blob().decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            raise self.fail("BadUtf8", offset) from None
+        return [ord(c) for c in text]
+
+    def tz_flags(self) -> int:
+        offset = self.pos
+        flags = self.u8()
+        if flags & ~(TZ_FOLD | TZ_OFFSET | TZ_NAMED) or (flags & TZ_OFFSET and flags & TZ_NAMED):
+            raise self.fail("OutOfRange", offset, "time-zone flags")
+        return flags
+
+    def tz_suffix(self, flags: int) -> Any:
+        if flags & TZ_OFFSET:
+            offset = self.pos
+            micros = self.zigzag()
+            if abs(micros) >= MICROS_PER_DAY:
+                raise self.fail("OutOfRange", offset, "UTC offset")
+            return {"offset": micros}
+        if flags & TZ_NAMED:
+            return {"zone": self.utf8()}
+        return None
+
+    def expect_end(self) -> None:
+        if self.remaining():
+            raise self.fail("TrailingBytes")
+
+
+def decode_value(data: bytes, descriptors: Mapping[int, Sequence[str]]) -> Any:
+    """One standalone value (memo slots from 0, depth 0); `descriptors` maps id -> field names."""
+    r = _Reader(data, descriptors)
+    out = r.value(0)
+    r.expect_end()
+    return out
+
+
+def decode_record(data: bytes, descriptors: Mapping[int, Sequence[str]]) -> dict[str, Any]:
+    """A record (section 4): its header and one value per field of its descriptor."""
+    r = _Reader(data, descriptors)
+    first = r.u8()
+    version, flags = first >> 4, first & 0x0F
+    if version != FORMAT_VERSION:
+        raise r.fail("UnsupportedVersion", 0, str(version))
+    if flags & ~FLAG_MUTABLE_STATE:
+        raise r.fail("OutOfRange", 0, "record flags")
+    at = r.pos
+    descriptor = r.descriptor_id()
+    tid = r.varint()
+    count = r.field_count(descriptor, at)
+    fields = [r.value(0) for _ in range(count)]
+    r.expect_end()
+    header = {"version": version, "flags": flags, "descriptor": descriptor, "tid": tid}
+    return {"header": header, "fields": fields}
+
+
+def decode_descriptor(data: bytes) -> dict[str, Any]:
+    """A class descriptor (section 5): class number, type name and field names."""
+    r = _Reader(data, {})
+    offset = r.pos
+    class_no = r.varint()
+    if class_no > 0xFFFF:
+        raise r.fail("OutOfRange", offset, "class number")
+    type_name = r.utf8()
+    fields = [r.utf8() for _ in range(r.length(1))]
+    r.expect_end()
+    return {"class": class_no, "type": type_name, "fields": fields}
