@@ -147,3 +147,20 @@ fn get_many_visits_sorted_ids_and_reports_missing_ones() {
     let err = snapshot.get_many(&absent, |oid| StoreError::Storage { message: format!("missing {oid}") }, |e| e, |_, _| Ok(()));
     assert!(matches!(err, Err(StoreError::Storage { message }) if message == format!("missing {}", oids[199] + 1)));
 }
+
+#[test]
+fn ids_of_deleted_objects_are_never_reused() {
+    let store = LmdbStore::open(&temp_dir("reuse"), StoreOptions::default()).unwrap();
+    let mut commit = Commit::begin(&store).unwrap();
+    let d = commit.descriptor("app.N", &[]).unwrap();
+    let newest = commit.allocate_oid(d.class_no).unwrap();
+    commit.put(newest, &record(d.id, commit.tid(), &[])).unwrap();
+    commit.finish().unwrap();
+
+    let mut commit = Commit::begin(&store).unwrap();
+    commit.delete(newest).unwrap();
+    commit.finish().unwrap();
+
+    let mut commit = Commit::begin(&store).unwrap();
+    assert_ne!(commit.allocate_oid(d.class_no).unwrap(), newest);
+}

@@ -241,17 +241,23 @@ impl Connection {
         Ok(())
     }
 
-    fn predicate_values(&self, py: Python<'_>, predicates: &Bound<'_, PyList>) -> PyResult<Vec<Predicate>> {
+    /// The predicates as core values, or None when an operand names a class the database has
+    /// never stored (then nothing can match).
+    fn predicate_values(&self, predicates: &Bound<'_, PyList>) -> PyResult<Option<Vec<Predicate>>> {
         let mut out = Vec::with_capacity(predicates.len());
         for item in predicates.iter() {
             let (field, value): (String, Bound<'_, PyAny>) = item.extract()?;
-            let mut sink = ReadOnlySink { conn: self, py };
-            let bytes = Encoder::new(&mut sink).standalone(&value)?;
+            let mut sink = ReadOnlySink { conn: self, unknown_class: false };
+            let encoded = Encoder::new(&mut sink).standalone(&value);
+            if sink.unknown_class {
+                return Ok(None);
+            }
+            let bytes = encoded?;
             let value = copal_core::format::decode_value(&mut Reader::new(&bytes), &*self.store.catalog())
                 .map_err(|e| crate::errors::corrupt("query operand", e))?;
             out.push(Predicate::Eq { field, value });
         }
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// Ghostifies the least recently used objects when more than `cache_size` are loaded, and
@@ -365,19 +371,21 @@ impl<'py> Resolver<'py> for Connection {
 }
 
 /// Encodes query operands: references and known classes only, nothing registered.
-struct ReadOnlySink<'c, 'py> {
+struct ReadOnlySink<'c> {
     conn: &'c Connection,
-    py: Python<'py>,
+    /// Set when an operand's class has no descriptor with its fields: no record can equal it.
+    unknown_class: bool,
 }
 
-impl Sink for ReadOnlySink<'_, '_> {
+impl Sink for ReadOnlySink<'_> {
     fn descriptor(&mut self, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
         let (fields, _) = field_names(dict)?;
         let type_name = crate::classes::type_name_of(class)?;
         let catalog = self.conn.store.catalog();
-        let d = catalog.find(&type_name, &fields).ok_or_else(|| {
-            SchemaError::new_err(format!("no stored {type_name} has these fields; it cannot match"))
-        })?;
+        let Some(d) = catalog.find(&type_name, &fields) else {
+            self.unknown_class = true;
+            return Err(SchemaError::new_err(format!("no stored {type_name} has these fields")));
+        };
         Ok(ClassShape { descriptor: d.id, class_no: d.class_no, tracks_own: false })
     }
 
@@ -386,7 +394,6 @@ impl Sink for ReadOnlySink<'_, '_> {
     }
 
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-        let _ = self.py;
         PersistentBase::of(obj)?.oid().ok_or_else(|| {
             PyTypeError::new_err("a query cannot compare with an object that is not stored yet")
         })
@@ -439,7 +446,7 @@ impl Sink for CommitSink<'_, '_> {
             }
             return p.oid().ok_or_else(|| PyRuntimeError::new_err("stored object without oid"));
         }
-        let dict = crate::persistent::instance_dict(obj)?;
+        let dict = crate::encode::stored_state(obj)?;
         let shape = self.descriptor(&obj.get_type(), &dict)?;
         let oid = self.commit.allocate_oid(shape.class_no).py_err()?;
         p.attach(oid, self.jar.clone_ref(py), CHANGED);
@@ -600,7 +607,9 @@ impl Connection {
         limit: Option<usize>,
         exclude: Option<std::collections::HashSet<u64>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let predicates = self.predicate_values(py, predicates)?;
+        let Some(predicates) = self.predicate_values(predicates)? else {
+            return Ok(PyList::empty(py));
+        };
         let exclude = exclude.unwrap_or_default();
         // Excluded objects are pending in this transaction; the caller tests them in Python.
         let fetch = limit.map(|l| l + exclude.len());

@@ -218,6 +218,9 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             tag::DECIMAL => {
                 let text = r.str()?;
+                if !copal_core::format::is_decimal_text(text) {
+                    return Err(DecodeError::OutOfRange { offset, what: "decimal" }.into());
+                }
                 pytypes::decimal_type(py)?.call1((text,)).map_err(|_| DecodeError::OutOfRange { offset, what: "decimal" })?
             }
             tag::UUID => {
@@ -233,10 +236,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 if !class.is_subclass(pytypes::enum_type(py)?)? {
                     return Err(Fail::Python(SchemaError::new_err(format!("stored enum type {:?} is not an Enum", info.type_name))));
                 }
-                // The member map is a plain dict: no metaclass code runs.
-                class.getattr("_member_map_")?.get_item(name).map_err(|_| {
-                    SchemaError::new_err(format!("enum {} has no member {name:?}", info.type_name))
-                })?
+                enum_member(&class, &info.type_name, name)?
             }
             tag::REF => {
                 let class = r.varint()?;
@@ -259,7 +259,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 check_plain_class(&class, &info)?;
                 let obj = pytypes::object_type(py)?.call_method1("__new__", (&class,))?;
                 self.memo.push(Some(obj.clone()));
-                self.set_fields(r, &obj, &info, depth)?;
+                self.set_fields(r, &obj, &info, depth + 1)?;
                 obj
             }
             tag::SUBCLASS => self.subclass(r, depth)?,
@@ -302,9 +302,10 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// class. On a fresh instance CPython then stores them in the compact form it uses for
     /// objects built by `__init__` (values sharing the class's key table), about a third of the
     /// memory of a separate dict.
+    /// `depth` is the depth of the field values: 0 for the fields of a record.
     fn set_fields(&mut self, r: &mut Reader<'_>, obj: &Bound<'py, PyAny>, info: &DecodeInfo, depth: usize) -> Result<(), Fail> {
         for field in &info.fields {
-            let value = self.value(r, depth + 1)?;
+            let value = self.value(r, depth)?;
             // SAFETY: valid object, name and value pointers; the call takes its own references.
             let rc = unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), field.as_ptr(), value.as_ptr()) };
             if rc != 0 {
@@ -357,7 +358,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             obj
         };
         if crate::encode::has_instance_dict(&obj) {
-            self.set_fields(r, &obj, &info, depth)?;
+            self.set_fields(r, &obj, &info, depth + 1)?;
         } else if !info.fields.is_empty() {
             return Err(Fail::Python(SchemaError::new_err(format!(
                 "stored type {:?} has fields but its class has no __dict__",
@@ -366,6 +367,31 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         }
         Ok(obj)
     }
+}
+
+/// The member `name` of enum `class`, looked up in its member map (a plain dict: no metaclass
+/// code runs). A composite Flag is named "A|B" and is rebuilt by or-ing its members; the empty
+/// Flag is named "".
+fn enum_member<'py>(class: &Bound<'py, PyType>, type_name: &str, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    let members = class.getattr("_member_map_")?;
+    let member = |part: &str| {
+        members.get_item(part).map_err(|_| SchemaError::new_err(format!("enum {type_name} has no member {part:?}")))
+    };
+    if !name.is_empty() && !name.contains('|') {
+        return member(name);
+    }
+    if !class.is_subclass(pytypes::flag_type(class.py())?)? {
+        return Err(SchemaError::new_err(format!("enum {type_name} has no member {name:?}")));
+    }
+    if name.is_empty() {
+        return class.call1((0,));
+    }
+    let mut parts = name.split('|');
+    let mut value = member(parts.next().unwrap_or_default())?;
+    for part in parts {
+        value = value.call_method1("__or__", (member(part)?,))?;
+    }
+    Ok(value)
 }
 
 fn unhashable(offset: usize) -> Fail {

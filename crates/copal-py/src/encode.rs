@@ -65,11 +65,14 @@ pub struct Encoder<'s> {
     next_memo: u64,
     unfinished: Vec<usize>,
     mutable: bool,
+    /// Encoding a PersistentList/PersistentDict: its own top-level container (depth 0) is
+    /// watched by its methods and does not make the state "mutable".
+    tracks_own: bool,
 }
 
 impl<'s> Encoder<'s> {
     pub fn new(sink: &'s mut dyn Sink) -> Self {
-        Encoder { w: Writer::new(), sink, memo: IntMap::default(), memo_log: Vec::new(), next_memo: 0, unfinished: Vec::new(), mutable: false }
+        Encoder { w: Writer::new(), sink, memo: IntMap::default(), memo_log: Vec::new(), next_memo: 0, unfinished: Vec::new(), mutable: false, tracks_own: false }
     }
 
     /// Encodes the record of persistent `obj` with transaction id `tid`. Returns the record,
@@ -81,24 +84,19 @@ impl<'s> Encoder<'s> {
         self.memo_log.clear();
         self.next_memo = 0;
         self.mutable = false;
-        let dict = instance_dict(obj)?;
+        let dict = stored_state(obj)?;
         let shape = match shape {
             Some(shape) => shape,
             None => self.sink.descriptor(&obj.get_type(), &dict)?,
         };
-        let tracks_own = shape.tracks_own;
+        self.tracks_own = shape.tracks_own;
         RecordHeader { flags: 0, descriptor: shape.descriptor, tid }.write(&mut self.w);
         let state_start = self.w.buf.len();
         let type_name = || type_name_of(&obj.get_type()).unwrap_or_else(|_| "?".to_owned());
         for (key, value) in dict.iter() {
-            let before = self.mutable;
             self.value(&value, 0).map_err(|f| into_pyerr(f, &format!("{}.{}", type_name(), key)))?;
-            if tracks_own && is_top_level_container(&value) {
-                // The collection's own container is watched by its methods; only mutable values
-                // inside it need the commit-time comparison.
-                self.mutable = before || holds_mutable_values(&value);
-            }
         }
+        self.tracks_own = false;
         if self.mutable {
             self.w.buf[0] |= FLAG_MUTABLE_STATE;
         }
@@ -258,7 +256,10 @@ impl<'s> Encoder<'s> {
         match i.extract::<i64>() {
             Ok(small) => self.w.int_i64(small),
             Err(_) => {
-                let bits: usize = i.call_method0("bit_length")?.extract()?;
+                // Minimal two's complement: n >= 0 needs bit_length(n) + 1 bits, n < 0 needs
+                // bit_length(-n - 1) + 1 bits.
+                let magnitude = if i.lt(0)? { i.add(1)?.neg()? } else { i.clone().into_any() };
+                let bits: usize = magnitude.call_method0("bit_length")?.extract()?;
                 let length = bits / 8 + 1;
                 let kwargs = PyDict::new(i.py());
                 kwargs.set_item("signed", true)?;
@@ -270,7 +271,7 @@ impl<'s> Encoder<'s> {
     }
 
     fn list(&mut self, list: &Bound<'_, PyList>, depth: usize) -> Step {
-        self.mutable = true;
+        self.mutable |= !(self.tracks_own && depth == 0);
         if self.backref_or_slot(list.as_any())? {
             return Ok(());
         }
@@ -290,7 +291,7 @@ impl<'s> Encoder<'s> {
     }
 
     fn dict(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
-        self.mutable = true;
+        self.mutable |= !(self.tracks_own && depth == 0);
         if self.backref_or_slot(dict.as_any())? {
             return Ok(());
         }
@@ -332,7 +333,9 @@ impl<'s> Encoder<'s> {
         }
         if v.is_instance(pytypes::enum_type(py)?)? {
             let descriptor = self.sink.enum_descriptor(&class)?;
-            let name: String = v.getattr("_name_")?.extract()?;
+            // A composite Flag is named "A|B"; an empty Flag has no name and is written as "".
+            let name: Option<String> = v.getattr("_name_")?.extract()?;
+            let name = name.unwrap_or_default();
             self.w.u8(tag::ENUM);
             self.w.varint(u64::from(descriptor));
             self.w.length_prefixed(name.as_bytes());
@@ -437,27 +440,23 @@ fn builtin_iter<'py>(v: &Bound<'py, PyAny>, base: u8) -> PyResult<Vec<Bound<'py,
 
 use pyo3::PyTypeInfo;
 
-/// Whether a list or dict holds values whose in-place mutation only re-encoding can detect.
-fn holds_mutable_values(container: &Bound<'_, PyAny>) -> bool {
-    let is_mutable = |v: Bound<'_, PyAny>| {
-        !v.is_instance_of::<PersistentBase>()
-            && (v.is_instance_of::<PyList>()
-                || v.is_instance_of::<PyDict>()
-                || v.is_instance_of::<PySet>()
-                || v.is_instance_of::<PyByteArray>()
-                || has_instance_dict(&v))
+/// The attributes of persistent `obj` that are stored: all but volatile (`_v_`) and
+/// persistence (`_p_`) ones. The instance dict itself unless it has such attributes.
+pub fn stored_state<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    let dict = instance_dict(obj)?;
+    let is_volatile = |key: &Bound<'py, PyAny>| {
+        key.cast::<PyString>().ok().and_then(|k| k.to_str().ok()).is_some_and(|k| k.starts_with("_v_") || k.starts_with("_p_"))
     };
-    if let Ok(list) = container.cast::<PyList>() {
-        list.iter().any(is_mutable)
-    } else if let Ok(dict) = container.cast::<PyDict>() {
-        dict.iter().any(|(k, v)| is_mutable(k) || is_mutable(v))
-    } else {
-        true
+    if !dict.keys().iter().any(|key| is_volatile(&key)) {
+        return Ok(dict);
     }
-}
-
-fn is_top_level_container(v: &Bound<'_, PyAny>) -> bool {
-    v.is_exact_instance_of::<PyList>() || v.is_exact_instance_of::<PyDict>()
+    let stored = PyDict::new(obj.py());
+    for (key, value) in dict.iter() {
+        if !is_volatile(&key) {
+            stored.set_item(key, value)?;
+        }
+    }
+    Ok(stored)
 }
 
 fn time_of_day_micros(hour: u8, minute: u8, second: u8, micro: u32) -> i64 {

@@ -16,6 +16,7 @@ macro_rules! imported_type {
 imported_type!(decimal_type, "decimal", "Decimal");
 imported_type!(uuid_type, "uuid", "UUID");
 imported_type!(enum_type, "enum", "Enum");
+imported_type!(flag_type, "enum", "Flag");
 imported_type!(timezone_type, "datetime", "timezone");
 imported_type!(zoneinfo_type, "zoneinfo", "ZoneInfo");
 imported_type!(object_type, "builtins", "object");

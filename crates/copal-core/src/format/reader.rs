@@ -122,7 +122,7 @@ impl<'a> Reader<'a> {
         let offset = self.pos;
         let len = self.varint()?;
         let fits = (len as u128) * (min_item_size.max(1) as u128) <= self.remaining() as u128;
-        if !fits && !(min_item_size == 0 && len == 0) {
+        if !fits {
             return Err(DecodeError::LengthTooLarge { offset, length: len });
         }
         Ok(len as usize)

@@ -43,11 +43,20 @@ pub enum Value {
 }
 
 const MICROS_PER_DAY: u64 = 86_400_000_000;
-const MAX_TIMEDELTA_DAYS: i64 = 999_999_999;
+const MAX_TIMEDELTA_DAYS: u64 = 999_999_999;
 
 struct Walk<'s, D: DescriptorSource + ?Sized> {
     descriptors: &'s D,
     memo_slots: u64,
+    /// Memo slots of tuples and frozensets whose items are being read: a back-reference to one
+    /// of them would make a value contain itself before it exists.
+    unfinished: Vec<u64>,
+}
+
+impl<'s, D: DescriptorSource + ?Sized> Walk<'s, D> {
+    fn new(descriptors: &'s D) -> Self {
+        Walk { descriptors, memo_slots: 0, unfinished: Vec::new() }
+    }
 }
 
 impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
@@ -57,6 +66,7 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
         }
         let offset = r.position();
         let t = r.u8()?;
+        let slot = self.memo_slots;
         if tag::takes_memo_slot(t) {
             self.memo_slots += 1;
         }
@@ -75,39 +85,57 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
             tag::FLOAT => Value::Float(r.f64()?),
             tag::COMPLEX => Value::Complex(r.f64()?, r.f64()?),
             tag::STR => Value::Str(r.str()?.to_owned()),
-            tag::STR_SURROGATES => Value::StrSurrogates(r.length_prefixed()?.to_vec()),
+            tag::STR_SURROGATES => {
+                let bytes = r.length_prefixed()?;
+                if !is_generalized_utf8(bytes) {
+                    return Err(DecodeError::BadUtf8 { offset });
+                }
+                Value::StrSurrogates(bytes.to_vec())
+            }
             tag::BYTES => Value::Bytes(r.length_prefixed()?.to_vec()),
             tag::BYTEARRAY => Value::ByteArray(r.length_prefixed()?.to_vec()),
             tag::LIST => Value::List(self.items(r, depth)?),
-            tag::TUPLE => Value::Tuple(self.items(r, depth)?),
+            tag::TUPLE => Value::Tuple(self.unfinished_items(r, depth, slot)?),
             tag::SET => Value::Set(self.items(r, depth)?),
-            tag::FROZENSET => Value::FrozenSet(self.items(r, depth)?),
+            tag::FROZENSET => Value::FrozenSet(self.unfinished_items(r, depth, slot)?),
             tag::DICT => Value::Dict(self.pairs(r, depth)?),
             tag::DATETIME => {
                 let flags = r.tz_flags()?;
                 let micros = r.zigzag()?;
-                Value::DateTime { micros, tz: r.tz_suffix(flags)?, fold: flags & tag::TZ_FOLD != 0 }
+                if !(MIN_DAY..=MAX_DAY).contains(&micros.div_euclid(MICROS_PER_DAY as i64)) {
+                    return Err(DecodeError::OutOfRange { offset, what: "datetime" });
+                }
+                Value::DateTime { micros, tz: checked_tz(r, flags, offset)?, fold: flags & tag::TZ_FOLD != 0 }
             }
-            tag::DATE => Value::Date { days: r.zigzag()? },
+            tag::DATE => {
+                let days = r.zigzag()?;
+                if !(MIN_DAY..=MAX_DAY).contains(&days) {
+                    return Err(DecodeError::OutOfRange { offset, what: "date" });
+                }
+                Value::Date { days }
+            }
             tag::TIME => {
                 let flags = r.tz_flags()?;
                 let micros = r.varint()?;
                 if micros >= MICROS_PER_DAY {
                     return Err(DecodeError::OutOfRange { offset, what: "time of day" });
                 }
-                Value::Time { micros, tz: r.tz_suffix(flags)?, fold: flags & tag::TZ_FOLD != 0 }
+                Value::Time { micros, tz: checked_tz(r, flags, offset)?, fold: flags & tag::TZ_FOLD != 0 }
             }
             tag::TIMEDELTA => {
                 let days = r.zigzag()?;
                 let seconds = r.varint()?;
                 let micros = r.varint()?;
-                if days.abs() > MAX_TIMEDELTA_DAYS || seconds >= 86_400 || micros >= 1_000_000 {
+                if days.unsigned_abs() > MAX_TIMEDELTA_DAYS || seconds >= 86_400 || micros >= 1_000_000 {
                     return Err(DecodeError::OutOfRange { offset, what: "timedelta" });
                 }
                 Value::TimeDelta { days, seconds, micros }
             }
             tag::DECIMAL => {
                 let text = r.str()?;
+                if !is_decimal_text(text) {
+                    return Err(DecodeError::OutOfRange { offset, what: "decimal" });
+                }
                 Value::Decimal(text.to_owned())
             }
             tag::UUID => Value::Uuid(r.array::<16>()?),
@@ -120,17 +148,17 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
             tag::OBJECT => {
                 let descriptor = r.u32_varint()?;
                 let count = self.descriptors.field_count(descriptor)?;
-                Value::Object { descriptor, fields: self.fields(r, count, depth)? }
+                Value::Object { descriptor, fields: self.fields(r, count, depth + 1)? }
             }
             tag::SUBCLASS => {
                 let descriptor = r.u32_varint()?;
                 let count = self.descriptors.field_count(descriptor)?;
-                let base = self.subclass_base(r, depth)?;
-                Value::Subclass { descriptor, base: Box::new(base), fields: self.fields(r, count, depth)? }
+                let base = self.subclass_base(r, depth, slot)?;
+                Value::Subclass { descriptor, base: Box::new(base), fields: self.fields(r, count, depth + 1)? }
             }
             tag::BACKREF => {
                 let index = r.varint()?;
-                if index >= self.memo_slots {
+                if index >= self.memo_slots || self.unfinished.contains(&index) {
                     return Err(DecodeError::BadBackRef { offset, index });
                 }
                 Value::BackRef(index as u32)
@@ -148,6 +176,13 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
         Ok(items)
     }
 
+    fn unfinished_items(&mut self, r: &mut Reader<'_>, depth: usize, slot: u64) -> Result<Vec<Value>, DecodeError> {
+        self.unfinished.push(slot);
+        let items = self.items(r, depth);
+        self.unfinished.pop();
+        items
+    }
+
     fn pairs(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<(Value, Value)>, DecodeError> {
         let count = r.length(2)?;
         let mut pairs = Vec::with_capacity(count);
@@ -158,23 +193,24 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
         Ok(pairs)
     }
 
+    /// `count` field values, each at `depth` (0 for the fields of a record).
     fn fields(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Result<Vec<Value>, DecodeError> {
         let mut fields = Vec::with_capacity(count.min(r.remaining()));
         for _ in 0..count {
-            fields.push(self.value(r, depth + 1)?);
+            fields.push(self.value(r, depth)?);
         }
         Ok(fields)
     }
 
     /// The built-in part of a SUBCLASS value: a container tag and its body, without a memo slot
     /// of its own (the subclass instance already took one).
-    fn subclass_base(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Value, DecodeError> {
+    fn subclass_base(&mut self, r: &mut Reader<'_>, depth: usize, slot: u64) -> Result<Value, DecodeError> {
         let offset = r.position();
         Ok(match r.u8()? {
             tag::LIST => Value::List(self.items(r, depth)?),
-            tag::TUPLE => Value::Tuple(self.items(r, depth)?),
+            tag::TUPLE => Value::Tuple(self.unfinished_items(r, depth, slot)?),
             tag::SET => Value::Set(self.items(r, depth)?),
-            tag::FROZENSET => Value::FrozenSet(self.items(r, depth)?),
+            tag::FROZENSET => Value::FrozenSet(self.unfinished_items(r, depth, slot)?),
             tag::DICT => Value::Dict(self.pairs(r, depth)?),
             other => return Err(DecodeError::UnknownTag { offset, tag: other }),
         })
@@ -193,7 +229,7 @@ pub(crate) fn read_ref(r: &mut Reader<'_>) -> Result<Oid, DecodeError> {
 
 /// Decodes one value (memo slots counted from this value).
 pub fn decode_value<D: DescriptorSource + ?Sized>(r: &mut Reader<'_>, descriptors: &D) -> Result<Value, DecodeError> {
-    Walk { descriptors, memo_slots: 0 }.value(r, 0)
+    Walk::new(descriptors).value(r, 0)
 }
 
 /// Decodes a whole record: its header and one value per field of its descriptor.
@@ -204,17 +240,100 @@ pub fn decode_record_state<D: DescriptorSource + ?Sized>(
     let mut r = Reader::new(data);
     let header = RecordHeader::read(&mut r)?;
     let count = descriptors.field_count(header.descriptor)?;
-    let mut walk = Walk { descriptors, memo_slots: 0 };
-    let fields = walk.fields(&mut r, count, 0)?;
+    let fields = Walk::new(descriptors).fields(&mut r, count, 0)?;
     r.expect_end()?;
     Ok((header, fields))
 }
 
-/// Skips one value without building it; returns an error on malformed input like `decode_value`.
-pub fn skip_value<D: DescriptorSource + ?Sized>(r: &mut Reader<'_>, descriptors: &D) -> Result<(), DecodeError> {
-    // Skipping only needs the shape; the tree is small next to the record and freed at once.
-    // A dedicated non-allocating skipper is a measured optimisation away if scans need it.
-    decode_value(r, descriptors).map(drop)
+/// Reads the fields of a record one by one (for query evaluation), numbering memo slots across
+/// the whole record so that back-references between fields stay valid.
+pub struct FieldReader<'a, 's, D: DescriptorSource + ?Sized> {
+    reader: Reader<'a>,
+    walk: Walk<'s, D>,
+}
+
+impl<'a, 's, D: DescriptorSource + ?Sized> FieldReader<'a, 's, D> {
+    /// Starts after the header of `record`, which the caller has parsed.
+    pub fn new(record: &'a [u8], state_start: usize, descriptors: &'s D) -> Result<Self, DecodeError> {
+        let mut reader = Reader::new(record);
+        reader.bytes(state_start)?;
+        Ok(FieldReader { reader, walk: Walk::new(descriptors) })
+    }
+
+    pub fn next_value(&mut self) -> Result<Value, DecodeError> {
+        self.walk.value(&mut self.reader, 0)
+    }
+}
+
+/// 0001-01-01 and 9999-12-31 in days since 1970-01-01: the range of Python's dates.
+const MIN_DAY: i64 = -719_162;
+const MAX_DAY: i64 = 2_932_896;
+
+fn checked_tz(r: &mut Reader<'_>, flags: u8, offset: usize) -> Result<TzInfo, DecodeError> {
+    let tz = r.tz_suffix(flags)?;
+    if let TzInfo::Offset(micros) = tz {
+        if micros.unsigned_abs() >= MICROS_PER_DAY {
+            return Err(DecodeError::OutOfRange { offset, what: "UTC offset" });
+        }
+    }
+    Ok(tz)
+}
+
+/// Generalized UTF-8: UTF-8 in which the surrogate code points U+D800..U+DFFF may also be
+/// encoded (each on its own, as three bytes). Overlong forms and values above U+10FFFF are not.
+fn is_generalized_utf8(bytes: &[u8]) -> bool {
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let (len, min) = match b {
+            0x00..=0x7F => (1, 0),
+            0xC2..=0xDF => (2, 0x80),
+            0xE0..=0xEF => (3, 0x800),
+            0xF0..=0xF4 => (4, 0x10000),
+            _ => return false,
+        };
+        if i + len > bytes.len() {
+            return false;
+        }
+        let mut code = u32::from(b) & (0x7F >> len);
+        for &c in &bytes[i + 1..i + len] {
+            if c & 0xC0 != 0x80 {
+                return false;
+            }
+            code = (code << 6) | u32::from(c & 0x3F);
+        }
+        if code < min || code > 0x10FFFF {
+            return false;
+        }
+        i += len;
+    }
+    true
+}
+
+/// The decimal syntax of FORMAT.md: what Python's `str(Decimal)` writes.
+pub fn is_decimal_text(text: &str) -> bool {
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let lower = unsigned.to_ascii_lowercase();
+    for special in ["snan", "nan"] {
+        if let Some(payload) = lower.strip_prefix(special) {
+            return payload.bytes().all(|b| b.is_ascii_digit());
+        }
+    }
+    if lower == "infinity" || lower == "inf" {
+        return true;
+    }
+    let (mantissa, exponent) = match lower.split_once('e') {
+        Some((m, e)) => (m, Some(e)),
+        None => (lower.as_str(), None),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = digits(int_part) && digits(frac_part) && !(int_part.is_empty() && frac_part.is_empty());
+    let exponent_ok = exponent.is_none_or(|e| {
+        let e = e.strip_prefix(['-', '+']).unwrap_or(e);
+        !e.is_empty() && digits(e)
+    });
+    mantissa_ok && exponent_ok
 }
 
 impl Value {

@@ -1,6 +1,6 @@
 use std::collections::HashMap;
 
-use crate::format::{decode_value, skip_value, ClassNo, DecodeError, Oid, Reader, RecordHeader, Value};
+use crate::format::{ClassNo, DecodeError, FieldReader, Oid, Reader, RecordHeader, Value};
 use crate::store::{Catalog, Snapshot, StoreError};
 
 /// A test of one field of a record.
@@ -61,14 +61,11 @@ pub fn scan(
                 return Ok(true);
             }
             let catalog: &Catalog = &snapshot.store().catalog();
+            let mut fields = FieldReader::new(record, r.position(), catalog).map_err(corrupt)?;
             let mut values = Vec::with_capacity(plan.fields_to_read);
             for index in 0..plan.fields_to_read {
-                if plan.positions.contains(&Some(index)) {
-                    values.push(Some(decode_value(&mut r, catalog).map_err(corrupt)?));
-                } else {
-                    skip_value(&mut r, catalog).map_err(corrupt)?;
-                    values.push(None);
-                }
+                let value = fields.next_value().map_err(corrupt)?;
+                values.push(plan.positions.contains(&Some(index)).then_some(value));
             }
             let all = predicates.iter().zip(&plan.positions).all(|(predicate, position)| {
                 let index = position.expect("checked above");

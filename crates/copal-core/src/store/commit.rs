@@ -77,7 +77,9 @@ impl<'s> Commit<'s> {
         }
     }
 
-    /// A fresh object id in the extent of `class`: one past the last stored one.
+    /// A fresh object id in the extent of `class`: past the last stored one and past every id
+    /// ever given out in the class (the class's high-water mark in `meta`), so that the id of a
+    /// deleted object is never reused and a stale reference can never reach a new object.
     pub fn allocate_oid(&mut self, class: ClassNo) -> Result<Oid, StoreError> {
         let seq = match self.next_seq.get(&class) {
             Some(&seq) => seq,
@@ -85,10 +87,15 @@ impl<'s> Commit<'s> {
                 let (first, end) = class_extent(class);
                 let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
                 let last = self.store.records.rev_range(&self.txn, &key_range(&first, &end))?.next().transpose()?;
-                match last {
+                let after_last = match last {
                     Some((key, _)) => oid_seq(read_u64_key(key, "record")?) + 1,
                     None => 0,
-                }
+                };
+                let high_water = match self.store.meta.get(&self.txn, &high_water_key(class))? {
+                    Some(bytes) => read_u64_key(bytes, "high-water mark")?,
+                    None => 0,
+                };
+                after_last.max(high_water)
             }
         };
         if seq > MAX_SEQ {
@@ -151,6 +158,9 @@ impl<'s> Commit<'s> {
         let store = self.store;
         store.log.put(&mut self.txn, &self.tid.to_be_bytes(), &log_entry)?;
         store.meta.put(&mut self.txn, META_TID, &self.tid.to_be_bytes())?;
+        for (&class, &next) in &self.next_seq {
+            store.meta.put(&mut self.txn, &high_water_key(class), &next.to_be_bytes())?;
+        }
         if self.tid > store.options.log_retention {
             let cutoff = (self.tid - store.options.log_retention).to_be_bytes();
             store.log.delete_range(&mut self.txn, &(Bound::Unbounded, Bound::Excluded(&cutoff[..])))?;
@@ -164,6 +174,12 @@ impl<'s> Commit<'s> {
         StoreStats::add(&store.stats.commits, 1);
         Ok(self.tid)
     }
+}
+
+/// The `meta` key of a class's high-water mark: `seq` and the class number, big-endian.
+fn high_water_key(class: ClassNo) -> [u8; 5] {
+    let [hi, lo] = class.to_be_bytes();
+    [b's', b'e', b'q', hi, lo]
 }
 
 impl From<DecodeError> for StoreError {
