@@ -21,7 +21,7 @@ from .errors import (
     UniqueViolation,
 )
 from .persistent import Persistent, PersistentDict, PersistentList
-from .query import Query
+from .query import Expr, Field, Query, field
 from .transaction import Transaction
 
 __all__ = [
@@ -29,6 +29,9 @@ __all__ = [
     "Database",
     "Transaction",
     "Query",
+    "field",
+    "Field",
+    "Expr",
     "Persistent",
     "PersistentList",
     "PersistentDict",

@@ -1,80 +1,409 @@
-"""Queries over the objects of a class, evaluated in Rust on raw records."""
+"""Queries: filters, ordering and paging evaluated in Rust on raw records."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, Iterator, TypeVar
+import datetime
+import decimal
+import math
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from .persistent import registry, type_name_of
 
 if TYPE_CHECKING:
     from .transaction import Transaction
 
-__all__ = ["Query"]
+__all__ = ["Query", "Expr", "Field", "field"]
 
 T = TypeVar("T")
-_MISSING = object()
+_MISSING: Any = object()
+
+# A filter travels to Rust as nested tuples (see crates/copal-py/src/query.rs).
+Node = tuple[Any, ...]
 
 
-def _extent_type_names(cls: type) -> list[str]:
-    """Stored type names of ``cls`` and of all its subclasses (their objects are in its extent)."""
-    names: list[str] = []
-    for name, registered in list(registry.items()):
-        if isinstance(registered, type) and issubclass(registered, cls):
-            names.append(name)
-    if type_name_of(cls) not in names:
-        names.append(type_name_of(cls))
+class Expr:
+    """A condition on stored objects; combine with ``&``, ``|`` and ``~``."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def __and__(self, other: Expr) -> Expr:
+        return Expr(("and", [self.node, _expr(other).node]))
+
+    def __or__(self, other: Expr) -> Expr:
+        return Expr(("or", [self.node, _expr(other).node]))
+
+    def __invert__(self) -> Expr:
+        return Expr(("not", self.node))
+
+    def __bool__(self) -> bool:
+        raise TypeError("use & | ~ to combine copal conditions, not and/or/not")
+
+    def __repr__(self) -> str:
+        return f"Expr({self.node!r})"
+
+
+def _expr(value: Any) -> Expr:
+    if not isinstance(value, Expr):
+        raise TypeError(f"expected a copal condition (copal.field(...) == ...), not {type(value).__name__}")
+    return value
+
+
+class Field:
+    """A path to a value of stored objects: ``field("address.city")``.
+
+    Segments name attributes of the object, then attributes of embedded objects, keys of dicts,
+    or attributes of referenced persistent objects (followed in Rust by object id).
+
+    >>> cond = (field("age") >= 18) & field("name").startswith("A")
+    """
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        if not path or any(not part for part in path.split(".")):
+            raise ValueError(f"invalid field path {path!r}")
+        self.path = tuple(path.split("."))
+
+    def _cmp(self, op: str, value: Any) -> Expr:
+        return Expr(("cmp", self.path, op, value))
+
+    def __eq__(self, value: Any) -> Expr:  # type: ignore[override]
+        return self._cmp("==", value)
+
+    def __ne__(self, value: Any) -> Expr:  # type: ignore[override]
+        return self._cmp("!=", value)
+
+    def __lt__(self, value: Any) -> Expr:
+        return self._cmp("<", value)
+
+    def __le__(self, value: Any) -> Expr:
+        return self._cmp("<=", value)
+
+    def __gt__(self, value: Any) -> Expr:
+        return self._cmp(">", value)
+
+    def __ge__(self, value: Any) -> Expr:
+        return self._cmp(">=", value)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def in_(self, values: Iterable[Any]) -> Expr:
+        """The value equals one of ``values``."""
+        return Expr(("in", self.path, list(values)))
+
+    def startswith(self, prefix: str | bytes) -> Expr:
+        """The value is a str (or bytes) starting with ``prefix``."""
+        return Expr(("prefix", self.path, prefix))
+
+    def is_none(self) -> Expr:
+        """The value is None or the attribute is missing."""
+        return Expr(("none", self.path))
+
+    def __repr__(self) -> str:
+        return f"field({'.'.join(self.path)!r})"
+
+
+def field(path: str) -> Field:
+    """The value at ``path`` ("a" or "a.b.c") of the queried objects, for building conditions."""
+    return Field(path)
+
+
+def _extent_type_names(cls: type, only: bool) -> list[str]:
+    """Stored type names of ``cls`` and (unless ``only``) of its subclasses."""
+    names = [type_name_of(cls)]
+    if not only:
+        for name, registered in list(registry.items()):
+            if isinstance(registered, type) and issubclass(registered, cls) and name not in names:
+                names.append(name)
     return names
 
 
+# -- evaluation of conditions on live objects (objects pending in the running transaction) ------
+# Mirrors crates/copal-core/src/query: comparisons between values of different kinds are false,
+# missing values fail every test but != and is_none.
+
+_KINDS: list[tuple[tuple[type, ...], int]] = [
+    ((type(None),), 0),
+    ((bool, int, float, decimal.Decimal), 1),
+    ((str,), 2),
+    ((bytes, bytearray), 3),
+    ((datetime.datetime,), 5),
+    ((datetime.date,), 4),
+    ((datetime.time,), 6),
+    ((datetime.timedelta,), 7),
+    ((uuid.UUID,), 8),
+    ((list, tuple), 9),
+]
+
+
+def _kind(value: Any) -> int:
+    for types, rank in _KINDS:
+        if isinstance(value, types):
+            return rank
+    return 10
+
+
+def _resolve(obj: Any, path: tuple[str, ...]) -> Any:
+    value = obj
+    for segment in path:
+        if isinstance(value, dict):
+            value = value.get(segment, _MISSING)
+        else:
+            value = getattr(value, segment, _MISSING)
+        if value is _MISSING:
+            return _MISSING
+    return value
+
+
+def _utc(value: Any) -> Any:
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def _compare(found: Any, op: str, expected: Any) -> bool:
+    if op == "!=":
+        return not _compare(found, "==", expected)
+    if _kind(found) != _kind(expected) or (isinstance(found, (list, tuple)) and type(found) is not type(expected)):
+        return False
+    found, expected = _utc(found), _utc(expected)
+    try:
+        if op == "==":
+            return bool(found == expected)
+        if op == "<":
+            return bool(found < expected)
+        if op == "<=":
+            return bool(found <= expected)
+        if op == ">":
+            return bool(found > expected)
+        return bool(found >= expected)
+    except TypeError:
+        return False
+
+
+def _evaluate(node: Node, obj: Any) -> bool:
+    kind = node[0]
+    if kind == "true":
+        return True
+    if kind == "and":
+        return all(_evaluate(n, obj) for n in node[1])
+    if kind == "or":
+        return any(_evaluate(n, obj) for n in node[1])
+    if kind == "not":
+        return not _evaluate(node[1], obj)
+    value = _resolve(obj, node[1])
+    if kind == "none":
+        return value is _MISSING or value is None
+    if value is _MISSING:
+        return bool(kind == "cmp" and node[2] == "!=")
+    if kind == "cmp":
+        return _compare(value, node[2], node[3])
+    if kind == "in":
+        return any(_compare(value, "==", v) for v in node[2])
+    prefix = node[2]
+    if isinstance(value, str) and isinstance(prefix, str):
+        return value.startswith(prefix)
+    return isinstance(value, bytes) and isinstance(prefix, bytes) and value.startswith(prefix)
+
+
+def _sort_key(value: Any) -> tuple[Any, ...]:
+    """The total order of order_by (missing first, then by kind, NaN last in its kind)."""
+    if value is _MISSING:
+        return (0,)
+    nan = isinstance(value, float) and math.isnan(value)
+    comparable = _utc(value) if _kind(value) < 10 else repr(value)
+    return (1, _kind(value), nan, 0 if nan else comparable)
+
+
+def _sort_key_at(path: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    return lambda obj: _sort_key(_resolve(obj, path))
+
+
 class Query(Generic[T]):
-    """The stored objects of a class (subclasses included) that satisfy some conditions.
+    """The stored objects of a class (subclasses included) that satisfy conditions.
 
-    Queries are immutable; ``where`` returns a new one. Nothing is read until the query is
-    iterated or asked for ``first()`` or ``count()``. Conditions are tested in Rust on the raw
-    records, so objects that do not match are never built. Objects added or changed by the
-    running transaction are seen as they are now (read-your-writes).
+    Queries are immutable: every method returns a new one. Nothing is read until the query is
+    iterated or asked for results. Conditions are evaluated in Rust on the raw records: only
+    the fields they test are decoded, and only matching objects are built. Objects added,
+    changed or deleted by the running transaction are seen as they are now (read-your-writes).
 
-    >>> tx.query(Account).where(owner="ann").first()   # doctest: +SKIP
+    >>> adults = tx.query(Person).where(copal.field("age") >= 18).order_by("name")  # doctest: +SKIP
+    >>> adults.limit(10).all()                                                      # doctest: +SKIP
     """
 
-    def __init__(self, tx: Transaction, cls: type[T], equalities: tuple[tuple[str, Any], ...] = ()) -> None:
+    def __init__(
+        self,
+        tx: Transaction,
+        cls: type[T],
+        node: Node = ("true",),
+        order: tuple[tuple[tuple[str, ...], bool], ...] = (),
+        offset: int = 0,
+        limit: int | None = None,
+        only: bool = False,
+    ) -> None:
         self._tx = tx
         self._cls = cls
-        self._equalities = equalities
+        self._node = node
+        self._order = order
+        self._offset = offset
+        self._limit = limit
+        self._only = only
 
-    def where(self, **equalities: Any) -> Query[T]:
-        """Only objects whose attributes equal the given values."""
-        return Query(self._tx, self._cls, self._equalities + tuple(equalities.items()))
+    def _with(self, **changes: Any) -> Query[T]:
+        state: dict[str, Any] = {
+            "node": self._node,
+            "order": self._order,
+            "offset": self._offset,
+            "limit": self._limit,
+            "only": self._only,
+        }
+        state.update(changes)
+        return Query(self._tx, self._cls, **state)
 
-    def _matches_pending(self, obj: Any) -> bool:
-        return all(getattr(obj, field, _MISSING) == value for field, value in self._equalities)
+    # -- building ------------------------------------------------------------------------------
+    def where(self, *conditions: Expr, **equalities: Any) -> Query[T]:
+        """Only objects satisfying every condition and attribute equality."""
+        nodes = [_expr(c).node for c in conditions]
+        nodes += [("cmp", tuple(name.split(".")), "==", value) for name, value in equalities.items()]
+        if self._node != ("true",):
+            nodes.insert(0, self._node)
+        if not nodes:
+            return self
+        return self._with(node=nodes[0] if len(nodes) == 1 else ("and", nodes))
 
-    def _run(self, limit: int | None) -> list[T]:
+    def order_by(self, *paths: str | Field, descending: bool = False) -> Query[T]:
+        """Sorts by these paths (appended to any earlier order). Values of different kinds sort
+        by kind (None, numbers, str, bytes, dates, ...); missing values come first."""
+        keys = tuple((p.path if isinstance(p, Field) else Field(p).path, descending) for p in paths)
+        return self._with(order=self._order + keys)
+
+    def limit(self, n: int) -> Query[T]:
+        """At most ``n`` results."""
+        if n < 0:
+            raise ValueError("limit must be >= 0")
+        return self._with(limit=n)
+
+    def offset(self, n: int) -> Query[T]:
+        """Skips the first ``n`` results."""
+        if n < 0:
+            raise ValueError("offset must be >= 0")
+        return self._with(offset=n)
+
+    def only(self, cls: type[T]) -> Query[T]:
+        """Objects of exactly ``cls``, not of its subclasses."""
+        return Query(self._tx, cls, self._node, self._order, self._offset, self._limit, True)
+
+    # -- running -------------------------------------------------------------------------------
+    def _pending(self) -> tuple[list[Any], set[int]]:
+        """Matching pending objects, and the ids to leave out of the stored scan."""
         tx = self._tx
-        pending: list[Any] = [o for o in tx._pending_objects() if isinstance(o, self._cls)]
-        exclude = {o._p_oid for o in pending if o._p_oid is not None}
+        deleted = {id(o) for o in tx._deleted}
+        matches: Callable[[Any], bool] = (
+            (lambda o: type(o) is self._cls) if self._only else (lambda o: isinstance(o, self._cls))
+        )
+        candidates = [o for o in tx._pending_objects() if matches(o)]
+        exclude = {o._p_oid for o in candidates if o._p_oid is not None}
         exclude.update(o._p_oid for o in tx._deleted if o._p_oid is not None)
-        results: list[T] = [o for o in pending if o not in tx._deleted and self._matches_pending(o)]
-        if limit is not None and len(results) >= limit:
-            return results[:limit]
-        classes = tx._conn.class_numbers(_extent_type_names(self._cls))
-        if classes:
-            remaining = None if limit is None else limit - len(results)
-            results.extend(tx._conn.scan(classes, list(self._equalities), remaining, exclude))
-        return results
+        found = [o for o in candidates if id(o) not in deleted and _evaluate(self._node, o)]
+        return found, exclude
+
+    def _classes(self) -> list[int]:
+        classes: list[int] = self._tx._conn.class_numbers(_extent_type_names(self._cls, self._only))
+        return classes
+
+    def _run(self, mode: str, limit: int | None = None) -> Any:
+        tx = self._tx
+        tx._check_active()
+        pending, exclude = self._pending()
+        limit = self._limit if limit is None else (limit if self._limit is None else min(limit, self._limit))
+        classes = self._classes()
+        order = [(list(path), desc) for path, desc in self._order]
+        if not pending:
+            if not classes:
+                return 0 if mode == "count" else []
+            return tx._conn.query(classes, self._node, order, self._offset, limit, exclude, mode)
+        stored: list[Any] = (
+            tx._conn.query(classes, self._node, order, 0, None, exclude, "objects") if classes else []
+        )
+        combined = stored + pending
+        if mode == "count":
+            return len(combined)
+        for path, desc in reversed(self._order):
+            combined.sort(key=_sort_key_at(path), reverse=desc)
+        end = None if limit is None else self._offset + limit
+        combined = combined[self._offset : end]
+        if mode == "oids":
+            return [o._p_oid for o in combined]
+        return combined
 
     def __iter__(self) -> Iterator[T]:
-        return iter(self._run(None))
+        return iter(self._run("objects"))
 
     def all(self) -> list[T]:
-        """Every matching object, as a list."""
-        return self._run(None)
+        """Every result, as a list."""
+        results: list[T] = self._run("objects")
+        return results
 
     def first(self) -> T | None:
-        """The first matching object (in object-id order), or None."""
-        found = self._run(1)
+        """The first result (in ``order_by`` order, else in object-id order), or None."""
+        found = self._run("objects", limit=1)
         return found[0] if found else None
 
+    def one(self) -> T:
+        """The only result; raises LookupError unless there is exactly one."""
+        found = self._run("objects", limit=2)
+        if len(found) != 1:
+            raise LookupError(f"expected exactly one {self._cls.__name__}, found {'none' if not found else 'several'}")
+        result: T = found[0]
+        return result
+
+    def exists(self) -> bool:
+        """Whether there is at least one result."""
+        return bool(self._run("oids", limit=1))
+
     def count(self) -> int:
-        """How many objects match."""
-        return len(self._run(None))
+        """How many objects match (ignoring offset and limit)."""
+        if self._offset or self._limit is not None:
+            return len(self._run("oids"))
+        n: int = self._run("count")
+        return n
+
+    def oids(self) -> list[int]:
+        """The object ids of the results, without building the objects."""
+        oids: list[int] = self._run("oids")
+        return oids
+
+    def explain(self) -> str:
+        """How the query will run (which extents, which scan)."""
+        names = _extent_type_names(self._cls, self._only)
+        parts = [f"scan extents of {', '.join(names)} in Rust, testing {self._describe(self._node)}"]
+        if self._order:
+            keys = ", ".join(".".join(p) + (" desc" if d else "") for p, d in self._order)
+            parts.append(f"sort by {keys}" + (f" (top {self._offset + self._limit})" if self._limit is not None else ""))
+        if self._offset:
+            parts.append(f"skip {self._offset}")
+        if self._limit is not None:
+            parts.append(f"limit {self._limit}")
+        return "; ".join(parts)
+
+    @classmethod
+    def _describe(cls, node: Node) -> str:
+        kind = node[0]
+        if kind == "true":
+            return "nothing (all objects)"
+        if kind in ("and", "or"):
+            return "(" + f" {kind} ".join(cls._describe(n) for n in node[1]) + ")"
+        if kind == "not":
+            return f"not {cls._describe(node[1])}"
+        path = ".".join(node[1])
+        if kind == "cmp":
+            return f"{path} {node[2]} {node[3]!r}"
+        if kind == "in":
+            return f"{path} in {node[2]!r}"
+        if kind == "prefix":
+            return f"{path} startswith {node[2]!r}"
+        return f"{path} is None"

@@ -1,7 +1,7 @@
 //! Integration tests of the LMDB store through its public Rust API (no Python).
 
 use copal_core::format::{make_oid, Reader, RecordHeader, Writer, ROOT_OID};
-use copal_core::query::{scan, Predicate};
+use copal_core::query::{self, CmpOp, Expr, Query};
 use copal_core::{Commit, LmdbStore, Snapshot, StoreError, StoreOptions, Value};
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
@@ -84,16 +84,26 @@ fn equality_scan_reads_only_the_class_extent() {
     }
     commit.finish().unwrap();
     let snapshot = Snapshot::new(&store).unwrap();
-    let eq = |field: &str, value| vec![Predicate::Eq { field: field.into(), value }];
-    let found = scan(&snapshot, &[person.class_no], &eq("age", Value::Float(42.0)), None).unwrap();
+    let eq = |classes: Vec<u16>, field: &str, value| {
+        Query::new(classes, Expr::Cmp { path: vec![field.into()], op: CmpOp::Eq, value })
+    };
+    let found = query::run(&snapshot, &eq(vec![person.class_no], "age", Value::Float(42.0))).unwrap();
     assert_eq!(found.len(), 1);
     let (oid, bytes) = &found[0];
     assert_eq!(*oid, make_oid(person.class_no, 42));
     let mut r = Reader::new(bytes);
     RecordHeader::read(&mut r).unwrap();
     assert_eq!(copal_core::format::decode_value(&mut r, &*store.catalog()).unwrap(), Value::Str("p42".into()));
-    assert!(scan(&snapshot, &[person.class_no], &eq("missing", Value::Int(1)), None).unwrap().is_empty());
-    assert_eq!(scan(&snapshot, &[person.class_no, other.class_no], &eq("age", Value::Int(7)), None).unwrap().len(), 2);
+    assert!(query::run(&snapshot, &eq(vec![person.class_no], "missing", Value::Int(1))).unwrap().is_empty());
+    let both = eq(vec![person.class_no, other.class_no], "age", Value::Int(7));
+    assert_eq!(query::count(&snapshot, &both).unwrap(), 2);
+
+    let mut older = Query::new(vec![person.class_no], Expr::Cmp { path: vec!["age".into()], op: CmpOp::Ge, value: Value::Int(90) });
+    older.order = vec![(vec!["age".into()], true)];
+    older.limit = Some(3);
+    older.offset = 1;
+    let ages: Vec<u64> = query::run(&snapshot, &older).unwrap().iter().map(|(oid, _)| copal_core::format::oid_seq(*oid)).collect();
+    assert_eq!(ages, vec![98, 97, 96]);
 }
 
 #[test]

@@ -2,26 +2,27 @@
 //! its changes. The Python `Transaction` drives it; one connection serves one thread at a time.
 
 use std::collections::{HashMap, VecDeque};
-
-use crate::gc::GcPause;
-use crate::hashing::{IntMap, IntSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
-use copal_core::format::{oid_class, Reader, TzInfo, FLAG_MUTABLE_STATE};
-use copal_core::query::{self, Predicate};
+use copal_core::format::{oid_class, TzInfo, FLAG_MUTABLE_STATE};
+use copal_core::query::{self, Query};
 use copal_core::{Commit, LmdbStore, Snapshot};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDelta, PyDict, PyList, PyString, PyTuple, PyTzInfo, PyType};
+use pyo3::IntoPyObjectExt;
 
 use crate::classes::{field_names, keys_are, resolve, ClassCache, ClassShape};
 use crate::decode::{DecodeInfo, Decoder, Resolver};
 use crate::encode::{Encoder, Sink};
 use crate::errors::{DanglingReference, IntoPyResult, SchemaError};
+use crate::gc::GcPause;
+use crate::hashing::{IntMap, IntSet};
 use crate::persistent::{deactivate, PersistentBase, CHANGED, GHOST, GENERATION, UNSAVED, UP_TO_DATE};
 use crate::pytypes;
+use crate::query::{OperandConverter, OperandSink};
 use crate::stats::SharedStats;
 
 /// Runs `f` without the GIL. LMDB write transactions must stay on the thread that began them;
@@ -241,25 +242,6 @@ impl Connection {
         Ok(())
     }
 
-    /// The predicates as core values, or None when an operand names a class the database has
-    /// never stored (then nothing can match).
-    fn predicate_values(&self, predicates: &Bound<'_, PyList>) -> PyResult<Option<Vec<Predicate>>> {
-        let mut out = Vec::with_capacity(predicates.len());
-        for item in predicates.iter() {
-            let (field, value): (String, Bound<'_, PyAny>) = item.extract()?;
-            let mut sink = ReadOnlySink { conn: self, unknown_class: false };
-            let encoded = Encoder::new(&mut sink).standalone(&value);
-            if sink.unknown_class {
-                return Ok(None);
-            }
-            let bytes = encoded?;
-            let value = copal_core::format::decode_value(&mut Reader::new(&bytes), &*self.store.catalog())
-                .map_err(|e| crate::errors::corrupt("query operand", e))?;
-            out.push(Predicate::Eq { field, value });
-        }
-        Ok(Some(out))
-    }
-
     /// Ghostifies the least recently used objects when more than `cache_size` are loaded, and
     /// drops ghosts that nothing else references.
     fn evict(&self, py: Python<'_>) -> PyResult<()> {
@@ -375,6 +357,16 @@ struct ReadOnlySink<'c> {
     conn: &'c Connection,
     /// Set when an operand's class has no descriptor with its fields: no record can equal it.
     unknown_class: bool,
+}
+
+impl OperandSink for ReadOnlySink<'_> {
+    fn take_unknown_class(&mut self) -> bool {
+        std::mem::take(&mut self.unknown_class)
+    }
+
+    fn decode(&self, bytes: &[u8]) -> PyResult<copal_core::Value> {
+        crate::query::decode_operand(bytes, &self.conn.store.catalog())
+    }
 }
 
 impl Sink for ReadOnlySink<'_> {
@@ -596,35 +588,42 @@ impl Connection {
         Ok(loaded)
     }
 
-    /// Objects of the given classes whose stored fields equal the operands of `predicates`
-    /// (a list of (field, value)), evaluated in Rust on the raw records of this snapshot.
-    #[pyo3(signature = (class_numbers, predicates, limit=None, exclude=None))]
-    fn scan<'py>(
+    /// Runs a query on this snapshot, in Rust on the raw records: `mode` "objects" returns the
+    /// matching objects, "oids" their ids, "count" how many match. `exclude` leaves out objects
+    /// that are pending in the running transaction (the caller tests those in Python).
+    #[pyo3(signature = (classes, filter, order, offset, limit, exclude, mode))]
+    #[allow(clippy::too_many_arguments)]
+    fn query<'py>(
         &self,
         py: Python<'py>,
-        class_numbers: Vec<u16>,
-        predicates: &Bound<'py, PyList>,
+        classes: Vec<u16>,
+        filter: &Bound<'py, PyAny>,
+        order: Vec<(Vec<String>, bool)>,
+        offset: usize,
         limit: Option<usize>,
-        exclude: Option<std::collections::HashSet<u64>>,
-    ) -> PyResult<Bound<'py, PyList>> {
-        let Some(predicates) = self.predicate_values(predicates)? else {
-            return Ok(PyList::empty(py));
-        };
-        let exclude = exclude.unwrap_or_default();
-        // Excluded objects are pending in this transaction; the caller tests them in Python.
-        let fetch = limit.map(|l| l + exclude.len());
+        exclude: std::collections::HashSet<u64>,
+        mode: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut sink = ReadOnlySink { conn: self, unknown_class: false };
+        let filter = OperandConverter { sink: &mut sink }.expr(filter)?;
+        let query = Query { classes, filter, order, offset, limit, exclude: exclude.into_iter().collect() };
         let _pause = GcPause::new(py);
+        if mode == "count" {
+            let n = self.with_snapshot(|snapshot| {
+                let snapshot = SameThread(snapshot);
+                without_gil(py, || query::count(snapshot.0, &query)).py_err()
+            })?;
+            return n.into_bound_py_any(py);
+        }
         let matches = self.with_snapshot(|snapshot| {
             let snapshot = SameThread(snapshot);
-            without_gil(py, || query::scan(snapshot.0, &class_numbers, &predicates, fetch)).py_err()
+            without_gil(py, || query::run(snapshot.0, &query)).py_err()
         })?;
         let out = PyList::empty(py);
         for (oid, record) in matches {
-            if exclude.contains(&oid) {
+            if mode == "oids" {
+                out.append(oid)?;
                 continue;
-            }
-            if limit.is_some_and(|l| out.len() >= l) {
-                break;
             }
             let obj = self.object_for(py, oid)?;
             if PersistentBase::of(&obj)?.state() == GHOST {
@@ -635,7 +634,7 @@ impl Connection {
             }
             out.append(obj)?;
         }
-        Ok(out)
+        Ok(out.into_any())
     }
 
     /// The class numbers of the stored type names `names` (unknown names are skipped).

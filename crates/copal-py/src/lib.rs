@@ -11,6 +11,7 @@ mod errors;
 mod gc;
 mod hashing;
 mod persistent;
+mod query;
 mod pytypes;
 mod stats;
 mod strings;

@@ -1,0 +1,139 @@
+//! Filter expressions (the Python `copal.field(...)` operators) and their evaluation.
+
+use std::cmp::Ordering;
+
+use super::order::compare;
+use crate::format::Value;
+
+/// A dotted path: a field of the record, then fields of embedded objects, keys of dicts, or
+/// fields of referenced persistent objects.
+pub type Path = Vec<String>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CmpOp {
+    pub fn parse(op: &str) -> Option<CmpOp> {
+        Some(match op {
+            "==" => CmpOp::Eq,
+            "!=" => CmpOp::Ne,
+            "<" => CmpOp::Lt,
+            "<=" => CmpOp::Le,
+            ">" => CmpOp::Gt,
+            ">=" => CmpOp::Ge,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Expr {
+    True,
+    Cmp { path: Path, op: CmpOp, value: Value },
+    In { path: Path, values: Vec<Value> },
+    StartsWith { path: Path, prefix: Value },
+    IsNone { path: Path },
+    And(Vec<Expr>),
+    Or(Vec<Expr>),
+    Not(Box<Expr>),
+}
+
+impl Expr {
+    /// Every path the expression reads, in order of first use.
+    pub fn paths<'e>(&'e self, out: &mut Vec<&'e Path>) {
+        match self {
+            Expr::True => {}
+            Expr::Cmp { path, .. } | Expr::In { path, .. } | Expr::StartsWith { path, .. } | Expr::IsNone { path } => {
+                if !out.contains(&path) {
+                    out.push(path);
+                }
+            }
+            Expr::And(items) | Expr::Or(items) => items.iter().for_each(|e| e.paths(out)),
+            Expr::Not(inner) => inner.paths(out),
+        }
+    }
+
+    /// Evaluates the expression; `lookup(path)` gives the value at a path (None: missing).
+    pub fn eval(&self, lookup: &mut dyn FnMut(&Path) -> Option<Value>) -> bool {
+        match self {
+            Expr::True => true,
+            Expr::Cmp { path, op, value } => match lookup(path) {
+                None => *op == CmpOp::Ne,
+                Some(found) => compares(&found, *op, value),
+            },
+            Expr::In { path, values } => {
+                lookup(path).is_some_and(|found| values.iter().any(|v| compares(&found, CmpOp::Eq, v)))
+            }
+            Expr::StartsWith { path, prefix } => lookup(path).is_some_and(|found| starts_with(&found, prefix)),
+            Expr::IsNone { path } => matches!(lookup(path), None | Some(Value::None)),
+            Expr::And(items) => items.iter().all(|e| e.eval(lookup)),
+            Expr::Or(items) => items.iter().any(|e| e.eval(lookup)),
+            Expr::Not(inner) => !inner.eval(lookup),
+        }
+    }
+}
+
+/// `found <op> expected` with Python's semantics, except that comparing values of different
+/// kinds is false instead of an error (and `!=` true).
+pub fn compares(found: &Value, op: CmpOp, expected: &Value) -> bool {
+    let ordering = compare(found, expected);
+    match op {
+        CmpOp::Eq => ordering == Some(Ordering::Equal) || (ordering.is_none() && found == expected && !is_nan(found)),
+        CmpOp::Ne => !compares(found, CmpOp::Eq, expected),
+        CmpOp::Lt => ordering == Some(Ordering::Less),
+        CmpOp::Le => matches!(ordering, Some(Ordering::Less | Ordering::Equal)),
+        CmpOp::Gt => ordering == Some(Ordering::Greater),
+        CmpOp::Ge => matches!(ordering, Some(Ordering::Greater | Ordering::Equal)),
+    }
+}
+
+fn is_nan(value: &Value) -> bool {
+    matches!(value, Value::Float(f) if f.is_nan())
+}
+
+fn starts_with(found: &Value, prefix: &Value) -> bool {
+    match (found, prefix) {
+        (Value::Str(s), Value::Str(p)) => s.starts_with(p.as_str()),
+        (Value::Bytes(s) | Value::ByteArray(s), Value::Bytes(p)) => s.starts_with(p),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(s: &str) -> Path {
+        s.split('.').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn missing_fields_fail_comparisons_and_count_as_none() {
+        let mut lookup = |_: &Path| None;
+        assert!(!Expr::Cmp { path: path("a"), op: CmpOp::Eq, value: Value::Int(1) }.eval(&mut lookup));
+        assert!(Expr::Cmp { path: path("a"), op: CmpOp::Ne, value: Value::Int(1) }.eval(&mut lookup));
+        assert!(Expr::IsNone { path: path("a") }.eval(&mut lookup));
+    }
+
+    #[test]
+    fn boolean_structure() {
+        let mut lookup = |p: &Path| Some(if p[0] == "a" { Value::Int(3) } else { Value::Str("xy".into()) });
+        let e = Expr::And(vec![
+            Expr::Cmp { path: path("a"), op: CmpOp::Ge, value: Value::Float(2.5) },
+            Expr::Not(Box::new(Expr::In { path: path("a"), values: vec![Value::Int(1), Value::Int(2)] })),
+            Expr::Or(vec![
+                Expr::StartsWith { path: path("b"), prefix: Value::Str("x".into()) },
+                Expr::IsNone { path: path("b") },
+            ]),
+        ]);
+        assert!(e.eval(&mut lookup));
+        assert!(!Expr::Cmp { path: path("b"), op: CmpOp::Lt, value: Value::Int(1) }.eval(&mut lookup));
+    }
+}

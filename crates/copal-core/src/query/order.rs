@@ -1,0 +1,216 @@
+//! The order of values in queries: Python's order within a kind of value, and a fixed order
+//! between kinds (docs/ARCHITECTURE.md "Queries"), so that sorting mixed values is total.
+
+use std::cmp::Ordering;
+
+use crate::format::{TzInfo, Value};
+
+/// Kinds of values in sort order. Values of different kinds are never equal and never `<` each
+/// other in a filter; in `order_by` they sort by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    None,
+    Number,
+    Str,
+    Bytes,
+    Date,
+    DateTime,
+    Time,
+    TimeDelta,
+    Uuid,
+    Sequence,
+    Other,
+}
+
+pub fn kind(value: &Value) -> Kind {
+    match value {
+        Value::None => Kind::None,
+        Value::Bool(_) | Value::Int(_) | Value::BigInt(_) | Value::Float(_) | Value::Decimal(_) => Kind::Number,
+        Value::Str(_) | Value::StrSurrogates(_) => Kind::Str,
+        Value::Bytes(_) | Value::ByteArray(_) => Kind::Bytes,
+        Value::Date { .. } => Kind::Date,
+        Value::DateTime { .. } => Kind::DateTime,
+        Value::Time { .. } => Kind::Time,
+        Value::TimeDelta { .. } => Kind::TimeDelta,
+        Value::Uuid(_) => Kind::Uuid,
+        Value::List(_) | Value::Tuple(_) => Kind::Sequence,
+        _ => Kind::Other,
+    }
+}
+
+/// A number as something comparable: exact for integers up to 128 bits, else a float.
+#[derive(Debug, Clone, Copy)]
+enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+fn number(value: &Value) -> Option<Num> {
+    Some(match value {
+        Value::Bool(b) => Num::Int(i128::from(*b)),
+        Value::Int(i) => Num::Int(i128::from(*i)),
+        Value::BigInt(bytes) => match bigint_to_i128(bytes) {
+            Some(i) => Num::Int(i),
+            None => Num::Float(bigint_to_f64(bytes)),
+        },
+        Value::Float(f) => Num::Float(*f),
+        Value::Decimal(text) => Num::Float(text.parse::<f64>().ok().or_else(|| special_decimal(text))?),
+        _ => return None,
+    })
+}
+
+fn special_decimal(text: &str) -> Option<f64> {
+    let lower = text.to_ascii_lowercase();
+    let negative = lower.starts_with('-');
+    if lower.contains("inf") {
+        Some(if negative { f64::NEG_INFINITY } else { f64::INFINITY })
+    } else {
+        None
+    }
+}
+
+fn bigint_to_i128(le: &[u8]) -> Option<i128> {
+    if le.len() > 16 {
+        return None;
+    }
+    let negative = le.last().is_some_and(|b| b & 0x80 != 0);
+    let mut bytes = [if negative { 0xFF } else { 0 }; 16];
+    bytes[..le.len()].copy_from_slice(le);
+    Some(i128::from_le_bytes(bytes))
+}
+
+fn bigint_to_f64(le: &[u8]) -> f64 {
+    let negative = le.last().is_some_and(|b| b & 0x80 != 0);
+    let mut value = 0.0;
+    for &b in le.iter().rev() {
+        value = value * 256.0 + f64::from(if negative { !b } else { b });
+    }
+    if negative { -(value + 1.0) } else { value }
+}
+
+fn compare_numbers(a: Num, b: Num) -> Option<Ordering> {
+    match (a, b) {
+        (Num::Int(x), Num::Int(y)) => Some(x.cmp(&y)),
+        (Num::Float(x), Num::Float(y)) => x.partial_cmp(&y),
+        (Num::Int(i), Num::Float(f)) => compare_int_float(i, f),
+        (Num::Float(f), Num::Int(i)) => compare_int_float(i, f).map(Ordering::reverse),
+    }
+}
+
+fn compare_int_float(i: i128, f: f64) -> Option<Ordering> {
+    if f.is_nan() {
+        return None;
+    }
+    if f.is_infinite() {
+        return Some(if f > 0.0 { Ordering::Less } else { Ordering::Greater });
+    }
+    // Exact: compare the integer with the float's integral part, then its fraction.
+    let whole = f.trunc();
+    if whole >= 1.7e38 {
+        return Some(Ordering::Less);
+    }
+    if whole <= -1.7e38 {
+        return Some(Ordering::Greater);
+    }
+    match i.cmp(&(whole as i128)) {
+        Ordering::Equal => 0.0f64.partial_cmp(&(f - whole)),
+        other => Some(other),
+    }
+}
+
+fn utc_micros(micros: i64, tz: &TzInfo) -> i64 {
+    match tz {
+        TzInfo::Offset(offset) => micros - offset,
+        _ => micros,
+    }
+}
+
+/// Python-like comparison of two values of the same kind; None when they are not comparable
+/// (different kinds, NaN, unorderable values).
+pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    if kind(a) != kind(b) {
+        return None;
+    }
+    match (a, b) {
+        (Value::None, Value::None) => Some(Ordering::Equal),
+        (Value::Str(x), Value::Str(y)) => Some(x.cmp(y)),
+        (Value::Str(x), Value::StrSurrogates(y)) => Some(x.as_bytes().cmp(y)),
+        (Value::StrSurrogates(x), Value::Str(y)) => Some(x.as_slice().cmp(y.as_bytes())),
+        (Value::StrSurrogates(x), Value::StrSurrogates(y)) => Some(x.cmp(y)),
+        (Value::Bytes(x) | Value::ByteArray(x), Value::Bytes(y) | Value::ByteArray(y)) => Some(x.cmp(y)),
+        (Value::Date { days: x }, Value::Date { days: y }) => Some(x.cmp(y)),
+        (Value::DateTime { micros: x, tz: tx, .. }, Value::DateTime { micros: y, tz: ty, .. }) => {
+            Some(utc_micros(*x, tx).cmp(&utc_micros(*y, ty)))
+        }
+        (Value::Time { micros: x, .. }, Value::Time { micros: y, .. }) => Some(x.cmp(y)),
+        (
+            Value::TimeDelta { days: d1, seconds: s1, micros: m1 },
+            Value::TimeDelta { days: d2, seconds: s2, micros: m2 },
+        ) => Some((d1, s1, m1).cmp(&(d2, s2, m2))),
+        (Value::Uuid(x), Value::Uuid(y)) => Some(x.cmp(y)),
+        (Value::List(x), Value::List(y)) | (Value::Tuple(x), Value::Tuple(y)) => compare_sequences(x, y),
+        _ => match (number(a), number(b)) {
+            (Some(x), Some(y)) => compare_numbers(x, y),
+            _ => (a == b).then_some(Ordering::Equal),
+        },
+    }
+}
+
+fn compare_sequences(x: &[Value], y: &[Value]) -> Option<Ordering> {
+    for (a, b) in x.iter().zip(y) {
+        match compare(a, b)? {
+            Ordering::Equal => continue,
+            other => return Some(other),
+        }
+    }
+    Some(x.len().cmp(&y.len()))
+}
+
+/// The total order of `order_by`: missing values first, then by kind, then by value (values that
+/// cannot be compared, like NaN, after the others of their kind).
+pub fn sort_order(a: Option<&Value>, b: Option<&Value>) -> Ordering {
+    match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Less,
+        (Some(_), None) => Ordering::Greater,
+        (Some(a), Some(b)) => kind(a).cmp(&kind(b)).then_with(|| {
+            compare(a, b).unwrap_or_else(|| {
+                let nan = |v: &Value| matches!(v, Value::Float(f) if f.is_nan());
+                nan(a).cmp(&nan(b))
+            })
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_compare_exactly_across_types() {
+        assert_eq!(compare(&Value::Int(1), &Value::Float(1.0)), Some(Ordering::Equal));
+        assert_eq!(compare(&Value::Int(i64::MAX), &Value::Float(9.223372036854776e18)), Some(Ordering::Less));
+        assert_eq!(compare(&Value::Bool(true), &Value::Int(2)), Some(Ordering::Less));
+        assert_eq!(compare(&Value::Float(f64::NAN), &Value::Int(0)), None);
+        let big = Value::BigInt({
+            let mut b = vec![0; 9];
+            b[8] = 1;
+            b
+        });
+        assert_eq!(compare(&big, &Value::Int(i64::MAX)), Some(Ordering::Greater));
+    }
+
+    #[test]
+    fn different_kinds_do_not_compare_but_sort_by_kind() {
+        assert_eq!(compare(&Value::Int(1), &Value::Str("1".into())), None);
+        assert_eq!(sort_order(Some(&Value::Str("a".into())), Some(&Value::Int(5))), Ordering::Greater);
+        assert_eq!(sort_order(None, Some(&Value::None)), Ordering::Less);
+    }
+
+    #[test]
+    fn aware_datetimes_compare_as_instants() {
+        let utc_noon = Value::DateTime { micros: 12 * 3_600_000_000, tz: TzInfo::Offset(0), fold: false };
+        let paris_one = Value::DateTime { micros: 13 * 3_600_000_000, tz: TzInfo::Offset(3_600_000_000), fold: false };
+        assert_eq!(compare(&utc_noon, &paris_one), Some(Ordering::Equal));
+    }
+}
