@@ -21,6 +21,12 @@ pub trait Resolver<'py> {
     fn class_of(&self, py: Python<'py>, info: &DecodeInfo) -> PyResult<Bound<'py, PyType>>;
     fn object(&self, py: Python<'py>, oid: u64) -> PyResult<Bound<'py, PyAny>>;
     fn zone(&self, py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py, PyTzInfo>>>;
+    /// The new, empty instance for an OBJECT of descriptor `id` and class `class`, or `None` for
+    /// the default: a plain instance made with `object.__new__` after `check_plain_class`.
+    /// Standalone streams (standalone.rs) rebuild persistent objects stored by value here.
+    fn instance(&self, _py: Python<'py>, _id: u32, _class: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        Ok(None)
+    }
 }
 
 /// A descriptor prepared for decoding: interned field names.
@@ -254,10 +260,16 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 obj
             }
             tag::OBJECT => {
-                let info = self.resolver.descriptor(py, r.u32_varint()?)?;
+                let id = r.u32_varint()?;
+                let info = self.resolver.descriptor(py, id)?;
                 let class = self.resolver.class_of(py, &info)?;
-                check_plain_class(&class, &info)?;
-                let obj = pytypes::object_type(py)?.call_method1("__new__", (&class,))?;
+                let obj = match self.resolver.instance(py, id, &class)? {
+                    Some(obj) => obj,
+                    None => {
+                        check_plain_class(&class, &info)?;
+                        pytypes::object_type(py)?.call_method1("__new__", (&class,))?
+                    }
+                };
                 self.memo.push(Some(obj.clone()));
                 self.set_fields(r, &obj, &info, depth + 1)?;
                 obj
@@ -296,6 +308,16 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             dict.set_item(key, value).map_err(|_| unhashable(offset))?;
         }
         Ok(())
+    }
+
+    /// Decodes one standalone value at depth 0 from `r`, which must hold nothing after it
+    /// (standalone streams, docs/STREAM.md).
+    pub fn standalone(&mut self, r: &mut Reader<'_>) -> PyResult<Bound<'py, PyAny>> {
+        let result = self.value(r, 0).and_then(|value| {
+            r.expect_end()?;
+            Ok(value)
+        });
+        self.finish(result)
     }
 
     /// Sets the descriptor's fields as attributes of `obj`, bypassing any `__setattr__` of its
@@ -408,7 +430,7 @@ fn clock(micros_of_day: i64) -> (u8, u8, u8, u32) {
     )
 }
 
-fn check_plain_class(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()> {
+pub fn check_plain_class(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()> {
     let persistent = class.is_subclass_of::<crate::persistent::PersistentBase>()?;
     if persistent || !crate::encode::is_heap_type(class) || !crate::encode::new_is_object_new(class)? {
         return Err(SchemaError::new_err(format!(

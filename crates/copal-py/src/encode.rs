@@ -30,6 +30,11 @@ pub trait Sink {
     /// The id to write for a reference to persistent `obj`; an object that has none yet
     /// becomes persistent here (persistence by reachability).
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64>;
+    /// Whether persistent objects are written by value, as an OBJECT of their stored state,
+    /// instead of as a REF (standalone streams, docs/STREAM.md). Records never do.
+    fn persistent_by_value(&self) -> bool {
+        false
+    }
 }
 
 enum Failure {
@@ -159,8 +164,12 @@ impl<'s> Encoder<'s> {
         } else if let Ok(dict) = v.cast_exact::<PyDict>() {
             self.dict(dict, depth)?;
         } else if v.is_instance_of::<PersistentBase>() {
-            let oid = self.sink.reference(v)?;
-            self.w.reference(oid_class(oid), oid_seq(oid));
+            if self.sink.persistent_by_value() {
+                self.persistent_by_value(v, depth)?;
+            } else {
+                let oid = self.sink.reference(v)?;
+                self.w.reference(oid_class(oid), oid_seq(oid));
+            }
         } else if let Ok(t) = v.cast_exact::<PyTuple>() {
             self.tuple(t, depth)?;
         } else if let Ok(dt) = v.cast_exact::<PyDateTime>() {
@@ -375,6 +384,22 @@ impl<'s> Encoder<'s> {
             return Ok(());
         }
         let dict = instance_dict(v)?;
+        let shape = self.sink.descriptor(&v.get_type(), &dict)?;
+        self.w.u8(tag::OBJECT);
+        self.w.varint(u64::from(shape.descriptor));
+        self.fields(&dict, depth)
+    }
+
+    /// A persistent object written by value (standalone streams): an OBJECT of its stored
+    /// state, with a descriptor that the sink marks as persistent. A ghost is loaded first.
+    fn persistent_by_value(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
+        if self.backref_or_slot(v)? {
+            return Ok(());
+        }
+        if PersistentBase::of(v)?.state() == crate::persistent::GHOST {
+            v.call_method0(pyo3::intern!(v.py(), "_p_activate"))?;
+        }
+        let dict = stored_state(v)?;
         let shape = self.sink.descriptor(&v.get_type(), &dict)?;
         self.w.u8(tag::OBJECT);
         self.w.varint(u64::from(shape.descriptor));

@@ -3,6 +3,7 @@
 pub mod calendar;
 mod descriptor;
 mod error;
+pub mod index_key;
 mod oid;
 mod reader;
 mod record;

@@ -4,6 +4,7 @@
 
 mod expr;
 mod order;
+mod plan;
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 pub use expr::{compares, CmpOp, Expr, Path};
 pub use order::{compare, sort_order};
+pub use plan::Access;
 
 use crate::format::{decode_record_state, ClassNo, DecodeError, Descriptor, FieldReader, Oid, RecordHeader, Value};
 use crate::store::{Snapshot, StoreError};
@@ -132,10 +134,31 @@ fn query_paths(query: &Query) -> Vec<Path> {
     all
 }
 
-/// Calls `visit(oid, record, sort keys)` for every record that matches, in id order.
+/// How `query` will run on `snapshot`: through an index or by scanning the extents.
+pub fn access(snapshot: &Snapshot, query: &Query) -> Result<Access, StoreError> {
+    let defs = snapshot.index_defs()?;
+    if defs.is_empty() {
+        return Ok(Access::Scan);
+    }
+    snapshot.all_descriptors()?;
+    let type_names: Vec<String> = {
+        let catalog = snapshot.store().catalog();
+        query.classes.iter().filter_map(|c| catalog.type_name(*c).map(str::to_owned)).collect()
+    };
+    Ok(plan::plan(query, &defs, &type_names))
+}
+
+/// A description of the chosen access, for `Query.explain()`.
+pub fn explain(snapshot: &Snapshot, query: &Query) -> Result<String, StoreError> {
+    Ok(plan::describe(&access(snapshot, query)?, query))
+}
+
+/// Calls `visit(oid, record, sort keys)` for every record that matches, in the access order
+/// (id order for scans, key order for indexes), until it returns false.
 fn for_each_match(
     snapshot: &Snapshot,
     query: &Query,
+    access: &Access,
     mut visit: impl FnMut(Oid, &[u8], Vec<Option<Value>>) -> bool,
 ) -> Result<(), StoreError> {
     let paths = query_paths(query);
@@ -148,13 +171,11 @@ fn for_each_match(
         }
     }
     let mut reader = Reader::new(snapshot);
-    for &class in &query.classes {
-        let mut go_on = true;
-        snapshot.scan_extent(class, |oid, record| {
-            if query.exclude.contains(&oid) {
-                return Ok(true);
-            }
-            let top = reader.fields(oid, record, &names)?;
+    let mut test = |oid: Oid, record: &[u8]| -> Result<bool, StoreError> {
+        if query.exclude.contains(&oid) {
+            return Ok(true);
+        }
+        let top = reader.fields(oid, record, &names)?;
             let mut lookup = |path: &Path| -> Option<Value> {
                 let index = names.iter().position(|n| *n == path[0])?;
                 let value = top[index].clone()?;
@@ -166,29 +187,82 @@ fn for_each_match(
                     }
                 }
             };
-            let matched = query.filter.eval(&mut lookup);
-            let keys: Vec<Option<Value>> =
-                if matched { query.order.iter().map(|(path, _)| lookup(path)).collect() } else { Vec::new() };
-            if let Some(error) = reader.failure.take() {
-                return Err(error);
+        let matched = query.filter.eval(&mut lookup);
+        let keys: Vec<Option<Value>> =
+            if matched { query.order.iter().map(|(path, _)| lookup(path)).collect() } else { Vec::new() };
+        if let Some(error) = reader.failure.take() {
+            return Err(error);
+        }
+        Ok(!matched || visit(oid, record, keys))
+    };
+    match access {
+        Access::Scan => {
+            for &class in &query.classes {
+                let mut go_on = true;
+                snapshot.scan_extent(class, |oid, record| {
+                    go_on = test(oid, record)?;
+                    Ok(go_on)
+                })?;
+                if !go_on {
+                    break;
+                }
             }
-            go_on = !matched || visit(oid, record, keys);
-            Ok(go_on)
-        })?;
-        if !go_on {
-            break;
+        }
+        Access::Index { def, ranges, descending, .. } => {
+            let mut seen = HashSet::new();
+            let mut candidates = Vec::new();
+            let ordered_ranges: Vec<&plan::KeyRange> =
+                if *descending { ranges.iter().rev().collect() } else { ranges.iter().collect() };
+            'ranges: for range in ordered_ranges {
+                let mut go_on = true;
+                snapshot.scan_index(def.id, &range.start, range.end.as_deref(), *descending, |entry| {
+                    let oid = crate::store::entry_oid(entry)?;
+                    if query.classes.contains(&crate::format::oid_class(oid)) && seen.insert(oid) {
+                        candidates.push(oid);
+                        if candidates.len() >= 1024 {
+                            // Test in batches so that an ordered scan with a limit stops early.
+                            go_on = test_batch(snapshot, &mut candidates, &mut test)?;
+                        }
+                    }
+                    Ok(go_on)
+                })?;
+                if !go_on {
+                    break 'ranges;
+                }
+                if !test_batch(snapshot, &mut candidates, &mut test)? {
+                    break 'ranges;
+                }
+            }
         }
     }
     Ok(())
 }
 
+/// Tests the records of `candidates` (in their order) and empties it; false when visiting stops.
+fn test_batch(
+    snapshot: &Snapshot,
+    candidates: &mut Vec<Oid>,
+    test: &mut impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
+) -> Result<bool, StoreError> {
+    for oid in candidates.drain(..) {
+        if let Some(record) = snapshot.get(oid)? {
+            if !test(oid, record)? {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
 /// The (oid, record) of the matches, sorted, offset and limited as the query says.
 pub fn run(snapshot: &Snapshot, query: &Query) -> Result<Vec<(Oid, Vec<u8>)>, StoreError> {
     let wanted = query.limit.map(|l| l.saturating_add(query.offset));
-    if query.order.is_empty() {
+    let access = access(snapshot, query)?;
+    let in_order = matches!(access, Access::Index { ordered: true, .. });
+    if query.order.is_empty() || in_order {
         let mut out = Vec::new();
         let mut seen = 0;
-        for_each_match(snapshot, query, |oid, record, _| {
+        for_each_match(snapshot, query, &access, |oid, record, _| {
             seen += 1;
             if seen > query.offset {
                 out.push((oid, record.to_vec()));
@@ -198,7 +272,7 @@ pub fn run(snapshot: &Snapshot, query: &Query) -> Result<Vec<(Oid, Vec<u8>)>, St
         return Ok(out);
     }
     let mut all: Vec<(Vec<Option<Value>>, Oid, Vec<u8>)> = Vec::new();
-    for_each_match(snapshot, query, |oid, record, keys| {
+    for_each_match(snapshot, query, &access, |oid, record, keys| {
         all.push((keys, oid, record.to_vec()));
         true
     })?;
@@ -228,7 +302,8 @@ pub fn run(snapshot: &Snapshot, query: &Query) -> Result<Vec<(Oid, Vec<u8>)>, St
 pub fn count(snapshot: &Snapshot, query: &Query) -> Result<u64, StoreError> {
     let mut n = 0;
     let unordered = Query { order: Vec::new(), ..query.clone() };
-    for_each_match(snapshot, &unordered, |_, _, _| {
+    let access = access(snapshot, &unordered)?;
+    for_each_match(snapshot, &unordered, &access, |_, _, _| {
         n += 1;
         true
     })?;

@@ -10,10 +10,12 @@ use std::sync::Arc;
 use heed::RwTxn;
 
 use super::error::StoreError;
+use super::catalog::Catalog;
+use super::index::{entry_key, entry_oid, key_has_no_value, prefix_end, DescriptorNames, IndexDef};
 use super::lmdb::{key_range, read_u64_key, LmdbStore, META_TID};
 use super::snapshot::encode_oid_list;
 use super::stats::StoreStats;
-use crate::format::{class_extent, make_oid, oid_seq, ClassNo, DecodeError, Descriptor, Oid, RecordHeader, MAX_SEQ};
+use crate::format::{class_extent, make_oid, oid_seq, ClassNo, DecodeError, Descriptor, DescriptorSource, Oid, RecordHeader, MAX_SEQ};
 
 pub struct Commit<'s> {
     store: &'s LmdbStore,
@@ -22,6 +24,7 @@ pub struct Commit<'s> {
     next_seq: HashMap<ClassNo, u64>,
     changed: Vec<Oid>,
     new_descriptors: Vec<Arc<Descriptor>>,
+    indexes: Vec<Arc<IndexDef>>,
     next_descriptor: u32,
     next_class: ClassNo,
 }
@@ -35,6 +38,7 @@ impl<'s> Commit<'s> {
             Some(bytes) => read_u64_key(bytes, "last tid")?,
             None => 0,
         };
+        let indexes = store.index_defs(&txn)?;
         let (next_descriptor, next_class) = {
             let catalog = store.catalog();
             (catalog.max_id + 1, catalog.max_class + 1)
@@ -46,6 +50,7 @@ impl<'s> Commit<'s> {
             next_seq: HashMap::new(),
             changed: Vec::new(),
             new_descriptors: Vec::new(),
+            indexes,
             next_descriptor,
             next_class,
         })
@@ -140,15 +145,127 @@ impl<'s> Commit<'s> {
     }
 
     pub fn put(&mut self, oid: Oid, record: &[u8]) -> Result<(), StoreError> {
+        if !self.indexes.is_empty() {
+            let old = self.store.records.get(&self.txn, &oid.to_be_bytes())?.map(<[u8]>::to_vec);
+            self.update_indexes(oid, old.as_deref(), Some(record))?;
+        }
         self.store.records.put(&mut self.txn, &oid.to_be_bytes(), record)?;
         self.changed.push(oid);
         Ok(())
     }
 
     pub fn delete(&mut self, oid: Oid) -> Result<(), StoreError> {
+        if !self.indexes.is_empty() {
+            let old = self.store.records.get(&self.txn, &oid.to_be_bytes())?.map(<[u8]>::to_vec);
+            self.update_indexes(oid, old.as_deref(), None)?;
+        }
         self.store.records.delete(&mut self.txn, &oid.to_be_bytes())?;
         self.changed.push(oid);
         Ok(())
+    }
+
+    /// Moves the index entries of `oid` from the keys of its `old` record to those of `new`,
+    /// checking unique indexes.
+    fn update_indexes(&mut self, oid: Oid, old: Option<&[u8]>, new: Option<&[u8]>) -> Result<(), StoreError> {
+        let indexes = self.indexes.clone();
+        for def in indexes {
+            let old_key = self.key_of(&def, oid, old)?;
+            let new_key = self.key_of(&def, oid, new)?;
+            if old_key == new_key {
+                continue;
+            }
+            if let Some(key) = old_key {
+                self.store.index_entries.delete(&mut self.txn, &entry_key(def.id, &key, oid))?;
+            }
+            if let Some(key) = new_key {
+                self.add_entry(&def, &key, oid)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn key_of(&self, def: &IndexDef, oid: Oid, record: Option<&[u8]>) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(record) = record else { return Ok(None) };
+        let catalog = self.store.catalog();
+        let descriptors = WithPending { catalog: &catalog, pending: &self.new_descriptors };
+        def.key_of(record, &descriptors).map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })
+    }
+
+    fn add_entry(&mut self, def: &IndexDef, key: &[u8], oid: Oid) -> Result<(), StoreError> {
+        if def.unique && !key_has_no_value(key, def.fields.len()) {
+            let mut prefix = def.id.to_be_bytes().to_vec();
+            prefix.extend_from_slice(key);
+            let end = prefix_end(&prefix).unwrap_or_default();
+            for entry in self.store.index_entries.range(&self.txn, &key_range(&prefix, &end))? {
+                let other = entry_oid(entry?.0)?;
+                if other != oid {
+                    let index = format!("{}({})", def.type_name, def.fields.join(", "));
+                    return Err(StoreError::UniqueViolation { index, oid, other });
+                }
+            }
+        }
+        self.store.index_entries.put(&mut self.txn, &entry_key(def.id, key, oid), &[][..])?;
+        Ok(())
+    }
+
+    /// Makes sure an index on `fields` declared by `type_name` exists and holds the objects of
+    /// every type in `covered` (building entries for the existing objects); returns its id.
+    pub fn ensure_index(&mut self, type_name: &str, covered: &[String], fields: &[String], unique: bool) -> Result<u32, StoreError> {
+        let existing = self.indexes.iter().find(|d| d.type_name == type_name && d.fields == fields && d.unique == unique).cloned();
+        let (def, to_build): (IndexDef, Vec<String>) = match existing {
+            Some(def) => {
+                let missing: Vec<String> = covered.iter().filter(|c| !def.covered.contains(c)).cloned().collect();
+                if missing.is_empty() {
+                    return Ok(def.id);
+                }
+                let mut def = (*def).clone();
+                def.covered.extend(missing.iter().cloned());
+                (def, missing)
+            }
+            None => {
+                let id = self.indexes.iter().map(|d| d.id).max().unwrap_or(0) + 1;
+                let def = IndexDef { id, type_name: type_name.to_owned(), covered: covered.to_vec(), fields: fields.to_vec(), unique };
+                (def, covered.to_vec())
+            }
+        };
+        self.store.index_defs.put(&mut self.txn, &def.id.to_be_bytes(), &def.encode())?;
+        let def = Arc::new(def);
+        self.indexes.retain(|d| d.id != def.id);
+        self.indexes.push(Arc::clone(&def));
+        let classes: Vec<ClassNo> = {
+            let catalog = self.store.catalog();
+            to_build.iter().filter_map(|name| catalog.class_no(name)).collect()
+        };
+        for class in classes {
+            let (first, end) = class_extent(class);
+            let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
+            let mut entries = Vec::new();
+            for entry in self.store.records.range(&self.txn, &key_range(&first, &end))? {
+                let (key, record) = entry?;
+                let oid = read_u64_key(key, "record")?;
+                if let Some(index_key) = self.key_of(&def, oid, Some(record))? {
+                    entries.push((index_key, oid));
+                }
+            }
+            for (index_key, oid) in entries {
+                self.add_entry(&def, &index_key, oid)?;
+            }
+        }
+        Ok(def.id)
+    }
+
+    /// Removes index `id` and all its entries.
+    pub fn drop_index(&mut self, id: u32) -> Result<(), StoreError> {
+        self.store.index_defs.delete(&mut self.txn, &id.to_be_bytes())?;
+        let (lo, hi) = (id.to_be_bytes(), (id + 1).to_be_bytes());
+        self.store.index_entries.delete_range(&mut self.txn, &key_range(&lo, &hi))?;
+        self.indexes.retain(|d| d.id != id);
+        Ok(())
+    }
+
+    /// The index definitions as this commit sees them.
+    pub fn indexes(&self) -> &[Arc<IndexDef>] {
+        &self.indexes
     }
 
     /// Writes the commit log entry and the new last tid, prunes the log, and commits durably.
@@ -173,6 +290,27 @@ impl<'s> Commit<'s> {
         StoreStats::add(&store.stats.records_written, written);
         StoreStats::add(&store.stats.commits, 1);
         Ok(self.tid)
+    }
+}
+
+/// The catalog plus the descriptors registered by a commit in progress.
+struct WithPending<'a> {
+    catalog: &'a Catalog,
+    pending: &'a [Arc<Descriptor>],
+}
+
+impl DescriptorSource for WithPending<'_> {
+    fn field_count(&self, id: u32) -> Result<usize, DecodeError> {
+        self.names(id).map(|(_, fields)| fields.len())
+    }
+}
+
+impl DescriptorNames for WithPending<'_> {
+    fn names(&self, id: u32) -> Result<(&str, &[String]), DecodeError> {
+        match self.pending.iter().find(|d| d.id == id) {
+            Some(d) => Ok((d.type_name.as_str(), d.fields.as_slice())),
+            None => self.catalog.names(id),
+        }
     }
 }
 

@@ -16,6 +16,8 @@ pub enum StoreError {
     Incompatible { message: String },
     /// The database has no room for more classes or objects of a class.
     Exhausted { message: String },
+    /// A commit would store two objects with the same key in a unique index.
+    UniqueViolation { index: String, oid: Oid, other: Oid },
 }
 
 impl fmt::Display for StoreError {
@@ -33,6 +35,11 @@ impl fmt::Display for StoreError {
             Self::Storage { message } => write!(f, "storage error: {message}"),
             Self::Incompatible { message } => write!(f, "{message}"),
             Self::Exhausted { message } => write!(f, "{message}"),
+            Self::UniqueViolation { index, oid, other } => write!(
+                f,
+                "object {oid:#x} has the same key as object {other:#x} in unique index {index}; \
+                 nothing of this transaction was written"
+            ),
         }
     }
 }

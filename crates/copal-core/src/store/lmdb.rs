@@ -52,6 +52,8 @@ pub struct LmdbStore {
     pub(crate) descriptors: Table,
     pub(crate) log: Table,
     pub(crate) meta: Table,
+    pub(crate) index_defs: Table,
+    pub(crate) index_entries: Table,
     pub(crate) catalog: RwLock<Catalog>,
     pub(crate) options: StoreOptions,
     pub stats: StoreStats,
@@ -98,6 +100,8 @@ impl LmdbStore {
         let descriptors = env.create_database(&mut wtxn, Some("descriptors"))?;
         let log = env.create_database(&mut wtxn, Some("log"))?;
         let meta: Table = env.create_database(&mut wtxn, Some("meta"))?;
+        let index_defs = env.create_database(&mut wtxn, Some("index_defs"))?;
+        let index_entries = env.create_database(&mut wtxn, Some("index_entries"))?;
         match meta.get(&wtxn, META_FORMAT)? {
             None => {
                 let root = Descriptor {
@@ -127,6 +131,8 @@ impl LmdbStore {
             descriptors,
             log,
             meta,
+            index_defs,
+            index_entries,
             catalog: RwLock::new(Catalog::default()),
             options,
             stats: StoreStats::default(),

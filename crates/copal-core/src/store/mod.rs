@@ -4,6 +4,7 @@
 mod catalog;
 mod commit;
 mod error;
+mod index;
 mod lmdb;
 mod snapshot;
 mod stats;
@@ -11,6 +12,7 @@ mod stats;
 pub use catalog::Catalog;
 pub use commit::Commit;
 pub use error::StoreError;
+pub use index::{entry_oid, prefix_end, IndexDef};
 pub use lmdb::{LmdbStore, StoreOptions};
 pub use snapshot::Snapshot;
 pub use stats::StoreStats;

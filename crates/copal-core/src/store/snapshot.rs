@@ -145,6 +145,23 @@ impl Snapshot {
         Ok(Some(oids))
     }
 
+    /// The index definitions of this snapshot.
+    pub fn index_defs(&self) -> Result<Vec<Arc<super::IndexDef>>, StoreError> {
+        self.store.index_defs(&self.txn)
+    }
+
+    /// Visits entry keys of index `id` in `[start, end)`; see `LmdbStore::scan_index`.
+    pub fn scan_index(
+        &self,
+        id: u32,
+        start: &[u8],
+        end: Option<&[u8]>,
+        descending: bool,
+        visit: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.store.scan_index(&self.txn, id, start, end, descending, visit)
+    }
+
     /// The descriptor `id`, reading descriptors added since the catalog was loaded if needed.
     pub fn descriptor(&self, id: u32) -> Result<Arc<Descriptor>, StoreError> {
         if let Some(d) = self.store.catalog().get(id) {

@@ -1,0 +1,196 @@
+//! Secondary indexes: definitions, entries, and their maintenance (docs/ARCHITECTURE.md
+//! "Indexes"). An entry is the key `index id (u32 BE) ++ index key ++ oid (u64 BE)` with an
+//! empty value in the `index_entries` table, so a lookup or range is one LMDB range scan and two
+//! transactions that index different objects never touch the same entry.
+
+use std::sync::Arc;
+
+use heed::RoTxn;
+
+use super::error::StoreError;
+use super::lmdb::{key_range, read_u32_key, read_u64_key, LmdbStore};
+use crate::format::index_key::push_key;
+use crate::format::{decode_record_state, DescriptorSource, Oid, Reader, Writer};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexDef {
+    pub id: u32,
+    /// The class that declares the index.
+    pub type_name: String,
+    /// Type names whose objects the index holds: the declaring class and its subclasses.
+    pub covered: Vec<String>,
+    pub fields: Vec<String>,
+    pub unique: bool,
+}
+
+impl IndexDef {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.length_prefixed(self.type_name.as_bytes());
+        w.varint(self.covered.len() as u64);
+        self.covered.iter().for_each(|c| w.length_prefixed(c.as_bytes()));
+        w.varint(self.fields.len() as u64);
+        self.fields.iter().for_each(|f| w.length_prefixed(f.as_bytes()));
+        w.u8(u8::from(self.unique));
+        w.buf
+    }
+
+    pub fn decode(id: u32, data: &[u8]) -> Result<IndexDef, crate::format::DecodeError> {
+        let mut r = Reader::new(data);
+        let type_name = r.str()?.to_owned();
+        let covered = (0..r.length(1)?).map(|_| r.str().map(str::to_owned)).collect::<Result<_, _>>()?;
+        let fields = (0..r.length(1)?).map(|_| r.str().map(str::to_owned)).collect::<Result<_, _>>()?;
+        let unique = r.u8()? != 0;
+        r.expect_end()?;
+        Ok(IndexDef { id, type_name, covered, fields, unique })
+    }
+
+    /// The index key of a record (None where a field is missing), or None if the record's
+    /// class is not covered by this index.
+    pub fn key_of(
+        &self,
+        record: &[u8],
+        descriptors: &(impl DescriptorSource + DescriptorNames),
+    ) -> Result<Option<Vec<u8>>, crate::format::DecodeError> {
+        let (header, values) = decode_record_state(record, descriptors)?;
+        let (type_name, names) = descriptors.names(header.descriptor)?;
+        if !self.covered.iter().any(|c| c == type_name) {
+            return Ok(None);
+        }
+        let mut key = Vec::with_capacity(16 * self.fields.len());
+        for field in &self.fields {
+            let value = names.iter().position(|n| n == field).map(|i| &values[i]);
+            push_key(&mut key, value);
+        }
+        Ok(Some(key))
+    }
+}
+
+/// Type name and field names of a descriptor id.
+pub trait DescriptorNames {
+    fn names(&self, id: u32) -> Result<(&str, &[String]), crate::format::DecodeError>;
+}
+
+impl DescriptorNames for super::catalog::Catalog {
+    fn names(&self, id: u32) -> Result<(&str, &[String]), crate::format::DecodeError> {
+        self.get(id)
+            .map(|d| (d.type_name.as_str(), d.fields.as_slice()))
+            .ok_or(crate::format::DecodeError::UnknownDescriptor { id })
+    }
+}
+
+pub fn entry_key(index: u32, key: &[u8], oid: Oid) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + key.len() + 8);
+    out.extend_from_slice(&index.to_be_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&oid.to_be_bytes());
+    out
+}
+
+/// The oid at the end of an entry key.
+pub fn entry_oid(entry: &[u8]) -> Result<Oid, StoreError> {
+    read_u64_key(&entry[entry.len().saturating_sub(8)..], "index entry")
+}
+
+/// The smallest byte string greater than every string starting with `prefix` (None: none).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xFF {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// Whether a key (without oid) holds a missing or None field: such keys are exempt from
+/// uniqueness, as NULLs are in SQL.
+pub fn key_has_no_value(key: &[u8], fields: usize) -> bool {
+    use crate::format::index_key::{MISSING, NONE};
+    let mut pos = 0;
+    for _ in 0..fields {
+        match key.get(pos) {
+            Some(&MISSING) | Some(&NONE) | None => return true,
+            Some(_) => pos += field_key_len(&key[pos..]),
+        }
+    }
+    false
+}
+
+fn field_key_len(key: &[u8]) -> usize {
+    use crate::format::index_key::*;
+    match key[0] {
+        MISSING | NONE => 1,
+        NUMBER => 17,
+        DATE | DATETIME | TIME | TIMEDELTA => 9,
+        UUID => 17,
+        _ => {
+            // Escaped bytes up to the 00 00 terminator.
+            let mut i = 1;
+            while i + 1 < key.len() {
+                if key[i] == 0 {
+                    if key[i + 1] == 0 {
+                        return i + 2;
+                    }
+                    i += 2;
+                } else {
+                    i += 1;
+                }
+            }
+            key.len()
+        }
+    }
+}
+
+impl LmdbStore {
+    /// The index definitions visible in `txn`.
+    pub fn index_defs(&self, txn: &RoTxn<'_>) -> Result<Vec<Arc<IndexDef>>, StoreError> {
+        let mut defs = Vec::new();
+        for entry in self.index_defs.iter(txn)? {
+            let (key, value) = entry?;
+            let id = read_u32_key(key)?;
+            let def = IndexDef::decode(id, value)
+                .map_err(|source| StoreError::Corrupt { what: format!("index definition {id}"), source })?;
+            defs.push(Arc::new(def));
+        }
+        Ok(defs)
+    }
+
+    /// Calls `visit(entry key)` for the entries of index `id` in `[start, end)` (bytes after the
+    /// index id), in key order or reversed, until it returns false.
+    pub fn scan_index(
+        &self,
+        txn: &RoTxn<'_>,
+        id: u32,
+        start: &[u8],
+        end: Option<&[u8]>,
+        descending: bool,
+        mut visit: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut lo = id.to_be_bytes().to_vec();
+        lo.extend_from_slice(start);
+        let hi = match end {
+            Some(end) => {
+                let mut hi = id.to_be_bytes().to_vec();
+                hi.extend_from_slice(end);
+                hi
+            }
+            None => (id + 1).to_be_bytes().to_vec(),
+        };
+        if descending {
+            for entry in self.index_entries.rev_range(txn, &key_range(&lo, &hi))? {
+                if !visit(entry?.0)? {
+                    break;
+                }
+            }
+        } else {
+            for entry in self.index_entries.range(txn, &key_range(&lo, &hi))? {
+                if !visit(entry?.0)? {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
