@@ -20,6 +20,7 @@ from .errors import (
     StorageError,
     UniqueViolation,
 )
+from .indexes import Index
 from .persistent import Persistent, PersistentDict, PersistentList
 from .query import Expr, Field, Query, field
 from .transaction import Transaction
@@ -29,6 +30,7 @@ __all__ = [
     "Database",
     "Transaction",
     "Query",
+    "Index",
     "field",
     "Field",
     "Expr",

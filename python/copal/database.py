@@ -8,6 +8,7 @@ from typing import Any, Callable, TypeVar
 
 from . import _core
 from .errors import ConflictError
+from .indexes import declared_indexes
 from .persistent import registry
 from .transaction import Transaction
 
@@ -41,6 +42,8 @@ class Database:
         self._all: list[_core.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        # Indexes are synchronised with the class declarations when new classes appear.
+        self._indexes_synced_for = -1
 
     def transaction(self) -> Transaction:
         """Starts a transaction; use it in a ``with`` block (commit on success, abort on error)."""
@@ -52,7 +55,20 @@ class Database:
             else:
                 conn = self._store.connect(registry, self.cache_size)
                 self._all.append(conn)
+        try:
+            self._sync_indexes(conn)
+        except BaseException:
+            self._release(conn)
+            raise
         return Transaction(self, conn)
+
+    def _sync_indexes(self, conn: _core.Connection) -> None:
+        # Before the transaction's snapshot is taken, so that its queries see complete indexes.
+        if self._indexes_synced_for == len(registry):
+            return
+        declared, owners = declared_indexes()
+        conn.sync_indexes(declared, owners)
+        self._indexes_synced_for = len(registry)
 
     def run(self, work: Callable[[Transaction], R], retries: int = 3) -> R:
         """Runs ``work(tx)`` in a transaction and commits it, retrying up to ``retries`` times

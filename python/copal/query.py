@@ -378,9 +378,15 @@ class Query(Generic[T]):
         return oids
 
     def explain(self) -> str:
-        """How the query will run (which extents, which scan)."""
-        names = _extent_type_names(self._cls, self._only)
-        parts = [f"scan extents of {', '.join(names)} in Rust, testing {self._describe(self._node)}"]
+        """How the query will run: the index or scan the planner chose, then ordering and paging."""
+        classes = self._classes()
+        order = [(list(path), desc) for path, desc in self._order]
+        access: str = (
+            self._tx._conn.query(classes, self._node, order, self._offset, self._limit, set(), "explain")
+            if classes
+            else "nothing stored yet"
+        )
+        parts = [f"{access}; filter {self._describe(self._node)}"]
         if self._order:
             keys = ", ".join(".".join(p) + (" desc" if d else "") for p, d in self._order)
             parts.append(f"sort by {keys}" + (f" (top {self._offset + self._limit})" if self._limit is not None else ""))

@@ -608,6 +608,10 @@ impl Connection {
         let filter = OperandConverter { sink: &mut sink }.expr(filter)?;
         let query = Query { classes, filter, order, offset, limit, exclude: exclude.into_iter().collect() };
         let _pause = GcPause::new(py);
+        if mode == "explain" {
+            let text = self.with_snapshot(|snapshot| query::explain(snapshot, &query).py_err())?;
+            return text.into_bound_py_any(py);
+        }
         if mode == "count" {
             let n = self.with_snapshot(|snapshot| {
                 let snapshot = SameThread(snapshot);
@@ -635,6 +639,34 @@ impl Connection {
             out.append(obj)?;
         }
         Ok(out.into_any())
+    }
+
+    /// Makes the store's indexes match the declarations: `declared` lists (declaring type name,
+    /// covered type names, fields, unique); indexes declared by a type of `owners` that are not
+    /// in `declared` are dropped. Runs as a commit of its own, building new indexes from the
+    /// existing objects.
+    fn sync_indexes(&self, py: Python<'_>, declared: Vec<(String, Vec<String>, Vec<String>, bool)>, owners: Vec<String>) -> PyResult<()> {
+        let store = Arc::clone(&self.store);
+        let mut commit = without_gil(py, || Commit::begin(&store)).py_err()?;
+        let before = commit.indexes().to_vec();
+        let mut kept = Vec::new();
+        for (type_name, covered, fields, unique) in &declared {
+            kept.push(commit.ensure_index(type_name, covered, fields, *unique).py_err()?);
+        }
+        let stale: Vec<u32> = commit
+            .indexes()
+            .iter()
+            .filter(|d| owners.contains(&d.type_name) && !kept.contains(&d.id))
+            .map(|d| d.id)
+            .collect();
+        for id in &stale {
+            commit.drop_index(*id).py_err()?;
+        }
+        // Nothing to write leaves the store untouched (dropping the commit aborts it).
+        if commit.indexes() != before.as_slice() {
+            without_gil(py, move || commit.finish()).py_err()?;
+        }
+        Ok(())
     }
 
     /// The class numbers of the stored type names `names` (unknown names are skipped).

@@ -9,6 +9,7 @@ pyo3::import_exception!(copal.errors, CorruptRecordError);
 pyo3::import_exception!(copal.errors, SchemaError);
 pyo3::import_exception!(copal.errors, DanglingReference);
 pyo3::import_exception!(copal.errors, StorageError);
+pyo3::import_exception!(copal.errors, UniqueViolation);
 
 pub fn store_error(error: StoreError) -> PyErr {
     let message = error.to_string();
@@ -17,6 +18,7 @@ pub fn store_error(error: StoreError) -> PyErr {
         StoreError::Corrupt { .. } => CorruptRecordError::new_err(message),
         StoreError::Storage { .. } | StoreError::Exhausted { .. } => StorageError::new_err(message),
         StoreError::Incompatible { .. } => SchemaError::new_err(message),
+        StoreError::UniqueViolation { .. } => UniqueViolation::new_err(message),
         _ => CopalError::new_err(message),
     }
 }

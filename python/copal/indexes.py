@@ -1,0 +1,55 @@
+"""Declared secondary indexes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .persistent import registry, type_name_of
+
+__all__ = ["Index", "declared_indexes"]
+
+
+@dataclass(frozen=True)
+class Index:
+    """A secondary index on one or several attributes of a persistent class.
+
+    Declare indexes on the class; copal builds them (from existing objects too), keeps them up to
+    date at every commit, and uses them for equality, ranges, prefixes, ``in_`` and ``order_by``
+    with ``limit``. Subclasses' objects are in their parent's indexes.
+
+    >>> class Person(copal.Persistent):                        # doctest: +SKIP
+    ...     __copal_indexes__ = [copal.Index("email", unique=True), copal.Index("last", "first")]
+
+    Args:
+        fields: attribute names, most significant first.
+        unique: commits that would give two objects the same key raise UniqueViolation and
+            write nothing (objects whose key has a missing or None attribute are exempt).
+    """
+
+    fields: tuple[str, ...]
+    unique: bool = False
+
+    def __init__(self, *fields: str, unique: bool = False) -> None:
+        if not fields or not all(isinstance(f, str) and f and "." not in f for f in fields):
+            raise ValueError("an Index needs one or more attribute names (no dotted paths)")
+        object.__setattr__(self, "fields", tuple(fields))
+        object.__setattr__(self, "unique", unique)
+
+
+Declaration = tuple[str, list[str], list[str], bool]
+
+
+def declared_indexes() -> tuple[list[Declaration], list[str]]:
+    """The indexes declared by registered classes, as (declaring type, covered types, fields,
+    unique), and the type names of all registered classes (whose other indexes are dropped)."""
+    declared: list[Declaration] = []
+    owners: list[str] = []
+    classes = {cls for cls in registry.values() if isinstance(cls, type)}
+    for cls in sorted(classes, key=type_name_of):
+        owners.append(type_name_of(cls))
+        for index in cls.__dict__.get("__copal_indexes__", ()):
+            if not isinstance(index, Index):
+                raise TypeError(f"{cls.__qualname__}.__copal_indexes__ must hold copal.Index objects")
+            covered = sorted(name for name, c in registry.items() if isinstance(c, type) and issubclass(c, cls))
+            declared.append((type_name_of(cls), covered, list(index.fields), index.unique))
+    return declared, owners

@@ -1,0 +1,149 @@
+"""Secondary indexes: declaration, build, maintenance at commit, uniqueness, planner choices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import copal
+from copal import Index, Persistent, PersistentList, field
+
+from helpers.measure import Delta
+
+
+class Member(Persistent):
+    __copal_indexes__ = [Index("email", unique=True), Index("age"), Index("last", "first")]
+
+    def __init__(self, i: int, **extra: Any) -> None:
+        self.email = f"m{i}@example.org"
+        self.age = i % 40
+        self.last = f"L{i % 7}"
+        self.first = f"F{i}"
+        self.__dict__.update(extra)
+
+
+class VipMember(Member):
+    pass
+
+
+def _members(db: Any, n: int = 300) -> None:
+    with db.transaction() as tx:
+        tx.root["members"] = PersistentList(Member(i) for i in range(n))
+        tx.root["vips"] = PersistentList(VipMember(i) for i in range(n, n + 10))
+
+
+def test_planner_uses_the_indexes(store: Any) -> None:
+    db = store.open()
+    _members(db)
+    with db.transaction() as tx:
+        assert "index" in tx.query(Member).where(email="m5@example.org").explain()
+        assert "(email)" in tx.query(Member).where(email="m5@example.org").explain()
+        assert "(age)" in tx.query(Member).where(field("age") >= 30).explain()
+        assert "(last, first)" in tx.query(Member).where(last="L1", first="F8").explain()
+        assert "(email)" in tx.query(Member).where(field("email").startswith("m1")).explain()
+        assert "(age)" in tx.query(Member).where(field("age").in_([1, 2])).explain()
+        assert "top-k" in tx.query(Member).order_by("age").limit(5).explain()
+        assert "scan" in tx.query(Member).where(first="F8").explain()
+
+
+def test_index_results_equal_scan_results(store: Any) -> None:
+    db = store.open()
+    _members(db)
+    with db.transaction() as tx:
+        everyone = tx.query(Member).all()
+
+        def expected(pred: Any) -> list[int]:
+            return sorted(m._p_oid for m in everyone if pred(m))
+
+        assert sorted(tx.query(Member).where(field("age") > 35).oids()) == expected(lambda m: m.age > 35)
+        assert sorted(tx.query(Member).where(field("age") <= 2).oids()) == expected(lambda m: m.age <= 2)
+        assert sorted(tx.query(Member).where(field("age").in_([3, 4.0, True])).oids()) == expected(
+            lambda m: m.age in (3, 4, 1)
+        )
+        assert sorted(tx.query(Member).where(last="L3").oids()) == expected(lambda m: m.last == "L3")
+        assert sorted(tx.query(VipMember).where(field("age") < 40).oids()) == expected(
+            lambda m: isinstance(m, VipMember)
+        )
+        top = tx.query(Member).order_by("age", descending=True).limit(4).all()
+        assert [m.age for m in top] == [39, 39, 39, 39]
+        assert tx.query(Member).where(field("age") > "a").all() == []
+
+
+def test_indexed_lookup_reads_one_record(store: Any) -> None:
+    db = store.open()
+    _members(db, 2000)
+    db = store.reopen(db)
+    reads = Delta(db)
+    with db.transaction() as tx:
+        assert tx.query(Member).where(email="m1234@example.org").one().first == "F1234"
+    assert reads["records_read"] <= 2
+
+
+def test_entries_follow_updates_and_deletes(store: Any) -> None:
+    db = store.open()
+    _members(db, 50)
+    with db.transaction() as tx:
+        m = tx.query(Member).where(email="m7@example.org").one()
+        m.email = "seven@example.org"
+        tx.delete(tx.query(Member).where(email="m8@example.org").one())
+    with db.transaction() as tx:
+        assert tx.query(Member).where(email="m7@example.org").first() is None
+        assert tx.query(Member).where(email="seven@example.org").one().first == "F7"
+        assert tx.query(Member).where(email="m8@example.org").count() == 0
+
+
+def test_unique_violation_writes_nothing(store: Any) -> None:
+    db = store.open()
+    _members(db, 20)
+    commits = Delta(db)
+    with pytest.raises(copal.UniqueViolation):
+        with db.transaction() as tx:
+            tx.root["extra"] = Member(999)
+            tx.query(Member).where(email="m1@example.org").one().email = "m2@example.org"
+    assert commits["commits"] == 0
+    with db.transaction() as tx:
+        assert "extra" not in tx.root
+        assert tx.query(Member).where(email="m1@example.org").count() == 1
+    with db.transaction() as tx:
+        tx.add(Member(5000, email=None))
+        tx.add(Member(5001, email=None))  # None keys are exempt from uniqueness
+
+
+def test_index_declared_on_existing_data_is_built_and_dropped_when_undeclared(store: Any) -> None:
+    class Late(Persistent):
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+    db = store.open()
+    with db.transaction() as tx:
+        tx.root["late"] = PersistentList(Late(i) for i in range(100))
+    Late.__copal_indexes__ = [Index("n")]  # type: ignore[attr-defined]
+    db = store.reopen(db)
+
+    class Trigger(Persistent):  # a new class makes the database re-read the declarations
+        pass
+
+    with db.transaction() as tx:
+        assert "index" in tx.query(Late).where(n=42).explain()
+        assert [x.n for x in tx.query(Late).where(field("n") >= 98)] == [98, 99]
+    del Late.__copal_indexes__  # type: ignore[attr-defined]
+    db = store.reopen(db)
+
+    class Trigger2(Persistent):
+        pass
+
+    with db.transaction() as tx:
+        assert "scan" in tx.query(Late).where(n=42).explain()
+        assert tx.query(Late).where(n=42).count() == 1
+
+
+def test_read_your_writes_with_indexes(store: Any) -> None:
+    db = store.open()
+    _members(db, 30)
+    with db.transaction() as tx:
+        tx.add(Member(77, email="new@example.org"))
+        tx.query(Member).where(email="m3@example.org").one().age = 1000
+        assert tx.query(Member).where(email="new@example.org").one().first == "F77"
+        assert [m.first for m in tx.query(Member).where(field("age") >= 1000)] == ["F3"]
+        assert tx.query(Member).order_by("age", descending=True).first().first == "F3"  # type: ignore[union-attr]
