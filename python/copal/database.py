@@ -96,6 +96,13 @@ class Database:
         stats: dict[str, int] = self._store.stats()
         return stats
 
+    def verify(self) -> dict[str, Any]:
+        """Checks the whole database: every record decodes, every reference resolves, every
+        index holds exactly the entries its objects call for. Returns counts and a list of
+        ``problems`` (empty when all is well)."""
+        report: dict[str, Any] = self._store.verify()
+        return report
+
     def disk_size(self) -> int:
         """Bytes used by the database files."""
         size: int = self._store.disk_size()

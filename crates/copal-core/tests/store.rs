@@ -228,6 +228,24 @@ fn indexes_are_built_maintained_and_used_by_the_planner() {
     assert!(matches!(dup, Err(StoreError::UniqueViolation { .. })), "{dup:?}");
 }
 
+#[test]
+fn verify_reports_dangling_references_and_undecodable_records() {
+    let store = LmdbStore::open(&temp_dir("verify"), StoreOptions::default()).unwrap();
+    let (class, oids) = people(&store, 20);
+    assert!(store.verify().unwrap().ok());
+    let mut commit = Commit::begin(&store).unwrap();
+    let d = commit.descriptor("app.Holder", &["target".into()]).unwrap();
+    let tid = commit.tid();
+    let holder = commit.allocate_oid(d.class_no).unwrap();
+    commit.put(holder, &record(d.id, tid, &[Value::Ref(make_oid(class, 999))])).unwrap();
+    commit.put(oids[3], &[0x11, 0x7f]).unwrap();
+    commit.finish().unwrap();
+    let report = store.verify().unwrap();
+    assert_eq!(report.problems.len(), 2, "{:?}", report.problems);
+    assert!(report.problems.iter().any(|p| p.contains("does not exist")));
+    assert!(report.problems.iter().any(|p| p.contains("does not decode")));
+}
+
 fn oid_age(oid: u64, oids: &[u64]) -> i64 {
     (oids.iter().position(|o| *o == oid).unwrap() as i64) % 50
 }

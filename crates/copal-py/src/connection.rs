@@ -648,6 +648,7 @@ impl Connection {
     fn sync_indexes(&self, py: Python<'_>, declared: Vec<(String, Vec<String>, Vec<String>, bool)>, owners: Vec<String>) -> PyResult<()> {
         let store = Arc::clone(&self.store);
         let mut commit = without_gil(py, || Commit::begin(&store)).py_err()?;
+        commit.set_maintenance();
         let before = commit.indexes().to_vec();
         let mut kept = Vec::new();
         for (type_name, covered, fields, unique) in &declared {

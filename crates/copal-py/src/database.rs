@@ -58,6 +58,18 @@ impl Store {
         self.store.path().to_owned()
     }
 
+    /// Checks the whole store (see `copal verify`): a dict with counts and a list of problems.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let store = Arc::clone(&self.store);
+        let report = py.detach(move || store.verify()).py_err()?;
+        let out = PyDict::new(py);
+        out.set_item("records", report.records)?;
+        out.set_item("references", report.references)?;
+        out.set_item("index_entries", report.index_entries)?;
+        out.set_item("problems", report.problems)?;
+        Ok(out)
+    }
+
     /// Testing and repair hook: the raw record bytes of `oid` (None if absent).
     fn raw_record<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let snapshot = Snapshot::new(&self.store).py_err()?;
@@ -67,7 +79,7 @@ impl Store {
     /// Testing and repair hook: writes raw bytes as the record of `oid`, in a commit of its own.
     fn put_raw_record(&self, oid: u64, data: &[u8]) -> PyResult<u64> {
         let mut commit = copal_core::Commit::begin(&self.store).py_err()?;
-        commit.put(oid, data).py_err()?;
+        commit.put_raw(oid, data).py_err()?;
         commit.finish().py_err()
     }
 }

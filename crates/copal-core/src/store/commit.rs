@@ -25,6 +25,9 @@ pub struct Commit<'s> {
     changed: Vec<Oid>,
     new_descriptors: Vec<Arc<Descriptor>>,
     indexes: Vec<Arc<IndexDef>>,
+    /// Index or schema maintenance rather than an application transaction: not counted in the
+    /// `commits` and `records_written` statistics.
+    maintenance: bool,
     next_descriptor: u32,
     next_class: ClassNo,
 }
@@ -51,6 +54,7 @@ impl<'s> Commit<'s> {
             changed: Vec::new(),
             new_descriptors: Vec::new(),
             indexes,
+            maintenance: false,
             next_descriptor,
             next_class,
         })
@@ -149,6 +153,14 @@ impl<'s> Commit<'s> {
             let old = self.store.records.get(&self.txn, &oid.to_be_bytes())?.map(<[u8]>::to_vec);
             self.update_indexes(oid, old.as_deref(), Some(record))?;
         }
+        self.store.records.put(&mut self.txn, &oid.to_be_bytes(), record)?;
+        self.changed.push(oid);
+        Ok(())
+    }
+
+    /// Writes `record` as is, leaving indexes untouched: for repair tools and corruption tests,
+    /// which must be able to store bytes that do not decode.
+    pub fn put_raw(&mut self, oid: Oid, record: &[u8]) -> Result<(), StoreError> {
         self.store.records.put(&mut self.txn, &oid.to_be_bytes(), record)?;
         self.changed.push(oid);
         Ok(())
@@ -263,6 +275,11 @@ impl<'s> Commit<'s> {
         Ok(())
     }
 
+    /// Marks this commit as maintenance (see the `maintenance` field).
+    pub fn set_maintenance(&mut self) {
+        self.maintenance = true;
+    }
+
     /// The index definitions as this commit sees them.
     pub fn indexes(&self) -> &[Arc<IndexDef>] {
         &self.indexes
@@ -287,8 +304,10 @@ impl<'s> Commit<'s> {
             let mut catalog = store.catalog.write().unwrap_or_else(|poisoned| poisoned.into_inner());
             self.new_descriptors.drain(..).for_each(|d| catalog.insert(d));
         }
-        StoreStats::add(&store.stats.records_written, written);
-        StoreStats::add(&store.stats.commits, 1);
+        if !self.maintenance {
+            StoreStats::add(&store.stats.records_written, written);
+            StoreStats::add(&store.stats.commits, 1);
+        }
         Ok(self.tid)
     }
 }

@@ -8,6 +8,7 @@ mod index;
 mod lmdb;
 mod snapshot;
 mod stats;
+mod verify;
 
 pub use catalog::Catalog;
 pub use commit::Commit;
@@ -16,3 +17,4 @@ pub use index::{entry_oid, prefix_end, IndexDef};
 pub use lmdb::{LmdbStore, StoreOptions};
 pub use snapshot::Snapshot;
 pub use stats::StoreStats;
+pub use verify::VerifyReport;

@@ -29,6 +29,10 @@ impl Snapshot {
         Ok(Snapshot { txn, store: Arc::clone(store), tid })
     }
 
+    pub(crate) fn txn(&self) -> &RoTxn<'static, WithoutTls> {
+        &self.txn
+    }
+
     pub fn store(&self) -> &Arc<LmdbStore> {
         &self.store
     }

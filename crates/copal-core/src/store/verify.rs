@@ -1,0 +1,113 @@
+//! Consistency check of a whole store (`copal verify`): every record decodes, every reference
+//! resolves, and every index holds exactly the entries its objects call for.
+
+use std::collections::{BTreeSet, HashSet};
+
+use super::error::StoreError;
+use super::index::entry_key;
+use super::lmdb::{read_u64_key, LmdbStore};
+use super::snapshot::Snapshot;
+use crate::format::{decode_record_state, Oid, Value};
+
+#[derive(Debug, Default, Clone)]
+pub struct VerifyReport {
+    pub records: u64,
+    pub references: u64,
+    pub index_entries: u64,
+    pub problems: Vec<String>,
+}
+
+impl VerifyReport {
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    fn problem(&mut self, text: String) {
+        // A badly damaged store could yield millions; the first thousand tell the story.
+        if self.problems.len() < 1000 {
+            self.problems.push(text);
+        }
+    }
+}
+
+fn collect_refs(value: &Value, out: &mut Vec<Oid>) {
+    match value {
+        Value::Ref(oid) => out.push(*oid),
+        Value::List(items) | Value::Tuple(items) | Value::Set(items) | Value::FrozenSet(items) => {
+            items.iter().for_each(|v| collect_refs(v, out))
+        }
+        Value::Dict(pairs) => pairs.iter().for_each(|(k, v)| {
+            collect_refs(k, out);
+            collect_refs(v, out);
+        }),
+        Value::Object { fields, .. } => fields.iter().for_each(|v| collect_refs(v, out)),
+        Value::Subclass { base, fields, .. } => {
+            collect_refs(base, out);
+            fields.iter().for_each(|v| collect_refs(v, out));
+        }
+        _ => {}
+    }
+}
+
+impl LmdbStore {
+    pub fn verify(self: &std::sync::Arc<Self>) -> Result<VerifyReport, StoreError> {
+        let snapshot = Snapshot::new(self)?;
+        snapshot.all_descriptors()?;
+        let defs = snapshot.index_defs()?;
+        let mut report = VerifyReport::default();
+        let mut oids = HashSet::new();
+        let mut references: Vec<(Oid, Oid)> = Vec::new();
+        let mut expected_entries: BTreeSet<Vec<u8>> = BTreeSet::new();
+        let txn = snapshot.txn();
+        for entry in self.records.iter(txn)? {
+            let (key, record) = entry?;
+            let oid = read_u64_key(key, "record")?;
+            report.records += 1;
+            oids.insert(oid);
+            let catalog = self.catalog();
+            match decode_record_state(record, &*catalog) {
+                Err(error) => report.problem(format!("record {oid:#x} does not decode: {error}")),
+                Ok((_, fields)) => {
+                    let mut refs = Vec::new();
+                    fields.iter().for_each(|v| collect_refs(v, &mut refs));
+                    references.extend(refs.into_iter().map(|target| (oid, target)));
+                    for def in &defs {
+                        match def.key_of(record, &*catalog) {
+                            Ok(Some(index_key)) => {
+                                expected_entries.insert(entry_key(def.id, &index_key, oid));
+                            }
+                            Ok(None) => {}
+                            Err(error) => report.problem(format!("record {oid:#x}: index {}: {error}", def.id)),
+                        }
+                    }
+                }
+            }
+        }
+        for (from, target) in references {
+            report.references += 1;
+            if !oids.contains(&target) {
+                report.problem(format!("object {from:#x} refers to {target:#x}, which does not exist"));
+            }
+        }
+        let known: HashSet<u32> = defs.iter().map(|d| d.id).collect();
+        for entry in self.index_entries.iter(txn)? {
+            let (key, _) = entry?;
+            report.index_entries += 1;
+            let id = key.get(..4).map(|b| u32::from_be_bytes(b.try_into().unwrap_or_default())).unwrap_or(0);
+            if !known.contains(&id) {
+                report.problem(format!("index entry of unknown index {id}"));
+            } else if !expected_entries.remove(key) {
+                report.problem(format!("index {id} has an entry that no object calls for: {}", hex(key)));
+            }
+        }
+        for missing in expected_entries {
+            let id = u32::from_be_bytes(missing[..4].try_into().unwrap_or_default());
+            report.problem(format!("index {id} lacks the entry {}", hex(&missing)));
+        }
+        Ok(report)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
