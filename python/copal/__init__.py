@@ -20,6 +20,7 @@ from .errors import (
     StorageError,
     UniqueViolation,
 )
+from .evolution import Broken, BrokenObject
 from .indexes import Index
 from .persistent import Persistent, PersistentDict, PersistentList
 from .query import Expr, Field, Query, field
@@ -31,6 +32,8 @@ __all__ = [
     "Transaction",
     "Query",
     "Index",
+    "Broken",
+    "BrokenObject",
     "field",
     "Field",
     "Expr",

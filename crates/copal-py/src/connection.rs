@@ -182,7 +182,8 @@ impl Connection {
             out.extend(found);
         }
         PersistentBase::of(obj)?.set_loaded(header.tid);
-        if header.flags & FLAG_MUTABLE_STATE != 0 {
+        // A Broken object is read-only and must keep its record: never re-encoded.
+        if header.flags & FLAG_MUTABLE_STATE != 0 && !obj.is_instance(pytypes::broken_type(py)?)? {
             self.watched.lock()?.insert(oid, record[state_start..].to_vec());
         }
         self.loaded.fetch_add(1, Ordering::Relaxed);
@@ -197,6 +198,15 @@ impl Connection {
         let class = self.class_for(py, oid_class(oid))?;
         let obj = new_instance(&class)?;
         PersistentBase::of(&obj)?.attach(oid, self.self_ref(py)?, GHOST);
+        if class.is(pytypes::broken_type(py)?) {
+            let type_name = self.store.catalog().type_name(oid_class(oid)).unwrap_or("?").to_owned();
+            let name = pyo3::intern!(py, "_v_copal_type");
+            // SAFETY: valid object, name and value; bypasses Broken's read-only __setattr__.
+            let rc = unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), PyString::new(py, &type_name).as_ptr()) };
+            if rc != 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
         self.cache.lock()?.insert(oid, obj.clone().unbind());
         Ok(obj)
     }
@@ -221,12 +231,14 @@ impl Connection {
                 }
             }
         };
-        let class = resolve(py, self.registry.bind(py), &type_name)?;
-        if !class.is_subclass_of::<PersistentBase>()? {
-            return Err(SchemaError::new_err(format!(
-                "stored persistent type {type_name:?} resolves to {class:?}, which is not a copal.Persistent class"
-            )));
-        }
+        // Objects of a class that cannot be found, or that names something other than a
+        // persistent class, load as read-only Broken objects: nothing named by data is called.
+        let class = match resolve(py, self.registry.bind(py), &type_name) {
+            Ok(class) if class.is_subclass_of::<PersistentBase>()? => class,
+            Ok(_) => pytypes::broken_type(py)?.clone(),
+            Err(e) if e.is_instance_of::<SchemaError>(py) => pytypes::broken_type(py)?.clone(),
+            Err(e) => return Err(e),
+        };
         self.classes.lock()?.by_class_no.insert(class_no, class.clone().unbind());
         Ok(class)
     }
@@ -311,10 +323,17 @@ impl<'py> Resolver<'py> for Connection {
             return Ok(Arc::clone(info));
         }
         let descriptor = self.with_snapshot(|s| s.descriptor(id).py_err())?;
-        let info = Arc::new(DecodeInfo {
-            type_name: descriptor.type_name.clone(),
-            fields: descriptor.fields.iter().map(|f| PyString::intern(py, f).unbind()).collect(),
-        });
+        let mut names: Vec<Py<PyString>> = descriptor.fields.iter().map(|f| PyString::intern(py, f).unbind()).collect();
+        let mut fixup = None;
+        if let Ok(class) = resolve(py, self.registry.bind(py), &descriptor.type_name) {
+            let plan = pytypes::evolution_plan(py)?.call1((class, descriptor.fields.clone()))?;
+            if !plan.is_none() {
+                let (new_names, fix): (Vec<String>, Bound<'_, PyAny>) = plan.extract()?;
+                names = new_names.iter().map(|f| PyString::intern(py, f).unbind()).collect();
+                fixup = (!fix.is_none()).then(|| fix.unbind());
+            }
+        }
+        let info = Arc::new(DecodeInfo { type_name: descriptor.type_name.clone(), fields: names, fixup });
         self.decode_infos.lock()?.insert(id, Arc::clone(&info));
         Ok(info)
     }
@@ -370,6 +389,16 @@ impl OperandSink for ReadOnlySink<'_> {
 }
 
 impl Sink for ReadOnlySink<'_> {
+    fn descriptor_named(&mut self, type_name: &str, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
+        let (fields, _) = field_names(dict)?;
+        let catalog = self.conn.store.catalog();
+        let Some(d) = catalog.find(type_name, &fields) else {
+            self.unknown_class = true;
+            return Err(SchemaError::new_err(format!("no stored {type_name} has these fields")));
+        };
+        Ok(ClassShape { descriptor: d.id, class_no: d.class_no, tracks_own: false })
+    }
+
     fn descriptor(&mut self, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
         let (fields, _) = field_names(dict)?;
         let type_name = crate::classes::type_name_of(class)?;
@@ -405,6 +434,12 @@ struct CommitSink<'c, 's> {
 }
 
 impl Sink for CommitSink<'_, '_> {
+    fn descriptor_named(&mut self, type_name: &str, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
+        let (fields, _) = field_names(dict)?;
+        let d = self.commit.descriptor(type_name, &fields).py_err()?;
+        Ok(ClassShape { descriptor: d.id, class_no: d.class_no, tracks_own: false })
+    }
+
     fn descriptor(&mut self, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
         let mut classes = self.conn.classes.lock()?;
         let entry = classes.entry(class)?;

@@ -29,10 +29,21 @@ pub trait Resolver<'py> {
     }
 }
 
-/// A descriptor prepared for decoding: interned field names.
+/// A descriptor prepared for decoding: the attribute names its fields load into (interned;
+/// the stored names, or their new names after `__copal_renamed__`) and, for classes that changed
+/// since the record was written, a fix-up `(obj, state)` applying defaults and conversions
+/// (python/copal/evolution.py).
 pub struct DecodeInfo {
     pub type_name: String,
     pub fields: Vec<Py<PyString>>,
+    pub fixup: Option<Py<PyAny>>,
+}
+
+impl DecodeInfo {
+    /// A descriptor whose fields load under their stored names, with no fix-up.
+    pub fn plain(type_name: String, fields: Vec<Py<PyString>>) -> Self {
+        DecodeInfo { type_name, fields, fixup: None }
+    }
 }
 
 pub struct Decoder<'r, 'py, R: Resolver<'py>> {
@@ -262,11 +273,17 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             tag::OBJECT => {
                 let id = r.u32_varint()?;
                 let info = self.resolver.descriptor(py, id)?;
-                let class = self.resolver.class_of(py, &info)?;
+                let class = match self.resolver.class_of(py, &info) {
+                    Ok(class) => class,
+                    Err(e) if e.is_instance_of::<SchemaError>(py) => return self.broken_object(r, &info, depth),
+                    Err(e) => return Err(e.into()),
+                };
                 let obj = match self.resolver.instance(py, id, &class)? {
                     Some(obj) => obj,
                     None => {
-                        check_plain_class(&class, &info)?;
+                        if check_plain_class(&class, &info).is_err() {
+                            return self.broken_object(r, &info, depth);
+                        }
                         pytypes::object_type(py)?.call_method1("__new__", (&class,))?
                     }
                 };
@@ -324,6 +341,22 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// class. On a fresh instance CPython then stores them in the compact form it uses for
     /// objects built by `__init__` (values sharing the class's key table), about a third of the
     /// memory of a separate dict.
+    /// An embedded object of a class that cannot be found: a `copal.evolution.BrokenObject`
+    /// holding the type name and the fields, written back as it was.
+    fn broken_object(&mut self, r: &mut Reader<'_>, info: &DecodeInfo, depth: usize) -> Out<'py> {
+        let py = self.py;
+        let slot = self.memo.len();
+        self.memo.push(None);
+        let state = PyDict::new(py);
+        for field in &info.fields {
+            let value = self.value(r, depth + 1)?;
+            state.set_item(field.bind(py), value)?;
+        }
+        let obj = pytypes::broken_object_type(py)?.call1((&info.type_name, state))?;
+        self.memo[slot] = Some(obj.clone());
+        Ok(obj)
+    }
+
     /// `depth` is the depth of the field values: 0 for the fields of a record.
     fn set_fields(&mut self, r: &mut Reader<'_>, obj: &Bound<'py, PyAny>, info: &DecodeInfo, depth: usize) -> Result<(), Fail> {
         for field in &info.fields {
@@ -333,6 +366,9 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             if rc != 0 {
                 return Err(PyErr::fetch(self.py).into());
             }
+        }
+        if let Some(fixup) = &info.fixup {
+            fixup.bind(self.py).call1((obj, crate::persistent::instance_dict(obj)?))?;
         }
         Ok(())
     }

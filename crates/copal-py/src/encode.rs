@@ -35,6 +35,11 @@ pub trait Sink {
     fn persistent_by_value(&self) -> bool {
         false
     }
+    /// The descriptor of an object known only by its stored type name (a BrokenObject, whose
+    /// class is missing). Only the database can give one.
+    fn descriptor_named(&mut self, type_name: &str, _fields: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
+        Err(PyTypeError::new_err(format!("an object of the missing class {type_name:?} can only be stored back into its database")))
+    }
 }
 
 enum Failure {
@@ -339,6 +344,19 @@ impl<'s> Encoder<'s> {
             self.w.u8(tag::UUID);
             self.w.bytes(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
             return Ok(());
+        }
+        if class.is(pytypes::broken_object_type(py)?) {
+            // Written back as it was read: same type name, same fields.
+            let type_name: String = v.getattr("type_name")?.extract()?;
+            let state = v.getattr("state")?.cast_into::<PyDict>().map_err(PyErr::from)?;
+            self.mutable = true;
+            if self.backref_or_slot(v)? {
+                return Ok(());
+            }
+            let shape = self.sink.descriptor_named(&type_name, &state)?;
+            self.w.u8(tag::OBJECT);
+            self.w.varint(u64::from(shape.descriptor));
+            return self.fields(&state, depth);
         }
         if v.is_instance(pytypes::enum_type(py)?)? {
             let descriptor = self.sink.enum_descriptor(&class)?;

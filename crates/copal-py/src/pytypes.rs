@@ -20,3 +20,11 @@ imported_type!(flag_type, "enum", "Flag");
 imported_type!(timezone_type, "datetime", "timezone");
 imported_type!(zoneinfo_type, "zoneinfo", "ZoneInfo");
 imported_type!(object_type, "builtins", "object");
+imported_type!(broken_type, "copal.evolution", "Broken");
+imported_type!(broken_object_type, "copal.evolution", "BrokenObject");
+
+/// `copal.evolution.plan`: how to load a stored shape into a class.
+pub fn evolution_plan(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static CELL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    CELL.import(py, "copal.evolution", "plan")
+}

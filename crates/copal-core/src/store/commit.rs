@@ -286,10 +286,16 @@ impl<'s> Commit<'s> {
     }
 
     /// Writes the commit log entry and the new last tid, prunes the log, and commits durably.
+    /// A maintenance commit that changed no record (index definitions and entries only) takes no
+    /// tid and leaves no log entry: no cached object needs invalidating. It returns the last tid.
     pub fn finish(mut self) -> Result<u64, StoreError> {
         let written = self.changed.len() as u64;
-        let log_entry = encode_oid_list(&mut self.changed);
         let store = self.store;
+        if self.maintenance && self.changed.is_empty() {
+            self.txn.commit()?;
+            return Ok(self.tid - 1);
+        }
+        let log_entry = encode_oid_list(&mut self.changed);
         store.log.put(&mut self.txn, &self.tid.to_be_bytes(), &log_entry)?;
         store.meta.put(&mut self.txn, META_TID, &self.tid.to_be_bytes())?;
         for (&class, &next) in &self.next_seq {

@@ -1,0 +1,170 @@
+"""Class evolution: reading records written by older versions of a class.
+
+Rules, applied when a record's fields differ from what the class expects (docs/EVOLUTION.md):
+
+1. **Renamed fields**: ``__copal_renamed__ = {"old": "new"}`` on the class; the stored ``old``
+   value becomes attribute ``new``.
+2. **Added fields**: a field missing from the record gets the default of the ``__init__``
+   parameter of the same name (copied, so mutable defaults are not shared). A class attribute of
+   that name needs nothing: attribute lookup finds it.
+3. **Removed fields**: their stored values stay attributes of the loaded object (so nothing is lost)
+   and are written back with it; ``copal gc --schema`` reports or purges them.
+4. **Type changes**: a class annotation (``balance: float``) on a persistent class declares a
+   field's type. Lossless
+   conversions happen on load: int -> float (exact), float -> int (integral values), tuple <->
+   list, str or int -> Enum by value. Anything else raises SchemaError naming the class, field,
+   object id and both types. ``None`` is always accepted.
+5. **Unknown classes**: a record whose class cannot be found loads as a :class:`Broken` object
+   (read-only; ``type_name`` and ``state``), an embedded value as a :class:`BrokenObject`; both
+   are written back unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import inspect
+from typing import Any, Callable
+
+from .errors import SchemaError
+from .persistent import Persistent
+
+__all__ = ["Broken", "BrokenObject", "plan"]
+
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset)
+
+
+class Broken(Persistent):
+    """A stored persistent object whose class is not available (not imported, renamed without an
+    alias, or deleted). Read-only: its record is kept as it is."""
+
+    __copal_type__ = "copal.Broken"
+
+    @property
+    def type_name(self) -> str:
+        """The type name the object was stored under."""
+        name: str = self.__dict__.get("_v_copal_type", "?")
+        return name
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The stored attributes."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_v_")}
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_v_") or name.startswith("_p_"):
+            super().__setattr__(name, value)
+            return
+        raise SchemaError(f"cannot change a Broken object of missing class {self.type_name!r}; import its class first")
+
+    def __repr__(self) -> str:
+        return f"<Broken {self.type_name} oid={self._p_oid}>"
+
+
+class BrokenObject:
+    """An embedded (by-value) object whose class is not available; written back unchanged."""
+
+    __slots__ = ("type_name", "state")
+
+    def __init__(self, type_name: str, state: dict[str, Any]) -> None:
+        self.type_name = type_name
+        self.state = state
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BrokenObject) and (self.type_name, self.state) == (other.type_name, other.state)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<BrokenObject {self.type_name} {self.state!r}>"
+
+
+def _declared_types(cls: type) -> dict[str, type]:
+    types: dict[str, type] = {}
+    for klass in reversed(cls.__mro__):
+        for name, annotation in klass.__dict__.get("__annotations__", {}).items():
+            if isinstance(annotation, str):
+                annotation = {"int": int, "float": float, "str": str, "list": list, "tuple": tuple}.get(annotation)
+            if isinstance(annotation, type):
+                types[name] = annotation
+    return types
+
+
+def _init_defaults(cls: type) -> dict[str, Any]:
+    init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
+    if init is None or init is object.__init__:
+        return {}
+    try:
+        signature = inspect.signature(init)
+    except (TypeError, ValueError):
+        return {}
+    return {
+        name: p.default
+        for name, p in signature.parameters.items()
+        if p.default is not inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD
+    }
+
+
+def _converter(cls: type, name: str, declared: type) -> Callable[[Any, Any], Any]:
+    def fail(obj: Any, value: Any) -> SchemaError:
+        oid = getattr(obj, "_p_oid", None)
+        where = f" of object {oid:#x}" if isinstance(oid, int) else ""
+        return SchemaError(
+            f"{cls.__qualname__}.{name}{where}: stored {type(value).__name__} {value!r} cannot be converted "
+            f"without loss to the declared {declared.__name__}"
+        )
+
+    def convert(obj: Any, value: Any) -> Any:
+        if value is None or isinstance(value, declared):
+            return value
+        if declared is float and isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) <= 2**53:
+                return float(value)
+        elif declared is int and isinstance(value, float) and value.is_integer():
+            return int(value)
+        elif declared is list and isinstance(value, tuple):
+            return list(value)
+        elif declared is tuple and isinstance(value, list):
+            return tuple(value)
+        elif issubclass(declared, enum.Enum) and isinstance(value, (str, int)):
+            member = declared._value2member_map_.get(value)
+            if member is not None:
+                return member
+        raise fail(obj, value)
+
+    return convert
+
+
+def plan(cls: type, stored: list[str]) -> tuple[list[str], Callable[[Any, dict[str, Any]], None] | None] | None:
+    """How to load records with fields ``stored`` into instances of ``cls``: the attribute names
+    (after renames) and a fix-up applying defaults and conversions, or None when the record
+    needs nothing. Called once per (stored shape, class) by the decoder."""
+    renamed: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        renamed.update(klass.__dict__.get("__copal_renamed__", {}))
+    names = [renamed.get(f, f) for f in stored]
+    present = set(names)
+    defaults = {
+        name: value
+        for name, value in _init_defaults(cls).items()
+        if name not in present and not hasattr(cls, name)
+    }
+    # Annotations declare stored types only on persistent classes: a dataclass's annotations
+    # are routinely looser than its values (``x: float = 0``), and rewriting them on load would
+    # change the application's own values.
+    declared = _declared_types(cls) if issubclass(cls, Persistent) else {}
+    conversions = {name: _converter(cls, name, t) for name, t in declared.items() if name in present}
+    if names == stored and not defaults and not conversions:
+        return None
+
+    def fixup(obj: Any, state: dict[str, Any]) -> None:
+        # `state` is the instance dict, handed over by the decoder: reading obj.__dict__ here
+        # would try to load the object that is being loaded.
+        for name, default in defaults.items():
+            if name not in state:
+                state[name] = default if isinstance(default, _IMMUTABLE) else copy.copy(default)
+        for name, convert in conversions.items():
+            if name in state:
+                state[name] = convert(obj, state[name])
+
+    return names, (fixup if defaults or conversions else None)

@@ -1,0 +1,220 @@
+"""Class evolution across a real close/reopen, with the class redefined in between."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import copal
+
+
+def _load_module(tmp_path: Path, name: str, source: str) -> Any:
+    """(Re)defines module `name` from `source`, as a new version of an application would."""
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+    if str(tmp_path) not in sys.path:
+        sys.path.insert(0, str(tmp_path))
+    sys.modules.pop(name, None)
+    importlib.invalidate_caches()
+    return importlib.import_module(name)
+
+
+V1 = """
+import enum
+import copal
+
+class Kind(enum.Enum):
+    A = "a"
+    B = "b"
+
+class Account(copal.Persistent):
+    def __init__(self, owner, balance=0):
+        self.owner = owner
+        self.balance = balance
+        self.mail = owner + "@old"
+        self.legacy = "drop me"
+        self.kind = "b"
+"""
+
+V2 = """
+import enum
+import copal
+
+class Kind(enum.Enum):
+    A = "a"
+    B = "b"
+
+class Account(copal.Persistent):
+    __copal_renamed__ = {"mail": "email"}
+    balance: float
+    kind: Kind
+    currency = "EUR"
+
+    def __init__(self, owner, balance=0, tags=[], limit=100):
+        self.owner = owner
+        self.balance = balance
+        self.email = owner + "@new"
+        self.kind = Kind.A
+        self.tags = list(tags)
+        self.limit = limit
+"""
+
+
+def test_added_renamed_removed_and_retyped_fields(tmp_path: Path) -> None:
+    v1 = _load_module(tmp_path, "evo_accounts", V1)
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        tx.root["a"] = v1.Account("ann", 5)
+    db.close()
+
+    _load_module(tmp_path, "evo_accounts", V2)
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        a = tx.root["a"]
+        assert a.email == "ann@old"  # renamed field
+        assert not hasattr(a, "mail")
+        assert a.limit == 100 and a.tags == [] and a.currency == "EUR"  # added fields
+        assert a.legacy == "drop me"  # removed field: kept until purged
+        assert a.balance == 5.0 and isinstance(a.balance, float)  # int -> float
+        assert a.kind is sys.modules["evo_accounts"].Kind.B  # str -> Enum by value
+        a.tags.append("x")
+        other = tx.root["a"]
+        assert other.tags == ["x"]
+    with db.transaction() as tx:
+        assert tx.root["a"].tags == ["x"]
+    db.close()
+
+
+def test_lossy_type_change_raises_schema_error_naming_everything(tmp_path: Path) -> None:
+    v1 = _load_module(tmp_path, "evo_lossy", "import copal\nclass Item(copal.Persistent):\n    def __init__(self):\n        self.qty = 1.5\n")
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        tx.root["i"] = v1.Item()
+        tx.commit()
+    db.close()
+    _load_module(tmp_path, "evo_lossy", "import copal\nclass Item(copal.Persistent):\n    qty: int\n")
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        item = tx.root["i"]
+        with pytest.raises(copal.SchemaError) as info:
+            item.qty
+        message = str(info.value)
+        assert "Item.qty" in message and "float" in message and "int" in message and "0x" in message
+    db.close()
+
+
+def test_pinned_type_name_and_aliases_survive_moves_and_renames(tmp_path: Path) -> None:
+    old = _load_module(tmp_path, "evo_old_place", "import copal\nclass Customer(copal.Persistent):\n    def __init__(self):\n        self.n = 1\n")
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        tx.root["c"] = old.Customer()
+    db.close()
+    sys.modules.pop("evo_old_place")
+    copal.persistent.registry.pop("evo_old_place.Customer")
+    new = _load_module(
+        tmp_path,
+        "evo_new_place",
+        "import copal\nclass Client(copal.Persistent):\n    __copal_aliases__ = ('evo_old_place.Customer',)\n",
+    )
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        c = tx.root["c"]
+        assert isinstance(c, new.Client) and c.n == 1
+        assert tx.query(new.Client).count() == 1
+    db.close()
+
+
+BROKEN_WRITER = """
+import sys
+import copal
+class Gone(copal.Persistent):
+    def __init__(self):
+        self.v = [1, 2]
+class Part:
+    def __init__(self):
+        self.w = 3
+class Holder(copal.Persistent):
+    def __init__(self, gone):
+        self.gone = gone
+        self.part = Part()
+        self.n = 0
+db = copal.open(sys.argv[1])
+with db.transaction() as tx:
+    tx.root["h"] = Holder(Gone())
+db.close()
+"""
+
+
+def test_unknown_classes_load_as_broken_and_are_written_back_unchanged(tmp_path: Path) -> None:
+    script = tmp_path / "writer.py"
+    script.write_text(BROKEN_WRITER)
+    subprocess.run([sys.executable, str(script), str(tmp_path / "db")], check=True, timeout=120)
+
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        holder = tx.root["h"]  # its class (__main__.Holder of another program) is missing too
+        assert isinstance(holder, copal.Broken)
+        assert holder.type_name == "__main__.Holder"
+        gone = holder.state["gone"]
+        assert isinstance(gone, copal.Broken) and gone.state == {"v": [1, 2]}
+        part = holder.state["part"]
+        assert isinstance(part, copal.BrokenObject) and part.type_name == "__main__.Part" and part.state == {"w": 3}
+        with pytest.raises(copal.SchemaError):
+            holder.n = 1
+        raw_before = db._debug_raw_record(gone._p_oid)
+        tx.root["other"] = copal.PersistentList([gone, part])  # the owner of both is saved
+    with db.transaction() as tx:
+        assert db._debug_raw_record(gone._p_oid) == raw_before
+        assert tx.root["other"][1] == part
+    db.close()
+
+
+SAFETY_WRITER = """
+import sys
+import copal
+class A(copal.Persistent):
+    __copal_type__ = "os.system"
+class B(copal.Persistent):
+    __copal_type__ = "subprocess.Popen"
+class C(copal.Persistent):
+    __copal_type__ = "builtins.eval"
+class D(copal.Persistent):
+    __copal_type__ = "evo_side_effects.Thing"
+class E:
+    pass
+E.__qualname__ = "system"
+E.__module__ = "os"
+class Holder(copal.Persistent):
+    pass
+db = copal.open(sys.argv[1])
+with db.transaction() as tx:
+    h = Holder()
+    h.values = [E()]
+    tx.root["all"] = copal.PersistentList([A(), B(), C(), D(), h])
+db.close()
+"""
+
+
+def test_loading_never_runs_code_named_by_the_data(tmp_path: Path) -> None:
+    (tmp_path / "evo_side_effects.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').write('x')\nclass Thing: pass\n")
+    script = tmp_path / "writer.py"
+    script.write_text(SAFETY_WRITER)
+    subprocess.run([sys.executable, str(script), str(tmp_path / "db")], check=True, timeout=120)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        db = copal.open(tmp_path / "db")
+        with db.transaction() as tx:
+            loaded = list(tx.root["all"])
+            assert all(isinstance(o, copal.Broken) for o in loaded)
+            assert [o.type_name for o in loaded[:4]] == ["os.system", "subprocess.Popen", "builtins.eval", "evo_side_effects.Thing"]
+            assert isinstance(loaded[4].state["values"][0], copal.BrokenObject)
+        db.close()
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert not (tmp_path / "ran").exists()
+    assert "evo_side_effects" not in sys.modules
