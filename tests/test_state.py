@@ -83,3 +83,29 @@ def test_ids_of_deleted_objects_are_not_given_again(store: Any) -> None:
         fresh = Cached()
         tx.add(fresh)
     assert fresh._p_oid != old_oid
+
+
+def test_flipped_bits_on_disk_are_detected(store: Any) -> None:
+    import copal
+
+    db = store.open()
+    with db.transaction() as tx:
+        tx.root["c"] = Cached()
+        tx.root["c"].value = "a string whose bytes would otherwise decode fine"
+    with db.transaction() as tx:
+        oid = tx.root["c"]._p_oid
+    stored = db._debug_raw_value(oid)
+    assert stored is not None
+    for bit in (8 * 5 + 1, 8 * (len(stored) - 10) + 3, 8 * (len(stored) - 1)):
+        damaged = bytearray(stored)
+        damaged[bit // 8] ^= 1 << (bit % 8)
+        db._debug_put_raw_record(oid, bytes(damaged), sealed=False)
+        db = store.reopen(db)
+        with db.transaction() as tx:
+            try:
+                tx.root["c"].value
+            except copal.CorruptRecordError as error:
+                assert "checksum" in str(error) or "corrupt" in str(error)
+            else:
+                raise AssertionError(f"bit {bit} flipped without notice")
+        assert db.verify()["problems"]

@@ -127,8 +127,12 @@ class Database:
         record: bytes | None = self._store.raw_record(oid)
         return record
 
-    def _debug_put_raw_record(self, oid: int, data: bytes) -> None:
-        self._store.put_raw_record(oid, data)
+    def _debug_put_raw_record(self, oid: int, data: bytes, *, sealed: bool = True) -> None:
+        self._store.put_raw_record(oid, data, sealed)
+
+    def _debug_raw_value(self, oid: int) -> bytes | None:
+        value: bytes | None = self._store.raw_value(oid)
+        return value
 
     def __enter__(self) -> Database:
         return self

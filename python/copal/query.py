@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import enum
 import math
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, TypeVar
 
-from .persistent import registry, type_name_of
+from .errors import CopalError
+from .evolution import BrokenObject
+from .persistent import Persistent, registry, type_name_of
 
 if TYPE_CHECKING:
     from .transaction import Transaction
@@ -148,12 +151,24 @@ def _kind(value: Any) -> int:
 
 
 def _resolve(obj: Any, path: tuple[str, ...]) -> Any:
+    """The value at ``path``, following what the Rust evaluator follows: instance attributes
+    (not class attributes), dict keys, and references; anything else is missing."""
     value = obj
     for segment in path:
         if isinstance(value, dict):
             value = value.get(segment, _MISSING)
+        elif isinstance(value, Persistent):
+            try:
+                value._p_activate()
+            except CopalError:
+                return _MISSING  # a reference to a deleted object
+            value = value.__dict__.get(segment, _MISSING)
+        elif isinstance(value, BrokenObject):
+            value = value.state.get(segment, _MISSING)
+        elif type(value).__module__ != "builtins" and hasattr(value, "__dict__") and not isinstance(value, enum.Enum):
+            value = vars(value).get(segment, _MISSING)
         else:
-            value = getattr(value, segment, _MISSING)
+            return _MISSING
         if value is _MISSING:
             return _MISSING
     return value
@@ -169,6 +184,10 @@ def _compare(found: Any, op: str, expected: Any) -> bool:
     if op == "!=":
         return not _compare(found, "==", expected)
     if _kind(found) != _kind(expected) or (isinstance(found, (list, tuple)) and type(found) is not type(expected)):
+        return False
+    if isinstance(found, datetime.datetime) and (found.tzinfo is None) != (expected.tzinfo is None):
+        return False  # naive and aware datetimes are never equal nor ordered
+    if found is None and op != "==":
         return False
     found, expected = _utc(found), _utc(expected)
     try:
@@ -207,7 +226,7 @@ def _evaluate(node: Node, obj: Any) -> bool:
     prefix = node[2]
     if isinstance(value, str) and isinstance(prefix, str):
         return value.startswith(prefix)
-    return isinstance(value, bytes) and isinstance(prefix, bytes) and value.startswith(prefix)
+    return isinstance(value, (bytes, bytearray)) and isinstance(prefix, bytes) and value.startswith(prefix)
 
 
 def _sort_key(value: Any) -> tuple[Any, ...]:
@@ -329,7 +348,8 @@ class Query(Generic[T]):
         stored: list[Any] = (
             tx._conn.query(classes, self._node, order, 0, None, exclude, "objects") if classes else []
         )
-        combined = stored + pending
+        # Stored results come in object-id order; merged results keep that order, new objects last.
+        combined = sorted(stored + pending, key=lambda o: (o._p_oid is None, o._p_oid or 0))
         if mode == "count":
             return len(combined)
         for path, desc in reversed(self._order):

@@ -641,7 +641,11 @@ impl Connection {
     ) -> PyResult<Bound<'py, PyAny>> {
         let mut sink = ReadOnlySink { conn: self, unknown_class: false };
         let filter = OperandConverter { sink: &mut sink }.expr(filter)?;
-        let query = Query { classes, filter, order, offset, limit, exclude: exclude.into_iter().collect() };
+        let mut query = Query::new(classes, filter);
+        query.order = order;
+        query.offset = offset;
+        query.limit = limit;
+        query.exclude = exclude.into_iter().collect();
         let _pause = GcPause::new(py);
         if mode == "explain" {
             let text = self.with_snapshot(|snapshot| query::explain(snapshot, &query).py_err())?;
@@ -962,8 +966,15 @@ fn collect_references<'py>(value: &Bound<'py, PyAny>, out: &mut Vec<Bound<'py, P
         for item in value.try_iter()? {
             collect_references(&item?, out, depth + 1)?;
         }
-    } else if !value.is_instance_of::<PyString>() && crate::encode::has_instance_dict(value) {
-        collect_references(&crate::persistent::instance_dict(value)?.into_any(), out, depth + 1)?;
+    } else if !value.is_instance_of::<PyString>()
+        && crate::encode::has_instance_dict(value)
+        && !value.is_instance(pytypes::enum_type(value.py())?)?
+    {
+        // Plain objects stored by value; enum members and objects without an instance dict
+        // hold no references of their own.
+        if let Ok(dict) = crate::persistent::instance_dict(value) {
+            collect_references(&dict.into_any(), out, depth + 1)?;
+        }
     }
     Ok(())
 }

@@ -70,16 +70,23 @@ impl Store {
         Ok(out)
     }
 
+    /// Testing hook: the stored value of `oid` (record and checksum), None if absent.
+    fn raw_value<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        Ok(self.store.raw_value(oid).py_err()?.map(|v| PyBytes::new(py, &v)))
+    }
+
     /// Testing and repair hook: the raw record bytes of `oid` (None if absent).
     fn raw_record<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let snapshot = Snapshot::new(&self.store).py_err()?;
         Ok(snapshot.get(oid).py_err()?.map(|r| PyBytes::new(py, r)))
     }
 
-    /// Testing and repair hook: writes raw bytes as the record of `oid`, in a commit of its own.
-    fn put_raw_record(&self, oid: u64, data: &[u8]) -> PyResult<u64> {
+    /// Testing and repair hook: writes raw bytes as the record of `oid` (with its checksum, or
+    /// with `sealed` false as the stored value itself), in a commit of its own.
+    #[pyo3(signature = (oid, data, sealed=true))]
+    fn put_raw_record(&self, oid: u64, data: &[u8], sealed: bool) -> PyResult<u64> {
         let mut commit = copal_core::Commit::begin(&self.store).py_err()?;
-        commit.put_raw(oid, data).py_err()?;
+        commit.put_raw(oid, data, sealed).py_err()?;
         commit.finish().py_err()
     }
 }

@@ -25,6 +25,8 @@ pub enum DecodeError {
     BadBackRef { offset: usize, index: u64 },
     /// Bytes left over after the last value of a record.
     TrailingBytes { offset: usize },
+    /// The record's checksum does not match its bytes (damage on disk).
+    ChecksumMismatch,
     /// A value that is syntactically valid but out of range (bad date, bad UUID length, ...).
     OutOfRange { offset: usize, what: &'static str },
 }
@@ -52,6 +54,7 @@ impl fmt::Display for DecodeError {
             }
             Self::TrailingBytes { offset } => write!(f, "unexpected bytes after the last value at byte {offset}"),
             Self::OutOfRange { offset, what } => write!(f, "{what} out of range at byte {offset}"),
+            Self::ChecksumMismatch => write!(f, "checksum mismatch: the stored bytes were damaged"),
         }
     }
 }

@@ -84,6 +84,10 @@ impl Expr {
 /// kinds is false instead of an error (and `!=` true).
 pub fn compares(found: &Value, op: CmpOp, expected: &Value) -> bool {
     let ordering = compare(found, expected);
+    // None only equals None: `None <= None` is an error in Python, here false.
+    if matches!(found, Value::None) && !matches!(op, CmpOp::Eq | CmpOp::Ne) {
+        return false;
+    }
     match op {
         CmpOp::Eq => ordering == Some(Ordering::Equal) || (ordering.is_none() && found == expected && !is_nan(found)),
         CmpOp::Ne => !compares(found, CmpOp::Eq, expected),

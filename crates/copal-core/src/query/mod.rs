@@ -30,7 +30,10 @@ pub struct Query {
 }
 
 impl Query {
-    pub fn new(classes: Vec<ClassNo>, filter: Expr) -> Query {
+    pub fn new(mut classes: Vec<ClassNo>, filter: Expr) -> Query {
+        // Extents in class order give results in object-id order.
+        classes.sort_unstable();
+        classes.dedup();
         Query { classes, filter, order: Vec::new(), offset: 0, limit: None, exclude: HashSet::new() }
     }
 }
@@ -262,6 +265,9 @@ pub fn run(snapshot: &Snapshot, query: &Query) -> Result<Vec<(Oid, Vec<u8>)>, St
     if query.order.is_empty() || in_order {
         let mut out = Vec::new();
         let mut seen = 0;
+        if wanted == Some(0) {
+            return Ok(out);
+        }
         for_each_match(snapshot, query, &access, |oid, record, _| {
             seen += 1;
             if seen > query.offset {

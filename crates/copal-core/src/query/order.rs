@@ -40,18 +40,20 @@ pub fn kind(value: &Value) -> Kind {
 
 /// A number as something comparable: exact for integers up to 128 bits, else a float.
 #[derive(Debug, Clone, Copy)]
-enum Num {
+enum Num<'v> {
     Int(i128),
     Float(f64),
+    /// An integer beyond 128 bits: little-endian two's complement.
+    Big(&'v [u8]),
 }
 
-fn number(value: &Value) -> Option<Num> {
+fn number(value: &Value) -> Option<Num<'_>> {
     Some(match value {
         Value::Bool(b) => Num::Int(i128::from(*b)),
         Value::Int(i) => Num::Int(i128::from(*i)),
         Value::BigInt(bytes) => match bigint_to_i128(bytes) {
             Some(i) => Num::Int(i),
-            None => Num::Float(bigint_to_f64(bytes)),
+            None => Num::Big(bytes),
         },
         Value::Float(f) => Num::Float(*f),
         Value::Decimal(text) => Num::Float(text.parse::<f64>().ok().or_else(|| special_decimal(text))?),
@@ -88,8 +90,72 @@ fn bigint_to_f64(le: &[u8]) -> f64 {
     if negative { -(value + 1.0) } else { value }
 }
 
-fn compare_numbers(a: Num, b: Num) -> Option<Ordering> {
+/// Exact order of two integers given as little-endian two's complement of any length.
+fn compare_big(a: &[u8], b: &[u8]) -> Ordering {
+    let negative = |x: &[u8]| x.last().is_some_and(|b| b & 0x80 != 0);
+    let (na, nb) = (negative(a), negative(b));
+    if na != nb {
+        return if na { Ordering::Less } else { Ordering::Greater };
+    }
+    let fill = if na { 0xFF } else { 0 };
+    let len = a.len().max(b.len());
+    for i in (0..len).rev() {
+        let x = a.get(i).copied().unwrap_or(fill);
+        let y = b.get(i).copied().unwrap_or(fill);
+        if x != y {
+            return x.cmp(&y);
+        }
+    }
+    Ordering::Equal
+}
+
+/// Exact order of an integer beyond 128 bits and a float, as Python compares them.
+fn compare_big_float(big: &[u8], f: f64) -> Option<Ordering> {
+    if f.is_nan() {
+        return None;
+    }
+    if f.is_infinite() {
+        return Some(if f > 0.0 { Ordering::Less } else { Ordering::Greater });
+    }
+    // Floats below 2^127 in magnitude lie strictly between the big integers of either sign.
+    if f.abs() < 170_141_183_460_469_231_731_687_303_715_884_105_728.0 {
+        let negative = big.last().is_some_and(|b| b & 0x80 != 0);
+        return Some(if negative { Ordering::Less } else { Ordering::Greater });
+    }
+    Some(compare_big(big, &float_to_twos_complement(f)))
+}
+
+/// The two's complement bytes (little-endian) of an integral float.
+fn float_to_twos_complement(f: f64) -> Vec<u8> {
+    let bits = f.to_bits();
+    let exponent = ((bits >> 52) & 0x7FF) as usize - 1075;
+    let mantissa = (bits & ((1 << 52) - 1)) | (1 << 52);
+    let mut magnitude = vec![0u8; (53 + exponent) / 8 + 2];
+    for bit in 0..53 {
+        if mantissa >> bit & 1 == 1 {
+            let at = bit + exponent;
+            magnitude[at / 8] |= 1 << (at % 8);
+        }
+    }
+    if f < 0.0 {
+        // Negate: invert and add one.
+        let mut carry = 1u16;
+        for byte in magnitude.iter_mut() {
+            let sum = u16::from(!*byte) + carry;
+            *byte = sum as u8;
+            carry = sum >> 8;
+        }
+    }
+    magnitude
+}
+
+fn compare_numbers(a: Num<'_>, b: Num<'_>) -> Option<Ordering> {
     match (a, b) {
+        (Num::Big(x), Num::Big(y)) => Some(compare_big(x, y)),
+        (Num::Big(x), Num::Int(i)) => Some(compare_big(x, &i.to_le_bytes())),
+        (Num::Int(i), Num::Big(y)) => Some(compare_big(&i.to_le_bytes(), y)),
+        (Num::Big(x), Num::Float(f)) => compare_big_float(x, f),
+        (Num::Float(f), Num::Big(y)) => compare_big_float(y, f).map(Ordering::reverse),
         (Num::Int(x), Num::Int(y)) => Some(x.cmp(&y)),
         (Num::Float(x), Num::Float(y)) => x.partial_cmp(&y),
         (Num::Int(i), Num::Float(f)) => compare_int_float(i, f),
@@ -101,17 +167,16 @@ fn compare_int_float(i: i128, f: f64) -> Option<Ordering> {
     if f.is_nan() {
         return None;
     }
-    if f.is_infinite() {
-        return Some(if f > 0.0 { Ordering::Less } else { Ordering::Greater });
+    // 2^127: every float at or beyond it is outside i128 (and infinities too).
+    const LIMIT: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
+    if f >= LIMIT {
+        return Some(Ordering::Less);
+    }
+    if f < -LIMIT {
+        return Some(Ordering::Greater);
     }
     // Exact: compare the integer with the float's integral part, then its fraction.
     let whole = f.trunc();
-    if whole >= 1.7e38 {
-        return Some(Ordering::Less);
-    }
-    if whole <= -1.7e38 {
-        return Some(Ordering::Greater);
-    }
     match i.cmp(&(whole as i128)) {
         Ordering::Equal => 0.0f64.partial_cmp(&(f - whole)),
         other => Some(other),
@@ -139,8 +204,20 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::StrSurrogates(x), Value::StrSurrogates(y)) => Some(x.cmp(y)),
         (Value::Bytes(x) | Value::ByteArray(x), Value::Bytes(y) | Value::ByteArray(y)) => Some(x.cmp(y)),
         (Value::Date { days: x }, Value::Date { days: y }) => Some(x.cmp(y)),
+        // As in Python, naive and aware datetimes are never equal nor ordered.
+        (Value::DateTime { tz: tx, .. }, Value::DateTime { tz: ty, .. })
+            if (*tx == TzInfo::Naive) != (*ty == TzInfo::Naive) =>
+        {
+            None
+        }
         (Value::DateTime { micros: x, tz: tx, .. }, Value::DateTime { micros: y, tz: ty, .. }) => {
             Some(utc_micros(*x, tx).cmp(&utc_micros(*y, ty)))
+        }
+        (Value::Dict(x), Value::Dict(y)) => unordered_eq(x.len(), y.len(), || {
+            x.iter().all(|(k, v)| y.iter().any(|(k2, v2)| equal(k, k2) && equal(v, v2)))
+        }),
+        (Value::Set(x) | Value::FrozenSet(x), Value::Set(y) | Value::FrozenSet(y)) => {
+            unordered_eq(x.len(), y.len(), || x.iter().all(|a| y.iter().any(|b| equal(a, b))))
         }
         (Value::Time { micros: x, .. }, Value::Time { micros: y, .. }) => Some(x.cmp(y)),
         (
@@ -154,6 +231,15 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
             _ => (a == b).then_some(Ordering::Equal),
         },
     }
+}
+
+fn equal(a: &Value, b: &Value) -> bool {
+    compare(a, b) == Some(Ordering::Equal)
+}
+
+/// Equality of unordered collections (dicts, sets): Equal or not comparable.
+fn unordered_eq(len_a: usize, len_b: usize, all_found: impl FnOnce() -> bool) -> Option<Ordering> {
+    (len_a == len_b && all_found()).then_some(Ordering::Equal)
 }
 
 fn compare_sequences(x: &[Value], y: &[Value]) -> Option<Ordering> {
@@ -173,13 +259,27 @@ pub fn sort_order(a: Option<&Value>, b: Option<&Value>) -> Ordering {
         (None, None) => Ordering::Equal,
         (None, Some(_)) => Ordering::Less,
         (Some(_), None) => Ordering::Greater,
-        (Some(a), Some(b)) => kind(a).cmp(&kind(b)).then_with(|| {
-            compare(a, b).unwrap_or_else(|| {
-                let nan = |v: &Value| matches!(v, Value::Float(f) if f.is_nan());
-                nan(a).cmp(&nan(b))
-            })
+        // Values that do not compare (NaN, naive vs aware, lists of mixed kinds, dicts...) fall
+        // back to their index keys, which order every value totally and consistently.
+        (Some(a), Some(b)) => kind(a).cmp(&kind(b)).then_with(|| match compare(a, b) {
+            Some(ordering) if !is_nan(a) && !is_nan(b) => ordering,
+            _ => index_key(a).cmp(&index_key(b)),
         }),
     }
+}
+
+fn is_nan(value: &Value) -> bool {
+    match value {
+        Value::Float(f) => f.is_nan(),
+        Value::Decimal(text) => text.to_ascii_lowercase().contains("nan"),
+        _ => false,
+    }
+}
+
+fn index_key(value: &Value) -> Vec<u8> {
+    let mut key = Vec::new();
+    crate::format::index_key::push_key(&mut key, Some(value));
+    key
 }
 
 #[cfg(test)]
@@ -198,6 +298,18 @@ mod tests {
             b
         });
         assert_eq!(compare(&big, &Value::Int(i64::MAX)), Some(Ordering::Greater));
+    }
+
+    #[test]
+    fn huge_integers_compare_exactly_with_floats() {
+        let two_200 = 2f64.powi(200);
+        let mut bytes = vec![0u8; 27];
+        bytes[25] = 1; // 2^200
+        bytes[0] = 1; // + 1
+        assert_eq!(compare(&Value::BigInt(bytes.clone()), &Value::Float(two_200)), Some(Ordering::Greater));
+        bytes[0] = 0;
+        assert_eq!(compare(&Value::BigInt(bytes), &Value::Float(two_200)), Some(Ordering::Equal));
+        assert_eq!(compare(&Value::Int(i64::MAX), &Value::Float(1.7e38)), Some(Ordering::Less));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use heed::RwTxn;
 
 use super::error::StoreError;
 use super::catalog::Catalog;
+use super::checksum::{seal, unseal};
 use super::index::{entry_key, entry_oid, key_has_no_value, prefix_end, DescriptorNames, IndexDef};
 use super::lmdb::{key_range, read_u64_key, LmdbStore, META_TID};
 use super::snapshot::encode_oid_list;
@@ -69,7 +70,7 @@ impl<'s> Commit<'s> {
     pub fn stored_tid(&self, oid: Oid) -> Result<Option<u64>, StoreError> {
         match self.store.records.get(&self.txn, &oid.to_be_bytes())? {
             None => Ok(None),
-            Some(record) => RecordHeader::parse(record)
+            Some(value) => RecordHeader::parse(unseal(oid, value)?)
                 .map(|(header, _)| Some(header.tid))
                 .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source }),
         }
@@ -150,30 +151,38 @@ impl<'s> Commit<'s> {
 
     pub fn put(&mut self, oid: Oid, record: &[u8]) -> Result<(), StoreError> {
         if !self.indexes.is_empty() {
-            let old = self.store.records.get(&self.txn, &oid.to_be_bytes())?.map(<[u8]>::to_vec);
+            let old = self.stored_record(oid)?;
             self.update_indexes(oid, old.as_deref(), Some(record))?;
         }
-        self.store.records.put(&mut self.txn, &oid.to_be_bytes(), record)?;
+        self.store.records.put(&mut self.txn, &oid.to_be_bytes(), &seal(record))?;
         self.changed.push(oid);
         Ok(())
     }
 
     /// Writes `record` as is, leaving indexes untouched: for repair tools and corruption tests,
     /// which must be able to store bytes that do not decode.
-    pub fn put_raw(&mut self, oid: Oid, record: &[u8]) -> Result<(), StoreError> {
-        self.store.records.put(&mut self.txn, &oid.to_be_bytes(), record)?;
+    pub fn put_raw(&mut self, oid: Oid, record: &[u8], sealed: bool) -> Result<(), StoreError> {
+        let value = if sealed { seal(record) } else { record.to_vec() };
+        self.store.records.put(&mut self.txn, &oid.to_be_bytes(), &value)?;
         self.changed.push(oid);
         Ok(())
     }
 
     pub fn delete(&mut self, oid: Oid) -> Result<(), StoreError> {
         if !self.indexes.is_empty() {
-            let old = self.store.records.get(&self.txn, &oid.to_be_bytes())?.map(<[u8]>::to_vec);
+            let old = self.stored_record(oid)?;
             self.update_indexes(oid, old.as_deref(), None)?;
         }
         self.store.records.delete(&mut self.txn, &oid.to_be_bytes())?;
         self.changed.push(oid);
         Ok(())
+    }
+
+    /// The current record of `oid` for index maintenance; a damaged one counts as absent (its
+    /// stale entries are then reported by `copal verify`).
+    fn stored_record(&self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
+        let value = self.store.records.get(&self.txn, &oid.to_be_bytes())?;
+        Ok(value.and_then(|v| unseal(oid, v).ok()).map(<[u8]>::to_vec))
     }
 
     /// Moves the index entries of `oid` from the keys of its `old` record to those of `new`,
@@ -253,8 +262,9 @@ impl<'s> Commit<'s> {
             let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
             let mut entries = Vec::new();
             for entry in self.store.records.range(&self.txn, &key_range(&first, &end))? {
-                let (key, record) = entry?;
+                let (key, value) = entry?;
                 let oid = read_u64_key(key, "record")?;
+                let Ok(record) = unseal(oid, value) else { continue };
                 if let Some(index_key) = self.key_of(&def, oid, Some(record))? {
                     entries.push((index_key, oid));
                 }

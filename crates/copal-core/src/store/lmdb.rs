@@ -111,7 +111,7 @@ impl LmdbStore {
                     fields: vec!["data".to_owned()],
                 };
                 descriptors.put(&mut wtxn, &ROOT_DESCRIPTOR.to_be_bytes()[..], &root.encode()[..])?;
-                records.put(&mut wtxn, &ROOT_OID.to_be_bytes()[..], &encode_root_record(0)[..])?;
+                records.put(&mut wtxn, &ROOT_OID.to_be_bytes()[..], &super::checksum::seal(&encode_root_record(0))[..])?;
                 meta.put(&mut wtxn, META_FORMAT, &STORE_FORMAT.to_be_bytes()[..])?;
                 meta.put(&mut wtxn, META_TID, &0u64.to_be_bytes()[..])?;
             }
@@ -143,6 +143,12 @@ impl LmdbStore {
             store.refresh_catalog(&rtxn)?;
         }
         Ok(store)
+    }
+
+    /// The stored value of `oid` as it is on disk (record and checksum), for repair tools.
+    pub fn raw_value(&self, oid: crate::format::Oid) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.env.read_txn()?;
+        Ok(self.records.get(&txn, &oid.to_be_bytes())?.map(<[u8]>::to_vec))
     }
 
     pub fn path(&self) -> &Path {

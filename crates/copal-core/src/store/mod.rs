@@ -2,6 +2,7 @@
 //! docs/ARCHITECTURE.md "Storage").
 
 mod catalog;
+mod checksum;
 mod commit;
 mod error;
 mod index;

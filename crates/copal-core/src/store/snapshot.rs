@@ -8,6 +8,7 @@ use heed::{RoTxn, WithoutTls};
 
 use super::error::StoreError;
 use super::lmdb::{key_range, read_u64_key, LmdbStore, META_TID};
+use super::checksum::unseal;
 use super::stats::StoreStats;
 use crate::format::{class_extent, oid_class, ClassNo, Descriptor, Oid, Reader};
 
@@ -44,11 +45,9 @@ impl Snapshot {
 
     /// The record of `oid`, borrowed from the map (valid while the snapshot lives).
     pub fn get(&self, oid: Oid) -> Result<Option<&[u8]>, StoreError> {
-        let record = self.store.records.get(&self.txn, &oid.to_be_bytes())?;
-        if record.is_some() {
-            StoreStats::add(&self.store.stats.records_read, 1);
-        }
-        Ok(record)
+        let Some(value) = self.store.records.get(&self.txn, &oid.to_be_bytes())? else { return Ok(None) };
+        StoreStats::add(&self.store.stats.records_read, 1);
+        Ok(Some(unseal(oid, value)?))
     }
 
     /// Calls `visit(i, record)` for each `oids[i]` (which must be sorted ascending), reading runs
@@ -73,8 +72,9 @@ impl Snapshot {
             let mut wanted = start;
             let range = (Bound::Included(&first[..]), Bound::Included(&last[..]));
             for entry in self.store.records.range(&self.txn, &range).map_err(|e| failed(e.into()))? {
-                let (key, record) = entry.map_err(|e| failed(e.into()))?;
+                let (key, value) = entry.map_err(|e| failed(e.into()))?;
                 let oid = read_u64_key(key, "record").map_err(&failed)?;
+                let record = unseal(oid, value).map_err(&failed)?;
                 if wanted < end && oids[wanted] < oid {
                     return Err(missing(oids[wanted]));
                 }
@@ -111,9 +111,10 @@ impl Snapshot {
         let mut read = 0;
         let result = (|| {
             for entry in self.store.records.range(&self.txn, &key_range(&first, &end))? {
-                let (key, record) = entry?;
+                let (key, value) = entry?;
                 read += 1;
-                if !visit(read_u64_key(key, "record")?, record)? {
+                let oid = read_u64_key(key, "record")?;
+                if !visit(oid, unseal(oid, value)?)? {
                     break;
                 }
             }

@@ -4,6 +4,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use super::error::StoreError;
+use super::checksum::unseal;
 use super::index::entry_key;
 use super::lmdb::{read_u64_key, LmdbStore};
 use super::snapshot::Snapshot;
@@ -60,10 +61,17 @@ impl LmdbStore {
         let mut expected_entries: BTreeSet<Vec<u8>> = BTreeSet::new();
         let txn = snapshot.txn();
         for entry in self.records.iter(txn)? {
-            let (key, record) = entry?;
+            let (key, value) = entry?;
             let oid = read_u64_key(key, "record")?;
             report.records += 1;
             oids.insert(oid);
+            let record = match unseal(oid, value) {
+                Ok(record) => record,
+                Err(error) => {
+                    report.problem(format!("{error}"));
+                    continue;
+                }
+            };
             let catalog = self.catalog();
             match decode_record_state(record, &*catalog) {
                 Err(error) => report.problem(format!("record {oid:#x} does not decode: {error}")),
