@@ -103,3 +103,18 @@ def test_query_over_records_that_share_objects_between_fields(store: Any) -> Non
         found = tx.query(Pair).where(tag="twins").all()
         assert len(found) == 1 and found[0].left is found[0].right
         assert [p.tag for p in tx.query(Pair).where(right=[3])] == ["other"]
+
+
+def test_iteration_builds_objects_in_batches(store: Any) -> None:
+    db = store.open()
+    with db.transaction() as tx:
+        tx.root["many"] = PersistentList(Animal(f"b{i}", i) for i in range(3500))
+    db = store.reopen(db)
+    built = Delta(db)
+    with db.transaction() as tx:
+        results = iter(tx.query(Animal))
+        first = [next(results) for _ in range(10)]
+        assert [a.name for a in first] == [f"b{i}" for i in range(10)]
+        assert built["cache_misses"] == 1000  # one batch, not the 3,500 matches
+        assert sum(1 for _ in results) == 3490
+    assert built["cache_misses"] == 3500

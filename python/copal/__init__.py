@@ -24,6 +24,7 @@ from .evolution import Broken, BrokenObject
 from .indexes import Index
 from .persistent import Persistent, PersistentDict, PersistentList
 from .query import Expr, Field, Query, field
+from .serialize import dump, dumps, load, loads
 from .transaction import Transaction
 
 __all__ = [
@@ -47,5 +48,9 @@ __all__ = [
     "UniqueViolation",
     "DanglingReference",
     "StorageError",
+    "dumps",
+    "loads",
+    "dump",
+    "load",
 ]
 __version__ = "0.1.0"

@@ -20,6 +20,7 @@ __all__ = ["Query", "Expr", "Field", "field"]
 
 T = TypeVar("T")
 _MISSING: Any = object()
+_BATCH = 1000
 
 # A filter travels to Rust as nested tuples (see crates/copal-py/src/query.rs).
 Node = tuple[Any, ...]
@@ -361,7 +362,14 @@ class Query(Generic[T]):
         return combined
 
     def __iter__(self) -> Iterator[T]:
-        return iter(self._run("objects"))
+        """The results, built in batches of 1,000 as the iteration goes (a loop that stops early
+        builds only what it consumed, plus the rest of its batch)."""
+        if self._pending()[0]:
+            yield from self._run("objects")
+            return
+        oids: list[int] = self._run("oids")
+        for start in range(0, len(oids), _BATCH):
+            yield from self._tx._conn.load_many(oids[start : start + _BATCH])
 
     def all(self) -> list[T]:
         """Every result, as a list."""

@@ -294,6 +294,48 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// Loads `ghosts` (sorted and deduplicated here) reading their records in id order, in
+    /// chunks: records are copied out so that decoding (which runs Python) happens with the
+    /// snapshot unlocked, in bounded memory. With `next`, collects the ghosts they reference.
+    fn load_ghosts<'py>(
+        &self,
+        py: Python<'py>,
+        ghosts: &mut Vec<(u64, Bound<'py, PyAny>)>,
+        mut next: Option<&mut Vec<Bound<'py, PyAny>>>,
+    ) -> PyResult<usize> {
+        ghosts.sort_unstable_by_key(|(oid, _)| *oid);
+        ghosts.dedup_by_key(|(oid, _)| *oid);
+        const CHUNK: usize = 4096;
+        let mut buffer = Vec::new();
+        let mut spans = Vec::with_capacity(CHUNK);
+        for chunk in ghosts.chunks(CHUNK) {
+            let oids: Vec<u64> = chunk.iter().map(|(oid, _)| *oid).collect();
+            buffer.clear();
+            spans.clear();
+            self.with_snapshot(|snapshot| {
+                let snapshot = SameThread(snapshot);
+                let read = without_gil(py, || {
+                    snapshot.0.get_many(&oids, ReadFailure::Missing, ReadFailure::Store, |_, record| {
+                        spans.push(buffer.len()..buffer.len() + record.len());
+                        buffer.extend_from_slice(record);
+                        Ok(())
+                    })
+                });
+                read.map_err(|failure| match failure {
+                    ReadFailure::Store(error) => crate::errors::store_error(error),
+                    ReadFailure::Missing(oid) => dangling(oid),
+                })
+            })?;
+            for ((oid, obj), span) in chunk.iter().zip(spans.drain(..)) {
+                self.set_state(obj, *oid, &buffer[span], next.as_deref_mut())?;
+            }
+        }
+        self.stats.cache_misses.fetch_add(ghosts.len() as u64, Ordering::Relaxed);
+        Ok(ghosts.len())
+    }
+}
+
 /// Why a batch read failed; converted to a Python error once the GIL is back.
 enum ReadFailure {
     Missing(u64),
@@ -587,40 +629,27 @@ impl Connection {
                     Err(_) => collect_references(&obj, &mut next, 0)?,
                 }
             }
-            ghosts.sort_unstable_by_key(|(oid, _)| *oid);
-            ghosts.dedup_by_key(|(oid, _)| *oid);
-            // Records are copied out chunk by chunk so that decoding (which runs Python) happens
-            // with the snapshot unlocked, in bounded memory.
-            const CHUNK: usize = 4096;
-            let mut buffer = Vec::new();
-            let mut spans = Vec::with_capacity(CHUNK);
-            for chunk in ghosts.chunks(CHUNK) {
-                let oids: Vec<u64> = chunk.iter().map(|(oid, _)| *oid).collect();
-                buffer.clear();
-                spans.clear();
-                self.with_snapshot(|snapshot| {
-                    let snapshot = SameThread(snapshot);
-                    let read = without_gil(py, || {
-                        snapshot.0.get_many(&oids, ReadFailure::Missing, ReadFailure::Store, |_, record| {
-                            spans.push(buffer.len()..buffer.len() + record.len());
-                            buffer.extend_from_slice(record);
-                            Ok(())
-                        })
-                    });
-                    read.map_err(|failure| match failure {
-                        ReadFailure::Store(error) => crate::errors::store_error(error),
-                        ReadFailure::Missing(oid) => dangling(oid),
-                    })
-                })?;
-                for ((oid, obj), span) in chunk.iter().zip(spans.drain(..)) {
-                    self.set_state(obj, *oid, &buffer[span], Some(&mut next))?;
-                }
-            }
-            self.stats.cache_misses.fetch_add(ghosts.len() as u64, Ordering::Relaxed);
-            loaded += ghosts.len();
+            loaded += self.load_ghosts(py, &mut ghosts, Some(&mut next))?;
             level = next;
         }
         Ok(loaded)
+    }
+
+    /// The objects with ids `oids`, in that order, loading the ghosts among them in one sweep
+    /// (raises DanglingReference for an id without a record).
+    fn load_many<'py>(&self, py: Python<'py>, oids: Vec<u64>) -> PyResult<Bound<'py, PyList>> {
+        let _pause = GcPause::new(py);
+        let objects = oids.iter().map(|oid| self.object_for(py, *oid)).collect::<PyResult<Vec<_>>>()?;
+        let mut ghosts: Vec<(u64, Bound<'_, PyAny>)> = Vec::new();
+        for (oid, obj) in oids.iter().zip(&objects) {
+            if PersistentBase::of(obj)?.state() == GHOST {
+                ghosts.push((*oid, obj.clone()));
+            } else {
+                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.load_ghosts(py, &mut ghosts, None)?;
+        PyList::new(py, objects)
     }
 
     /// Runs a query on this snapshot, in Rust on the raw records: `mode` "objects" returns the

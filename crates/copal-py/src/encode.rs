@@ -563,7 +563,8 @@ pub fn has_instance_dict(v: &Bound<'_, PyAny>) -> bool {
 /// with their own `__new__` are therefore not stored by value.
 pub fn new_is_object_new(class: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
-    Ok(class.getattr("__new__")?.is(pytypes::object_type(py)?.getattr("__new__")?))
+    let name = pyo3::intern!(py, "__new__");
+    Ok(class.getattr(name)?.is(pytypes::object_type(py)?.getattr(name)?))
 }
 
 fn is_builtin_subclass(v: &Bound<'_, PyAny>) -> bool {

@@ -14,6 +14,7 @@ mod persistent;
 mod query;
 mod pytypes;
 mod stats;
+mod standalone;
 mod strings;
 
 use pyo3::prelude::*;
@@ -24,5 +25,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<connection::Connection>()?;
     m.add_class::<database::Store>()?;
     m.add("ROOT_OID", copal_core::format::ROOT_OID)?;
+    m.add_function(wrap_pyfunction!(standalone::dumps_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(standalone::loads_raw, m)?)?;
     Ok(())
 }

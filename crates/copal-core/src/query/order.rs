@@ -81,15 +81,6 @@ fn bigint_to_i128(le: &[u8]) -> Option<i128> {
     Some(i128::from_le_bytes(bytes))
 }
 
-fn bigint_to_f64(le: &[u8]) -> f64 {
-    let negative = le.last().is_some_and(|b| b & 0x80 != 0);
-    let mut value = 0.0;
-    for &b in le.iter().rev() {
-        value = value * 256.0 + f64::from(if negative { !b } else { b });
-    }
-    if negative { -(value + 1.0) } else { value }
-}
-
 /// Exact order of two integers given as little-endian two's complement of any length.
 fn compare_big(a: &[u8], b: &[u8]) -> Ordering {
     let negative = |x: &[u8]| x.last().is_some_and(|b| b & 0x80 != 0);

@@ -1,0 +1,486 @@
+//! Standalone streams (docs/STREAM.md): one object graph as a self-contained byte string, with
+//! its class descriptors inline, for `copal.dumps` / `copal.loads` (python/copal/serialize.py).
+//!
+//! The value is written and read by the record codec (encode.rs, decode.rs); this module adds
+//! the stream header, the inline descriptor table (a `Sink` that collects it while encoding and
+//! a `Resolver` that serves it while decoding) and the optional compression of the payload.
+//! Persistent objects are written by value, so a stream never refers to a database.
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::Arc;
+
+use copal_core::format::{DecodeError, Reader, TzInfo, Writer};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDelta, PyDict, PyString, PyTuple, PyTzInfo, PyType};
+use pyo3::PyTypeInfo;
+
+use crate::classes::{field_names, resolve, ClassCache, ClassShape};
+use crate::decode::{check_plain_class, DecodeInfo, Decoder, Resolver};
+use crate::encode::{is_heap_type, Encoder, Sink};
+use crate::errors::{corrupt, CorruptRecordError, SchemaError};
+use crate::gc::GcPause;
+use crate::hashing::IntMap;
+use crate::persistent::PersistentBase;
+use crate::pytypes;
+
+/// The first bytes of every stream (docs/STREAM.md section 2).
+pub const MAGIC: [u8; 4] = *b"CPL1";
+/// The stream version this build writes and reads.
+pub const STREAM_VERSION: u8 = 1;
+const VERSION_OFFSET: usize = MAGIC.len();
+const FLAGS_OFFSET: usize = VERSION_OFFSET + 1;
+
+/// Stream flags: the low two bits name the compression of the payload, the others are reserved.
+const COMPRESSION_MASK: u8 = 0x03;
+pub const COMPRESSION_NONE: u8 = 0;
+pub const COMPRESSION_ZSTD: u8 = 1;
+pub const COMPRESSION_GZIP: u8 = 2;
+
+/// Descriptor-entry flags: the descriptor is a persistent class stored by value.
+const DESCRIPTOR_PERSISTENT: u8 = 0x01;
+
+const DEFAULT_ZSTD_LEVEL: i32 = 3;
+const DEFAULT_GZIP_LEVEL: i32 = 6;
+/// zlib's window-bits value selecting the gzip container (RFC 1952) with a 32 KiB window.
+const GZIP_WBITS: i32 = 31;
+
+// -- writing ------------------------------------------------------------------------------------
+
+/// Collects the descriptor table of one stream while its value is encoded. Descriptor ids are
+/// table positions, allocated in the order the encoder first asks for each (class, fields).
+#[derive(Default)]
+struct StreamSink {
+    classes: ClassCache,
+    enums: IntMap<usize, u32>,
+    /// The encoded entries (docs/STREAM.md section 4), without their count.
+    table: Writer,
+    count: u32,
+}
+
+impl Sink for StreamSink {
+    fn descriptor(&mut self, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
+        let entry = self.classes.entry(class)?;
+        if let Some(shape) = entry.find_shape(dict) {
+            return Ok(shape);
+        }
+        let (names, interned) = field_names(dict)?;
+        let flags = if class.is_subclass_of::<PersistentBase>()? { DESCRIPTOR_PERSISTENT } else { 0 };
+        let id = self.count;
+        self.count = id.checked_add(1).ok_or_else(|| PyValueError::new_err("too many classes in one stream"))?;
+        self.table.u8(flags);
+        self.table.length_prefixed(entry.type_name.as_bytes());
+        self.table.varint(names.len() as u64);
+        for name in &names {
+            self.table.length_prefixed(name.as_bytes());
+        }
+        let shape = ClassShape { descriptor: id, class_no: 0, tracks_own: false };
+        entry.shapes.push((interned, shape));
+        Ok(shape)
+    }
+
+    fn enum_descriptor(&mut self, class: &Bound<'_, PyType>) -> PyResult<u32> {
+        let key = class.as_ptr() as usize;
+        if let Some(&id) = self.enums.get(&key) {
+            return Ok(id);
+        }
+        let id = self.descriptor(class, &PyDict::new(class.py()))?.descriptor;
+        // `classes` keeps the class alive, so its address stays a valid key.
+        self.enums.insert(key, id);
+        Ok(id)
+    }
+
+    fn reference(&mut self, _obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+        Err(PyRuntimeError::new_err("a stream writes persistent objects by value, never as references"))
+    }
+
+    fn persistent_by_value(&self) -> bool {
+        true
+    }
+}
+
+/// `copal.dumps` without the argument handling: `obj` as a stream whose payload is compressed
+/// with `compression` (0 none, 1 zstd, 2 gzip) at `level` (the codec's default if None).
+#[pyfunction]
+#[pyo3(signature = (obj, compression = COMPRESSION_NONE, level = None))]
+pub fn dumps_raw<'py>(
+    py: Python<'py>,
+    obj: &Bound<'py, PyAny>,
+    compression: u8,
+    level: Option<i32>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let level = checked_level(compression, level)?;
+    let (count, table, value) = {
+        // Encoding allocates containers (materialized instance dicts) that cannot become garbage
+        // before it ends: collections meanwhile would only walk the growing heap.
+        let _gc = GcPause::new(py);
+        let mut sink = StreamSink::default();
+        let value = Encoder::new(&mut sink).standalone(obj)?;
+        let mut count = Writer::new();
+        count.varint(u64::from(sink.count));
+        (count.buf, std::mem::take(&mut sink.table.buf), value)
+    };
+    let body = [count.as_slice(), table.as_slice(), value.as_slice()];
+    let body_len: usize = body.iter().map(|part| part.len()).sum();
+    let compressed = match compression {
+        COMPRESSION_NONE => None,
+        COMPRESSION_ZSTD => {
+            let source = body[0].chain(body[1]).chain(body[2]);
+            let out = py.detach(|| zstd::stream::compress_sized(source, level, body_len as u64));
+            Some(out.map_err(|e| PyRuntimeError::new_err(format!("zstd compression failed: {e}")))?)
+        }
+        _ => {
+            let joined = PyBytes::new_with(py, body_len, |buf| {
+                fill(buf, &body);
+                Ok(())
+            })?;
+            let out = py.import("zlib")?.call_method1("compress", (joined, level, GZIP_WBITS))?;
+            Some(out.cast_into::<PyBytes>()?.as_bytes().to_vec())
+        }
+    };
+    let payload_len = compressed.as_ref().map_or(body_len, |c| c.len());
+    let mut header = Writer::new();
+    header.bytes(&MAGIC);
+    header.u8(STREAM_VERSION);
+    header.u8(compression);
+    header.varint(payload_len as u64);
+    PyBytes::new_with(py, header.buf.len() + payload_len, |buf| {
+        let (head, rest) = buf.split_at_mut(header.buf.len());
+        head.copy_from_slice(&header.buf);
+        match &compressed {
+            Some(payload) => rest.copy_from_slice(payload),
+            None => fill(rest, &body),
+        }
+        Ok(())
+    })
+}
+
+fn fill(buf: &mut [u8], parts: &[&[u8]]) {
+    let mut at = 0;
+    for part in parts {
+        buf[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+}
+
+fn checked_level(compression: u8, level: Option<i32>) -> PyResult<i32> {
+    match compression {
+        COMPRESSION_NONE if level.is_none() => Ok(0),
+        COMPRESSION_NONE => Err(PyValueError::new_err("a compression level needs a compression")),
+        COMPRESSION_ZSTD => {
+            let level = level.unwrap_or(DEFAULT_ZSTD_LEVEL);
+            let range = zstd::compression_level_range();
+            if range.contains(&level) {
+                Ok(level)
+            } else {
+                Err(PyValueError::new_err(format!(
+                    "zstd compression level {level} is outside {}..={}",
+                    range.start(),
+                    range.end()
+                )))
+            }
+        }
+        COMPRESSION_GZIP => {
+            let level = level.unwrap_or(DEFAULT_GZIP_LEVEL);
+            if (0..=9).contains(&level) {
+                Ok(level)
+            } else {
+                Err(PyValueError::new_err(format!("gzip compression level {level} is outside 0..=9")))
+            }
+        }
+        other => Err(PyValueError::new_err(format!("unknown compression code {other}"))),
+    }
+}
+
+// -- reading ------------------------------------------------------------------------------------
+
+/// One entry of the stream's descriptor table, with what decoding learns about it on first use.
+struct Entry {
+    info: Arc<DecodeInfo>,
+    persistent: bool,
+    class: OnceCell<Py<PyType>>,
+    /// Set once the class has passed the checks for building OBJECT instances of it.
+    instance_checked: Cell<bool>,
+}
+
+/// Serves a stream's descriptor table to the decoder. A descriptor's class is resolved the first
+/// time the decoder asks for the descriptor, by `classes::resolve` (never by importing), and
+/// checked once (`check_inert`); a failure is a SchemaError raised by `descriptor` itself, so
+/// that it reaches the caller whatever the decoder does with errors of `class_of`.
+struct StreamResolver<'py> {
+    registry: Bound<'py, PyDict>,
+    entries: Vec<Entry>,
+    /// The entry `descriptor` returned last: the decoder asks `class_of` for its class next.
+    last: Cell<usize>,
+    zones: RefCell<HashMap<String, Py<PyTzInfo>>>,
+}
+
+impl<'py> StreamResolver<'py> {
+    fn class(&self, py: Python<'py>, entry: &Entry) -> PyResult<Bound<'py, PyType>> {
+        if let Some(class) = entry.class.get() {
+            return Ok(class.bind(py).clone());
+        }
+        let class = resolve(py, &self.registry, &entry.info.type_name)?;
+        check_inert(&class, &entry.info)?;
+        let _ = entry.class.set(class.clone().unbind());
+        Ok(class)
+    }
+}
+
+impl<'py> Resolver<'py> for StreamResolver<'py> {
+    fn descriptor(&self, py: Python<'py>, id: u32) -> PyResult<Arc<DecodeInfo>> {
+        let Some(entry) = self.entries.get(id as usize) else {
+            return Err(corrupt("stream", DecodeError::UnknownDescriptor { id }));
+        };
+        self.class(py, entry)?;
+        self.last.set(id as usize);
+        Ok(Arc::clone(&entry.info))
+    }
+
+    fn class_of(&self, py: Python<'py>, info: &DecodeInfo) -> PyResult<Bound<'py, PyType>> {
+        let is_info = |entry: &&Entry| std::ptr::eq(Arc::as_ptr(&entry.info), info);
+        let entry = match self.entries.get(self.last.get()).filter(is_info) {
+            Some(entry) => entry,
+            None => self.entries.iter().find(is_info).ok_or_else(|| PyRuntimeError::new_err("descriptor of another stream"))?,
+        };
+        self.class(py, entry)
+    }
+
+    fn object(&self, _py: Python<'py>, oid: u64) -> PyResult<Bound<'py, PyAny>> {
+        Err(CorruptRecordError::new_err(format!(
+            "corrupt stream: unknown tag 0x17 (a reference to stored object {oid:#x}); a stream \
+             holds persistent objects by value, never references"
+        )))
+    }
+
+    fn zone(&self, py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py, PyTzInfo>>> {
+        let key = match tz {
+            TzInfo::Naive => return Ok(None),
+            TzInfo::Offset(micros) => format!("{micros}"),
+            TzInfo::Named(name) => name.clone(),
+        };
+        if let Some(zone) = self.zones.borrow().get(&key) {
+            return Ok(Some(zone.bind(py).clone()));
+        }
+        let zone = match tz {
+            TzInfo::Offset(0) => PyTzInfo::utc(py)?.to_owned(),
+            TzInfo::Offset(micros) => {
+                let days = micros.div_euclid(86_400_000_000) as i32;
+                let rest = micros.rem_euclid(86_400_000_000);
+                let delta = PyDelta::new(py, days, (rest / 1_000_000) as i32, (rest % 1_000_000) as i32, true)?;
+                pytypes::timezone_type(py)?.call1((delta,))?.cast_into::<PyTzInfo>()?
+            }
+            TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((name,))?.cast_into::<PyTzInfo>()?,
+            TzInfo::Naive => return Ok(None),
+        };
+        self.zones.borrow_mut().insert(key, zone.clone().unbind());
+        Ok(Some(zone))
+    }
+
+    fn instance(&self, py: Python<'py>, id: u32, class: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let entry = &self.entries[id as usize];
+        if !entry.instance_checked.get() {
+            if entry.persistent {
+                if !is_heap_type(class) || !class.is_subclass_of::<PersistentBase>()? {
+                    return Err(SchemaError::new_err(format!(
+                        "stream type {:?} is marked persistent but is not a copal.Persistent class",
+                        entry.info.type_name
+                    )));
+                }
+            } else {
+                check_plain_class(class, &entry.info)?;
+            }
+            entry.instance_checked.set(true);
+        }
+        // Both constructors below only allocate: no `__new__` or `__init__` of the class runs.
+        let base = if entry.persistent {
+            // PersistentBase's constructor makes an unsaved persistent object (no oid, no jar).
+            PersistentBase::type_object(py).as_type_ptr()
+        } else {
+            // object.__new__: `check_plain_class` made sure the class does not override it.
+            std::ptr::addr_of_mut!(ffi::PyBaseObject_Type)
+        };
+        let args = PyTuple::empty(py);
+        // SAFETY: `base` is a valid static or immortal type object whose tp_new accepts any
+        // subtype of itself (checked above) with empty arguments; it returns a new reference or
+        // null with an exception set.
+        unsafe {
+            let tp_new = (*base).tp_new.ok_or_else(|| PyTypeError::new_err("class cannot be instantiated"))?;
+            Bound::from_owned_ptr_or_err(py, tp_new(class.as_type_ptr(), args.as_ptr(), std::ptr::null_mut())).map(Some)
+        }
+    }
+}
+
+/// Refuses a class whose instances would run its code with values from the stream: a
+/// finalizer (`__del__` runs when the rebuilt object is collected, even if decoding fails later),
+/// or a data descriptor (a property with a setter, a slot, `__class__`, `__dict__`) named like one
+/// of the descriptor's fields, whose setter would run when the field is set. Writers never produce
+/// such streams: an instance's `__dict__` cannot hold an attribute that a data descriptor shadows.
+/// The class's namespaces are read through `type`'s own descriptors, so no metaclass code runs.
+fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResult<()> {
+    let py = class.py();
+    let type_namespace = PyType::type_object(py).getattr(pyo3::intern!(py, "__dict__"))?;
+    let get = pyo3::intern!(py, "__get__");
+    let mro = type_namespace.get_item("__mro__")?.call_method1(get, (class,))?;
+    let namespace_of = type_namespace.get_item("__dict__")?;
+    let namespaces = mro
+        .try_iter()?
+        .map(|base| namespace_of.call_method1(get, (base?,)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let lookup = |name: &Bound<'py, PyAny>| -> PyResult<Option<Bound<'py, PyAny>>> {
+        for namespace in &namespaces {
+            if namespace.contains(name)? {
+                return namespace.get_item(name).map(Some);
+            }
+        }
+        Ok(None)
+    };
+    let refuse = |why: String| {
+        Err(SchemaError::new_err(format!(
+            "stream type {:?} {why}; copal does not rebuild it from a stream, where that code would run on \
+             values chosen by the stream",
+            info.type_name
+        )))
+    };
+    if lookup(pyo3::intern!(py, "__del__").as_any())?.is_some() {
+        return refuse("has a finalizer (__del__)".into());
+    }
+    for field in &info.fields {
+        if let Some(attribute) = lookup(field.bind(py).as_any())? {
+            // SAFETY: reading a slot of the live type object of `attribute`.
+            let is_data_descriptor = unsafe { (*attribute.get_type().as_type_ptr()).tp_descr_set.is_some() };
+            if is_data_descriptor {
+                return refuse(format!("has a data descriptor (property, slot, ...) for its field {}", field.bind(py)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads the stream header, checking its fields in the order of docs/STREAM.md section 2, and
+/// returns the payload, which must end the input.
+fn read_header(data: &[u8]) -> PyResult<&[u8]> {
+    let magic = &data[..data.len().min(MAGIC.len())];
+    if magic != &MAGIC[..magic.len()] {
+        return Err(CorruptRecordError::new_err(
+            "corrupt stream: not a copal stream (it does not start with the magic bytes \"CPL1\")",
+        ));
+    }
+    let bad = |e| corrupt("stream header", e);
+    let mut r = Reader::new(data);
+    r.bytes(MAGIC.len()).map_err(bad)?;
+    let version = r.u8().map_err(bad)?;
+    if version != STREAM_VERSION {
+        return Err(CorruptRecordError::new_err(format!(
+            "corrupt stream: stream version {version} is not supported by this copal (reads version {STREAM_VERSION})"
+        )));
+    }
+    let flags = r.u8().map_err(bad)?;
+    if flags & !COMPRESSION_MASK != 0 || flags & COMPRESSION_MASK > COMPRESSION_GZIP {
+        return Err(bad(DecodeError::OutOfRange { offset: FLAGS_OFFSET, what: "stream flags" }));
+    }
+    let length = r.varint().map_err(bad)?;
+    let remaining = r.remaining() as u64;
+    if length > remaining {
+        return Err(bad(DecodeError::Truncated { offset: data.len(), needed: (length - remaining) as usize }));
+    }
+    if length < remaining {
+        return Err(bad(DecodeError::TrailingBytes { offset: r.position() + length as usize }));
+    }
+    Ok(&data[r.position()..])
+}
+
+/// The body of a stream: the payload, decompressed if the flags say so.
+enum Body<'py, 'a> {
+    Borrowed(&'a [u8]),
+    Owned(Vec<u8>),
+    Python(Bound<'py, PyBytes>),
+}
+
+impl Body<'_, '_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Body::Borrowed(b) => b,
+            Body::Owned(v) => v,
+            Body::Python(b) => b.as_bytes(),
+        }
+    }
+}
+
+fn bad_compression(what: &str, detail: impl std::fmt::Display) -> PyErr {
+    CorruptRecordError::new_err(format!("corrupt stream: the {what} payload does not decompress ({detail})"))
+}
+
+fn decompress<'py, 'a>(py: Python<'py>, flags: u8, payload: &'a [u8]) -> PyResult<Body<'py, 'a>> {
+    match flags & COMPRESSION_MASK {
+        COMPRESSION_NONE => Ok(Body::Borrowed(payload)),
+        COMPRESSION_ZSTD => {
+            let out = py.detach(|| zstd::stream::decode_all(payload));
+            out.map(Body::Owned).map_err(|e| bad_compression("zstd", e))
+        }
+        _ => {
+            // A decompression object, unlike zlib.decompress, reports data after the gzip
+            // member (`unused_data`), which a stream must not have.
+            let d = py.import("zlib")?.call_method1("decompressobj", (GZIP_WBITS,))?;
+            let out = d.call_method1("decompress", (PyBytes::new(py, payload),)).map_err(|e| bad_compression("gzip", e))?;
+            let complete: bool = d.getattr("eof")?.extract()?;
+            let unused: usize = d.getattr("unused_data")?.len()?;
+            if !complete {
+                return Err(bad_compression("gzip", "the gzip data is truncated"));
+            }
+            if unused != 0 {
+                return Err(bad_compression("gzip", "bytes follow the gzip member"));
+            }
+            Ok(Body::Python(out.cast_into::<PyBytes>()?))
+        }
+    }
+}
+
+/// Reads the descriptor table at the start of the body (docs/STREAM.md section 4).
+fn read_table(r: &mut Reader<'_>, py: Python<'_>) -> Result<Vec<Entry>, DecodeError> {
+    let count = r.length(1)?;
+    let mut entries = Vec::with_capacity(count);
+    for _ in 0..count {
+        let offset = r.position();
+        let flags = r.u8()?;
+        if flags & !DESCRIPTOR_PERSISTENT != 0 {
+            return Err(DecodeError::OutOfRange { offset, what: "descriptor flags" });
+        }
+        let type_name = r.str()?.to_owned();
+        let field_count = r.length(1)?;
+        let mut fields = Vec::with_capacity(field_count);
+        for _ in 0..field_count {
+            fields.push(PyString::intern(py, r.str()?).unbind());
+        }
+        entries.push(Entry {
+            info: Arc::new(DecodeInfo::plain(type_name, fields)),
+            persistent: flags & DESCRIPTOR_PERSISTENT != 0,
+            class: OnceCell::new(),
+            instance_checked: Cell::new(false),
+        });
+    }
+    Ok(entries)
+}
+
+/// `copal.loads` without the argument handling: the object graph of stream `data`.
+#[pyfunction]
+pub fn loads_raw<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    let payload = read_header(data)?;
+    let body = decompress(py, data[FLAGS_OFFSET], payload)?;
+    let mut r = Reader::new(body.bytes());
+    let entries = read_table(&mut r, py).map_err(|e| corrupt("stream descriptor table", e))?;
+    let registry = py.import("copal.persistent")?.getattr("registry")?.cast_into::<PyDict>()?;
+    let resolver = StreamResolver { registry, entries, last: Cell::new(0), zones: RefCell::new(HashMap::new()) };
+    let what = || "stream".to_owned();
+    // Repeated short strings come back as one object, as from the database (strings.rs); on
+    // all-distinct strings this costs about a sixth of the decoding time.
+    let mut strings = crate::strings::StringCache::default();
+    // Nothing the decoder creates can become garbage before it returns (see gc.rs).
+    let _gc = GcPause::new(py);
+    let mut decoder = Decoder::new(py, &resolver, &what);
+    decoder.strings = Some(&mut strings);
+    decoder.standalone(&mut r)
+}

@@ -1,0 +1,222 @@
+"""Standalone serialization: object graphs as self-contained bytes, without a database.
+
+A stream (specified in docs/STREAM.md) holds one value in copal's record format together with
+the descriptors of the classes it uses, so it can be read by any copal, in any process, that has
+the same classes imported. Shared references and cycles are kept. Persistent objects are written
+by value and come back as new, unsaved persistent objects, so ``loads(dumps(graph))`` is an
+equal graph independent of any database. As with the database, reading never imports modules or
+runs code named by the data: classes are looked up among already-imported modules.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, TypeAlias
+
+from . import _core
+from .errors import CorruptRecordError
+
+__all__ = ["dumps", "loads", "dump", "load", "Compression"]
+
+Codec: TypeAlias = Literal["zstd", "gzip"]
+#: The ``compress`` argument: a codec name, a ``(codec, level)`` pair, or ``None``.
+Compression: TypeAlias = Codec | tuple[Codec, int] | None
+
+# docs/STREAM.md section 2: the flags' compression codes, and the header before the length.
+_CODES: dict[str, int] = {"zstd": 1, "gzip": 2}
+_MAGIC = b"CPL1"
+_FIXED_HEADER = len(_MAGIC) + 2
+_MAX_VARINT = 10
+_CHUNK = 1 << 20
+
+
+class SupportsWrite(Protocol):
+    """A binary file or stream opened for writing."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+
+class SupportsRead(Protocol):
+    """A binary file or stream opened for reading."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def _compression(compress: Compression) -> tuple[int, int | None]:
+    if compress is None:
+        return 0, None
+    if isinstance(compress, tuple):
+        if len(compress) != 2:
+            raise ValueError(f"compress must be a codec name or a (codec, level) pair, not {compress!r}")
+        codec, level = compress
+        if isinstance(level, bool) or not isinstance(level, int):
+            raise TypeError(f"the compression level must be an int, not {type(level).__name__}")
+    else:
+        codec, level = compress, None
+    code = _CODES.get(codec) if isinstance(codec, str) else None
+    if code is None:
+        raise ValueError(f"unknown compression {codec!r}: use 'zstd' or 'gzip'")
+    return code, level
+
+
+def dumps(obj: Any, *, compress: Compression = None) -> bytes:
+    """Serializes the object graph of ``obj`` into a standalone stream.
+
+    Everything a copal record can hold may appear in the graph (docs/FORMAT.md section 10),
+    persistent objects included: they are written by value (their stored attributes, not their
+    ``_v_`` and ``_p_`` ones; ghosts are loaded first). Each object reachable along several
+    paths, and each cycle, is written once and comes back shared the same way.
+
+    Args:
+        obj: The root of the graph.
+        compress: ``"zstd"`` (level 3) or ``"gzip"`` (level 6) to compress the payload, or a
+            ``(codec, level)`` pair: zstd accepts -131072 to 22 (negative levels are faster),
+            gzip 0 to 9. :func:`loads` detects the compression by itself.
+
+    Returns:
+        The stream: the magic bytes ``b"CPL1"``, a version and flags byte, the payload length,
+        and the payload (the class descriptors, then the value).
+
+    Raises:
+        TypeError: The graph holds a value copal cannot store (the message names its path), or
+            a tuple that contains itself through a mutable container.
+        ValueError: Values are nested deeper than 256 levels, or ``compress`` is invalid.
+
+    Example:
+        >>> import copal
+        >>> shared = [1, 2]
+        >>> data = copal.dumps({"a": shared, "b": shared, "when": (2024, "x")})
+        >>> data[:4]
+        b'CPL1'
+        >>> back = copal.loads(data)
+        >>> back
+        {'a': [1, 2], 'b': [1, 2], 'when': (2024, 'x')}
+        >>> back["a"] is back["b"]
+        True
+        >>> copal.loads(copal.dumps(list(range(1000)), compress=("zstd", 9)))[-1]
+        999
+    """
+    code, level = _compression(compress)
+    return _core.dumps_raw(obj, code, level)
+
+
+def loads(data: bytes | bytearray | memoryview) -> Any:
+    """Rebuilds the object graph of a stream written by :func:`dumps`.
+
+    The stream's compression is detected from its header. Classes are resolved as when loading
+    from a database: persistent classes by their stored name (including
+    ``__copal_aliases__``), other classes among modules already imported; nothing is imported
+    and no constructor, ``__new__`` or ``__setstate__`` runs. Persistent objects come back
+    unsaved (``_p_status == "unsaved"``), attached to no database.
+
+    Args:
+        data: Exactly one stream.
+
+    Returns:
+        The root of the rebuilt graph.
+
+    Raises:
+        CorruptRecordError: ``data`` is not exactly one well-formed stream (wrong magic bytes,
+            truncated, trailing bytes, damaged compression or values).
+        SchemaError: A class of the stream is not imported, or names something that may not be
+            rebuilt that way (a function, a class defining ``__new__``, ...).
+
+    Example:
+        >>> import copal
+        >>> copal.loads(copal.dumps({"x": {1.5, 2.5}}, compress="gzip"))
+        {'x': {1.5, 2.5}}
+        >>> copal.loads(b"not a stream")
+        Traceback (most recent call last):
+        ...
+        copal.errors.CorruptRecordError: corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")
+    """
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    return _core.loads_raw(data)
+
+
+def dump(obj: Any, file: SupportsWrite, *, compress: Compression = None) -> None:
+    """Writes the stream of ``obj`` (see :func:`dumps`) to a binary file or stream.
+
+    Streams are self-delimiting, so several can be written one after the other to one file and
+    read back one at a time by :func:`load`.
+
+    Args:
+        obj: The root of the graph.
+        file: A binary file or stream with a ``write`` method.
+        compress: As for :func:`dumps`.
+
+    Example:
+        >>> import copal, io
+        >>> buffer = io.BytesIO()
+        >>> copal.dump({"first": 1}, buffer)
+        >>> copal.dump(["second"], buffer, compress="zstd")
+        >>> _ = buffer.seek(0)
+        >>> copal.load(buffer), copal.load(buffer)
+        ({'first': 1}, ['second'])
+    """
+    file.write(dumps(obj, compress=compress))
+
+
+def load(file: SupportsRead) -> Any:
+    """Reads one stream from a binary file or stream and rebuilds its graph (see :func:`loads`).
+
+    It reads exactly the bytes of one stream (the header gives its length), so it works on
+    pipes and sockets and leaves the file positioned after the stream.
+
+    Args:
+        file: A binary file or stream with a ``read`` method.
+
+    Returns:
+        The root of the rebuilt graph.
+
+    Raises:
+        EOFError: The file is at its end before the first byte of a stream.
+        CorruptRecordError: The bytes are not a well-formed stream, or the file ends inside it.
+        SchemaError: As for :func:`loads`.
+
+    Example:
+        >>> import copal, io
+        >>> buffer = io.BytesIO(copal.dumps([1, "two"]))
+        >>> copal.load(buffer)
+        [1, 'two']
+    """
+    head = _read(file, _FIXED_HEADER)
+    if not head:
+        raise EOFError("no copal stream: the file is at its end")
+    if head[: len(_MAGIC)] != _MAGIC[: len(head)]:
+        raise CorruptRecordError(
+            'corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")'
+        )
+    if len(head) < _FIXED_HEADER:
+        return loads(head)  # reports the truncation
+    # The payload length: an unsigned LEB128 varint of at most 10 bytes.
+    length_bytes = bytearray()
+    length = 0
+    while len(length_bytes) < _MAX_VARINT:
+        byte = _read(file, 1)
+        if not byte:
+            return loads(head + bytes(length_bytes))  # reports the truncation
+        length_bytes += byte
+        length |= (byte[0] & 0x7F) << (7 * (len(length_bytes) - 1))
+        if not byte[0] & 0x80:
+            break
+    else:
+        return loads(head + bytes(length_bytes))  # reports the malformed varint
+    return loads(head + bytes(length_bytes) + _read(file, length))
+
+
+def _read(file: SupportsRead, size: int) -> bytes:
+    """Up to ``size`` bytes (fewer only at the end of the file), read in bounded chunks so that
+    a damaged length cannot make it allocate more than the file holds."""
+    parts: list[bytes] = []
+    remaining = size
+    while remaining > 0:
+        part = file.read(min(remaining, _CHUNK))
+        if not isinstance(part, (bytes, bytearray)):
+            kind = type(part).__name__
+            raise TypeError(f"copal.load needs a binary file, whose read() returns bytes, not {kind}")
+        if not part:
+            break
+        parts.append(part)
+        remaining -= len(part)
+    return b"".join(parts)

@@ -1,0 +1,872 @@
+"""copal.dumps / loads / dump / load: standalone streams (docs/STREAM.md).
+
+Round trips of every value type and of graphs with shared references and cycles (hypothesis),
+persistent objects written by value, compression and its detection, malformed input (always
+CorruptRecordError, never a panic), class resolution (SchemaError, nothing imported, nothing
+executed), and the stream test vectors of ``tests/vectors/stream_vectors.json``, checked with a
+small reference reader of the stream layer written from STREAM.md (values are decoded by
+``tests/reference_decoder.py``).
+
+``python tests/test_serialize.py --write-vectors`` regenerates the vector file from the values
+and hand-made invalid streams defined below (review the diff: the file is normative).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import enum
+import gzip
+import io
+import json
+import math
+import os
+import sys
+import types
+import uuid
+import zlib
+import zoneinfo
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import copal  # noqa: E402
+import reference_decoder as rd  # noqa: E402
+from copal import CorruptRecordError, Persistent, PersistentDict, PersistentList, SchemaError  # noqa: E402
+from helpers.compare import assert_same  # noqa: E402
+from helpers.models import Color, Holder, Item, Level, Node, Point, Tagged, TaggedDict, Vector  # noqa: E402
+from helpers.strategies import value_graphs, values  # noqa: E402
+from test_roundtrip import CONTAINERS, SCALARS  # noqa: E402
+
+VECTOR_FILE = Path(__file__).resolve().parent / "vectors" / "stream_vectors.json"
+MAGIC = b"CPL1"
+COMPRESSIONS: list[copal.serialize.Compression] = [None, "zstd", "gzip", ("zstd", 1), ("gzip", 1), ("zstd", -5)]
+
+
+def roundtrip(value: Any, compress: copal.serialize.Compression = None) -> Any:
+    return copal.loads(copal.dumps(value, compress=compress))
+
+
+def stream(body: bytes, flags: int = 0, version: int = 1) -> bytes:
+    """A stream with the given (uncompressed) payload."""
+    return MAGIC + bytes([version, flags]) + varint(len(body)) + body
+
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def utf8(text: str) -> bytes:
+    data = text.encode()
+    return varint(len(data)) + data
+
+
+def entry(type_name: str, fields: list[str], flags: int = 0) -> bytes:
+    """One entry of a stream's descriptor table."""
+    return bytes([flags]) + utf8(type_name) + varint(len(fields)) + b"".join(utf8(f) for f in fields)
+
+
+def table(*entries: bytes) -> bytes:
+    return varint(len(entries)) + b"".join(entries)
+
+
+# -- round trips ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", SCALARS.values(), ids=SCALARS.keys())
+def test_scalar_roundtrip(value: Any) -> None:
+    assert_same(value, roundtrip(value))
+
+
+@pytest.mark.parametrize("value", CONTAINERS.values(), ids=CONTAINERS.keys())
+def test_container_roundtrip(value: Any) -> None:
+    loaded = roundtrip(value)
+    assert loaded == value
+    assert_same(value, loaded)
+
+
+def test_embedded_objects_roundtrip() -> None:
+    tagged = Tagged([1, 2])
+    tagged.label = "tagged"
+    value = [
+        Point(1, [2, 3]),
+        Vector(1.0, -0.0, ["a"]),
+        Color.RED,
+        Level.HIGH,
+        tagged,
+        TaggedDict(a=1),
+        datetime.datetime(2024, 3, 31, 2, 30, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")),
+        decimal.Decimal("-1.50"),
+        uuid.UUID(int=7),
+        math.pi,
+    ]
+    loaded = roundtrip(value)
+    assert_same(value, loaded)
+    assert loaded[2] is Color.RED and loaded[3] is Level.HIGH
+
+
+def test_composite_flag_roundtrip() -> None:
+    value = [Perm.READ | Perm.WRITE, Perm(0), Perm.WRITE]
+    assert roundtrip(value) == value
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=values(), compress=st.sampled_from(COMPRESSIONS))
+def test_hypothesis_values_roundtrip(value: Any, compress: copal.serialize.Compression) -> None:
+    loaded = roundtrip(value, compress)
+    assert loaded == value
+    assert_same(value, loaded)
+
+
+@settings(max_examples=300, deadline=None)
+@given(nodes=value_graphs())
+def test_hypothesis_value_graphs_roundtrip(nodes: list[Any]) -> None:
+    """Shared references and cycles anywhere in the graph come back with the same shape."""
+    assert_same(nodes, roundtrip(nodes))
+
+
+def test_one_memo_across_the_stream() -> None:
+    shared = [1]
+    point = Point(shared, None)
+    value = {"a": shared, "b": (shared, point), "c": [point, {"p": point}]}
+    loaded = roundtrip(value)
+    assert loaded["a"] is loaded["b"][0] is loaded["b"][1].x
+    assert loaded["b"][1] is loaded["c"][0] is loaded["c"][1]["p"]
+
+
+def test_cycles_through_lists_dicts_and_objects() -> None:
+    items: list[Any] = []
+    items.append(items)
+    mapping: dict[str, Any] = {}
+    mapping["self"] = mapping
+    a, b = Node("a"), Node("b")
+    a.next, b.next = b, a
+    through_tuple: list[Any] = []
+    through_tuple.append((through_tuple,))
+    loaded = roundtrip([items, mapping, a, through_tuple])
+    assert loaded[0][0] is loaded[0]
+    assert loaded[1]["self"] is loaded[1]
+    assert loaded[2].next.next is loaded[2] and loaded[2].next.label == "b"
+    assert loaded[3][0][0] is loaded[3]
+
+
+def test_tuple_containing_itself_is_refused() -> None:
+    t: tuple[list[Any]] = ([],)
+    t[0].append(t)
+    with pytest.raises(TypeError, match="contains itself"):
+        copal.dumps(t)
+
+
+def test_unsupported_values_are_refused_with_their_path() -> None:
+    with pytest.raises(TypeError, match=r"value\[1\]\['f'\]"):
+        copal.dumps([1, {"f": lambda: None}])
+
+
+def test_too_deep_values_are_refused() -> None:
+    value: list[Any] = []
+    for _ in range(300):
+        value = [value]
+    with pytest.raises(ValueError, match="nested deeper"):
+        copal.dumps(value)
+
+
+def test_equal_values_make_equal_streams() -> None:
+    """Streams are deterministic (sets in canonical order), so they can be compared or hashed."""
+    assert copal.dumps({"s": {3, 1, 2}, "p": Point(1, 2)}) == copal.dumps({"s": {2, 3, 1}, "p": Point(1, 2)})
+
+
+def test_descriptors_are_written_once() -> None:
+    data = copal.dumps([Point(i, i) for i in range(1000)])
+    assert data.count(b"helpers.models.Point") == 1
+
+
+def test_class_with_two_field_lists_gets_two_descriptors() -> None:
+    p, q = Point(1, 2), Point(3, 4)
+    q.z = 5
+    loaded = roundtrip([p, q, Point(6, 7)])
+    assert [vars(x) for x in loaded] == [{"x": 1, "y": 2}, {"x": 3, "y": 4, "z": 5}, {"x": 6, "y": 7}]
+    assert copal.dumps([p, q]).count(b"helpers.models.Point") == 2
+
+
+# -- persistent objects by value -----------------------------------------------------------------
+
+
+def _state(obj: Persistent) -> dict[str, Any]:
+    return {k: v for k, v in vars(obj).items() if not k.startswith(("_v_", "_p_"))}
+
+
+def test_persistent_objects_are_written_by_value() -> None:
+    item = Item("pen", 3, b"\x00")
+    item._v_cache = "volatile"
+    listing = PersistentList([item, item, 5])
+    mapping = PersistentDict({"list": listing, "item": item})
+    loaded = roundtrip({"root": mapping, "holder": Holder(items=listing)})
+    root = loaded["root"]
+    assert type(root) is PersistentDict and type(root["list"]) is PersistentList
+    new_item = root["item"]
+    assert type(new_item) is Item and new_item is not item
+    assert _state(new_item) == {"name": "pen", "value": 3, "payload": b"\x00"}
+    assert not hasattr(new_item, "_v_cache")
+    assert root["list"][0] is root["list"][1] is new_item
+    assert loaded["holder"].items is root["list"]
+    for obj in (root, root["list"], new_item, loaded["holder"]):
+        assert obj._p_status == "unsaved" and obj._p_oid is None and obj._p_jar is None
+
+
+def test_persistent_cycles_by_value() -> None:
+    a, b = Holder(name="a"), Holder(name="b")
+    a.other, b.other = b, a
+    loaded = roundtrip(a)
+    assert loaded.other.other is loaded
+    assert loaded.name == "a" and loaded.other.name == "b"
+
+
+def test_loaded_copy_is_independent_and_can_be_stored(store: Any) -> None:
+    db = store.open()
+    with db.transaction() as tx:
+        tx.root["items"] = PersistentList([Item(f"i{n}", n) for n in range(3)])
+    db = store.reopen(db)
+    with db.transaction() as tx:
+        stored = tx.root["items"]
+        assert stored._p_status == "ghost"
+        data = copal.dumps(stored)  # a ghost and its ghost items are loaded first
+        assert stored[0]._p_status == "saved"
+    copy = copal.loads(data)
+    assert [(i.name, i.value) for i in copy] == [("i0", 0), ("i1", 1), ("i2", 2)]
+    assert all(i._p_status == "unsaved" for i in copy)
+    with db.transaction() as tx:
+        tx.root["copy"] = copy
+    assert copy._p_oid is not None and copy._p_oid != stored._p_oid
+    db = store.reopen(db)
+    with db.transaction() as tx:
+        assert [i.name for i in tx.root["copy"]] == ["i0", "i1", "i2"]
+        assert tx.root["copy"][0]._p_oid != tx.root["items"][0]._p_oid
+
+
+def test_persistent_flag_must_match_the_class() -> None:
+    """The descriptor's PERSISTENT flag must agree with the class it names (SchemaError)."""
+    plain_as_persistent = stream(table(entry("helpers.models.Point", ["x", "y"], flags=1)) + b"\x18\x00\x00\x00")
+    with pytest.raises(SchemaError, match="not a copal.Persistent class"):
+        copal.loads(plain_as_persistent)
+    persistent_as_plain = stream(table(entry("helpers.models.Counter", ["value"])) + b"\x18\x00\x03\x02")
+    with pytest.raises(SchemaError, match="cannot be rebuilt by value"):
+        copal.loads(persistent_as_plain)
+
+
+# -- compression ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compress", COMPRESSIONS, ids=str)
+def test_compression_roundtrip_and_detection(compress: copal.serialize.Compression) -> None:
+    value = {"rows": [Point(i, f"row {i % 7}") for i in range(500)], "set": {1, 2, 3}}
+    data = copal.dumps(value, compress=compress)
+    assert data[:4] == MAGIC and data[4] == 1
+    codec = compress[0] if isinstance(compress, tuple) else compress
+    assert data[5] == {None: 0, "zstd": 1, "gzip": 2}[codec]
+    assert_same(value, copal.loads(data))
+    if codec is not None:
+        assert len(data) < len(copal.dumps(value)) / 2
+
+
+def test_compressed_payload_is_a_standard_frame() -> None:
+    value = [1, "x" * 100]
+    body = read_header(copal.dumps(value))["payload"]
+    zstd_payload = read_header(copal.dumps(value, compress="zstd"))["payload"]
+    assert zstd_payload[:4] == bytes.fromhex("28b52ffd")
+    gzip_payload = read_header(copal.dumps(value, compress="gzip"))["payload"]
+    assert gzip.decompress(gzip_payload) == body
+
+
+@pytest.mark.parametrize(
+    ("compress", "error"),
+    [
+        ("lz4", ValueError),
+        (("zstd", 99), ValueError),
+        (("gzip", 10), ValueError),
+        (("gzip", -1), ValueError),
+        (("zstd", "9"), TypeError),
+        (("zstd", True), TypeError),
+        (("zstd", 1, 2), ValueError),
+        (9, ValueError),
+    ],
+    ids=str,
+)
+def test_invalid_compression_arguments(compress: Any, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        copal.dumps([1], compress=compress)
+
+
+def test_loads_accepts_bytes_like() -> None:
+    data = copal.dumps({"a": 1})
+    assert copal.loads(bytearray(data)) == {"a": 1}
+    assert copal.loads(memoryview(data)) == {"a": 1}
+
+
+# -- files and streams ----------------------------------------------------------------------------
+
+
+def test_dump_and_load_several_streams_in_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "data.cpl"
+    values = [{"n": 1}, [Point(1, 2)], "three", None]
+    with path.open("wb") as f:
+        for value, compress in zip(values, [None, "zstd", "gzip", ("zstd", 19)]):
+            copal.dump(value, f, compress=compress)
+    with path.open("rb") as f:
+        loaded = [copal.load(f) for _ in values]
+        with pytest.raises(EOFError):
+            copal.load(f)
+    assert loaded == values
+
+
+class Trickle(io.RawIOBase):
+    """A non-seekable stream that hands out at most one byte per read, like a slow pipe."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self.data[self.pos : self.pos + min(size, 1) if size >= 0 else None]
+        self.pos += len(chunk)
+        return chunk
+
+
+def test_load_reads_exactly_one_stream_from_a_pipe() -> None:
+    data = copal.dumps(["a"] * 300) + copal.dumps({"b": 2}, compress="gzip")
+    pipe = Trickle(data)
+    assert copal.load(pipe) == ["a"] * 300
+    assert copal.load(pipe) == {"b": 2}
+
+
+def test_load_of_a_truncated_file() -> None:
+    data = copal.dumps(list(range(100)))
+    for cut in (1, 4, 6, 7, len(data) - 1):
+        with pytest.raises(CorruptRecordError):
+            copal.load(io.BytesIO(data[:cut]))
+    with pytest.raises(CorruptRecordError, match="not a copal stream"):
+        copal.load(io.BytesIO(b"PK\x03\x04 a zip file"))
+
+
+def test_load_needs_a_binary_file() -> None:
+    with pytest.raises(TypeError, match="binary file"):
+        copal.load(io.StringIO("CPL1"))
+
+
+def test_load_of_a_huge_declared_length_does_not_allocate_it() -> None:
+    data = MAGIC + b"\x01\x00" + varint(2**62) + b"\x00\x00"
+    with pytest.raises(CorruptRecordError, match="truncated"):
+        copal.load(io.BytesIO(data))
+
+
+# -- malformed input --------------------------------------------------------------------------------
+
+
+SAMPLE = {"p": Point(1.5, "x"), "e": Color.GREEN, "t": Tagged([1]), "i": Item("a"), "l": [b"b", {2, 3}]}
+
+
+@pytest.mark.parametrize("compress", [None, "zstd", "gzip"], ids=str)
+def test_every_truncation_is_corrupt(compress: copal.serialize.Compression) -> None:
+    data = copal.dumps(SAMPLE, compress=compress)
+    for cut in range(len(data)):
+        with pytest.raises(CorruptRecordError):
+            copal.loads(data[:cut])
+
+
+@pytest.mark.parametrize("compress", [None, "zstd", "gzip"], ids=str)
+def test_trailing_bytes_are_corrupt(compress: copal.serialize.Compression) -> None:
+    with pytest.raises(CorruptRecordError):
+        copal.loads(copal.dumps(SAMPLE, compress=compress) + b"\x00")
+
+
+def test_bytes_after_the_value_inside_the_payload_are_corrupt() -> None:
+    with pytest.raises(CorruptRecordError, match="after the last value"):
+        copal.loads(stream(table() + b"\x00\x00"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_corrupted_streams_fail_cleanly(data: st.DataObject) -> None:
+    """Any damage gives CorruptRecordError or SchemaError (a mangled type name), or decodes."""
+    compress = data.draw(st.sampled_from([None, None, "zstd", "gzip"]))
+    good = bytearray(copal.dumps(SAMPLE, compress=compress))
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(good) - 1))
+        good[at] = data.draw(st.integers(0, 255))
+    try:
+        copal.loads(bytes(good))
+    except (CorruptRecordError, SchemaError):
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=64))
+def test_random_payloads_fail_cleanly(body: bytes) -> None:
+    for flags in (0, 1, 2):
+        try:
+            copal.loads(stream(body, flags=flags))
+        except (CorruptRecordError, SchemaError):
+            pass
+
+
+def test_ref_is_not_allowed_in_a_stream() -> None:
+    with pytest.raises(CorruptRecordError, match="unknown tag 0x17"):
+        copal.loads(stream(table() + bytes.fromhex("170100")))
+
+
+# -- class resolution: nothing imported, nothing executed -----------------------------------------
+
+
+def test_unimported_class_is_a_schema_error() -> None:
+    assert "this" not in sys.modules  # importing it would print the Zen of Python
+    for name in ("this.Zen", "copal_no_such_module.Thing"):
+        with pytest.raises(SchemaError, match="import the module"):
+            copal.loads(stream(table(entry(name, [])) + b"\x18\x00"))
+    assert "this" not in sys.modules and "copal_no_such_module" not in sys.modules
+
+
+@pytest.mark.parametrize(
+    "type_name", ["os.system", "builtins.eval", "builtins.exec", "subprocess.check_output", "posix.system"]
+)
+@pytest.mark.parametrize("tag", ["object", "subclass", "enum"])
+def test_functions_named_as_classes_are_refused(type_name: str, tag: str, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    import subprocess  # noqa: F401  (the module must be imported for its name to resolve)
+
+    argument = utf8(f"touch {marker}")
+    value = {
+        "object": b"\x18\x00" + b"\x07" + argument,
+        "subclass": b"\x19\x00\x0b\x01\x07" + argument,
+        "enum": b"\x16\x00" + argument,
+    }[tag]
+    fields = [] if tag == "enum" else ["arg"]
+    with pytest.raises(SchemaError, match="not a class|cannot be rebuilt|not a subclass|not an Enum"):
+        copal.loads(stream(table(entry(type_name, fields)) + value))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "type_name",
+    ["builtins.type", "builtins.object", "builtins.int", "types.SimpleNamespace", "collections.OrderedDict"],
+)
+def test_built_in_classes_are_not_rebuilt_as_objects(type_name: str) -> None:
+    with pytest.raises(SchemaError):
+        copal.loads(stream(table(entry(type_name, [])) + b"\x18\x00"))
+
+
+def test_finalizers_never_run_on_stream_data(tmp_path: Path) -> None:
+    """tempfile's closer deletes ``name`` in ``__del__``: rebuilding one would delete any file."""
+    import tempfile
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    assert "__del__" in vars(tempfile._TemporaryFileCloser)
+    fields = ["file", "name", "delete"]
+    value = b"\x18\x00" + b"\x03\x02" + b"\x07" + utf8(str(victim)) + b"\x02"
+    with pytest.raises(SchemaError, match="finalizer"):
+        copal.loads(stream(table(entry("tempfile._TemporaryFileCloser", fields)) + value))
+    assert victim.read_text() == "keep me"
+
+
+class Guarded:
+    """A plain class whose property setter must never run on decoded data."""
+
+    calls: list[Any] = []
+
+    @property
+    def secret(self) -> Any:
+        return None
+
+    @secret.setter
+    def secret(self, value: Any) -> None:
+        Guarded.calls.append(value)
+
+
+@pytest.mark.parametrize("field", ["secret", "__class__", "__dict__"])
+def test_setters_never_run_on_stream_data(field: str) -> None:
+    type_name = f"{__name__}.Guarded"
+    with pytest.raises(SchemaError, match="data descriptor"):
+        copal.loads(stream(table(entry(type_name, [field])) + b"\x18\x00\x03\x02"))
+    assert Guarded.calls == []
+    assert type(copal.loads(stream(table(entry(type_name, ["other"])) + b"\x18\x00\x03\x02"))) is Guarded
+
+
+def test_unknown_descriptor_is_corrupt() -> None:
+    with pytest.raises(CorruptRecordError, match="unknown class descriptor 1"):
+        copal.loads(stream(table(entry("helpers.models.Point", ["x", "y"])) + b"\x18\x01\x00\x00"))
+
+
+# -- the stream vectors ---------------------------------------------------------------------------
+# The vectors' classes live in a module registered under a fixed name, so that their type names
+# do not depend on how pytest imports this file.
+
+VECTOR_MODULE = "copal_stream_vectors"
+_module = types.ModuleType(VECTOR_MODULE)
+sys.modules.setdefault(VECTOR_MODULE, _module)
+
+
+def _in_module(cls: type) -> type:
+    cls.__module__ = VECTOR_MODULE
+    setattr(_module, cls.__name__, cls)
+    return cls
+
+
+@_in_module
+class VPoint:
+    def __init__(self, x: Any, y: Any) -> None:
+        self.x = x
+        self.y = y
+
+
+@_in_module
+class VColor(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+
+@_in_module
+class VTags(list):  # type: ignore[type-arg]
+    """A list subclass with an instance attribute ``label``."""
+
+
+class Perm(enum.Flag):
+    READ = 1
+    WRITE = 2
+
+
+_module.Perm = Perm
+Perm.__module__ = VECTOR_MODULE
+
+
+class VNote(Persistent):
+    __copal_type__ = f"{VECTOR_MODULE}.VNote"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _shared_list() -> Any:
+    x = [1]
+    return [x, x]
+
+
+def _self_list() -> Any:
+    items: list[Any] = []
+    items.append(items)
+    return items
+
+
+def _point_cycle() -> Any:
+    p = VPoint(None, "p")
+    p.x = p
+    return p
+
+
+def _mixed() -> Any:
+    tags = VTags(["a"])
+    tags.label = "l"
+    return [VPoint(1, 2), VColor.GREEN, tags, Perm.READ | Perm.WRITE]
+
+
+def _note() -> Any:
+    note = VNote("hi")
+    note._v_cache = "not stored"
+    return note
+
+
+def _shared_note() -> Any:
+    note = VNote("shared")
+    return {"a": note, "b": [note]}
+
+
+def _two_shapes() -> Any:
+    q = VPoint(3, 4)
+    q.z = 5
+    return [VPoint(1, 2), q]
+
+
+# name -> (factory, compress, canonical: copal writes exactly these bytes for the value)
+VALID: dict[str, tuple[Callable[[], Any], copal.serialize.Compression, bool]] = {
+    "none": (lambda: None, None, True),
+    "int_list": (lambda: [1, -1, 300], None, True),
+    "str_and_bytes": (lambda: {"héllo": b"\x00\xff"}, None, True),
+    "shared_list": (_shared_list, None, True),
+    "self_cycle": (_self_list, None, True),
+    "object": (lambda: VPoint(1, "a"), None, True),
+    "object_cycle": (_point_cycle, None, True),
+    "object_enum_subclass_flag": (_mixed, None, True),
+    "one_class_two_shapes": (_two_shapes, None, True),
+    "persistent_by_value": (_note, None, True),
+    "persistent_shared": (_shared_note, None, True),
+    "datetime_zone": (lambda: datetime.datetime(2024, 7, 1, 12, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")), None, True),
+    "set_canonical": (lambda: {3, 1, 2}, None, True),
+    "zstd": (lambda: ["copal"] * 20, "zstd", False),
+    "gzip": (lambda: ["copal"] * 20, "gzip", False),
+}
+
+
+def _invalid() -> dict[str, tuple[bytes, str]]:
+    """name -> (stream, error kind of docs/STREAM.md section 6)."""
+    point = table(entry(f"{VECTOR_MODULE}.VPoint", ["x", "y"]))
+    gz = gzip.compress(table() + b"\x00", mtime=0)
+    return {
+        "empty": (b"", "Truncated"),
+        "magic_only": (MAGIC, "Truncated"),
+        "bad_magic": (b"CPL2\x01\x00\x02\x00\x00", "BadMagic"),
+        "pickle_is_not_a_stream": (b"\x80\x05N.", "BadMagic"),
+        "version_2": (MAGIC + b"\x02\x00\x02\x00\x00", "UnsupportedVersion"),
+        "reserved_stream_flag": (stream(table() + b"\x00", flags=0x04), "OutOfRange"),
+        "compression_3": (stream(table() + b"\x00", flags=0x03), "OutOfRange"),
+        "length_past_the_end": (MAGIC + b"\x01\x00\x03\x00\x00", "Truncated"),
+        "bytes_after_the_payload": (stream(table() + b"\x00") + b"\x00", "TrailingBytes"),
+        "bad_length_varint": (MAGIC + b"\x01\x00" + b"\xff" * 10 + b"\x00", "BadVarint"),
+        "bytes_after_the_value": (stream(table() + b"\x00\x00"), "TrailingBytes"),
+        "no_value": (stream(table()), "Truncated"),
+        "table_count_too_large": (stream(b"\x05\x00"), "LengthTooLarge"),
+        "reserved_descriptor_flag": (stream(table(entry("a.B", [], flags=0x02)) + b"\x00"), "OutOfRange"),
+        "unknown_descriptor": (stream(point + b"\x18\x01\x00\x00"), "UnknownDescriptor"),
+        "ref_in_a_stream": (stream(table() + b"\x17\x01\x00"), "UnknownTag"),
+        "bad_value_tag": (stream(table() + b"\x1b"), "UnknownTag"),
+        "backref_to_no_slot": (stream(table() + b"\x0b\x01\x1a\x01"), "BadBackRef"),
+        "zstd_garbage": (stream(b"\x28\xb5\x2f\xfd\x00garbage", flags=1), "BadCompression"),
+        "gzip_truncated": (stream(gz[:-3], flags=2), "BadCompression"),
+        "gzip_bytes_after_the_member": (stream(gz + b"\x00", flags=2), "BadCompression"),
+        "gzip_not_gzip": (stream(table() + b"\x00", flags=2), "BadCompression"),
+    }
+
+
+# -- a reference reader of the stream layer (docs/STREAM.md), values by reference_decoder --------
+
+
+def _fail(kind: str, offset: int, detail: str = "") -> rd.DecodeError:
+    return rd.DecodeError(kind, offset, detail)
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value = 0
+    for i in range(10):
+        if at + i >= len(data):
+            raise _fail("Truncated", at + i)
+        byte = data[at + i]
+        if i == 9 and byte > 1:
+            raise _fail("BadVarint", at)
+        value |= (byte & 0x7F) << (7 * i)
+        if not byte & 0x80:
+            return value, at + i + 1
+    raise _fail("BadVarint", at)
+
+
+def read_header(data: bytes) -> dict[str, Any]:
+    """Section 2: the header; returns the compression and the payload."""
+    if data[:4] != MAGIC[: len(data[:4])]:
+        raise _fail("BadMagic", 0)
+    if len(data) < 5:
+        raise _fail("Truncated", len(data))
+    if data[4] != 1:
+        raise _fail("UnsupportedVersion", 4)
+    if len(data) < 6:
+        raise _fail("Truncated", len(data))
+    flags = data[5]
+    if flags & ~0x03 or flags & 0x03 == 3:
+        raise _fail("OutOfRange", 5)
+    length, at = _varint(data, 6)
+    if at + length > len(data):
+        raise _fail("Truncated", len(data))
+    if at + length < len(data):
+        raise _fail("TrailingBytes", at + length)
+    return {"compression": ["none", "zstd", "gzip"][flags], "payload": data[at:]}
+
+
+def decompress(compression: str, payload: bytes) -> bytes | None:
+    """Section 3: the body; None for zstd without the ``zstandard`` package."""
+    if compression == "none":
+        return payload
+    if compression == "gzip":
+        d = zlib.decompressobj(31)
+        try:
+            body = d.decompress(payload)
+        except zlib.error as e:
+            raise _fail("BadCompression", 0, str(e)) from None
+        if not d.eof or d.unused_data:
+            raise _fail("BadCompression", len(payload))
+        return body
+    try:
+        import zstandard
+    except ImportError:
+        return None
+    try:
+        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(payload))
+    except zstandard.ZstdError as e:
+        raise _fail("BadCompression", 0, str(e)) from None
+
+
+def read_body(body: bytes) -> dict[str, Any]:
+    """Section 4: the descriptor table, then one value (FORMAT.md section 6) ending the body."""
+    count, at = _varint(body, 0)
+    if count > len(body) - at:
+        raise _fail("LengthTooLarge", 0)
+    descriptors = []
+    for _ in range(count):
+        if at >= len(body):
+            raise _fail("Truncated", at)
+        flags = body[at]
+        if flags & ~0x01:
+            raise _fail("OutOfRange", at)
+        name, at = _utf8(body, at + 1)
+        n, at = _varint(body, at)
+        if n > len(body) - at:
+            raise _fail("LengthTooLarge", at)
+        fields = []
+        for _ in range(n):
+            field, at = _utf8(body, at)
+            fields.append(field)
+        descriptors.append({"flags": flags, "type": name, "fields": fields})
+    value = rd.decode_value(body[at:], {i: d["fields"] for i, d in enumerate(descriptors)})
+    if _has_ref(value):
+        raise _fail("UnknownTag", at, "REF")
+    return {"descriptors": descriptors, "value": value}
+
+
+def _utf8(data: bytes, at: int) -> tuple[str, int]:
+    n, at = _varint(data, at)
+    if n > len(data) - at:
+        raise _fail("LengthTooLarge", at)
+    try:
+        return data[at : at + n].decode("utf-8"), at + n
+    except UnicodeDecodeError:
+        raise _fail("BadUtf8", at) from None
+
+
+def _has_ref(node: Any) -> bool:
+    if isinstance(node, list):
+        return any(_has_ref(x) for x in node)
+    if isinstance(node, dict):
+        return "ref" in node or any(_has_ref(x) for x in node.values())
+    return False
+
+
+def read_stream(data: bytes) -> dict[str, Any]:
+    header = read_header(data)
+    body = decompress(header["compression"], header["payload"])
+    if body is None:
+        raise LookupError("zstd needs the zstandard package")
+    return {"compression": header["compression"], "body": body.hex(), **read_body(body)}
+
+
+# -- vector file ----------------------------------------------------------------------------------
+
+
+def build_vectors() -> dict[str, Any]:
+    valid = []
+    for name, (factory, compress, canonical) in VALID.items():
+        data = copal.dumps(factory(), compress=compress)
+        header = read_header(data)
+        body = read_header(copal.dumps(factory()))["payload"]
+        decoded = read_body(body)
+        valid.append({
+            "name": name,
+            "hex": data.hex(),
+            "canonical": canonical,
+            "compression": header["compression"],
+            "body": body.hex(),
+            "descriptors": decoded["descriptors"],
+            "value": decoded["value"],
+        })
+    invalid = [{"name": name, "hex": data.hex(), "error": kind} for name, (data, kind) in _invalid().items()]
+    return {
+        "comment": "docs/STREAM.md section 7; generated by `python tests/test_serialize.py --write-vectors`",
+        "valid": valid,
+        "invalid": invalid,
+    }
+
+
+VECTORS: dict[str, Any] = json.loads(VECTOR_FILE.read_text(encoding="utf-8")) if VECTOR_FILE.exists() else {}
+
+
+def _ids(vectors: list[dict[str, Any]]) -> list[str]:
+    return [v["name"] for v in vectors]
+
+
+def _comparable(vectors: dict[str, Any]) -> dict[str, Any]:
+    """The vectors without the bytes that a compressor library may write differently."""
+    def strip(vector: dict[str, Any]) -> dict[str, Any]:
+        compressed = vector.get("compression", "none") != "none" or vector["name"].startswith("gzip_")
+        return {k: v for k, v in vector.items() if not (compressed and k == "hex")}
+
+    return {k: [strip(v) for v in vs] if isinstance(vs, list) else vs for k, vs in vectors.items()}
+
+
+def test_vector_file_is_current() -> None:
+    assert _comparable(VECTORS) == _comparable(build_vectors()), (
+        "run: python tests/test_serialize.py --write-vectors (and review the diff)"
+    )
+    assert len(VECTORS["valid"]) >= 10 and len(VECTORS["invalid"]) >= 10
+
+
+@pytest.mark.parametrize("vector", VECTORS.get("valid", []), ids=_ids(VECTORS.get("valid", [])))
+def test_reference_reads_the_valid_vector(vector: dict[str, Any]) -> None:
+    data = bytes.fromhex(vector["hex"])
+    header = read_header(data)
+    assert header["compression"] == vector["compression"]
+    body = decompress(header["compression"], header["payload"])
+    if body is None:  # zstd without the zstandard package: check the frame magic only
+        assert header["payload"][:4] == bytes.fromhex("28b52ffd")
+        body = bytes.fromhex(vector["body"])
+    assert body.hex() == vector["body"]
+    decoded = read_body(body)
+    assert decoded["descriptors"] == vector["descriptors"]
+    assert decoded["value"] == vector["value"]
+
+
+@pytest.mark.parametrize("vector", VECTORS.get("valid", []), ids=_ids(VECTORS.get("valid", [])))
+def test_copal_reads_and_writes_the_valid_vector(vector: dict[str, Any]) -> None:
+    factory, compress, canonical = VALID[vector["name"]]
+    expected = factory()
+    loaded = copal.loads(bytes.fromhex(vector["hex"]))
+    if isinstance(expected, Persistent):
+        assert type(loaded) is type(expected) and _state(loaded) == _state(expected)
+    elif vector["name"] == "persistent_shared":
+        assert loaded["a"] is loaded["b"][0] and loaded["a"].text == "shared"
+    else:
+        assert_same(expected, loaded)
+    if canonical:
+        assert copal.dumps(expected, compress=compress).hex() == vector["hex"]
+    # Written again, what was read gives the vector's body, uncompressed.
+    body = bytes.fromhex(vector["body"])
+    assert copal.dumps(loaded) == MAGIC + b"\x01\x00" + varint(len(body)) + body
+
+
+@pytest.mark.parametrize("vector", VECTORS.get("invalid", []), ids=_ids(VECTORS.get("invalid", [])))
+def test_reference_rejects_the_invalid_vector(vector: dict[str, Any]) -> None:
+    data = bytes.fromhex(vector["hex"])
+    if vector["name"] == "zstd_garbage":
+        pytest.importorskip("zstandard")
+    with pytest.raises(rd.DecodeError) as caught:
+        read_stream(data)
+    assert caught.value.kind == vector["error"]
+
+
+@pytest.mark.parametrize("vector", VECTORS.get("invalid", []), ids=_ids(VECTORS.get("invalid", [])))
+def test_copal_rejects_the_invalid_vector(vector: dict[str, Any]) -> None:
+    with pytest.raises(CorruptRecordError):
+        copal.loads(bytes.fromhex(vector["hex"]))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write-vectors"]:
+        sys.exit("usage: python tests/test_serialize.py --write-vectors")
+    VECTOR_FILE.write_text(json.dumps(build_vectors(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {VECTOR_FILE}")
