@@ -218,3 +218,42 @@ def test_loading_never_runs_code_named_by_the_data(tmp_path: Path) -> None:
         sys.path.remove(str(tmp_path))
     assert not (tmp_path / "ran").exists()
     assert "evo_side_effects" not in sys.modules
+
+
+def test_by_value_classes_with_finalizers_or_setters_are_never_rebuilt(tmp_path: Path) -> None:
+    marker = tmp_path / "finalizer-ran"
+    v1 = _load_module(
+        tmp_path,
+        "evo_closers",
+        "import copal\nclass Closer:\n    def __init__(self, name):\n        self.name = name\n"
+        "class Box(copal.Persistent):\n    def __init__(self, item):\n        self.item = item\n",
+    )
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        tx.root["box"] = v1.Box(v1.Closer(str(marker)))
+    db.close()
+    v2 = _load_module(
+        tmp_path,
+        "evo_closers",
+        "import copal, pathlib\nclass Closer:\n    def __del__(self):\n        pathlib.Path(self.name).write_text('x')\n"
+        "class Box(copal.Persistent):\n    pass\n",
+    )
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        item = tx.root["box"].item
+        assert isinstance(item, copal.BrokenObject) and item.state == {"name": str(marker)}
+        del item
+    db.close()
+    import gc
+
+    gc.collect()
+    assert not marker.exists()
+    closer = v2.Closer.__new__(v2.Closer)
+    closer.name = str(tmp_path / "written-by-the-test-itself")
+    box = v2.Box()
+    box.item = closer
+    db = copal.open(tmp_path / "db")
+    with pytest.raises(TypeError, match="finalizer"):
+        with db.transaction() as tx:
+            tx.root["other"] = box
+    db.close()

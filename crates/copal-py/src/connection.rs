@@ -375,7 +375,7 @@ impl<'py> Resolver<'py> for Connection {
                 fixup = (!fix.is_none()).then(|| fix.unbind());
             }
         }
-        let info = Arc::new(DecodeInfo { type_name: descriptor.type_name.clone(), fields: names, fixup });
+        let info = Arc::new(DecodeInfo::new(descriptor.type_name.clone(), names, fixup));
         self.decode_infos.lock()?.insert(id, Arc::clone(&info));
         Ok(info)
     }
@@ -493,6 +493,14 @@ impl Sink for CommitSink<'_, '_> {
             return Ok(*shape);
         }
         let (fields, interned) = field_names(dict)?;
+        if !class.is_subclass_of::<PersistentBase>()? {
+            // Refused at write time what would be refused at read time: a by-value class whose
+            // finalizer or property setters would run on stored values.
+            let info = DecodeInfo::plain(entry.type_name.clone(), interned.iter().map(|f| f.clone_ref(class.py())).collect());
+            crate::decode::check_inert(class, &info).map_err(|e| {
+                PyTypeError::new_err(format!("cannot store a {} by value: {}; make it a copal.Persistent", entry.type_name, e.value(class.py())))
+            })?;
+        }
         let descriptor = self.commit.descriptor(&entry.type_name, &fields).py_err()?;
         let shape = ClassShape { descriptor: descriptor.id, class_no: descriptor.class_no, tracks_own: entry.tracks_own };
         self.new_shapes.push((key, interned, shape));

@@ -37,12 +37,19 @@ pub struct DecodeInfo {
     pub type_name: String,
     pub fields: Vec<Py<PyString>>,
     pub fixup: Option<Py<PyAny>>,
+    /// Whether the class may be rebuilt by value (`check_plain_class` and `check_inert`),
+    /// decided on first use.
+    pub rebuildable: std::sync::OnceLock<bool>,
 }
 
 impl DecodeInfo {
+    pub fn new(type_name: String, fields: Vec<Py<PyString>>, fixup: Option<Py<PyAny>>) -> Self {
+        DecodeInfo { type_name, fields, fixup, rebuildable: std::sync::OnceLock::new() }
+    }
+
     /// A descriptor whose fields load under their stored names, with no fix-up.
     pub fn plain(type_name: String, fields: Vec<Py<PyString>>) -> Self {
-        DecodeInfo { type_name, fields, fixup: None }
+        Self::new(type_name, fields, None)
     }
 }
 
@@ -281,7 +288,12 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let obj = match self.resolver.instance(py, id, &class)? {
                     Some(obj) => obj,
                     None => {
-                        if check_plain_class(&class, &info).is_err() {
+                        // A class whose finalizer or property setters would run on values from the
+                        // data is not rebuilt: the object loads as a BrokenObject instead.
+                        let rebuildable = *info.rebuildable.get_or_init(|| {
+                            check_plain_class(&class, &info).is_ok() && check_inert(&class, &info).is_ok()
+                        });
+                        if !rebuildable {
                             return self.broken_object(r, &info, depth);
                         }
                         pytypes::object_type(py)?.call_method1("__new__", (&class,))?
@@ -387,6 +399,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             tag::FROZENSET => PyFrozenSet::type_object(py),
             other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
         };
+        check_inert(&class, &info)?;
         if !crate::encode::is_heap_type(&class) || !class.is_subclass(&base)? {
             return Err(Fail::Python(SchemaError::new_err(format!(
                 "stored type {:?} is not a subclass of {}",
@@ -464,6 +477,52 @@ fn clock(micros_of_day: i64) -> (u8, u8, u8, u32) {
         (seconds % 60) as u8,
         (micros_of_day % MICROS_PER_SECOND) as u32,
     )
+}
+
+/// Refuses a class whose instances would run its code with values from the stream: a
+/// finalizer (`__del__` runs when the rebuilt object is collected, even if decoding fails later),
+/// or a data descriptor (a property with a setter, a slot, `__class__`, `__dict__`) named like one
+/// of the descriptor's fields, whose setter would run when the field is set. Writers never produce
+/// such streams: an instance's `__dict__` cannot hold an attribute that a data descriptor shadows.
+/// The class's namespaces are read through `type`'s own descriptors, so no metaclass code runs.
+pub fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResult<()> {
+    let py = class.py();
+    let type_namespace = PyType::type_object(py).getattr(pyo3::intern!(py, "__dict__"))?;
+    let get = pyo3::intern!(py, "__get__");
+    let mro = type_namespace.get_item("__mro__")?.call_method1(get, (class,))?;
+    let namespace_of = type_namespace.get_item("__dict__")?;
+    let namespaces = mro
+        .try_iter()?
+        .map(|base| namespace_of.call_method1(get, (base?,)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let lookup = |name: &Bound<'py, PyAny>| -> PyResult<Option<Bound<'py, PyAny>>> {
+        for namespace in &namespaces {
+            if namespace.contains(name)? {
+                return namespace.get_item(name).map(Some);
+            }
+        }
+        Ok(None)
+    };
+    let refuse = |why: String| {
+        Err(SchemaError::new_err(format!(
+            "stored type {:?} {why}; copal does not rebuild it from data, where that code would run on \
+             values chosen by the data",
+            info.type_name
+        )))
+    };
+    if lookup(pyo3::intern!(py, "__del__").as_any())?.is_some() {
+        return refuse("has a finalizer (__del__)".into());
+    }
+    for field in &info.fields {
+        if let Some(attribute) = lookup(field.bind(py).as_any())? {
+            // SAFETY: reading a slot of the live type object of `attribute`.
+            let is_data_descriptor = unsafe { (*attribute.get_type().as_type_ptr()).tp_descr_set.is_some() };
+            if is_data_descriptor {
+                return refuse(format!("has a data descriptor (property, slot, ...) for its field {}", field.bind(py)));
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn check_plain_class(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()> {

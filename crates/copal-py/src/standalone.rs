@@ -19,7 +19,7 @@ use pyo3::types::{PyBytes, PyDelta, PyDict, PyString, PyTuple, PyTzInfo, PyType}
 use pyo3::PyTypeInfo;
 
 use crate::classes::{field_names, resolve, ClassCache, ClassShape};
-use crate::decode::{check_plain_class, DecodeInfo, Decoder, Resolver};
+use crate::decode::{check_inert, check_plain_class, DecodeInfo, Decoder, Resolver};
 use crate::encode::{is_heap_type, Encoder, Sink};
 use crate::errors::{corrupt, CorruptRecordError, SchemaError};
 use crate::gc::GcPause;
@@ -314,51 +314,6 @@ impl<'py> Resolver<'py> for StreamResolver<'py> {
     }
 }
 
-/// Refuses a class whose instances would run its code with values from the stream: a
-/// finalizer (`__del__` runs when the rebuilt object is collected, even if decoding fails later),
-/// or a data descriptor (a property with a setter, a slot, `__class__`, `__dict__`) named like one
-/// of the descriptor's fields, whose setter would run when the field is set. Writers never produce
-/// such streams: an instance's `__dict__` cannot hold an attribute that a data descriptor shadows.
-/// The class's namespaces are read through `type`'s own descriptors, so no metaclass code runs.
-fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResult<()> {
-    let py = class.py();
-    let type_namespace = PyType::type_object(py).getattr(pyo3::intern!(py, "__dict__"))?;
-    let get = pyo3::intern!(py, "__get__");
-    let mro = type_namespace.get_item("__mro__")?.call_method1(get, (class,))?;
-    let namespace_of = type_namespace.get_item("__dict__")?;
-    let namespaces = mro
-        .try_iter()?
-        .map(|base| namespace_of.call_method1(get, (base?,)))
-        .collect::<PyResult<Vec<_>>>()?;
-    let lookup = |name: &Bound<'py, PyAny>| -> PyResult<Option<Bound<'py, PyAny>>> {
-        for namespace in &namespaces {
-            if namespace.contains(name)? {
-                return namespace.get_item(name).map(Some);
-            }
-        }
-        Ok(None)
-    };
-    let refuse = |why: String| {
-        Err(SchemaError::new_err(format!(
-            "stream type {:?} {why}; copal does not rebuild it from a stream, where that code would run on \
-             values chosen by the stream",
-            info.type_name
-        )))
-    };
-    if lookup(pyo3::intern!(py, "__del__").as_any())?.is_some() {
-        return refuse("has a finalizer (__del__)".into());
-    }
-    for field in &info.fields {
-        if let Some(attribute) = lookup(field.bind(py).as_any())? {
-            // SAFETY: reading a slot of the live type object of `attribute`.
-            let is_data_descriptor = unsafe { (*attribute.get_type().as_type_ptr()).tp_descr_set.is_some() };
-            if is_data_descriptor {
-                return refuse(format!("has a data descriptor (property, slot, ...) for its field {}", field.bind(py)));
-            }
-        }
-    }
-    Ok(())
-}
 
 /// Reads the stream header, checking its fields in the order of docs/STREAM.md section 2, and
 /// returns the payload, which must end the input.
