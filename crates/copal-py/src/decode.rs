@@ -321,7 +321,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
 
     fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<Bound<'py, PyAny>>, Fail> {
         let count = r.length(1)?;
-        let mut items = Vec::with_capacity(count);
+        let mut items = Vec::with_capacity(count.min(copal_core::format::PREALLOCATE_MAX));
         for _ in 0..count {
             items.push(self.value(r, depth + 1)?);
         }

@@ -7,14 +7,14 @@
 //! other (the header of a decoded record is what `RecordHeader::parse` reads; `FieldReader`
 //! yields the same fields or the same error) and that accepted records and descriptors
 //! round-trip through their encoders to equal values (NaN-aware), in no more bytes, canonically.
+//! With feature `alloc-bound`, also that decoding a record allocates at most a bounded amount per
+//! input byte.
 
 #![no_main]
 
-use copal_core::format::{
-    decode_record_state, Descriptor, DescriptorSource, FieldReader, RecordHeader, Writer,
-};
+use copal_core::format::{decode_record_state, Descriptor, DescriptorSource, FieldReader, RecordHeader, Writer};
 use copal_core::{DecodeError, Value};
-use copal_core_fuzz::{same, Table};
+use copal_core_fuzz::{bounded, same, Table};
 use libfuzzer_sys::fuzz_target;
 
 fn encode_record(header: &RecordHeader, fields: &[Value]) -> Vec<u8> {
@@ -26,7 +26,7 @@ fn encode_record(header: &RecordHeader, fields: &[Value]) -> Vec<u8> {
 
 fn check_record(data: &[u8]) {
     let parsed = RecordHeader::parse(data);
-    let decoded = decode_record_state(data, &Table);
+    let decoded = bounded(data.len(), || decode_record_state(data, &Table));
 
     // FieldReader (query evaluation) must see the same fields, or fail with the same error.
     if let Ok((header, state_start)) = parsed {
@@ -38,7 +38,10 @@ fn check_record(data: &[u8]) {
                 (Ok(a), Ok((_, b))) => {
                     assert!(a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y)), "FieldReader disagrees")
                 }
-                (Ok(_), Err(e)) => assert!(matches!(e, DecodeError::TrailingBytes { .. }), "FieldReader accepted, record failed with {e:?}"),
+                (Ok(_), Err(e)) => assert!(
+                    matches!(e, DecodeError::TrailingBytes { .. }),
+                    "FieldReader accepted, record failed with {e:?}"
+                ),
                 (Err(a), Err(b)) => assert_eq!(a, b, "FieldReader and decode_record_state fail differently"),
                 (Err(a), Ok(_)) => panic!("FieldReader failed with {a:?} on a valid record"),
             }
@@ -54,7 +57,10 @@ fn check_record(data: &[u8]) {
         Err(e) => panic!("re-encoded record does not decode: {e:?}\nbytes: {bytes:02x?}"),
     };
     assert_eq!(header2, header);
-    assert!(fields2.len() == fields.len() && fields2.iter().zip(&fields).all(|(x, y)| same(x, y)), "round trip changed the record");
+    assert!(
+        fields2.len() == fields.len() && fields2.iter().zip(&fields).all(|(x, y)| same(x, y)),
+        "round trip changed the record"
+    );
     assert_eq!(encode_record(&header2, &fields2), bytes, "record encoding is not canonical");
 }
 

@@ -54,6 +54,68 @@ pub fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// How much a decoder may allocate at once per input byte (plus a constant), with feature
+/// `alloc-bound`: a decoded value is at most one `Value` (40 bytes) per input byte, doubled by
+/// vector growth, plus copies of strings and bytes.
+pub const ALLOC_BOUND_PER_BYTE: usize = 128;
+pub const ALLOC_BOUND_BASE: usize = 64 << 10;
+
+/// Runs `f` (a decoder on `input_len` bytes); with feature `alloc-bound`, panics if the bytes it
+/// had allocated at once exceeded the bound.
+pub fn bounded<T>(input_len: usize, f: impl FnOnce() -> T) -> T {
+    #[cfg(feature = "alloc-bound")]
+    {
+        let (out, peak) = meter::peak(f);
+        let bound = ALLOC_BOUND_BASE + ALLOC_BOUND_PER_BYTE * input_len;
+        assert!(peak <= bound, "decoding {input_len} bytes allocated {peak} bytes at once (bound {bound})");
+        out
+    }
+    #[cfg(not(feature = "alloc-bound"))]
+    {
+        let _ = input_len;
+        f()
+    }
+}
+
+#[cfg(feature = "alloc-bound")]
+mod meter {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+    static LIVE: AtomicUsize = AtomicUsize::new(0);
+    static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+    struct Metered;
+
+    // SAFETY: forwards to the system allocator (which the sanitizers intercept); the bookkeeping
+    // only updates two atomics.
+    unsafe impl GlobalAlloc for Metered {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let live = LIVE.fetch_add(layout.size(), Relaxed) + layout.size();
+            PEAK.fetch_max(live, Relaxed);
+            // SAFETY: same contract as ours.
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            LIVE.fetch_sub(layout.size(), Relaxed);
+            // SAFETY: same contract as ours.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static METERED: Metered = Metered;
+
+    /// The result of `f` and the most bytes allocated at once while it ran, above the start.
+    pub fn peak<T>(f: impl FnOnce() -> T) -> (T, usize) {
+        let base = LIVE.load(Relaxed);
+        PEAK.store(base, Relaxed);
+        let out = f();
+        (out, PEAK.load(Relaxed).saturating_sub(base))
+    }
+}
+
 /// The encoding of a value.
 pub fn encode(value: &Value) -> Vec<u8> {
     let mut w = Writer::new();

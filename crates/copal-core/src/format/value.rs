@@ -169,7 +169,7 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
 
     fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<Value>, DecodeError> {
         let count = r.length(1)?;
-        let mut items = Vec::with_capacity(count);
+        let mut items = Vec::with_capacity(count.min(PREALLOCATE_MAX));
         for _ in 0..count {
             items.push(self.value(r, depth + 1)?);
         }
@@ -185,7 +185,7 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
 
     fn pairs(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<(Value, Value)>, DecodeError> {
         let count = r.length(2)?;
-        let mut pairs = Vec::with_capacity(count);
+        let mut pairs = Vec::with_capacity(count.min(PREALLOCATE_MAX));
         for _ in 0..count {
             let key = self.value(r, depth + 1)?;
             pairs.push((key, self.value(r, depth + 1)?));
@@ -195,7 +195,7 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
 
     /// `count` field values, each at `depth` (0 for the fields of a record).
     fn fields(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Result<Vec<Value>, DecodeError> {
-        let mut fields = Vec::with_capacity(count.min(r.remaining()));
+        let mut fields = Vec::with_capacity(count.min(PREALLOCATE_MAX));
         for _ in 0..count {
             fields.push(self.value(r, depth)?);
         }
@@ -264,6 +264,12 @@ impl<'a, 's, D: DescriptorSource + ?Sized> FieldReader<'a, 's, D> {
         self.walk.value(&mut self.reader, 0)
     }
 }
+
+/// The most elements reserved ahead of decoding them. A count is only bounded by the remaining
+/// input, and nested containers each claiming it would reserve depth x input before failing;
+/// reserving little keeps what a hostile input makes the decoder allocate proportional to the
+/// values it really holds (vectors grow as items are read).
+pub const PREALLOCATE_MAX: usize = 4;
 
 /// 0001-01-01 and 9999-12-31 in days since 1970-01-01: the range of Python's dates.
 const MIN_DAY: i64 = -719_162;

@@ -1,0 +1,58 @@
+"""Child process of tests/test_fuzz_decoding.py: loads one large record under an address-space
+limit (RLIMIT_AS), so that a decoder that asks for memory out of proportion to the record makes
+this process fail (a Rust allocation failure aborts it) instead of going unnoticed.
+
+Usage: fuzz_alloc_limit.py DB_DIR LIMIT_MB KIND SIZE
+
+KIND "benign": a Holder whose one field is BYTES of about SIZE bytes (must load within the
+limit); "nested-tuples": 256 nested TUPLEs, each claiming as many items as bytes remain (the
+length rule allows it), then zero padding to SIZE bytes (must fail with CorruptRecordError,
+without the decoder pre-allocating 256 x SIZE item slots). Prints the outcome.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+
+import copal
+from copal import CorruptRecordError
+
+from helpers.models import Holder
+
+
+def varint4(value: int) -> bytes:
+    """`value` as a 4-byte (non-minimal) varint, so every level has the same layout."""
+    return bytes(((value >> (7 * i)) & 0x7F) | (0x80 if i < 3 else 0) for i in range(4))
+
+
+def main() -> int:
+    path, limit_mb, kind, size = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    db = copal.open(path, map_size=256 << 20)
+    with db.transaction() as tx:
+        holder = Holder(value=None)
+        tx.root["h"] = holder
+    oid = holder._p_oid
+    record = bytearray(db._debug_raw_record(oid)[:3])
+    if kind == "benign":
+        record += b"\x09" + varint4(size - len(record) - 5)
+    else:
+        for _ in range(256):
+            record += b"\x0c" + varint4(size - len(record) - 5)
+    record += bytes(size - len(record))
+    db._debug_put_raw_record(oid, bytes(record))
+    db.close()
+
+    db = copal.open(path, map_size=256 << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit_mb << 20, limit_mb << 20))
+    try:
+        with db.transaction() as tx:
+            vars(tx.get(oid))
+        print("loaded")
+    except CorruptRecordError:
+        print("CorruptRecordError")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
