@@ -8,6 +8,8 @@ rotates from one repetition to the next), so a ratio to the baseline is the
 median of per-repetition paired ratios.
 
 Entry point: :func:`main` (``copal bench``, ``python benchmarks/whitepaper.py``).
+``--suite queries`` runs the query benchmark instead (:mod:`copal.bench.queries`),
+``--suite all`` both.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
+from copal.bench import queries
 from copal.bench.systems import SYSTEMS, System
 from copal.bench.whitepaper import RESULT_PREFIX, WORKLOADS, Workload, target_serial
 
@@ -33,6 +36,7 @@ DEFAULT_SCALE = 1000
 DEFAULT_REPS = 3
 DEFAULT_OUT = "bench-results"
 DEFAULT_TIMEOUT = 1800.0
+SUITES = ("whitepaper", "queries", "all")
 
 #: The package directory of copal (parent of this package), handed to workers.
 COPAL_DIR = str(Path(__file__).resolve().parent.parent)
@@ -474,8 +478,14 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Run the white-paper workloads (store/read flat and nested SerTest graphs, "
             "update one, update all) against copal and the alternatives, each operation "
-            "in a fresh process; print a table with ratios to copal."
+            "in a fresh process; print a table with ratios to copal. With --suite queries: "
+            "the query benchmark (indexed lookups, ranges, scans and counts on N people) "
+            "against SQLite, SQLAlchemy and ZODB; --suite all runs both."
         ),
+    )
+    parser.add_argument(
+        "--suite", choices=SUITES, default="whitepaper",
+        help="which benchmark: the white-paper workloads (default), the queries, or all",
     )
     parser.add_argument(
         "--scale", action="append", metavar="N",
@@ -507,8 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="system the ratios refer to (default copal, or the first system run)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-        help=f"limit for one operation (default {DEFAULT_TIMEOUT:g})",
+        "--timeout", type=float, metavar="SECONDS",
+        help=f"limit for one operation (default {DEFAULT_TIMEOUT:g}; for the query suite, one "
+        f"worker: a load or a system's queries, default {queries.DEFAULT_TIMEOUT:g})",
     )
     parser.add_argument(
         "--keep", action="store_true", help="keep the databases under DIR/work after the run",
@@ -516,6 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-chart", action="store_true", help="do not draw the PNG chart",
     )
+    queries.add_arguments(parser)
     return parser
 
 
@@ -551,7 +563,7 @@ def _metadata(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the suite; return 0 when every operation succeeded, 1 otherwise, 2 on bad usage."""
+    """Run the suite(s); return 0 when every operation succeeded, 1 otherwise, 2 on bad usage."""
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
@@ -560,16 +572,78 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     if args.reps < 1:
         parser.error("--reps must be at least 1")
+    if args.suite == "whitepaper" and args.people is not None:
+        parser.error("--people applies to --suite queries or all")
+    if args.suite == "queries" and args.scale:
+        parser.error("--scale applies to --suite whitepaper or all")
 
-    requested = [s.strip() for s in (args.systems or ",".join(SYSTEMS)).split(",") if s.strip()]
-    unknown = [s for s in requested if s not in SYSTEMS]
+    named = [s.strip() for s in (args.systems or "").split(",") if s.strip()]
+    known = {
+        "whitepaper": list(SYSTEMS),
+        "queries": list(queries.QUERY_SYSTEMS),
+        "all": list(dict.fromkeys([*SYSTEMS, *queries.QUERY_SYSTEMS])),
+    }[args.suite]
+    unknown = [s for s in named if s not in known]
     if unknown:
-        parser.error(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(SYSTEMS)}")
-    requested = list(dict.fromkeys(requested))
+        parser.error(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(known)}")
 
     json_to_stdout = args.json == "-"
     report: TextIO = sys.stderr if json_to_stdout else sys.stdout
 
+    documents: dict[str, dict[str, Any]] = {}
+    status = 0
+    if args.suite in ("whitepaper", "all"):
+        requested = list(dict.fromkeys(s for s in named if s in SYSTEMS)) if named else list(SYSTEMS)
+        if requested:
+            code, document = _whitepaper(args, parser, scales, requested, report)
+            status = max(status, code)
+            if document is not None:
+                documents["whitepaper"] = document
+        else:
+            print("copal bench: no white-paper system among --systems: suite skipped", file=sys.stderr)
+    if args.suite in ("queries", "all"):
+        if args.suite == "all" and "whitepaper" in documents:
+            print("", file=report)
+        requested = (
+            list(dict.fromkeys(s for s in named if s in queries.QUERY_SYSTEMS))
+            if named else list(queries.QUERY_SYSTEMS)
+        )
+        if args.suite == "queries" and args.baseline and args.baseline not in requested:
+            parser.error(f"baseline {args.baseline} is not among the systems run ({', '.join(requested)})")
+        if requested:
+            code, document = queries.run(args, requested, report, Progress)
+            status = max(status, code)
+            if document is not None:
+                documents["queries"] = document
+        else:
+            print("copal bench: no query system among --systems: suite skipped", file=sys.stderr)
+    if args.suite == "all" and documents:
+        _write_json(args, {"suite": "all", **documents})
+    elif args.suite in documents:
+        _write_json(args, documents[args.suite])
+    return status
+
+
+def _write_json(args: argparse.Namespace, document: dict[str, Any]) -> None:
+    if args.json:
+        text = json.dumps(document, indent=2)
+        if args.json == "-":
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+        else:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(text + "\n")
+            print(f"json: {args.json}", file=sys.stderr)
+
+
+def _whitepaper(
+    args: argparse.Namespace,
+    parser: argparse.ArgumentParser,
+    scales: list[int],
+    requested: list[str],
+    report: TextIO,
+) -> tuple[int, dict[str, Any] | None]:
+    """Run the white-paper suite; the exit status and the JSON document (None if nothing ran)."""
     systems: list[str] = []
     skipped: dict[str, str] = {}
     adapters: dict[str, System] = {}
@@ -587,9 +661,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             systems.append(name)
     if not systems:
         print("copal bench: no system can run", file=sys.stderr)
-        return 1
+        return 1, None
 
     baseline = args.baseline or ("copal" if "copal" in systems else systems[0])
+    if baseline not in systems and args.suite == "all":
+        baseline = "copal" if "copal" in systems else systems[0]
     if baseline not in systems:
         parser.error(f"baseline {baseline} is not among the systems run ({', '.join(systems)})")
     labels = {s: SYSTEMS[s].label for s in systems}
@@ -602,7 +678,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = False
     for scale in scales:
         results = run_scale(
-            scale, args.reps, systems, adapters, work, args.store, args.timeout,
+            scale, args.reps, systems, adapters, work, args.store,
+            DEFAULT_TIMEOUT if args.timeout is None else args.timeout,
             args.keep, progress, run_id,
         )
         summary = summarize(results, baseline)
@@ -647,14 +724,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         "workloads": [{"id": w.id, "name": w.name, "title": w.title} for w in WORKLOADS],
         "results": summaries,
     }
-    if args.json:
-        text = json.dumps(document, indent=2)
-        if json_to_stdout:
-            sys.stdout.write(text + "\n")
-            sys.stdout.flush()
-        else:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(text + "\n")
-            print(f"json: {args.json}", file=sys.stderr)
-    return 1 if failed else 0
+    return (1 if failed else 0), document
 
