@@ -211,7 +211,13 @@ fn for_each_match(
                 }
             }
         }
-        Access::Index { def, ranges, descending, .. } => {
+        Access::Index { def, ranges, descending, ordered, .. } => {
+            // Candidates are tested in batches; an ordered scan that a limit will stop early
+            // reads only as many index entries as it may need.
+            let batch = match (ordered, query.limit) {
+                (true, Some(limit)) => (limit + query.offset).clamp(1, 1024),
+                _ => 1024,
+            };
             let mut seen = HashSet::new();
             let mut candidates = Vec::new();
             let ordered_ranges: Vec<&plan::KeyRange> =
@@ -222,7 +228,7 @@ fn for_each_match(
                     let oid = crate::store::entry_oid(entry)?;
                     if query.classes.contains(&crate::format::oid_class(oid)) && seen.insert(oid) {
                         candidates.push(oid);
-                        if candidates.len() >= 1024 {
+                        if candidates.len() >= batch {
                             // Test in batches so that an ordered scan with a limit stops early.
                             go_on = test_batch(snapshot, &mut candidates, &mut test)?;
                         }
