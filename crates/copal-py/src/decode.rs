@@ -203,6 +203,9 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let micros = r.zigzag()?;
                 let tz = r.tz_suffix(flags)?;
                 let days = micros.div_euclid(MICROS_PER_DAY);
+                if !(copal_core::format::MIN_DAY..=copal_core::format::MAX_DAY).contains(&days) {
+                    return Err(DecodeError::OutOfRange { offset, what: "datetime" }.into());
+                }
                 let (year, month, day) = civil_from_days(days);
                 let (h, m, s, us) = clock(micros.rem_euclid(MICROS_PER_DAY));
                 let year = i32::try_from(year).map_err(|_| DecodeError::OutOfRange { offset, what: "datetime" })?;
@@ -212,7 +215,11 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                     .into_any()
             }
             tag::DATE => {
-                let (year, month, day) = civil_from_days(r.zigzag()?);
+                let days = r.zigzag()?;
+                if !(copal_core::format::MIN_DAY..=copal_core::format::MAX_DAY).contains(&days) {
+                    return Err(DecodeError::OutOfRange { offset, what: "date" }.into());
+                }
+                let (year, month, day) = civil_from_days(days);
                 let year = i32::try_from(year).map_err(|_| DecodeError::OutOfRange { offset, what: "date" })?;
                 PyDate::new(py, year, month as u8, day as u8)
                     .map_err(|_| DecodeError::OutOfRange { offset, what: "date" })?

@@ -272,8 +272,8 @@ impl<'a, 's, D: DescriptorSource + ?Sized> FieldReader<'a, 's, D> {
 pub const PREALLOCATE_MAX: usize = 4;
 
 /// 0001-01-01 and 9999-12-31 in days since 1970-01-01: the range of Python's dates.
-const MIN_DAY: i64 = -719_162;
-const MAX_DAY: i64 = 2_932_896;
+pub const MIN_DAY: i64 = -719_162;
+pub const MAX_DAY: i64 = 2_932_896;
 
 fn checked_tz(r: &mut Reader<'_>, flags: u8, offset: usize) -> Result<TzInfo, DecodeError> {
     let tz = r.tz_suffix(flags)?;
