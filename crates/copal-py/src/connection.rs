@@ -11,7 +11,7 @@ use copal_core::{Commit, LmdbStore, Snapshot};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDelta, PyDict, PyList, PyString, PyTuple, PyTzInfo, PyType};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyTzInfo, PyType};
 use pyo3::IntoPyObjectExt;
 
 use crate::classes::{field_names, keys_are, resolve, ClassCache, ClassShape};
@@ -397,17 +397,7 @@ impl<'py> Resolver<'py> for Connection {
         if let Some(zone) = self.zones.lock()?.get(&key) {
             return Ok(Some(zone.bind(py).clone()));
         }
-        let zone = match tz {
-            TzInfo::Offset(0) => PyTzInfo::utc(py)?.to_owned(),
-            TzInfo::Offset(micros) => {
-                let days = micros.div_euclid(86_400_000_000) as i32;
-                let rest = micros.rem_euclid(86_400_000_000);
-                let delta = PyDelta::new(py, days, (rest / 1_000_000) as i32, (rest % 1_000_000) as i32, true)?;
-                pytypes::timezone_type(py)?.call1((delta,))?.cast_into::<PyTzInfo>()?
-            }
-            TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((name,))?.cast_into::<PyTzInfo>()?,
-            TzInfo::Naive => unreachable!("returned above"),
-        };
+        let Some(zone) = crate::decode::new_zone(py, tz)? else { return Ok(None) };
         self.zones.lock()?.insert(key, zone.clone().unbind());
         Ok(Some(zone))
     }

@@ -472,6 +472,22 @@ fn enum_member<'py>(class: &Bound<'py, PyType>, type_name: &str, name: &str) -> 
     Ok(value)
 }
 
+/// A new Python time zone for `tz` (None when naive): `timezone.utc`, a fixed-offset
+/// `datetime.timezone`, or a `zoneinfo.ZoneInfo` (resolvers cache them by key).
+pub fn new_zone<'py>(py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py, PyTzInfo>>> {
+    Ok(Some(match tz {
+        TzInfo::Naive => return Ok(None),
+        TzInfo::Offset(0) => PyTzInfo::utc(py)?.to_owned(),
+        TzInfo::Offset(micros) => {
+            let days = micros.div_euclid(86_400_000_000) as i32;
+            let rest = micros.rem_euclid(86_400_000_000);
+            let delta = PyDelta::new(py, days, (rest / 1_000_000) as i32, (rest % 1_000_000) as i32, true)?;
+            pytypes::timezone_type(py)?.call1((delta,))?.cast_into::<PyTzInfo>()?
+        }
+        TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((name,))?.cast_into::<PyTzInfo>()?,
+    }))
+}
+
 fn unhashable(offset: usize) -> Fail {
     DecodeError::OutOfRange { offset, what: "unhashable set element or dict key" }.into()
 }

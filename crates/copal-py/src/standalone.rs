@@ -15,7 +15,7 @@ use copal_core::format::{DecodeError, Reader, TzInfo, Writer};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDelta, PyDict, PyString, PyTuple, PyTzInfo, PyType};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyTzInfo, PyType};
 use pyo3::PyTypeInfo;
 
 use crate::classes::{field_names, resolve, ClassCache, ClassShape};
@@ -25,7 +25,6 @@ use crate::errors::{corrupt, CorruptRecordError, SchemaError};
 use crate::gc::GcPause;
 use crate::hashing::IntMap;
 use crate::persistent::PersistentBase;
-use crate::pytypes;
 
 /// The first bytes of every stream (docs/STREAM.md section 2).
 pub const MAGIC: [u8; 4] = *b"CPL1";
@@ -265,17 +264,7 @@ impl<'py> Resolver<'py> for StreamResolver<'py> {
         if let Some(zone) = self.zones.borrow().get(&key) {
             return Ok(Some(zone.bind(py).clone()));
         }
-        let zone = match tz {
-            TzInfo::Offset(0) => PyTzInfo::utc(py)?.to_owned(),
-            TzInfo::Offset(micros) => {
-                let days = micros.div_euclid(86_400_000_000) as i32;
-                let rest = micros.rem_euclid(86_400_000_000);
-                let delta = PyDelta::new(py, days, (rest / 1_000_000) as i32, (rest % 1_000_000) as i32, true)?;
-                pytypes::timezone_type(py)?.call1((delta,))?.cast_into::<PyTzInfo>()?
-            }
-            TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((name,))?.cast_into::<PyTzInfo>()?,
-            TzInfo::Naive => return Ok(None),
-        };
+        let Some(zone) = crate::decode::new_zone(py, tz)? else { return Ok(None) };
         self.zones.borrow_mut().insert(key, zone.clone().unbind());
         Ok(Some(zone))
     }
