@@ -361,16 +361,15 @@ fn descriptors_are_checked() {
 
 // -- found by fuzzing or review -----------------------------------------------------------------
 
-/// 256 nested LISTs (or TUPLEs, SETs, DICTs), each claiming as many items as bytes remain, then
-/// padding: every level passes the length rule and pre-allocates `count` values
-/// (`Vec::with_capacity(count)` in `Walk::items` and `Walk::pairs`, value.rs) before its first
-/// item fails, and all levels are live at once, so the decoder requests about
-/// depth x input x size_of::<Value>() = 256 x 40 = 10,000 bytes per input byte: 660 MB for a 64 KiB
-/// record, 10 GB for 1 MiB, 170 GB for 16 MiB. Under an address-space limit (`ulimit -v`,
-/// `vm.overcommit_memory=2`) the allocation fails and the process aborts ("memory allocation
-/// of ... bytes failed"). Expected: the pre-allocation is capped (for instance at
-/// `count.min(4096)`, letting the vector grow as items are actually read), so that the memory a
-/// failing input makes the decoder request stays proportional to the input.
+/// F1 (docs/FUZZING.md, fixed by `PREALLOCATE_MAX`): 256 nested LISTs (or TUPLEs, SETs, DICTs),
+/// each claiming as many items as bytes remain, then padding. Every level passes the length rule;
+/// when each pre-allocated `count` values (`Vec::with_capacity(count)` in `Walk::items` and
+/// `Walk::pairs`, value.rs) before its first item failed, all levels being live at once, the
+/// decoder requested depth x input x size_of::<Value>() = 256 x 40 = 10,000 bytes per input byte:
+/// 664 MB for this 64 KiB value, 10.7 GB for 1 MiB, 172 GB for 16 MiB, and under an address-space
+/// limit (`ulimit -v`, `vm.overcommit_memory=2`) the allocation failed and aborted the process
+/// ("memory allocation of ... bytes failed"). The memory a failing input makes the decoder
+/// request must stay proportional to the input.
 #[test]
 fn nested_count_claims_do_not_multiply_allocation() {
     for open in [0x0b, 0x0c, 0x0e, 0x0d] {
@@ -401,7 +400,7 @@ fn nested_claims(open: u8, size: usize) -> Vec<u8> {
 }
 
 /// The same input through a record (its one field), which `decode_record_state` reads the same
-/// way: the record decoder has the same amplification.
+/// way.
 #[test]
 fn nested_count_claims_in_a_record_do_not_multiply_allocation() {
     let mut data = from_hex("10 02 00");
@@ -411,11 +410,10 @@ fn nested_count_claims_in_a_record_do_not_multiply_allocation() {
     assert!(peak <= 64 * data.len(), "{peak} bytes for a {}-byte record", data.len());
 }
 
-/// Found by `cargo fuzz run --features alloc-bound value` in 16 s (288,001 executions) and
+/// F1 as found by `cargo fuzz run --features alloc-bound value` in 16 s (288,001 executions),
 /// minimized by `cargo fuzz tmin` to 310 bytes: FROZENSETs of 15 items nested about 250 deep
-/// (`0f 0f 0f ...`); each level pre-allocates 15 values that the input cannot hold, 126 KB in all
-/// where the fuzz bound (64 KiB + 128 bytes per input byte) is 104 KB. Same bug as
-/// `nested_count_claims_do_not_multiply_allocation`.
+/// (`0f 0f 0f ...`); each level pre-allocated 15 values that the input cannot hold, 126 KB in all
+/// where the fuzz bound (64 KiB + 128 bytes per input byte) is 104 KB.
 const FUZZ_VALUE_ALLOC: &str = concat!(
     "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f",
     "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f",
@@ -426,8 +424,8 @@ const FUZZ_VALUE_ALLOC: &str = concat!(
     "0f0f0f0f0f0f0f312e32650f0f0f0f0f0f0f0f0f0f72",
 );
 
-/// Found by `cargo fuzz run --features alloc-bound record` in 3 s (47,943 executions), minimized to
-/// 252 bytes: a record whose field nests DICTs of 13 pairs (`0d 0d ...`) and lists.
+/// F1 as found by `cargo fuzz run --features alloc-bound record` in 3 s (47,943 executions),
+/// minimized to 252 bytes: a record whose field nests DICTs of 13 pairs (`0d 0d ...`) and lists.
 const FUZZ_RECORD_ALLOC: &str = concat!(
     "1102010d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0b01010d0d0d0d0d0d0d0d0d56000d0d0d0d0d0d0d0d0d0d0d0d0d0d",
     "0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d570d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0b01",
@@ -437,6 +435,7 @@ const FUZZ_RECORD_ALLOC: &str = concat!(
     "ffffff01010bffffff01ff01",
 );
 
+/// Within the allocation bound of the fuzz targets' `alloc-bound` feature.
 #[test]
 fn fuzz_found_allocation_crashers() {
     let bound = |len: usize| (64 << 10) + 128 * len;
