@@ -218,7 +218,9 @@ def test_known_hostile_records(worker: Worker, name: str, state: str, bug: Bug |
 
 def test_nested_count_claims_do_not_abort_under_a_memory_limit(tmp_path: Path) -> None:
     """A 1 MiB record of 256 nested tuples, each claiming all remaining bytes as items, loaded
-    with a 1 GiB address-space limit (a benign 1 MiB record loads within it)."""
+    with a 1 GiB address-space limit (a benign 1 MiB record loads within it). Regression test of
+    docs/FUZZING.md F1: the binding's Decoder::items reserved `count` slots at each level before
+    reading any item, 256 x 1 MiB x 8 bytes = 2 GiB, and the failed allocation aborted."""
 
     def run(kind: str) -> subprocess.CompletedProcess[str]:
         command = helper_command("fuzz_alloc_limit.py", tmp_path / kind, 1024, kind, 1 << 20)
@@ -227,14 +229,7 @@ def test_nested_count_claims_do_not_abort_under_a_memory_limit(tmp_path: Path) -
     benign = run("benign")
     assert benign.returncode == 0 and benign.stdout.strip() == "loaded", benign
     hostile = run("nested-tuples")
-    if hostile.returncode != 0:
-        pytest.xfail(
-            "bug: the binding's Decoder::items (crates/copal-py/src/decode.rs) pre-allocates `count` "
-            "slots at each nesting level before reading the items, 256 x 1 MiB x 8 bytes = 2 GiB for "
-            f"this 1 MiB record; the allocation fails and aborts the process ({hostile.returncode}: "
-            f"{hostile.stderr.strip().splitlines()[0] if hostile.stderr.strip() else ''})"
-        )
-    assert hostile.stdout.strip() == "CorruptRecordError", hostile
+    assert hostile.returncode == 0 and hostile.stdout.strip() == "CorruptRecordError", hostile
 
 
 # -- generated records -------------------------------------------------------------------------
