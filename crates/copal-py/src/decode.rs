@@ -63,6 +63,13 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// (`load_closure` loads them next).
     pub ghost_refs: Option<Vec<Bound<'py, PyAny>>>,
     pub strings: Option<&'r mut crate::strings::StringCache>,
+    /// How many values the decoding would have visited with back-references expanded, and the
+    /// same count per memo slot: a set element or dict key whose expansion exceeds
+    /// `hash_budget` is refused, since hashing it would visit every expanded value (a record
+    /// can describe 2^60 tuples in 400 bytes by sharing; docs/FUZZING.md F2).
+    expanded: u64,
+    slot_weights: Vec<u64>,
+    hash_budget: u64,
 }
 
 enum Fail {
@@ -86,7 +93,7 @@ type Out<'py> = Result<Bound<'py, PyAny>, Fail>;
 
 impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     pub fn new(py: Python<'py>, resolver: &'r R, what: &'r dyn Fn() -> String) -> Self {
-        Decoder { py, resolver, memo: Vec::new(), limits: Limits::default(), what, ghost_refs: None, strings: None }
+        Decoder { py, resolver, memo: Vec::new(), limits: Limits::default(), what, ghost_refs: None, strings: None, expanded: 0, slot_weights: Vec::new(), hash_budget: u64::MAX }
     }
 
     fn finish<T>(&self, result: Result<T, Fail>) -> PyResult<T> {
@@ -99,6 +106,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// Decodes a record into the attributes of `obj`, which must have none. Returns the header
     /// and the offset where the state starts. On error `obj` is left without attributes.
     pub fn record_into(&mut self, obj: &Bound<'py, PyAny>, record: &[u8]) -> PyResult<(RecordHeader, usize)> {
+        self.hash_budget = expansion_budget(record.len());
         let result = (|| {
             let mut r = Reader::new(record);
             let header = RecordHeader::read(&mut r)?;
@@ -115,6 +123,28 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     }
 
     fn value(&mut self, r: &mut Reader<'_>, depth: usize) -> Out<'py> {
+        let (start, own_slot) = (self.expanded, self.memo.len());
+        let value = self.value_inner(r, depth)?;
+        self.expanded = self.expanded.saturating_add(1);
+        // A value that takes a memo slot takes it before its children do.
+        if self.memo.len() > own_slot {
+            self.slot_weights.resize(self.memo.len(), 0);
+            self.slot_weights[own_slot] = self.expanded - start;
+        }
+        Ok(value)
+    }
+
+    /// A value that will be hashed (set element, dict key, frozenset item).
+    fn hashed_value(&mut self, r: &mut Reader<'_>, depth: usize) -> Out<'py> {
+        let (offset, start) = (r.position(), self.expanded);
+        let value = self.value(r, depth)?;
+        if self.expanded - start > self.hash_budget {
+            return Err(DecodeError::OutOfRange { offset, what: "shared values expanding beyond what can be hashed" }.into());
+        }
+        Ok(value)
+    }
+
+    fn value_inner(&mut self, r: &mut Reader<'_>, depth: usize) -> Out<'py> {
         if depth > self.limits.max_depth {
             return Err(DecodeError::TooDeep { limit: self.limits.max_depth }.into());
         }
@@ -181,7 +211,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 self.memo.push(Some(set.clone().into_any()));
                 let count = r.length(1)?;
                 for _ in 0..count {
-                    let item = self.value(r, depth + 1)?;
+                    let item = self.hashed_value(r, depth + 1)?;
                     set.add(item).map_err(|_| unhashable(offset))?;
                 }
                 set.into_any()
@@ -189,7 +219,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             tag::TUPLE | tag::FROZENSET => {
                 let slot = self.memo.len();
                 self.memo.push(None);
-                let items = self.items(r, depth)?;
+                let items = if t == tag::TUPLE { self.items(r, depth)? } else { self.hashed_items(r, depth)? };
                 let value = if t == tag::TUPLE {
                     PyTuple::new(py, items)?.into_any()
                 } else {
@@ -313,6 +343,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             tag::SUBCLASS => self.subclass(r, depth)?,
             tag::BACKREF => {
                 let index = r.varint()?;
+                let weight = self.slot_weights.get(index as usize).copied().unwrap_or(0);
+                self.expanded = self.expanded.saturating_add(weight);
                 match self.memo.get(index as usize) {
                     Some(Some(value)) => value.clone(),
                     _ => return Err(DecodeError::BadBackRef { offset, index }.into()),
@@ -335,11 +367,20 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         Ok(items)
     }
 
+    fn hashed_items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<Bound<'py, PyAny>>, Fail> {
+        let count = r.length(1)?;
+        let mut items = Vec::with_capacity(count.min(copal_core::format::PREALLOCATE_MAX));
+        for _ in 0..count {
+            items.push(self.hashed_value(r, depth + 1)?);
+        }
+        Ok(items)
+    }
+
     fn fill_dict(&mut self, r: &mut Reader<'_>, dict: &Bound<'py, PyDict>, depth: usize) -> Result<(), Fail> {
         let offset = r.position();
         let count = r.length(2)?;
         for _ in 0..count {
-            let key = self.value(r, depth + 1)?;
+            let key = self.hashed_value(r, depth + 1)?;
             let value = self.value(r, depth + 1)?;
             dict.set_item(key, value).map_err(|_| unhashable(offset))?;
         }
@@ -349,6 +390,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// Decodes one standalone value at depth 0 from `r`, which must hold nothing after it
     /// (standalone streams, docs/STREAM.md).
     pub fn standalone(&mut self, r: &mut Reader<'_>) -> PyResult<Bound<'py, PyAny>> {
+        self.hash_budget = expansion_budget(r.remaining());
         let result = self.value(r, 0).and_then(|value| {
             r.expect_end()?;
             Ok(value)
@@ -486,6 +528,12 @@ pub fn new_zone<'py>(py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py,
         }
         TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((name,))?.cast_into::<PyTzInfo>()?,
     }))
+}
+
+/// How many expanded values a hashed value of an input of `len` bytes may hold: proportional to
+/// the input, so hashing costs at most a constant factor more than reading it.
+fn expansion_budget(len: usize) -> u64 {
+    16 * len as u64 + 1024
 }
 
 fn unhashable(offset: usize) -> Fail {
