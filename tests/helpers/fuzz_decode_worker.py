@@ -4,11 +4,13 @@ Usage: fuzz_decode_worker.py DB_DIR
 
 Creates a database in DB_DIR (which must not exist) holding one object of every value type,
 prints one JSON line ``{"records": {oid: hex}, "names": {root key: oid}, "descriptors": [...]}``
-with the valid records and the descriptors of the classes stored by value, then serves
-requests, one per stdin line ``OID HEX`` (HEX ``-`` for no bytes): it writes HEX as the record
-of OID, loads the object in a fresh Database (an empty object cache; the process shares one
-store per directory), touches every value of its state and answers one JSON line
-``{"outcome": ..., "error": ...}``, where outcome is
+(and ``"streams": {kind: hex}``) with the valid records, the descriptors of the classes stored
+by value and ``copal.dumps`` streams of all the objects, then serves requests, one per stdin
+line ``OID HEX`` (HEX ``-`` for no bytes): it writes HEX as the record of OID, loads the object
+in a fresh Database (an empty object cache; the process shares one store per directory),
+touches every value of its state and answers one JSON line ``{"outcome": ..., "error": ...}``;
+``stream HEX`` loads HEX with ``copal.loads`` instead (and, if it loads, dumps and loads the
+result again). The outcome is
 
 - ``"loaded"``: the record decoded; the state was then written back (a commit re-encodes it)
   and that record loaded again, both without error;
@@ -173,6 +175,35 @@ def serve(path: str, db: copal.Database, oid: int, data: bytes) -> dict[str, str
     return {"outcome": "loaded", "error": ""}
 
 
+def streams(db: copal.Database, names: dict[str, int]) -> dict[str, bytes]:
+    """``copal.dumps`` of every stored object (persistent objects are written by value), plain
+    and compressed."""
+    with db.transaction() as tx:
+        graph = {name: tx.get(oid) for name, oid in names.items() if name}
+        tx.load_closure(list(graph.values()))
+        return {
+            "plain": copal.dumps(graph),
+            "zstd": copal.dumps(graph, compress="zstd"),
+            "gzip": copal.dumps(graph, compress="gzip"),
+        }
+
+
+def serve_stream(data: bytes) -> dict[str, str]:
+    """Loads stream `data`; if it loads, dumps the result and loads that again."""
+    try:
+        value = copal.loads(data)
+        walk(value, set())
+    except (CorruptRecordError, SchemaError) as error:
+        return {"outcome": type(error).__name__, "error": str(error)}
+    except BaseException:  # noqa: BLE001 (a Rust panic is a BaseException)
+        return {"outcome": "unexpected", "error": "loading: " + traceback.format_exc()}
+    try:
+        walk(copal.loads(copal.dumps(value)), set())
+    except BaseException:  # noqa: BLE001
+        return {"outcome": "unexpected", "error": "dumping or reloading what was read:\n" + traceback.format_exc()}
+    return {"outcome": "loaded", "error": ""}
+
+
 def main() -> int:
     path = sys.argv[1]
     db = copal.open(path, durable=False)
@@ -180,12 +211,17 @@ def main() -> int:
     described = descriptors(db)
     originals = {oid: db._debug_raw_record(oid) for oid in names.values()}
     records = {str(oid): raw.hex() for oid, raw in originals.items()}
-    print(json.dumps({"records": records, "names": names, "descriptors": described}), flush=True)
+    dumped = {kind: data.hex() for kind, data in streams(db, names).items()}
+    print(json.dumps({"records": records, "names": names, "descriptors": described, "streams": dumped}), flush=True)
     for line in sys.stdin:
-        oid_text, hex_text = line.split()
-        oid = int(oid_text)
-        answer = serve(path, db, oid, b"" if hex_text == "-" else bytes.fromhex(hex_text))
-        db._debug_put_raw_record(oid, originals[oid])
+        target, hex_text = line.split()
+        data = b"" if hex_text == "-" else bytes.fromhex(hex_text)
+        if target == "stream":
+            answer = serve_stream(data)
+        else:
+            oid = int(target)
+            answer = serve(path, db, oid, data)
+            db._debug_put_raw_record(oid, originals[oid])
         print(json.dumps(answer), flush=True)
     db.close()
     return 0
