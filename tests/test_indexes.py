@@ -147,3 +147,74 @@ def test_read_your_writes_with_indexes(store: Any) -> None:
         assert tx.query(Member).where(email="new@example.org").one().first == "F77"
         assert [m.first for m in tx.query(Member).where(field("age") >= 1000)] == ["F3"]
         assert tx.query(Member).order_by("age", descending=True).first().first == "F3"  # type: ignore[union-attr]
+
+
+EXACT = "answers the filter from the index alone"
+
+
+def test_counts_that_an_index_answers_read_no_record(store: Any) -> None:
+    db = store.open()
+    _members(db)
+    with db.transaction() as tx:
+        everyone = tx.query(Member).all()
+        cases = [
+            (field("age") >= 30, lambda m: m.age >= 30),
+            ((field("age") > 3) & (field("age") <= 7.5), lambda m: 3 < m.age <= 7.5),
+            (field("email") == "m5@example.org", lambda m: m.email == "m5@example.org"),
+            (field("age").in_([1, 2, 2.0, 39]), lambda m: m.age in (1, 2, 39)),
+            ((field("last") == "L3") & (field("first") >= "F5"), lambda m: m.last == "L3" and m.first >= "F5"),
+            (field("email").startswith("m1"), lambda m: m.email.startswith("m1")),
+        ]
+        for condition, predicate in cases:
+            query = tx.query(Member).where(condition)
+            assert EXACT in query.explain(), condition
+            delta = Delta(db)
+            assert query.count() == sum(1 for m in everyone if predicate(m)), condition
+            assert delta["records_read"] == 0, condition
+        # Only the class asked for: the index also holds the subclass's objects.
+        assert tx.query(Member).only(Member).where(field("age") >= 30).count() == sum(
+            1 for m in everyone if type(m) is Member and m.age >= 30
+        )
+        delta = Delta(db)
+        assert tx.query(Member).count() == len(everyone) == 310
+        assert tx.query(Member).only(Member).count() == 300
+        assert delta["records_read"] == 0
+
+
+def test_counts_the_index_cannot_answer_alone_test_the_records(store: Any) -> None:
+    db = store.open()
+    _members(db)
+    with db.transaction() as tx:
+        tx.root["members"][0].age = float("nan")
+        tx.root["members"][1].age = "thirty"
+    with db.transaction() as tx:
+        everyone = tx.query(Member).all()
+        # NaN matches no comparison, and a number range never matches a string.
+        assert tx.query(Member).where(field("age") >= 0).count() == sum(
+            1 for m in everyone if isinstance(m.age, int) and m.age >= 0
+        )
+        inexact = [
+            (field("age") > 3) & (field("age") < "x"),  # bounds of two kinds
+            (field("age") >= 30) & (field("first") == "F35"),  # a condition outside the index
+            field("age") == float("nan"),
+        ]
+        for condition in inexact:
+            query = tx.query(Member).where(condition)
+            assert "index" in query.explain() and EXACT not in query.explain(), condition
+        assert tx.query(Member).where(inexact[0]).count() == 0
+        assert tx.query(Member).where(inexact[1]).count() == 1
+        assert tx.query(Member).where(inexact[2]).count() == 0
+
+
+def test_counts_see_the_transactions_own_changes(store: Any) -> None:
+    db = store.open()
+    _members(db)
+    with db.transaction() as tx:
+        members = tx.root["members"]
+        before = tx.query(Member).where(field("age") >= 30).count()
+        members[35].age = 1  # leaves the range
+        members[1].age = 31  # enters it
+        tx.delete(members[36])
+        tx.add(Member(1000, age=33))
+        assert tx.query(Member).where(field("age") >= 30).count() == before - 2 + 2
+        assert tx.query(Member).count() == 310

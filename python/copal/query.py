@@ -346,13 +346,15 @@ class Query(Generic[T]):
             if not classes:
                 return 0 if mode == "count" else []
             return tx._conn.query(classes, self._node, order, self._offset, limit, exclude, mode)
+        if mode == "count":
+            # The stored versions of pending objects are excluded: the two sets are disjoint.
+            stored_count: int = tx._conn.query(classes, self._node, [], 0, None, exclude, "count") if classes else 0
+            return stored_count + len(pending)
         stored: list[Any] = (
             tx._conn.query(classes, self._node, order, 0, None, exclude, "objects") if classes else []
         )
         # Stored results come in object-id order; merged results keep that order, new objects last.
         combined = sorted(stored + pending, key=lambda o: (o._p_oid is None, o._p_oid or 0))
-        if mode == "count":
-            return len(combined)
         for path, desc in reversed(self._order):
             combined.sort(key=_sort_key_at(path), reverse=desc)
         end = None if limit is None else self._offset + limit

@@ -263,6 +263,57 @@ impl<'a, 's, D: DescriptorSource + ?Sized> FieldReader<'a, 's, D> {
     pub fn next_value(&mut self) -> Result<Value, DecodeError> {
         self.walk.value(&mut self.reader, 0)
     }
+
+    /// Moves past the next field without building it. Scalars are skipped in place (a skipped
+    /// string's UTF-8 is not checked: the field is not used, and the store's checksum already
+    /// vouches for the bytes); containers are decoded and dropped, which numbers their memo
+    /// slots as `next_value` would.
+    pub fn skip_value(&mut self) -> Result<(), DecodeError> {
+        let r = &mut self.reader;
+        match r.peek_u8()? {
+            tag::NONE | tag::FALSE | tag::TRUE => {
+                r.u8()?;
+            }
+            tag::INT => {
+                r.u8()?;
+                r.varint()?;
+            }
+            tag::FLOAT => {
+                r.u8()?;
+                r.bytes(8)?;
+            }
+            tag::STR | tag::BYTES => {
+                r.u8()?;
+                r.length_prefixed()?;
+            }
+            _ => {
+                self.walk.value(r, 0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes the next field into `slot`, reusing the buffer of the string or bytes it holds:
+    /// a scan testing a string field then allocates nothing per record.
+    pub fn next_value_into(&mut self, slot: &mut Value) -> Result<(), DecodeError> {
+        let r = &mut self.reader;
+        match (r.peek_u8()?, &mut *slot) {
+            (tag::STR, Value::Str(buffer)) => {
+                r.u8()?;
+                let text = r.str()?;
+                buffer.clear();
+                buffer.push_str(text);
+            }
+            (tag::BYTES, Value::Bytes(buffer)) => {
+                r.u8()?;
+                let bytes = r.length_prefixed()?;
+                buffer.clear();
+                buffer.extend_from_slice(bytes);
+            }
+            _ => *slot = self.walk.value(r, 0)?,
+        }
+        Ok(())
+    }
 }
 
 /// The most elements reserved ahead of decoding them. A count is only bounded by the remaining
@@ -503,6 +554,33 @@ mod tests {
             Value::Ref(make_oid(4, 99)),
             Value::Object { descriptor: 5, fields: vec![Value::BackRef(0)] },
         ]));
+    }
+
+    #[test]
+    fn skipping_and_reusing_buffers_read_the_same_fields() {
+        let fields = vec![
+            Value::Str("first".into()),
+            Value::Int(-7),
+            Value::List(vec![Value::Str("in a list".into())]),
+            Value::Float(2.5),
+            Value::Bytes(vec![0, 1, 2]),
+            Value::Str("last".into()),
+            // Points at the list: skipping the list must still number its memo slot.
+            Value::BackRef(0),
+        ];
+        let mut w = Writer::new();
+        fields.iter().for_each(|v| v.encode(&mut w));
+        for wanted in 0..fields.len() {
+            let mut reader = FieldReader::new(&w.buf, 0, &OneField).unwrap();
+            (0..wanted).try_for_each(|_| reader.skip_value()).unwrap();
+            // A slot holding a value of another kind, or a longer string, is overwritten.
+            let mut slot = if wanted % 2 == 0 { Value::Str("a longer previous string".into()) } else { Value::None };
+            reader.next_value_into(&mut slot).unwrap();
+            assert_eq!(slot, fields[wanted]);
+        }
+        let mut reader = FieldReader::new(&w.buf[..w.buf.len() - 1], 0, &OneField).unwrap();
+        (0..fields.len() - 1).try_for_each(|_| reader.skip_value()).unwrap();
+        assert!(matches!(reader.skip_value(), Err(DecodeError::Truncated { .. })));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Filter expressions (the Python `copal.field(...)` operators) and their evaluation.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use super::order::compare;
@@ -60,8 +61,9 @@ impl Expr {
         }
     }
 
-    /// Evaluates the expression; `lookup(path)` gives the value at a path (None: missing).
-    pub fn eval(&self, lookup: &mut dyn FnMut(&Path) -> Option<Value>) -> bool {
+    /// Evaluates the expression; `lookup(path)` gives the value at a path (None: missing),
+    /// borrowed where it can be, so that testing a field of a record copies nothing.
+    pub fn eval<'v>(&self, lookup: &mut dyn FnMut(&Path) -> Option<Cow<'v, Value>>) -> bool {
         match self {
             Expr::True => true,
             Expr::Cmp { path, op, value } => match lookup(path) {
@@ -72,7 +74,7 @@ impl Expr {
                 lookup(path).is_some_and(|found| values.iter().any(|v| compares(&found, CmpOp::Eq, v)))
             }
             Expr::StartsWith { path, prefix } => lookup(path).is_some_and(|found| starts_with(&found, prefix)),
-            Expr::IsNone { path } => matches!(lookup(path), None | Some(Value::None)),
+            Expr::IsNone { path } => lookup(path).is_none_or(|found| matches!(*found, Value::None)),
             Expr::And(items) => items.iter().all(|e| e.eval(lookup)),
             Expr::Or(items) => items.iter().any(|e| e.eval(lookup)),
             Expr::Not(inner) => !inner.eval(lookup),
@@ -120,7 +122,7 @@ mod tests {
 
     #[test]
     fn missing_fields_fail_comparisons_and_count_as_none() {
-        let mut lookup = |_: &Path| None;
+        let mut lookup = |_: &Path| None::<Cow<'_, Value>>;
         assert!(!Expr::Cmp { path: path("a"), op: CmpOp::Eq, value: Value::Int(1) }.eval(&mut lookup));
         assert!(Expr::Cmp { path: path("a"), op: CmpOp::Ne, value: Value::Int(1) }.eval(&mut lookup));
         assert!(Expr::IsNone { path: path("a") }.eval(&mut lookup));
@@ -128,7 +130,7 @@ mod tests {
 
     #[test]
     fn boolean_structure() {
-        let mut lookup = |p: &Path| Some(if p[0] == "a" { Value::Int(3) } else { Value::Str("xy".into()) });
+        let mut lookup = |p: &Path| Some(Cow::Owned(if p[0] == "a" { Value::Int(3) } else { Value::Str("xy".into()) }));
         let e = Expr::And(vec![
             Expr::Cmp { path: path("a"), op: CmpOp::Ge, value: Value::Float(2.5) },
             Expr::Not(Box::new(Expr::In { path: path("a"), values: vec![Value::Int(1), Value::Int(2)] })),

@@ -6,6 +6,7 @@ mod expr;
 mod order;
 mod plan;
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -43,13 +44,25 @@ struct Reader<'s> {
     snapshot: &'s Snapshot,
     descriptors: HashMap<u32, Arc<Descriptor>>,
     referenced: HashMap<Oid, Option<(Arc<Descriptor>, Vec<Value>)>>,
+    /// Where the tested fields sit in the records of the descriptor read last (the records of
+    /// an extent nearly always share one).
+    layout: Option<FieldLayout>,
     /// The first error met inside an evaluation (which cannot return errors itself).
     failure: Option<StoreError>,
 }
 
+/// For one descriptor: `slots[i]` is the index (into the query's field names) of the value at
+/// field position `i`, up to the last tested field.
+struct FieldLayout {
+    descriptor: u32,
+    slots: Vec<Option<usize>>,
+    /// Indexes of the names that this descriptor does not have.
+    absent: Vec<usize>,
+}
+
 impl<'s> Reader<'s> {
     fn new(snapshot: &'s Snapshot) -> Self {
-        Reader { snapshot, descriptors: HashMap::new(), referenced: HashMap::new(), failure: None }
+        Reader { snapshot, descriptors: HashMap::new(), referenced: HashMap::new(), layout: None, failure: None }
     }
 
     fn descriptor(&mut self, id: u32) -> Result<Arc<Descriptor>, StoreError> {
@@ -61,26 +74,47 @@ impl<'s> Reader<'s> {
         Ok(d)
     }
 
-    /// The values of the record's fields named in `names` (None where absent), reading the
-    /// record only as far as the last of them.
-    fn fields(&mut self, oid: Oid, record: &[u8], names: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+    /// Sets `out[i]` to the value of the record's field `names[i]` (None where absent), reading
+    /// the record only as far as the last of them, skipping the others without decoding them,
+    /// and reusing the buffers of the values `out` held for the previous record.
+    fn fields_into(&mut self, oid: Oid, record: &[u8], names: &[&str], out: &mut Vec<Option<Value>>) -> Result<(), StoreError> {
         let corrupt = |source: DecodeError| StoreError::Corrupt { what: format!("record {oid:#x}"), source };
         let (header, state_start) = RecordHeader::parse(record).map_err(corrupt)?;
-        let descriptor = self.descriptor(header.descriptor)?;
-        let positions: Vec<Option<usize>> = names.iter().map(|n| descriptor.field_index(n)).collect();
-        let mut out = vec![None; names.len()];
-        let Some(last) = positions.iter().flatten().max().copied() else { return Ok(out) };
-        let catalog = self.snapshot.store().catalog();
-        let mut reader = FieldReader::new(record, state_start, &*catalog).map_err(corrupt)?;
-        for index in 0..=last {
-            let value = reader.next_value().map_err(corrupt)?;
-            for (slot, position) in out.iter_mut().zip(&positions) {
-                if *position == Some(index) {
-                    *slot = Some(value.clone());
+        if self.layout.as_ref().is_none_or(|l| l.descriptor != header.descriptor) {
+            let descriptor = self.descriptor(header.descriptor)?;
+            let positions: Vec<Option<usize>> = names.iter().map(|n| descriptor.field_index(n)).collect();
+            let mut slots = vec![None; positions.iter().flatten().max().map_or(0, |last| last + 1)];
+            for (name_index, position) in positions.iter().enumerate() {
+                if let Some(p) = position {
+                    slots[*p] = Some(name_index);
+                }
+            }
+            let absent = (0..names.len()).filter(|i| positions[*i].is_none()).collect();
+            self.layout = Some(FieldLayout { descriptor: header.descriptor, slots, absent });
+        }
+        out.resize(names.len(), None);
+        let layout = self.layout.as_ref().expect("set above");
+        let slots = &layout.slots;
+        if !slots.is_empty() {
+            // The snapshot reads the catalog only for embedded objects and enums, which most
+            // scanned fields are not: no lock per record.
+            let mut reader = FieldReader::new(record, state_start, self.snapshot).map_err(corrupt)?;
+            for slot in slots {
+                match slot {
+                    None => reader.skip_value().map_err(corrupt)?,
+                    Some(name_index) => {
+                        match &mut out[*name_index] {
+                            Some(value) => reader.next_value_into(value).map_err(corrupt)?,
+                            empty => *empty = Some(reader.next_value().map_err(corrupt)?),
+                        }
+                    }
                 }
             }
         }
-        Ok(out)
+        for &name_index in &layout.absent {
+            out[name_index] = None;
+        }
+        Ok(())
     }
 
     /// Follows `rest` of a path from `value`.
@@ -174,25 +208,33 @@ fn for_each_match(
         }
     }
     let mut reader = Reader::new(snapshot);
+    let mut top: Vec<Option<Value>> = Vec::with_capacity(names.len());
     let mut test = |oid: Oid, record: &[u8]| -> Result<bool, StoreError> {
         if query.exclude.contains(&oid) {
             return Ok(true);
         }
-        let top = reader.fields(oid, record, &names)?;
-            let mut lookup = |path: &Path| -> Option<Value> {
-                let index = names.iter().position(|n| *n == path[0])?;
-                let value = top[index].clone()?;
-                match reader.descend(value, &path[1..]) {
-                    Ok(found) => found,
-                    Err(error) => {
-                        reader.failure.get_or_insert(error);
-                        None
-                    }
+        reader.fields_into(oid, record, &names, &mut top)?;
+        let top = &top;
+        let mut lookup = |path: &Path| -> Option<Cow<'_, Value>> {
+            let index = names.iter().position(|n| *n == path[0])?;
+            let value = top[index].as_ref()?;
+            if path.len() == 1 {
+                return Some(Cow::Borrowed(value));
+            }
+            match reader.descend(value.clone(), &path[1..]) {
+                Ok(found) => found.map(Cow::Owned),
+                Err(error) => {
+                    reader.failure.get_or_insert(error);
+                    None
                 }
-            };
+            }
+        };
         let matched = query.filter.eval(&mut lookup);
-        let keys: Vec<Option<Value>> =
-            if matched { query.order.iter().map(|(path, _)| lookup(path)).collect() } else { Vec::new() };
+        let keys: Vec<Option<Value>> = if matched {
+            query.order.iter().map(|(path, _)| lookup(path).map(Cow::into_owned)).collect()
+        } else {
+            Vec::new()
+        };
         if let Some(error) = reader.failure.take() {
             return Err(error);
         }
@@ -310,11 +352,31 @@ pub fn run(snapshot: &Snapshot, query: &Query) -> Result<Vec<(Oid, Vec<u8>)>, St
     Ok(all.into_iter().skip(query.offset).map(|(_, oid, record)| (oid, record)).collect())
 }
 
-/// How many records match (offset and limit ignored).
+/// How many records match (offset and limit ignored). Counts that an index answers exactly, and
+/// counts of whole extents, read no record.
 pub fn count(snapshot: &Snapshot, query: &Query) -> Result<u64, StoreError> {
     let mut n = 0;
     let unordered = Query { order: Vec::new(), ..query.clone() };
     let access = access(snapshot, &unordered)?;
+    let counted = |oid: Oid| query.classes.contains(&crate::format::oid_class(oid)) && !query.exclude.contains(&oid);
+    match &access {
+        Access::Index { def, ranges, exact: true, .. } => {
+            for range in ranges {
+                snapshot.scan_index(def.id, &range.start, range.end.as_deref(), false, |entry| {
+                    n += u64::from(counted(crate::store::entry_oid(entry)?));
+                    Ok(true)
+                })?;
+            }
+            return Ok(n);
+        }
+        Access::Scan if matches!(query.filter, Expr::True) => {
+            for &class in &query.classes {
+                n += snapshot.count_extent(class, |oid| !query.exclude.contains(&oid))?;
+            }
+            return Ok(n);
+        }
+        _ => {}
+    }
     for_each_match(snapshot, &unordered, &access, |_, _, _| {
         n += 1;
         true

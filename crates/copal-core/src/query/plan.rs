@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::expr::{CmpOp, Expr, Path};
 use super::Query;
-use crate::format::index_key::{kind_byte, push_key, str_prefix_key, STR};
+use crate::format::index_key::{kind_byte, push_key, str_prefix_key, NUMBER, STR};
 use crate::format::Value;
 use crate::store::{prefix_end, IndexDef};
 
@@ -29,6 +29,9 @@ pub enum Access {
         ranges: Vec<KeyRange>,
         /// The index yields results in the query's order (ascending or descending).
         ordered: bool,
+        /// The ranges hold exactly the entries of the matching objects: the filter needs no
+        /// record to be read (a count is a count of index entries).
+        exact: bool,
         descending: bool,
         why: String,
     },
@@ -45,12 +48,32 @@ fn single(path: &Path) -> Option<&str> {
     (path.len() == 1).then(|| path[0].as_str())
 }
 
-fn eq_value<'e>(conds: &[&'e Expr], field: &str) -> Option<&'e Value> {
-    conds.iter().find_map(|c| match c {
-        Expr::Cmp { path, op: CmpOp::Eq, value } if single(path) == Some(field) => Some(value),
-        Expr::In { path, values } if single(path) == Some(field) && values.len() == 1 => values.first(),
+/// The first equality on `field` among `conds`: its position and operand.
+fn eq_value<'e>(conds: &[&'e Expr], field: &str) -> Option<(usize, &'e Value)> {
+    conds.iter().enumerate().find_map(|(i, c)| match c {
+        Expr::Cmp { path, op: CmpOp::Eq, value } if single(path) == Some(field) => Some((i, value)),
+        Expr::In { path, values } if single(path) == Some(field) && values.len() == 1 => values.first().map(|v| (i, v)),
         _ => None,
     })
+}
+
+/// Whether the index key of `value` selects exactly the stored values that the filter's
+/// comparison with it accepts: true for the kinds whose keys are exact and whose order in
+/// filters is the key order (numbers other than NaN and Decimal, str, bytes, dates).
+fn has_exact_key(value: &Value) -> bool {
+    match value {
+        Value::Bool(_) | Value::Int(_) | Value::Str(_) | Value::Bytes(_) | Value::Date { .. } => true,
+        Value::Float(f) => !f.is_nan(),
+        _ => false,
+    }
+}
+
+/// The end of the number keys that are not NaN: NaN has the greatest key of its kind, and no
+/// comparison accepts it, so a range bounded only below stops before it.
+fn numbers_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = joined(prefix, &[NUMBER]);
+    end.extend_from_slice(&[0xFF; 8]);
+    end
 }
 
 fn key_of(value: &Value) -> Vec<u8> {
@@ -65,42 +88,55 @@ fn joined(prefix: &[u8], rest: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The key ranges that conditions on one index field select, which of the conditions they
+/// answer exactly (the positions in the conjunct list), and a description for `explain`.
+struct FieldRanges {
+    ranges: Vec<KeyRange>,
+    exact: Vec<usize>,
+    what: String,
+}
+
 /// The ranges for conditions on the field after the fixed prefix, if any condition applies.
-fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<(Vec<KeyRange>, String)> {
+fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<FieldRanges> {
     let mut lower: Option<(Vec<u8>, bool)> = None;
     let mut upper: Option<(Vec<u8>, bool)> = None;
-    let mut kind: Option<u8> = None;
-    for cond in conds {
+    let mut kinds: Vec<u8> = Vec::new();
+    let mut bounds = Vec::new();
+    let mut all_exact = true;
+    for (i, cond) in conds.iter().enumerate() {
         match cond {
             Expr::In { path, values } if single(path) == Some(field) => {
                 let mut keys: Vec<Vec<u8>> = values.iter().map(|v| joined(prefix, &key_of(v))).collect();
                 keys.sort();
                 keys.dedup();
                 let ranges = keys.into_iter().map(|k| KeyRange { end: prefix_end(&k), start: k }).collect();
-                return Some((ranges, format!("{field} in (…)")));
+                let exact = if values.iter().all(has_exact_key) { vec![i] } else { Vec::new() };
+                return Some(FieldRanges { ranges, exact, what: format!("{field} in (…)") });
             }
             Expr::StartsWith { path, prefix: Value::Str(p) } if single(path) == Some(field) => {
                 let start = joined(prefix, &str_prefix_key(p.as_bytes(), STR));
-                return Some((vec![KeyRange { end: prefix_end(&start), start }], format!("{field} prefix")));
+                let ranges = vec![KeyRange { end: prefix_end(&start), start }];
+                return Some(FieldRanges { ranges, exact: vec![i], what: format!("{field} prefix") });
             }
             Expr::Cmp { path, op, value } if single(path) == Some(field) => {
                 let key = joined(prefix, &key_of(value));
-                kind = Some(kind_byte(value));
                 match op {
                     CmpOp::Gt => lower = Some((key, false)),
                     CmpOp::Ge => lower = Some((key, true)),
                     CmpOp::Lt => upper = Some((key, false)),
                     CmpOp::Le => upper = Some((key, true)),
-                    _ => {}
+                    CmpOp::Eq | CmpOp::Ne => continue,
                 }
+                kinds.push(kind_byte(value));
+                bounds.push(i);
+                all_exact &= has_exact_key(value);
             }
             _ => {}
         }
     }
-    let kind = kind?;
-    if lower.is_none() && upper.is_none() {
-        return None;
-    }
+    let kind = *kinds.last()?;
+    // Bounds of different kinds select a range no comparison accepts whole.
+    let exact = if all_exact && kinds.iter().all(|k| *k == kind) { bounds } else { Vec::new() };
     // A one-sided range stays within the operand's kind: `age > 30` never matches strings.
     let start = match lower {
         Some((key, true)) => key,
@@ -110,9 +146,10 @@ fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<(Vec<KeyR
     let end = match upper {
         Some((key, true)) => prefix_end(&key),
         Some((key, false)) => Some(key),
+        None if kind == NUMBER => Some(numbers_end(prefix)),
         None => prefix_end(&joined(prefix, &[kind])),
     };
-    Some((vec![KeyRange { start, end }], format!("{field} range")))
+    Some(FieldRanges { ranges: vec![KeyRange { start, end }], exact, what: format!("{field} range") })
 }
 
 /// The best access for `query` among `defs` (those covering every queried type).
@@ -126,10 +163,13 @@ pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Acc
         let mut prefix = Vec::new();
         let mut fixed = 0;
         let mut why = Vec::new();
+        // The conjuncts that the key ranges answer exactly.
+        let mut answered = vec![false; conds.len()];
         for field in &def.fields {
             match eq_value(&conds, field) {
-                Some(value) => {
+                Some((i, value)) => {
                     prefix.extend(key_of(value));
+                    answered[i] = has_exact_key(value);
                     fixed += 1;
                     why.push(format!("{field} ="));
                 }
@@ -139,12 +179,14 @@ pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Acc
         let mut ranges = vec![KeyRange { end: if prefix.is_empty() { None } else { prefix_end(&prefix) }, start: prefix.clone() }];
         let mut score = fixed * 4;
         if let Some(next) = def.fields.get(fixed) {
-            if let Some((field_ranges, what)) = field_ranges(&conds, next, &prefix) {
-                ranges = field_ranges;
+            if let Some(selected) = field_ranges(&conds, next, &prefix) {
+                ranges = selected.ranges;
+                selected.exact.into_iter().for_each(|i| answered[i] = true);
                 score += 2;
-                why.push(what);
+                why.push(selected.what);
             }
         }
+        let exact = conds.iter().zip(&answered).all(|(cond, answered)| *answered || matches!(cond, Expr::True));
         // Results come in index order when the order keys are the fields after the fixed ones.
         let order_fields: Vec<Option<&str>> = query.order.iter().map(|(p, _)| single(p)).collect();
         let rest: Vec<Option<&str>> = def.fields[fixed.min(def.fields.len())..].iter().map(|f| Some(f.as_str())).collect();
@@ -158,7 +200,7 @@ pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Acc
             continue;
         }
         let descending = ordered && query.order[0].1;
-        let access = Access::Index { def: Arc::clone(def), ranges, ordered, descending, why: why.join(", ") };
+        let access = Access::Index { def: Arc::clone(def), ranges, ordered, exact, descending, why: why.join(", ") };
         if best.as_ref().is_none_or(|(s, _)| score > *s) {
             best = Some((score, access));
         }
@@ -169,7 +211,7 @@ pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Acc
 pub fn describe(access: &Access, query: &Query) -> String {
     match access {
         Access::Scan => "scan of the class extents in Rust, decoding only the tested fields".to_owned(),
-        Access::Index { def, ranges, ordered, descending, why } => {
+        Access::Index { def, ranges, ordered, exact, descending, why } => {
             let mut text = format!(
                 "{} index {}({}) [{}], {} key range(s)",
                 if def.unique { "unique" } else { "" },
@@ -178,6 +220,9 @@ pub fn describe(access: &Access, query: &Query) -> String {
                 why,
                 ranges.len()
             );
+            if *exact {
+                text.push_str(", answers the filter from the index alone");
+            }
             if *ordered {
                 text.push_str(if *descending { ", read in descending order" } else { ", read in order" });
                 if let Some(limit) = query.limit {

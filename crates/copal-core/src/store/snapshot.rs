@@ -10,7 +10,7 @@ use super::error::StoreError;
 use super::lmdb::{key_range, read_u64_key, LmdbStore, META_TID};
 use super::checksum::unseal;
 use super::stats::StoreStats;
-use crate::format::{class_extent, oid_class, ClassNo, Descriptor, Oid, Reader};
+use crate::format::{class_extent, oid_class, ClassNo, DecodeError, Descriptor, DescriptorSource, Oid, Reader};
 
 pub struct Snapshot {
     // Field order is load-bearing: `txn` must be dropped before `store`, whose environment it
@@ -124,6 +124,17 @@ impl Snapshot {
         result
     }
 
+    /// How many records of the class extent `counted(oid)` accepts, without reading them.
+    pub fn count_extent(&self, class: ClassNo, counted: impl Fn(Oid) -> bool) -> Result<u64, StoreError> {
+        let (first, end) = class_extent(class);
+        let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
+        let mut n = 0;
+        for entry in self.store.records.range(&self.txn, &key_range(&first, &end))? {
+            n += u64::from(counted(read_u64_key(entry?.0, "record")?));
+        }
+        Ok(n)
+    }
+
     /// The oids changed by transactions after `since` up to this snapshot, or None when the
     /// commit log no longer reaches back that far (the caller must then drop its whole cache).
     pub fn changes_since(&self, since: u64) -> Result<Option<Vec<Oid>>, StoreError> {
@@ -185,6 +196,12 @@ impl Snapshot {
         let mut all: Vec<_> = self.store.catalog().descriptors().cloned().collect();
         all.sort_by_key(|d| d.id);
         Ok(all)
+    }
+}
+
+impl DescriptorSource for Snapshot {
+    fn field_count(&self, id: u32) -> Result<usize, DecodeError> {
+        self.store.catalog().field_count(id)
     }
 }
 
