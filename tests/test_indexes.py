@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
@@ -218,3 +219,68 @@ def test_counts_see_the_transactions_own_changes(store: Any) -> None:
         tx.add(Member(1000, age=33))
         assert tx.query(Member).where(field("age") >= 30).count() == before - 2 + 2
         assert tx.query(Member).count() == 310
+
+
+class Counted(Persistent):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+def test_building_an_index_on_existing_objects_reports_progress(store: Any) -> None:
+    db = store.open()
+    with db.transaction() as tx:
+        for i in range(20_000):
+            tx.add(Counted(i))
+    calls: list[tuple[str, int, int]] = []
+    Counted.__copal_indexes__ = [Index("n")]  # type: ignore[attr-defined]
+    try:
+        db = store.reopen(db, progress=lambda what, done, total: calls.append((what, done, total)))
+        with db.transaction() as tx:
+            assert tx.query(Counted).where(n=5).count() == 1
+    finally:
+        del Counted.__copal_indexes__  # type: ignore[attr-defined]
+    assert calls, "no progress reported"
+    assert {what for what, _, _ in calls} == {f"index {Counted.__module__}.Counted(n)"}
+    assert {total for _, _, total in calls} == {20_000}
+    done = [d for _, d, _ in calls]
+    assert done == sorted(done) and done[-1] == 20_000 and len(done) > 2
+
+
+def test_a_failing_progress_callback_leaves_the_index_unbuilt(store: Any) -> None:
+    db = store.open()
+    with db.transaction() as tx:
+        for i in range(10_000):
+            tx.add(Counted(i))
+
+    def interrupt(what: str, done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    Counted.__copal_indexes__ = [Index("n")]  # type: ignore[attr-defined]
+    try:
+        db = store.reopen(db, progress=interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            db.transaction()
+    finally:
+        del Counted.__copal_indexes__  # type: ignore[attr-defined]
+    db = store.reopen(db)
+    with db.transaction() as tx:
+        assert "scan" in tx.query(Counted).where(n=5).explain()
+        assert tx.query(Counted).count() == 10_000
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_draws_only_large_work_on_a_terminal() -> None:
+    terminal = _Terminal()
+    bar = copal.ProgressBar(terminal, minimum=100, width=10)
+    bar("index app.P(n)", 50, 200)
+    bar("index app.P(n)", 200, 200)
+    assert terminal.getvalue() == "\rindex app.P(n) [##........] 50/200\rindex app.P(n) [##########] 200/200\n"
+    bar("small", 5, 10)
+    assert "small" not in terminal.getvalue()
+    pipe = io.StringIO()
+    copal.ProgressBar(pipe, minimum=0)("index app.P(n)", 50, 200)
+    assert pipe.getvalue() == ""

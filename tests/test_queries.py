@@ -1384,7 +1384,6 @@ def test_only_matching_objects_are_built(store: Any) -> None:
         assert misses["cache_misses"] == 10
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation, see the issue note and docs/ARCHITECTURE.md 'Queries': with pending objects, stored matches are all built before merging")
 def test_pending_objects_do_not_make_queries_build_every_match(store: Any) -> None:
     """With one object changed in the transaction (or merely loaded while holding a plain
     container), count(), oids() and a top-k query still build only what they return."""

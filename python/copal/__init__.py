@@ -23,6 +23,7 @@ from .errors import (
 from .evolution import Broken, BrokenObject
 from .indexes import Index
 from .persistent import Persistent, PersistentDict, PersistentList
+from .progress import ProgressBar
 from .query import Expr, Field, Query, field
 from .serialize import dump, dumps, load, loads
 from .transaction import Transaction
@@ -48,6 +49,7 @@ __all__ = [
     "UniqueViolation",
     "DanglingReference",
     "StorageError",
+    "ProgressBar",
     "dumps",
     "loads",
     "dump",

@@ -10,6 +10,7 @@ from . import _core
 from .errors import ConflictError
 from .indexes import declared_indexes
 from .persistent import registry
+from .progress import Progress, ProgressBar
 from .transaction import Transaction
 
 __all__ = ["Database", "open"]
@@ -34,9 +35,11 @@ class Database:
         cache_size: int = DEFAULT_CACHE_SIZE,
         map_size: int | None = None,
         durable: bool = True,
+        progress: Progress | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.cache_size = cache_size
+        self._progress: Progress = progress if progress is not None else ProgressBar()
         self._store = _core.Store(self.path, map_size, durable)
         self._pool: list[_core.Connection] = []
         self._all: list[_core.Connection] = []
@@ -67,7 +70,7 @@ class Database:
         if self._indexes_synced_for == len(registry):
             return
         declared, owners = declared_indexes()
-        conn.sync_indexes(declared, owners)
+        conn.sync_indexes(declared, owners, self._progress)
         self._indexes_synced_for = len(registry)
 
     def run(self, work: Callable[[Transaction], R], retries: int = 3) -> R:
@@ -150,6 +153,7 @@ def open(
     cache_size: int = DEFAULT_CACHE_SIZE,
     map_size: int | None = None,
     durable: bool = True,
+    progress: Progress | None = None,
 ) -> Database:
     """Opens (creating if absent) the embedded database in directory ``path``.
 
@@ -161,7 +165,10 @@ def open(
             only grow as data is written). Commits that need more raise StorageError.
         durable: fsync at every commit (default). Without it a machine crash may lose the
             last commits but never corrupts the database.
+        progress: ``progress(what, done, total)`` is called while long maintenance runs
+            (building a newly declared index over existing objects). Default: a progress bar
+            on stderr when it is a terminal and the work is large.
 
     >>> db = copal.open("bank.copal")   # doctest: +SKIP
     """
-    return Database(path, cache_size=cache_size, map_size=map_size, durable=durable)
+    return Database(path, cache_size=cache_size, map_size=map_size, durable=durable, progress=progress)

@@ -350,15 +350,29 @@ class Query(Generic[T]):
             # The stored versions of pending objects are excluded: the two sets are disjoint.
             stored_count: int = tx._conn.query(classes, self._node, [], 0, None, exclude, "count") if classes else 0
             return stored_count + len(pending)
+        # The first `wanted` results of the union are among the first `wanted` stored results and
+        # the pending matches, so only those stored results are read (and built, if ordered).
+        wanted = None if limit is None else self._offset + limit
+        if not self._order:
+            stored_oids: list[int] = (
+                tx._conn.query(classes, self._node, [], 0, wanted, exclude, "oids") if classes else []
+            )
+            merged: list[tuple[int | None, Any]] = sorted(
+                [(oid, None) for oid in stored_oids] + [(o._p_oid, o) for o in pending],
+                key=lambda entry: (entry[0] is None, entry[0] or 0),
+            )[self._offset : wanted]
+            if mode == "oids":
+                return [oid for oid, _ in merged]
+            loaded = iter(tx._conn.load_many([oid for oid, obj in merged if obj is None]))
+            return [obj if obj is not None else next(loaded) for _, obj in merged]
         stored: list[Any] = (
-            tx._conn.query(classes, self._node, order, 0, None, exclude, "objects") if classes else []
+            tx._conn.query(classes, self._node, order, 0, wanted, exclude, "objects") if classes else []
         )
         # Stored results come in object-id order; merged results keep that order, new objects last.
         combined = sorted(stored + pending, key=lambda o: (o._p_oid is None, o._p_oid or 0))
         for path, desc in reversed(self._order):
             combined.sort(key=_sort_key_at(path), reverse=desc)
-        end = None if limit is None else self._offset + limit
-        combined = combined[self._offset : end]
+        combined = combined[self._offset : wanted]
         if mode == "oids":
             return [o._p_oid for o in combined]
         return combined

@@ -711,14 +711,34 @@ impl Connection {
     /// covered type names, fields, unique); indexes declared by a type of `owners` that are not
     /// in `declared` are dropped. Runs as a commit of its own, building new indexes from the
     /// existing objects.
-    fn sync_indexes(&self, py: Python<'_>, declared: Vec<(String, Vec<String>, Vec<String>, bool)>, owners: Vec<String>) -> PyResult<()> {
+    /// `progress(index, records read, records to read)`, if given, is called while an index is
+    /// built; an exception it raises aborts the maintenance commit.
+    #[pyo3(signature = (declared, owners, progress=None))]
+    fn sync_indexes(
+        &self,
+        py: Python<'_>,
+        declared: Vec<(String, Vec<String>, Vec<String>, bool)>,
+        owners: Vec<String>,
+        progress: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let store = Arc::clone(&self.store);
         let mut commit = without_gil(py, || Commit::begin(&store)).py_err()?;
         commit.set_maintenance();
         let before = commit.indexes().to_vec();
         let mut kept = Vec::new();
         for (type_name, covered, fields, unique) in &declared {
-            kept.push(commit.ensure_index(type_name, covered, fields, *unique).py_err()?);
+            let label = format!("index {type_name}({})", fields.join(", "));
+            let mut failure = None;
+            let mut report = |read: u64, total: u64| {
+                if let (Some(callback), None) = (&progress, &failure) {
+                    failure = callback.call1((label.as_str(), read, total)).err();
+                }
+            };
+            let built = commit.ensure_index(type_name, covered, fields, *unique, &mut report);
+            if let Some(error) = failure {
+                return Err(error);
+            }
+            kept.push(built.py_err()?);
         }
         let stale: Vec<u32> = commit
             .indexes()

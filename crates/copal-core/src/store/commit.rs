@@ -231,7 +231,15 @@ impl<'s> Commit<'s> {
 
     /// Makes sure an index on `fields` declared by `type_name` exists and holds the objects of
     /// every type in `covered` (building entries for the existing objects); returns its id.
-    pub fn ensure_index(&mut self, type_name: &str, covered: &[String], fields: &[String], unique: bool) -> Result<u32, StoreError> {
+    /// A build calls `progress(records read, records to read)` every few thousand records.
+    pub fn ensure_index(
+        &mut self,
+        type_name: &str,
+        covered: &[String],
+        fields: &[String],
+        unique: bool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u32, StoreError> {
         let existing = self.indexes.iter().find(|d| d.type_name == type_name && d.fields == fields && d.unique == unique).cloned();
         let (def, to_build): (IndexDef, Vec<String>) = match existing {
             Some(def) => {
@@ -257,12 +265,27 @@ impl<'s> Commit<'s> {
             let catalog = self.store.catalog();
             to_build.iter().filter_map(|name| catalog.class_no(name)).collect()
         };
-        for class in classes {
-            let (first, end) = class_extent(class);
-            let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
+        let extents: Vec<([u8; 8], [u8; 8])> = classes
+            .into_iter()
+            .map(|class| {
+                let (first, end) = class_extent(class);
+                (first.to_be_bytes(), end.to_be_bytes())
+            })
+            .collect();
+        let mut total = 0;
+        for (first, end) in &extents {
+            total += self.store.records.range(&self.txn, &key_range(first, end))?.count() as u64;
+        }
+        const PROGRESS_EVERY: u64 = 8192;
+        let mut read = 0;
+        for (first, end) in &extents {
             let mut entries = Vec::new();
-            for entry in self.store.records.range(&self.txn, &key_range(&first, &end))? {
+            for entry in self.store.records.range(&self.txn, &key_range(first, end))? {
                 let (key, value) = entry?;
+                read += 1;
+                if read % PROGRESS_EVERY == 0 {
+                    progress(read, total);
+                }
                 let oid = read_u64_key(key, "record")?;
                 let Ok(record) = unseal(oid, value) else { continue };
                 if let Some(index_key) = self.key_of(&def, oid, Some(record))? {
@@ -273,6 +296,7 @@ impl<'s> Commit<'s> {
                 self.add_entry(&def, &index_key, oid)?;
             }
         }
+        progress(read, total);
         Ok(def.id)
     }
 
