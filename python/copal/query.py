@@ -363,7 +363,8 @@ class Query(Generic[T]):
             )[self._offset : wanted]
             if mode == "oids":
                 return [oid for oid, _ in merged]
-            loaded = iter(tx._conn.load_many([oid for oid, obj in merged if obj is None]))
+            # Entries without an object are stored results: they all have an oid.
+            loaded = iter(tx._conn.load_many([oid for oid, obj in merged if obj is None and oid is not None]))
             return [obj if obj is not None else next(loaded) for _, obj in merged]
         stored: list[Any] = (
             tx._conn.query(classes, self._node, order, 0, wanted, exclude, "objects") if classes else []
