@@ -10,7 +10,7 @@ import dataclasses
 import enum
 from typing import Any
 
-from copal import Persistent
+from copal import Index, Persistent
 
 
 class Rec(Persistent):
@@ -22,6 +22,16 @@ class Rec(Persistent):
 
     def __repr__(self) -> str:
         return f"Rec({vars(self)!r})"
+
+
+class IndexedRec(Persistent):
+    """Like Rec, with an index on ``a``: the same queries, answered through the planner."""
+
+    __copal_indexes__ = [Index("a")]
+
+    def __init__(self, **attributes: Any) -> None:
+        for name, value in attributes.items():
+            setattr(self, name, value)
 
 
 class Owner(Persistent):

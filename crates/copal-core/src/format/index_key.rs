@@ -43,7 +43,11 @@ pub fn push_key(out: &mut Vec<u8>, value: Option<&Value>) {
             };
             push_i64(out, DATETIME, utc)
         }
-        Value::Time { micros, .. } => push_i64(out, TIME, *micros as i64),
+        // Aware times in UTC, as filters compare them (naive ones and named zones by wall time).
+        Value::Time { micros, tz, .. } => {
+            let offset = if let TzInfo::Offset(offset) = tz { *offset } else { 0 };
+            push_i64(out, TIME, *micros as i64 - offset)
+        }
         Value::TimeDelta { days, seconds, micros } => {
             push_i64(out, TIMEDELTA, days.saturating_mul(86_400_000_000).saturating_add((seconds * 1_000_000 + micros) as i64))
         }

@@ -108,9 +108,20 @@ fn is_nan(value: &Value) -> bool {
     matches!(value, Value::Float(f) if f.is_nan())
 }
 
+fn str_bytes(value: &Value) -> &[u8] {
+    match value {
+        Value::Str(s) => s.as_bytes(),
+        Value::StrSurrogates(b) => b,
+        _ => &[],
+    }
+}
+
 fn starts_with(found: &Value, prefix: &Value) -> bool {
     match (found, prefix) {
-        (Value::Str(s), Value::Str(p)) => s.starts_with(p.as_str()),
+        // Strings with lone surrogates are generalized UTF-8, whose byte order is code point order.
+        (Value::Str(_) | Value::StrSurrogates(_), Value::Str(_) | Value::StrSurrogates(_)) => {
+            str_bytes(found).starts_with(str_bytes(prefix))
+        }
         (Value::Bytes(s) | Value::ByteArray(s), Value::Bytes(p)) => s.starts_with(p),
         _ => false,
     }

@@ -253,12 +253,30 @@ fn for_each_match(
                 }
             }
         }
-        Access::Index { def, ranges, descending, ordered, .. } => {
-            // Candidates are tested in batches; an ordered scan that a limit will stop early
-            // reads only as many index entries as it may need.
-            let batch = match (ordered, query.limit) {
-                (true, Some(limit)) => (limit + query.offset).clamp(1, 1024),
-                _ => 1024,
+        Access::Index { def, ranges, ordered: false, .. } => {
+            // Results in object-id order, as a scan gives them (an index must not change what a
+            // query returns, nor its order): candidates come from the index alone, then their
+            // records are read in id order, which also reads neighbouring records together.
+            let mut candidates = Vec::new();
+            for range in ranges {
+                snapshot.scan_index(def.id, &range.start, range.end.as_deref(), false, |entry| {
+                    let oid = crate::store::entry_oid(entry)?;
+                    if query.classes.contains(&crate::format::oid_class(oid)) {
+                        candidates.push(oid);
+                    }
+                    Ok(true)
+                })?;
+            }
+            candidates.sort_unstable();
+            candidates.dedup();
+            test_batch(snapshot, &mut candidates, &mut test)?;
+        }
+        Access::Index { def, ranges, descending, ordered: true, .. } => {
+            // Candidates are tested in batches: a limit stops the scan early, reading only as
+            // many index entries as it may need.
+            let batch = match query.limit {
+                Some(limit) => (limit + query.offset).clamp(1, 1024),
+                None => 1024,
             };
             let mut seen = HashSet::new();
             let mut candidates = Vec::new();

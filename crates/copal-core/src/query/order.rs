@@ -181,6 +181,12 @@ fn utc_micros(micros: i64, tz: &TzInfo) -> i64 {
     }
 }
 
+/// Whether a time has a UTC offset in Python's sense. A time in a named zone has none:
+/// `time.utcoffset()` needs a date to find the zone's offset, so Python treats it as naive.
+fn is_aware(tz: &TzInfo) -> bool {
+    matches!(tz, TzInfo::Offset(_))
+}
+
 /// Python-like comparison of two values of the same kind; None when they are not comparable
 /// (different kinds, NaN, unorderable values).
 pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
@@ -210,7 +216,11 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Set(x) | Value::FrozenSet(x), Value::Set(y) | Value::FrozenSet(y)) => {
             unordered_eq(x.len(), y.len(), || x.iter().all(|a| y.iter().any(|b| equal(a, b))))
         }
-        (Value::Time { micros: x, .. }, Value::Time { micros: y, .. }) => Some(x.cmp(y)),
+        // Times too: naive and aware are never equal nor ordered; aware ones compare in UTC.
+        (Value::Time { tz: tx, .. }, Value::Time { tz: ty, .. }) if is_aware(tx) != is_aware(ty) => None,
+        (Value::Time { micros: x, tz: tx, .. }, Value::Time { micros: y, tz: ty, .. }) => {
+            Some(utc_micros(*x as i64, tx).cmp(&utc_micros(*y as i64, ty)))
+        }
         (
             Value::TimeDelta { days: d1, seconds: s1, micros: m1 },
             Value::TimeDelta { days: d2, seconds: s2, micros: m2 },

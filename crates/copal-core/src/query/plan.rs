@@ -48,13 +48,51 @@ fn single(path: &Path) -> Option<&str> {
     (path.len() == 1).then(|| path[0].as_str())
 }
 
-/// The first equality on `field` among `conds`: its position and operand.
+/// The first equality on `field` among `conds` that an index can serve: its position and operand.
 fn eq_value<'e>(conds: &[&'e Expr], field: &str) -> Option<(usize, &'e Value)> {
     conds.iter().enumerate().find_map(|(i, c)| match c {
-        Expr::Cmp { path, op: CmpOp::Eq, value } if single(path) == Some(field) => Some((i, value)),
-        Expr::In { path, values } if single(path) == Some(field) && values.len() == 1 => values.first().map(|v| (i, v)),
+        Expr::Cmp { path, op: CmpOp::Eq, value } if single(path) == Some(field) && key_is_faithful(value) => Some((i, value)),
+        Expr::In { path, values } if single(path) == Some(field) && values.len() == 1 && key_is_faithful(&values[0]) => {
+            values.first().map(|v| (i, v))
+        }
         _ => None,
     })
+}
+
+/// The magnitude below which number keys order and equal exactly like numbers. A key is the
+/// number as a float plus an exactness residual of 64 bits, which stops being exact for integers
+/// from about 2^116 on (and integers beyond 128 bits all have an infinity's key), so an operand
+/// that large could miss stored values that equal it or lie on its side.
+const FAITHFUL_NUMBERS: f64 = 4.153837486827862e34; // 2^115
+
+/// Whether every stored value that equals (or is less or greater than) `value` has a key that
+/// equals (or is less or greater than) `value`'s key, so that a key range never misses a
+/// match. Candidates are re-tested, so extra keys in a range are harmless; missing ones are not.
+/// Values of the "other" kind (and sequences) are keyed by their encoding, which equal values
+/// need not share (`{1, 2} == frozenset({2, 1})`); references are equal exactly when their
+/// encodings are.
+fn key_is_faithful(value: &Value) -> bool {
+    match value {
+        Value::Float(f) => f.is_nan() || f.abs() < FAITHFUL_NUMBERS,
+        Value::BigInt(bytes) => bigint_magnitude(bytes).is_some_and(|m| (m as f64) < FAITHFUL_NUMBERS),
+        Value::Decimal(text) => text.parse::<f64>().is_ok_and(|f| !(f.abs() >= FAITHFUL_NUMBERS)),
+        Value::Int(_) | Value::Bool(_) | Value::None => true,
+        Value::Str(_) | Value::StrSurrogates(_) | Value::Bytes(_) | Value::ByteArray(_) => true,
+        Value::Date { .. } | Value::DateTime { .. } | Value::Time { .. } | Value::TimeDelta { .. } | Value::Uuid(_) => true,
+        Value::Ref(_) => true,
+        _ => false,
+    }
+}
+
+/// The magnitude of a little-endian two's complement integer of at most 16 bytes.
+fn bigint_magnitude(le: &[u8]) -> Option<u128> {
+    if le.len() > 16 {
+        return None;
+    }
+    let negative = le.last().is_some_and(|b| b & 0x80 != 0);
+    let mut bytes = [if negative { 0xFF } else { 0 }; 16];
+    bytes[..le.len()].copy_from_slice(le);
+    Some(i128::from_le_bytes(bytes).unsigned_abs())
 }
 
 /// Whether the index key of `value` selects exactly the stored values that the filter's
@@ -105,7 +143,7 @@ fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<FieldRang
     let mut all_exact = true;
     for (i, cond) in conds.iter().enumerate() {
         match cond {
-            Expr::In { path, values } if single(path) == Some(field) => {
+            Expr::In { path, values } if single(path) == Some(field) && values.iter().all(key_is_faithful) => {
                 let mut keys: Vec<Vec<u8>> = values.iter().map(|v| joined(prefix, &key_of(v))).collect();
                 keys.sort();
                 keys.dedup();
@@ -118,7 +156,7 @@ fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<FieldRang
                 let ranges = vec![KeyRange { end: prefix_end(&start), start }];
                 return Some(FieldRanges { ranges, exact: vec![i], what: format!("{field} prefix") });
             }
-            Expr::Cmp { path, op, value } if single(path) == Some(field) => {
+            Expr::Cmp { path, op, value } if single(path) == Some(field) && key_is_faithful(value) => {
                 let key = joined(prefix, &key_of(value));
                 match op {
                     CmpOp::Gt => lower = Some((key, false)),
