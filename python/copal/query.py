@@ -151,14 +151,17 @@ def _kind(value: Any) -> int:
     return 10
 
 
-def _resolve(obj: Any, path: tuple[str, ...]) -> Any:
+def _resolve(obj: Any, path: tuple[str, ...], deleted: frozenset[int] = frozenset()) -> Any:
     """The value at ``path``, following what the Rust evaluator follows: instance attributes
-    (not class attributes), dict keys, and references; anything else is missing."""
+    (not class attributes), dict keys, and references; anything else is missing. So is a
+    referenced object deleted by the running transaction (``deleted`` holds their ``id()``)."""
     value = obj
     for segment in path:
         if isinstance(value, dict):
             value = value.get(segment, _MISSING)
         elif isinstance(value, Persistent):
+            if id(value) in deleted:
+                return _MISSING
             try:
                 value._p_activate()
             except CopalError:
@@ -205,17 +208,17 @@ def _compare(found: Any, op: str, expected: Any) -> bool:
         return False
 
 
-def _evaluate(node: Node, obj: Any) -> bool:
+def _evaluate(node: Node, obj: Any, deleted: frozenset[int] = frozenset()) -> bool:
     kind = node[0]
     if kind == "true":
         return True
     if kind == "and":
-        return all(_evaluate(n, obj) for n in node[1])
+        return all(_evaluate(n, obj, deleted) for n in node[1])
     if kind == "or":
-        return any(_evaluate(n, obj) for n in node[1])
+        return any(_evaluate(n, obj, deleted) for n in node[1])
     if kind == "not":
-        return not _evaluate(node[1], obj)
-    value = _resolve(obj, node[1])
+        return not _evaluate(node[1], obj, deleted)
+    value = _resolve(obj, node[1], deleted)
     if kind == "none":
         return value is _MISSING or value is None
     if value is _MISSING:
@@ -239,8 +242,8 @@ def _sort_key(value: Any) -> tuple[Any, ...]:
     return (1, _kind(value), nan, 0 if nan else comparable)
 
 
-def _sort_key_at(path: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    return lambda obj: _sort_key(_resolve(obj, path))
+def _sort_key_at(path: tuple[str, ...], deleted: frozenset[int]) -> Callable[[Any], tuple[Any, ...]]:
+    return lambda obj: _sort_key(_resolve(obj, path, deleted))
 
 
 class Query(Generic[T]):
@@ -321,15 +324,44 @@ class Query(Generic[T]):
     def _pending(self) -> tuple[list[Any], set[int]]:
         """Matching pending objects, and the ids to leave out of the stored scan."""
         tx = self._tx
-        deleted = {id(o) for o in tx._deleted}
+        deleted = frozenset(id(o) for o in tx._deleted)
         matches: Callable[[Any], bool] = (
             (lambda o: type(o) is self._cls) if self._only else (lambda o: isinstance(o, self._cls))
         )
-        candidates = [o for o in tx._pending_objects() if matches(o)]
+        pending_objects = tx._pending_objects()
+        candidates = [o for o in pending_objects if matches(o)]
+        overridden = [o for o in [*pending_objects, *tx._deleted] if o._p_oid is not None]
+        candidates += self._through(overridden, {o._p_oid for o in candidates})
         exclude = {o._p_oid for o in candidates if o._p_oid is not None}
         exclude.update(o._p_oid for o in tx._deleted if o._p_oid is not None)
-        found = [o for o in candidates if id(o) not in deleted and _evaluate(self._node, o)]
+        found = [o for o in candidates if id(o) not in deleted and _evaluate(self._node, o, deleted)]
         return found, exclude
+
+    def _through(self, overridden: list[Any], skip: set[int | None]) -> list[Any]:
+        """Stored objects whose paths (in the filter or the order) pass through a reference to
+        an object the transaction changed or deleted. Rust reads the stored state of referenced
+        records, which is stale for those: such objects are evaluated in Python instead."""
+        hops = {path[:i] for path in self._paths() for i in range(1, len(path))}
+        classes = self._classes()
+        if not hops or not overridden or not classes:
+            return []
+        node: Node = ("or", [("in", hop, overridden) for hop in sorted(hops)])
+        oids = [oid for oid in self._tx._conn.query(classes, node, [], 0, None, set(), "oids") if oid not in skip]
+        found: list[Any] = self._tx._conn.load_many(oids)
+        return found
+
+    def _paths(self) -> list[tuple[str, ...]]:
+        paths = [path for path, _ in self._order]
+        stack = [self._node]
+        while stack:
+            node = stack.pop()
+            if node[0] in ("and", "or"):
+                stack.extend(node[1])
+            elif node[0] == "not":
+                stack.append(node[1])
+            elif node[0] != "true":
+                paths.append(node[1])
+        return paths
 
     def _classes(self) -> list[int]:
         classes: list[int] = self._tx._conn.class_numbers(_extent_type_names(self._cls, self._only))
@@ -372,7 +404,7 @@ class Query(Generic[T]):
         # Stored results come in object-id order; merged results keep that order, new objects last.
         combined = sorted(stored + pending, key=lambda o: (o._p_oid is None, o._p_oid or 0))
         for path, desc in reversed(self._order):
-            combined.sort(key=_sort_key_at(path), reverse=desc)
+            combined.sort(key=_sort_key_at(path, frozenset(id(o) for o in tx._deleted)), reverse=desc)
         combined = combined[self._offset : wanted]
         if mode == "oids":
             return [o._p_oid for o in combined]
