@@ -761,7 +761,6 @@ def test_class_attributes_are_not_stored_fields(store: Any) -> None:
     assert both == []
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation, see the issue note and docs/ARCHITECTURE.md 'Queries': paths do not follow back-references inside a record")
 def test_paths_through_shared_values(store: Any) -> None:
     """A list or object held by two fields of one record is stored once (the second field is a
     back-reference); queries must read it through either field."""

@@ -17,6 +17,6 @@ pub use error::DecodeError;
 pub use oid::{class_extent, oid_class, oid_seq, make_oid, Oid, ClassNo, MAX_SEQ, ROOT_OID, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_TYPE_NAME};
 pub use reader::{Limits, Reader, TzInfo};
 pub use record::{RecordHeader, FORMAT_VERSION, FLAG_MUTABLE_STATE, encode_root_record};
-pub use value::{decode_record_state, decode_value, is_decimal_text, FieldReader, Value, MAX_DAY, MIN_DAY, PREALLOCATE_MAX};
+pub use value::{decode_record_state, decode_value, is_decimal_text, memo_value, FieldReader, Value, MAX_DAY, MIN_DAY, PREALLOCATE_MAX};
 pub use varint::{zigzag_decode, zigzag_encode};
 pub use writer::Writer;

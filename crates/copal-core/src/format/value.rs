@@ -48,6 +48,9 @@ const MAX_TIMEDELTA_DAYS: u64 = 999_999_999;
 struct Walk<'s, D: DescriptorSource + ?Sized> {
     descriptors: &'s D,
     memo_slots: u64,
+    /// The memo slot whose value `memo_value` wants, and that value once decoded.
+    wanted: Option<u64>,
+    captured: Option<Value>,
     /// Memo slots of tuples and frozensets whose items are being read: a back-reference to one
     /// of them would make a value contain itself before it exists.
     unfinished: Vec<u64>,
@@ -55,7 +58,7 @@ struct Walk<'s, D: DescriptorSource + ?Sized> {
 
 impl<'s, D: DescriptorSource + ?Sized> Walk<'s, D> {
     fn new(descriptors: &'s D) -> Self {
-        Walk { descriptors, memo_slots: 0, unfinished: Vec::new() }
+        Walk { descriptors, memo_slots: 0, wanted: None, captured: None, unfinished: Vec::new() }
     }
 }
 
@@ -70,6 +73,14 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
         if tag::takes_memo_slot(t) {
             self.memo_slots += 1;
         }
+        let value = self.tagged_value(r, t, offset, slot, depth)?;
+        if self.wanted == Some(slot) && self.captured.is_none() && tag::takes_memo_slot(t) {
+            self.captured = Some(value.clone());
+        }
+        Ok(value)
+    }
+
+    fn tagged_value(&mut self, r: &mut Reader<'_>, t: u8, offset: usize, slot: u64, depth: usize) -> Result<Value, DecodeError> {
         Ok(match t {
             tag::NONE => Value::None,
             tag::FALSE => Value::Bool(false),
@@ -243,6 +254,24 @@ pub fn decode_record_state<D: DescriptorSource + ?Sized>(
     let fields = Walk::new(descriptors).fields(&mut r, count, 0)?;
     r.expect_end()?;
     Ok((header, fields))
+}
+
+/// The value of memo slot `slot` of a record's state (the value a `BackRef(slot)` in it stands
+/// for), decoding the fields from `state_start`; None if no value of the record has that slot.
+pub fn memo_value<D: DescriptorSource + ?Sized>(
+    record: &[u8],
+    state_start: usize,
+    descriptors: &D,
+    slot: u64,
+) -> Result<Option<Value>, DecodeError> {
+    let mut r = Reader::new(record);
+    r.bytes(state_start)?;
+    let mut walk = Walk::new(descriptors);
+    walk.wanted = Some(slot);
+    while !r.is_empty() && walk.captured.is_none() {
+        walk.value(&mut r, 0)?;
+    }
+    Ok(walk.captured)
 }
 
 /// Reads the fields of a record one by one (for query evaluation), numbering memo slots across
@@ -581,6 +610,21 @@ mod tests {
         let mut reader = FieldReader::new(&w.buf[..w.buf.len() - 1], 0, &OneField).unwrap();
         (0..fields.len() - 1).try_for_each(|_| reader.skip_value()).unwrap();
         assert!(matches!(reader.skip_value(), Err(DecodeError::Truncated { .. })));
+    }
+
+    #[test]
+    fn memo_values_are_the_values_back_references_stand_for() {
+        let shared = Value::List(vec![Value::Int(1), Value::Str("x".into())]);
+        let fields = vec![
+            Value::Str("s".into()),
+            Value::Dict(vec![(Value::Str("k".into()), shared.clone())]),
+            Value::BackRef(1),
+        ];
+        let mut w = Writer::new();
+        fields.iter().for_each(|v| v.encode(&mut w));
+        assert_eq!(memo_value(&w.buf, 0, &OneField, 1).unwrap(), Some(shared));
+        assert!(matches!(memo_value(&w.buf, 0, &OneField, 0).unwrap(), Some(Value::Dict(_))));
+        assert_eq!(memo_value(&w.buf, 0, &OneField, 2).unwrap(), None);
     }
 
     #[test]

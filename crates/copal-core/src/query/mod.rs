@@ -15,7 +15,7 @@ pub use expr::{compares, CmpOp, Expr, Path};
 pub use order::{compare, sort_order};
 pub use plan::Access;
 
-use crate::format::{decode_record_state, ClassNo, DecodeError, Descriptor, FieldReader, Oid, RecordHeader, Value};
+use crate::format::{decode_record_state, memo_value, ClassNo, DecodeError, Descriptor, FieldReader, Oid, RecordHeader, Value};
 use crate::store::{Snapshot, StoreError};
 
 /// What to find: objects of the given class extents that satisfy `filter`, sorted by `order`
@@ -43,7 +43,7 @@ impl Query {
 struct Reader<'s> {
     snapshot: &'s Snapshot,
     descriptors: HashMap<u32, Arc<Descriptor>>,
-    referenced: HashMap<Oid, Option<(Arc<Descriptor>, Vec<Value>)>>,
+    referenced: HashMap<Oid, Option<(Arc<Descriptor>, Vec<Value>, &'s [u8])>>,
     /// Where the tested fields sit in the records of the descriptor read last (the records of
     /// an extent nearly always share one).
     layout: Option<FieldLayout>,
@@ -117,44 +117,61 @@ impl<'s> Reader<'s> {
         Ok(())
     }
 
-    /// Follows `rest` of a path from `value`.
-    fn descend(&mut self, value: Value, rest: &[String]) -> Result<Option<Value>, StoreError> {
+    /// `value`, or the value it stands for if it is a back-reference to a value shared inside
+    /// `record` (held by two fields, say): the record is decoded again to find it, which only
+    /// records holding shared values cost.
+    fn unshared(&mut self, value: Value, record: &[u8]) -> Result<Value, StoreError> {
+        let Value::BackRef(slot) = value else { return Ok(value) };
+        let corrupt = |source: DecodeError| StoreError::Corrupt { what: "record".to_owned(), source };
+        let (_, state_start) = RecordHeader::parse(record).map_err(corrupt)?;
+        let shared = memo_value(record, state_start, self.snapshot, u64::from(slot)).map_err(corrupt)?;
+        Ok(shared.unwrap_or(Value::BackRef(slot)))
+    }
+
+    /// Follows `rest` of a path from `value`, a value of `record`.
+    fn descend<'r>(&mut self, value: Value, rest: &[String], record: &'r [u8]) -> Result<Option<Value>, StoreError>
+    where
+        's: 'r,
+    {
+        let value = self.unshared(value, record)?;
         let Some((segment, rest)) = rest.split_first() else { return Ok(Some(value)) };
-        let next = match value {
+        let (next, next_record) = match value {
             Value::Object { descriptor, fields } | Value::Subclass { descriptor, fields, .. } => {
                 let d = self.descriptor(descriptor)?;
-                d.field_index(segment).and_then(|i| fields.into_iter().nth(i))
+                (d.field_index(segment).and_then(|i| fields.into_iter().nth(i)), record)
             }
-            Value::Dict(pairs) => pairs
-                .into_iter()
-                .find(|(k, _)| matches!(k, Value::Str(s) if s == segment))
-                .map(|(_, v)| v),
-            Value::Ref(oid) => self.referenced_field(oid, segment)?,
-            _ => None,
+            Value::Dict(pairs) => {
+                let found = pairs.into_iter().find(|(k, _)| matches!(k, Value::Str(s) if s == segment)).map(|(_, v)| v);
+                (found, record)
+            }
+            Value::Ref(oid) => match self.referenced_field(oid, segment)? {
+                Some((value, referenced)) => (Some(value), referenced),
+                None => (None, record),
+            },
+            _ => (None, record),
         };
         match next {
-            Some(v) => self.descend(v, rest),
+            Some(v) => self.descend(v, rest, next_record),
             None => Ok(None),
         }
     }
 
-    fn referenced_field(&mut self, oid: Oid, name: &str) -> Result<Option<Value>, StoreError> {
+    /// The field `name` of the referenced record `oid`, and that record.
+    fn referenced_field(&mut self, oid: Oid, name: &str) -> Result<Option<(Value, &'s [u8])>, StoreError> {
         if !self.referenced.contains_key(&oid) {
             let loaded = match self.snapshot.get(oid)? {
                 None => None,
                 Some(record) => {
-                    let catalog = self.snapshot.store().catalog();
-                    let (header, fields) = decode_record_state(record, &*catalog)
+                    let (header, fields) = decode_record_state(record, self.snapshot)
                         .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })?;
-                    drop(catalog);
-                    Some((self.descriptor(header.descriptor)?, fields))
+                    Some((self.descriptor(header.descriptor)?, fields, record))
                 }
             };
             self.referenced.insert(oid, loaded);
         }
         Ok(self.referenced[&oid]
             .as_ref()
-            .and_then(|(d, fields)| d.field_index(name).map(|i| fields[i].clone())))
+            .and_then(|(d, fields, record)| d.field_index(name).map(|i| (fields[i].clone(), *record))))
     }
 }
 
@@ -218,10 +235,10 @@ fn for_each_match(
             // `names` borrow the query's own paths: a pointer match usually spares comparing.
             let index = names.iter().position(|n| n.as_ptr() == path[0].as_ptr() || *n == path[0])?;
             let value = top[index].as_ref()?;
-            if path.len() == 1 {
+            if path.len() == 1 && !matches!(value, Value::BackRef(_)) {
                 return Some(Cow::Borrowed(value));
             }
-            match reader.descend(value.clone(), &path[1..]) {
+            match reader.descend(value.clone(), &path[1..], record) {
                 Ok(found) => found.map(Cow::Owned),
                 Err(error) => {
                     reader.failure.get_or_insert(error);
