@@ -12,6 +12,9 @@ __all__ = ["Persistent", "PersistentList", "PersistentDict", "type_name_of", "re
 #: Loading resolves type names here first, then in already-imported modules; never by import.
 registry: dict[str, type] = {}
 
+#: Grows whenever ``registry`` changes, so that what is derived from it can be cached.
+registry_generation = [0]
+
 T = TypeVar("T")
 K = TypeVar("K")
 V = TypeVar("V")
@@ -56,6 +59,7 @@ class Persistent(_core.PersistentBase):
         registry[type_name_of(cls)] = cls
         for alias in cls.__dict__.get("__copal_aliases__", ()):
             registry[str(alias)] = cls
+        registry_generation[0] += 1
 
     def __repr__(self) -> str:
         oid = self._p_oid

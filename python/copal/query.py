@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Ty
 
 from .errors import CopalError
 from .evolution import BrokenObject
-from .persistent import Persistent, registry, type_name_of
+from .persistent import Persistent, registry, registry_generation, type_name_of
 
 if TYPE_CHECKING:
     from .transaction import Transaction
@@ -116,13 +116,21 @@ def field(path: str) -> Field:
     return Field(path)
 
 
+_extents: dict[tuple[type, bool], tuple[int, list[str]]] = {}
+
+
 def _extent_type_names(cls: type, only: bool) -> list[str]:
     """Stored type names of ``cls`` and (unless ``only``) of its subclasses."""
+    cached = _extents.get((cls, only))
+    if cached is not None and cached[0] == registry_generation[0]:
+        return cached[1]
+    generation = registry_generation[0]
     names = [type_name_of(cls)]
     if not only:
         for name, registered in list(registry.items()):
             if isinstance(registered, type) and issubclass(registered, cls) and name not in names:
                 names.append(name)
+    _extents[(cls, only)] = (generation, names)
     return names
 
 
@@ -341,9 +349,11 @@ class Query(Generic[T]):
         """Stored objects whose paths (in the filter or the order) pass through a reference to
         an object the transaction changed or deleted. Rust reads the stored state of referenced
         records, which is stale for those: such objects are evaluated in Python instead."""
+        if not overridden:
+            return []
         hops = {path[:i] for path in self._paths() for i in range(1, len(path))}
-        classes = self._classes()
-        if not hops or not overridden or not classes:
+        classes = self._classes() if hops else []
+        if not classes:
             return []
         node: Node = ("or", [("in", hop, overridden) for hop in sorted(hops)])
         oids = [oid for oid in self._tx._conn.query(classes, node, [], 0, None, set(), "oids") if oid not in skip]

@@ -193,12 +193,12 @@ pub fn access(snapshot: &Snapshot, query: &Query) -> Result<Access, StoreError> 
     if defs.is_empty() {
         return Ok(Access::Scan);
     }
-    snapshot.all_descriptors()?;
+    snapshot.refresh_catalog()?;
     let type_names: Vec<String> = {
         let catalog = snapshot.store().catalog();
         query.classes.iter().filter_map(|c| catalog.type_name(*c).map(str::to_owned)).collect()
     };
-    Ok(plan::plan(query, &defs, &type_names))
+    Ok(plan::plan(query, defs, &type_names))
 }
 
 /// A description of the chosen access, for `Query.explain()`.

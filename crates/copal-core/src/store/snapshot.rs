@@ -2,7 +2,7 @@
 //! copal transaction, so it never sees part of a later commit however long it runs.
 
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use heed::{RoTxn, WithoutTls};
 
@@ -18,6 +18,9 @@ pub struct Snapshot {
     txn: RoTxn<'static, WithoutTls>,
     store: Arc<LmdbStore>,
     tid: u64,
+    /// The index definitions, read by the first query that plans (they cannot change within
+    /// a snapshot).
+    index_defs: OnceLock<Vec<Arc<super::IndexDef>>>,
 }
 
 impl Snapshot {
@@ -27,7 +30,7 @@ impl Snapshot {
             Some(bytes) => read_u64_key(bytes, "last tid")?,
             None => 0,
         };
-        Ok(Snapshot { txn, store: Arc::clone(store), tid })
+        Ok(Snapshot { txn, store: Arc::clone(store), tid, index_defs: OnceLock::new() })
     }
 
     pub(crate) fn txn(&self) -> &RoTxn<'static, WithoutTls> {
@@ -162,8 +165,18 @@ impl Snapshot {
     }
 
     /// The index definitions of this snapshot.
-    pub fn index_defs(&self) -> Result<Vec<Arc<super::IndexDef>>, StoreError> {
-        self.store.index_defs(&self.txn)
+    pub fn index_defs(&self) -> Result<&[Arc<super::IndexDef>], StoreError> {
+        if let Some(defs) = self.index_defs.get() {
+            return Ok(defs);
+        }
+        let defs = self.store.index_defs(&self.txn)?;
+        Ok(self.index_defs.get_or_init(|| defs))
+    }
+
+    /// Reads the descriptors that other processes or connections added since the catalog was
+    /// loaded.
+    pub fn refresh_catalog(&self) -> Result<(), StoreError> {
+        self.store.refresh_catalog(&self.txn)
     }
 
     /// Visits entry keys of index `id` in `[start, end)`; see `LmdbStore::scan_index`.

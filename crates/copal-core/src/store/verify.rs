@@ -54,7 +54,7 @@ impl LmdbStore {
     pub fn verify(self: &std::sync::Arc<Self>) -> Result<VerifyReport, StoreError> {
         let snapshot = Snapshot::new(self)?;
         snapshot.all_descriptors()?;
-        let defs = snapshot.index_defs()?;
+        let defs = snapshot.index_defs()?.to_vec();
         let mut report = VerifyReport::default();
         let mut oids = HashSet::new();
         let mut references: Vec<(Oid, Oid)> = Vec::new();
