@@ -119,6 +119,93 @@ def test_pinned_type_name_and_aliases_survive_moves_and_renames(tmp_path: Path) 
     db.close()
 
 
+ALIAS_OLD = """
+import copal
+
+class Customer(copal.Persistent):
+    def __init__(self, name, n):
+        self.name = name
+        self.n = n
+"""
+
+ALIAS_MIDDLE = """
+import copal
+
+class Patron(copal.Persistent):
+    __copal_aliases__ = ("evo_alias_old.Customer",)
+
+    def __init__(self, name, n):
+        self.name = name
+        self.n = n
+"""
+
+ALIAS_NEW = """
+import copal
+
+class Client(copal.Persistent):
+    __copal_aliases__ = ("evo_alias_old.Customer", "evo_alias_mid.Patron")
+    __copal_indexes__ = [copal.Index("name", unique=True), copal.Index("n")]
+
+    def __init__(self, name, n):
+        self.name = name
+        self.n = n
+
+class VipClient(Client):
+    pass
+"""
+
+
+def test_queries_and_indexes_of_a_renamed_class_cover_objects_stored_under_its_aliases(tmp_path: Path) -> None:
+    # Renamed twice: objects are stored under both former names before the current one.
+    path = tmp_path / "db"
+    for module, source, names in [("evo_alias_old", ALIAS_OLD, [("ann", 1), ("bob", 5)]), ("evo_alias_mid", ALIAS_MIDDLE, [("cy", 3)])]:
+        loaded = vars(load_module(tmp_path, module, source))
+        cls = next(c for c in loaded.values() if isinstance(c, type) and c.__module__ == module)
+        db = copal.open(path)
+        with db.transaction() as tx:
+            tx.root[module] = copal.PersistentList(cls(name, n) for name, n in names)
+        db.close()
+        sys.modules.pop(module)
+        for name in [n for n, c in copal.persistent.registry.items() if c is cls]:
+            copal.persistent.registry.pop(name)
+
+    new = load_module(tmp_path, "evo_alias_new", ALIAS_NEW)
+    Client, VipClient = new.Client, new.VipClient
+    f = copal.field
+    db = copal.open(path)
+    try:
+        with db.transaction() as tx:
+            tx.root["new"] = copal.PersistentList([Client("dan", 2), Client("eve", 4), VipClient("fay", 6)])
+        with db.transaction() as tx:
+            assert tx.query(Client).count() == 6
+            assert tx.query(Client).only(Client).count() == 5  # the aliases are Client itself
+            assert [c.name for c in tx.query(VipClient)] == ["fay"]
+            q = tx.query(Client).where(name="bob")  # an old object, through the new class's index
+            assert "index" in q.explain().lower()
+            bob = q.one()
+            assert isinstance(bob, Client) and bob.n == 5
+            assert [c.name for c in tx.query(Client).order_by("n").limit(4)] == ["ann", "dan", "cy", "eve"]
+            assert [c.name for c in tx.query(Client).where(f("n") > 4).order_by("n")] == ["bob", "fay"]
+            assert sorted(c.name for c in tx.query(Client).where(f("n") < 3)) == ["ann", "dan"]
+            bob.name = "rob"  # an old object written by the new class keeps its old oid and extent
+            tx.root["new"].append(Client("gus", 0))
+            assert tx.query(Client).where(name="rob").one() is bob  # pending changes are seen
+            assert tx.query(Client).count() == 7
+        with db.transaction() as tx:
+            assert tx.query(Client).where(name="rob").one().n == 5
+            assert tx.query(Client).where(name="bob").first() is None
+            assert tx.query(Client).count() == 7
+        with pytest.raises(copal.UniqueViolation):
+            with db.transaction() as tx:
+                tx.root["dup"] = Client("cy", 9)  # "cy" is stored under the old type name
+        assert db.verify()["problems"] == []
+        classes = {d["type_name"]: d["class"] for d in db.schema()["descriptors"]}
+        stored_as = ["evo_alias_old.Customer", "evo_alias_mid.Patron", "evo_alias_new.Client"]
+        assert len({classes[name] for name in stored_as}) == 3  # three extents, one class
+    finally:
+        db.close()
+
+
 def _copal(*args: str) -> subprocess.CompletedProcess[str]:
     """The copal command in a fresh process: none of the test's classes are imported there."""
     return subprocess.run([sys.executable, "-m", "copal", *args], capture_output=True, text=True, timeout=120)

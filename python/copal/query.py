@@ -117,12 +117,13 @@ def field(path: str) -> Field:
 
 
 def _extent_type_names(cls: type, only: bool) -> list[str]:
-    """Stored type names of ``cls`` and (unless ``only``) of its subclasses."""
+    """Stored type names of ``cls`` (its own and its ``__copal_aliases__``: objects stored under
+    a former name are objects of ``cls``) and, unless ``only``, of its subclasses."""
     names = [type_name_of(cls)]
-    if not only:
-        for name, registered in list(registry.items()):
-            if isinstance(registered, type) and issubclass(registered, cls) and name not in names:
-                names.append(name)
+    for name, registered in list(registry.items()):
+        wanted = registered is cls if only else isinstance(registered, type) and issubclass(registered, cls)
+        if wanted and name not in names:
+            names.append(name)
     return names
 
 
