@@ -295,6 +295,54 @@ def test_removed_fields_stay_in_records_until_written_then_gc_purges_the_rest(tm
     assert "no record holds a value of a removed field" in again.stdout
 
 
+SHARING_V1 = """
+import copal
+
+class Doc(copal.Persistent):
+    def __init__(self, share):
+        self.legacy = [1, 2]
+        self.tags = ["a"]
+        # Either a kept field shares the removed value, or kept fields share a value that comes
+        # after it in the record (its back-reference must be renumbered when the value goes).
+        self.alias = self.legacy if share else self.tags
+"""
+
+SHARING_V2 = """
+import copal
+
+class Doc(copal.Persistent):
+    __copal_removed__ = ("legacy",)
+"""
+
+
+def test_purge_keeps_shared_values_intact(tmp_path: Path) -> None:
+    v1 = load_module(tmp_path, "evo_sharing", SHARING_V1)
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        tx.root["docs"] = copal.PersistentList([v1.Doc(share=True), v1.Doc(share=False)])
+    with db.transaction() as tx:
+        shared_oid, renumbered_oid = (d._p_oid for d in tx.root["docs"])
+    db.close()
+
+    load_module(tmp_path, "evo_sharing", SHARING_V2)
+    db = copal.open(tmp_path / "db")
+    report = db.gc_schema(purge=True)
+    assert (report["records"], report["purged"], report["shared"]) == (2, 1, [shared_oid])
+    assert db.verify()["problems"] == []
+    with db.transaction() as tx:
+        shared, renumbered = tx.root["docs"]
+        assert renumbered._p_oid == renumbered_oid
+        assert renumbered.__dict__ == {"tags": ["a"], "alias": ["a"]} and renumbered.alias is renumbered.tags
+        assert shared.alias == [1, 2] and not hasattr(shared, "legacy")
+        raw = db._debug_raw_record(shared_oid)
+    # Rule 9: an object with mutable state whose record has an old shape is written by a
+    # transaction that loaded it and commits, and so loses the removed value.
+    with db.transaction() as tx:
+        assert db._debug_raw_record(shared_oid) != raw
+    assert db.gc_schema()["records"] == 0
+    db.close()
+
+
 def test_withdrawn_removal_keeps_values_and_gc_leaves_them(tmp_path: Path) -> None:
     v1 = load_module(tmp_path, "evo_unremoved", REMOVED_V1)
     db = copal.open(tmp_path / "db")

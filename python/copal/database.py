@@ -111,6 +111,7 @@ class Database:
         (each with ``id``, ``class``, ``type_name``, ``fields`` and the number of ``records``
         written with it), ``unreadable`` (records whose header does not parse) and ``removed``
         (pairs of type name and declared removed fields). See ``copal schema``."""
+        self._store.sync_removed(declared_removals())
         schema: dict[str, Any] = self._store.schema()
         return schema
 
@@ -120,7 +121,9 @@ class Database:
         those records without them in one maintenance commit (``purged``, ``tid``); records
         whose kept fields share a value with a removed one are left (``shared``) and lose it when
         next written. Raises ConflictError if a record changes during the purge (run it again).
-        See ``copal gc --schema``."""
+        See ``copal gc --schema``. The declarations of the classes imported so far are stored
+        first; those of other classes are the ones stored by earlier programs."""
+        self._store.sync_removed(declared_removals())
         report: dict[str, Any] = self._store.gc_schema(purge)
         return report
 

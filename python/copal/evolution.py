@@ -1,6 +1,6 @@
 """Class evolution: reading records written by older versions of a class.
 
-Rules, applied when a record's fields differ from what the class expects (docs/EVOLUTION.md):
+Rules, applied when a record's fields differ from what the class expects (docs/FORMAT.md, section 5):
 
 1. **Renamed fields**: ``__copal_renamed__ = {"old": "new"}`` on the class; the stored ``old``
    value becomes attribute ``new``.
