@@ -353,6 +353,15 @@ mod tests {
         assert_eq!(count(new.id), Some(1));
         assert_eq!(count(crate::format::ROOT_DESCRIPTOR), Some(1));
         assert_eq!(summary.unreadable, 0);
+
+        // A damaged header, and a header naming a descriptor the store does not have.
+        let mut commit = Commit::begin(&store).unwrap();
+        commit.put_raw(oids[0], &[0x20, 0x01], true).unwrap();
+        commit.put_raw(oids[1], &record(999, 1, &[]), true).unwrap();
+        commit.finish().unwrap();
+        let summary = Snapshot::new(&store).unwrap().schema_summary().unwrap();
+        assert_eq!(summary.unreadable, 2);
+        assert_eq!(summary.descriptors.iter().map(|u| u.records).sum::<u64>(), 2);
     }
 
     #[test]
