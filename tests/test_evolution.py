@@ -367,11 +367,14 @@ def test_withdrawn_removal_keeps_values_and_gc_leaves_them(tmp_path: Path) -> No
 def test_removed_fields_must_be_named_by_strings(tmp_path: Path) -> None:
     load_module(tmp_path, "evo_bad_removed", "import copal\nclass Thing(copal.Persistent):\n    __copal_removed__ = 'legacy'\n")
     db = copal.open(tmp_path / "db")
-    with pytest.raises(TypeError, match="__copal_removed__ must be a tuple of field names"):
-        db.transaction()
-    db.close()
-    sys.modules.pop("evo_bad_removed")
-    copal.persistent.registry.pop("evo_bad_removed.Thing")
+    try:
+        with pytest.raises(TypeError, match="__copal_removed__ must be a tuple of field names"):
+            db.transaction()
+    finally:
+        db.close()
+        # Other tests' databases would refuse the class too.
+        sys.modules.pop("evo_bad_removed")
+        copal.persistent.registry.pop("evo_bad_removed.Thing")
 
 
 @pytest.mark.xfail(
