@@ -143,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         "copal schema bank.copal",
         "copal schema bank.copal --json",
         description="Lists every stored type name with its class number, each of its descriptors "
-        "(field lists) and the number of records written with each; works without the "
-        "application's classes.",
+        "(field lists) and the number of records (persistent objects) written with each; works "
+        "without the application's classes. Types stored only by value inside records (plain "
+        "objects, enums) have descriptors but no records of their own.",
     )
     gc = _command(
         commands,
