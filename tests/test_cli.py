@@ -10,6 +10,8 @@ from pathlib import Path
 import copal
 from copal import Index, Persistent, PersistentList
 
+from helpers.versions import load_module
+
 
 class Entry(Persistent):
     __copal_indexes__ = [Index("n")]
@@ -51,3 +53,49 @@ def test_info_lists_the_roots(tmp_path: Path) -> None:
     out = _copal("info", str(tmp_path / "db"), "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["roots"] == ["things"]
+
+
+def test_schema_lists_descriptor_versions_and_their_records_without_the_classes(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    v1 = load_module(tmp_path, "cli_schema_app", "import copal\nclass Pet(copal.Persistent):\n    def __init__(self, name):\n        self.name = name\n")
+    db = copal.open(path)
+    with db.transaction() as tx:
+        tx.root["pets"] = PersistentList(v1.Pet(n) for n in ["rex", "tom", "kit"])
+    db.close()
+    v2 = load_module(
+        tmp_path,
+        "cli_schema_app",
+        "import copal\nclass Pet(copal.Persistent):\n    def __init__(self, name, age=0):\n        self.name = name\n        self.age = age\n",
+    )
+    db = copal.open(path)
+    with db.transaction() as tx:
+        tx.root["pets"].append(v2.Pet("new", 2))
+    db.close()
+
+    out = _copal("schema", str(path), "--json")  # a fresh process: cli_schema_app is not imported
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    pet = next(t for t in report["types"] if t["type_name"] == "cli_schema_app.Pet")
+    assert [(d["fields"], d["records"]) for d in pet["descriptors"]] == [(["name"], 3), (["name", "age"], 1)]
+    assert pet["records"] == 4 and pet["removed"] == []
+    ids = [d["id"] for d in pet["descriptors"]]
+    assert report["records"] == 4 + 2 and report["unreadable"] == 0  # the root and the list
+
+    table = _copal("schema", str(path))
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert f"cli_schema_app.Pet (class {pet['class']}): 4 records" in lines
+    assert f"  descriptor {ids[0]:<6}    3 records  name" in lines
+    assert f"  descriptor {ids[1]:<6}     1 record  name, age" in lines
+    assert lines[-1] == "total: 6 records in 3 types"
+
+
+def test_schema_and_gc_help_show_examples() -> None:
+    for command in (["schema"], ["gc"]):
+        out = _copal(*command, "--help")
+        assert out.returncode == 0 and "examples:" in out.stdout and "copal " + command[0] in out.stdout
+
+
+def test_gc_needs_a_kind_of_garbage(tmp_path: Path) -> None:
+    out = _copal("gc", str(tmp_path / "db"))
+    assert out.returncode == 2 and "--schema" in out.stderr

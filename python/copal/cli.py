@@ -5,8 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+if TYPE_CHECKING:
+    from .database import Database
 
 __all__ = ["main"]
+
+T = TypeVar("T")
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -22,14 +28,19 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify(args: argparse.Namespace) -> int:
+def _on_database(path: str, work: Callable[[Database], T]) -> T:
+    """Opens the database at `path`, runs `work` on it and closes it."""
     import copal
 
-    db = copal.open(args.db)
+    db = copal.open(path)
     try:
-        report = db.verify()
+        return work(db)
     finally:
         db.close()
+
+
+def _verify(args: argparse.Namespace) -> int:
+    report = _on_database(args.db, lambda db: db.verify())
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -38,6 +49,76 @@ def _verify(args: argparse.Namespace) -> int:
             print(f"problem: {problem}")
         print("OK" if not report["problems"] else f"{len(report['problems'])} problem(s) found")
     return 0 if not report["problems"] else 1
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _schema(args: argparse.Namespace) -> int:
+    raw = _on_database(args.db, lambda db: db.schema())
+    removed = dict(raw["removed"])
+    types: dict[str, dict[str, Any]] = {}
+    for d in raw["descriptors"]:
+        name = d["type_name"]
+        entry = types.setdefault(
+            name, {"type_name": name, "class": d["class"], "records": 0, "removed": removed.get(name, []), "descriptors": []}
+        )
+        entry["descriptors"].append({"id": d["id"], "fields": d["fields"], "records": d["records"]})
+        entry["records"] += d["records"]
+    listed = sorted(types.values(), key=lambda t: (t["class"], t["type_name"]))
+    total = sum(t["records"] for t in listed)
+    if args.json:
+        print(json.dumps({"types": listed, "records": total, "unreadable": raw["unreadable"]}, indent=2))
+        return 0
+    for t in listed:
+        gone = f"; removed fields: {', '.join(t['removed'])}" if t["removed"] else ""
+        print(f"{t['type_name']} (class {t['class']}): {_plural(t['records'], 'record')}{gone}")
+        for d in t["descriptors"]:
+            print(f"  descriptor {d['id']:<6} {_plural(d['records'], 'record'):>12}  {', '.join(d['fields']) or '(no fields)'}")
+    print(f"total: {_plural(total, 'record')} in {_plural(len(listed), 'type')}")
+    if raw["unreadable"]:
+        print(f"{_plural(raw['unreadable'], 'record')} with an unreadable header (run copal verify)")
+    return 0
+
+
+def _gc_schema(args: argparse.Namespace) -> int:
+    report = _on_database(args.db, lambda db: db.gc_schema(purge=args.purge))
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for values in report["removed"]:
+        print(f"{values['type_name']}.{values['field']}: removed, still held by {_plural(values['records'], 'record')}")
+    if not report["records"]:
+        print("no record holds a value of a removed field")
+    elif args.purge:
+        print(f"purged {_plural(report['purged'], 'record')} in transaction {report['tid']}")
+        for oid in report["shared"]:
+            print(f"kept object {oid:#x}: a kept field shares a value with a removed one (dropped when it is next written)")
+    else:
+        holds = "holds" if report["records"] == 1 else "hold"
+        print(f"{_plural(report['records'], 'record')} {holds} removed values; run with --purge to drop them")
+    return 0
+
+
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    *examples: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand taking a database path and --json, with its examples in --help."""
+    parser = commands.add_parser(
+        name,
+        help=help,
+        description=description or help,
+        epilog="examples:\n" + "\n".join(f"  {example}" for example in examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("db")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,21 +132,43 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="copal", description="copal object database tools")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("bench", help="run the white-paper benchmark suite (copal bench --help)")
-    info = commands.add_parser("info", help="summary of a database", epilog="example: copal info bank.copal --json")
-    info.add_argument("db")
-    info.add_argument("--json", action="store_true", help="machine-readable output")
-    verify = commands.add_parser(
-        "verify",
-        help="check records, references and indexes; exit status 1 on problems",
-        epilog="example: copal verify bank.copal",
+    _command(commands, "info", "summary of a database", "copal info bank.copal --json")
+    _command(
+        commands, "verify", "check records, references and indexes; exit status 1 on problems", "copal verify bank.copal"
     )
-    verify.add_argument("db")
-    verify.add_argument("--json", action="store_true", help="machine-readable output")
+    _command(
+        commands,
+        "schema",
+        "stored classes, their descriptor versions and how many records use each",
+        "copal schema bank.copal",
+        "copal schema bank.copal --json",
+        description="Lists every stored type name with its class number, each of its descriptors "
+        "(field lists) and the number of records (persistent objects) written with each; works "
+        "without the application's classes. Types stored only by value inside records (plain "
+        "objects, enums) have descriptors but no records of their own.",
+    )
+    gc = _command(
+        commands,
+        "gc",
+        "garbage-collect stored data (--schema: values of removed fields)",
+        "copal gc --schema bank.copal",
+        "copal gc --schema --purge bank.copal",
+        description="With --schema: reports the values of fields declared removed "
+        "(__copal_removed__ on the class) that records still hold, and with --purge rewrites "
+        "those records without them in one maintenance commit. Works without the application's "
+        "classes: the declarations are stored in the database.",
+    )
+    gc.add_argument("--schema", action="store_true", required=True, help="collect values of removed fields")
+    gc.add_argument("--purge", action="store_true", help="rewrite the records without them (default: report only)")
     args = parser.parse_args(argv)
     if args.command == "info":
         return _info(args)
     if args.command == "verify":
         return _verify(args)
+    if args.command == "schema":
+        return _schema(args)
+    if args.command == "gc":
+        return _gc_schema(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -8,6 +8,7 @@ from typing import Any, Callable, TypeVar
 
 from . import _core
 from .errors import ConflictError
+from .evolution import declared_removals
 from .indexes import declared_indexes
 from .persistent import registry
 from .progress import Progress, ProgressBar
@@ -67,10 +68,12 @@ class Database:
 
     def _sync_indexes(self, conn: _core.Connection) -> None:
         # Before the transaction's snapshot is taken, so that its queries see complete indexes.
+        # Removed-field declarations are stored alongside, for `copal gc --schema`.
         if self._indexes_synced_for == len(registry):
             return
         declared, owners = declared_indexes()
         conn.sync_indexes(declared, owners, self._progress)
+        self._store.sync_removed(declared_removals())
         self._indexes_synced_for = len(registry)
 
     def run(self, work: Callable[[Transaction], R], retries: int = 3) -> R:
@@ -104,6 +107,27 @@ class Database:
         index holds exactly the entries its objects call for. Returns counts and a list of
         ``problems`` (empty when all is well)."""
         report: dict[str, Any] = self._store.verify()
+        return report
+
+    def schema(self) -> dict[str, Any]:
+        """The stored schema, readable without the application's classes: ``descriptors``
+        (each with ``id``, ``class``, ``type_name``, ``fields`` and the number of ``records``
+        written with it), ``unreadable`` (records whose header does not parse) and ``removed``
+        (pairs of type name and declared removed fields). See ``copal schema``."""
+        self._store.sync_removed(declared_removals())
+        schema: dict[str, Any] = self._store.schema()
+        return schema
+
+    def gc_schema(self, *, purge: bool = False) -> dict[str, Any]:
+        """Values of fields declared removed (``__copal_removed__``) that records still hold:
+        ``removed`` (type name, field, records), ``records`` holding any. With ``purge``, rewrites
+        those records without them in one maintenance commit (``purged``, ``tid``); records
+        whose kept fields share a value with a removed one are left (``shared``) and lose it when
+        next written. Raises ConflictError if a record changes during the purge (run it again).
+        See ``copal gc --schema``. The declarations of the classes imported so far are stored
+        first; those of other classes are the ones stored by earlier programs."""
+        self._store.sync_removed(declared_removals())
+        report: dict[str, Any] = self._store.gc_schema(purge)
         return report
 
     def disk_size(self) -> int:

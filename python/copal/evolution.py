@@ -1,14 +1,18 @@
 """Class evolution: reading records written by older versions of a class.
 
-Rules, applied when a record's fields differ from what the class expects (docs/EVOLUTION.md):
+Rules, applied when a record's fields differ from what the class expects (docs/FORMAT.md, section 5):
 
 1. **Renamed fields**: ``__copal_renamed__ = {"old": "new"}`` on the class; the stored ``old``
    value becomes attribute ``new``.
 2. **Added fields**: a field missing from the record gets the default of the ``__init__``
    parameter of the same name (copied, so mutable defaults are not shared). A class attribute of
    that name needs nothing: attribute lookup finds it.
-3. **Removed fields**: their stored values stay attributes of the loaded object (so nothing is lost)
-   and are written back with it; ``copal gc --schema`` reports or purges them.
+3. **Removed fields**: a field listed in ``__copal_removed__ = ("old",)`` (stored field names) is
+   not set on loaded objects; its value stays in the record until the object is next written
+   (which writes it without the field), and ``copal gc --schema`` reports such values or purges
+   them (``--purge``). The declaration is stored in the database, so the command works without
+   the application's classes. A field that is merely no longer used stays an attribute of the
+   loaded object and is written back with it: nothing is dropped unless it is declared.
 4. **Type changes**: a class annotation (``balance: float``) on a persistent class declares a
    field's type. Lossless
    conversions happen on load: int -> float (exact), float -> int (integral values), tuple <->
@@ -27,9 +31,9 @@ import inspect
 from typing import Any, Callable
 
 from .errors import SchemaError
-from .persistent import Persistent
+from .persistent import Persistent, registry
 
-__all__ = ["Broken", "BrokenObject", "plan"]
+__all__ = ["Broken", "BrokenObject", "declared_removals", "plan"]
 
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset)
 
@@ -135,6 +139,28 @@ def _converter(cls: type, name: str, declared: type) -> Callable[[Any, Any], Any
     return convert
 
 
+def _removed_fields(cls: type) -> set[str]:
+    """The stored field names ``cls`` and its bases declare removed (``__copal_removed__``)."""
+    removed: set[str] = set()
+    for klass in cls.__mro__:
+        names = klass.__dict__.get("__copal_removed__", ())
+        if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+            raise TypeError(f"{klass.__qualname__}.__copal_removed__ must be a tuple of field names (str)")
+        removed.update(names)
+    return removed
+
+
+def declared_removals() -> list[tuple[str, list[str]]]:
+    """Every stored type name of the registered persistent classes (aliases included) with the
+    fields its class declares removed (an empty list for none, which withdraws an earlier
+    declaration). The database stores them before each transaction that follows a new class."""
+    return [
+        (name, sorted(_removed_fields(cls)))
+        for name, cls in sorted(registry.items())
+        if isinstance(cls, type) and issubclass(cls, Persistent)
+    ]
+
+
 def plan(cls: type, stored: list[str]) -> tuple[list[str], Callable[[Any, dict[str, Any]], None] | None] | None:
     """How to load records with fields ``stored`` into instances of ``cls``: the attribute names
     (after renames) and a fix-up applying defaults and conversions, or None when the record
@@ -143,6 +169,8 @@ def plan(cls: type, stored: list[str]) -> tuple[list[str], Callable[[Any, dict[s
     for klass in reversed(cls.__mro__):
         renamed.update(klass.__dict__.get("__copal_renamed__", {}))
     names = [renamed.get(f, f) for f in stored]
+    removed = _removed_fields(cls)
+    dropped = [name for name, f in zip(names, stored) if f in removed]
     present = set(names)
     defaults = {
         name: value
@@ -154,7 +182,7 @@ def plan(cls: type, stored: list[str]) -> tuple[list[str], Callable[[Any, dict[s
     # change the application's own values.
     declared = _declared_types(cls) if issubclass(cls, Persistent) else {}
     conversions = {name: _converter(cls, name, t) for name, t in declared.items() if name in present}
-    if names == stored and not defaults and not conversions:
+    if names == stored and not defaults and not conversions and not dropped:
         return None
 
     def fixup(obj: Any, state: dict[str, Any]) -> None:
@@ -166,5 +194,7 @@ def plan(cls: type, stored: list[str]) -> tuple[list[str], Callable[[Any, dict[s
         for name, convert in conversions.items():
             if name in state:
                 state[name] = convert(obj, state[name])
+        for name in dropped:
+            state.pop(name, None)
 
-    return names, (fixup if defaults or conversions else None)
+    return names, (fixup if defaults or conversions or dropped else None)

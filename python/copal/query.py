@@ -120,16 +120,17 @@ _extents: dict[tuple[type, bool], tuple[int, list[str]]] = {}
 
 
 def _extent_type_names(cls: type, only: bool) -> list[str]:
-    """Stored type names of ``cls`` and (unless ``only``) of its subclasses."""
+    """Stored type names of ``cls`` (its own and its ``__copal_aliases__``: objects stored under
+    a former name are objects of ``cls``) and, unless ``only``, of its subclasses."""
     cached = _extents.get((cls, only))
     if cached is not None and cached[0] == registry_generation[0]:
         return cached[1]
     generation = registry_generation[0]
     names = [type_name_of(cls)]
-    if not only:
-        for name, registered in list(registry.items()):
-            if isinstance(registered, type) and issubclass(registered, cls) and name not in names:
-                names.append(name)
+    for name, registered in list(registry.items()):
+        wanted = registered is cls if only else isinstance(registered, type) and issubclass(registered, cls)
+        if wanted and name not in names:
+            names.append(name)
     _extents[(cls, only)] = (generation, names)
     return names
 

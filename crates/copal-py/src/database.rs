@@ -7,7 +7,7 @@ use std::sync::Arc;
 use copal_core::store::StoreStats;
 use copal_core::{LmdbStore, Snapshot, StoreOptions};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::connection::Connection;
 use crate::errors::IntoPyResult;
@@ -67,6 +67,74 @@ impl Store {
         out.set_item("references", report.references)?;
         out.set_item("index_entries", report.index_entries)?;
         out.set_item("problems", report.problems)?;
+        Ok(out)
+    }
+
+    /// The stored schema (`copal schema`): every descriptor with the number of records written
+    /// with it (read from record headers alone), the records whose header is unreadable, and the
+    /// removed fields declared for each type name.
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let store = Arc::clone(&self.store);
+        let summary = py.detach(move || Snapshot::new(&store)?.schema_summary()).py_err()?;
+        let descriptors = PyList::empty(py);
+        for used in &summary.descriptors {
+            let d = &used.descriptor;
+            let entry = PyDict::new(py);
+            entry.set_item("id", d.id)?;
+            entry.set_item("class", d.class_no)?;
+            entry.set_item("type_name", &d.type_name)?;
+            entry.set_item("fields", &d.fields)?;
+            entry.set_item("records", used.records)?;
+            descriptors.append(entry)?;
+        }
+        let out = PyDict::new(py);
+        out.set_item("descriptors", descriptors)?;
+        out.set_item("unreadable", summary.unreadable)?;
+        out.set_item("removed", summary.removed.into_iter().collect::<Vec<_>>())?;
+        Ok(out)
+    }
+
+    /// Stores the removed fields that the application's classes declare (`__copal_removed__`),
+    /// so that `copal gc --schema` works without the classes: `declared` pairs each stored type
+    /// name of a registered class with its removed fields (empty withdraws a declaration). A
+    /// maintenance commit, made only if a declaration changed.
+    fn sync_removed(&self, py: Python<'_>, declared: Vec<(String, Vec<String>)>) -> PyResult<()> {
+        let store = Arc::clone(&self.store);
+        py.detach(move || {
+            let mut commit = copal_core::Commit::begin(&store)?;
+            commit.set_maintenance();
+            let mut changed = false;
+            for (type_name, fields) in &declared {
+                changed |= commit.declare_removed(type_name, fields)?;
+            }
+            // Nothing changed: dropping the commit aborts it and leaves the store untouched.
+            if changed {
+                commit.finish()?;
+            }
+            Ok(())
+        })
+        .py_err()
+    }
+
+    /// Values of declared removed fields still held by records (`copal gc --schema`); with
+    /// `purge`, rewrites those records without them in one maintenance commit.
+    fn gc_schema<'py>(&self, py: Python<'py>, purge: bool) -> PyResult<Bound<'py, PyDict>> {
+        let store = Arc::clone(&self.store);
+        let report = py.detach(move || store.gc_schema(purge)).py_err()?;
+        let removed = PyList::empty(py);
+        for values in &report.removed {
+            let entry = PyDict::new(py);
+            entry.set_item("type_name", &values.type_name)?;
+            entry.set_item("field", &values.field)?;
+            entry.set_item("records", values.records)?;
+            removed.append(entry)?;
+        }
+        let out = PyDict::new(py);
+        out.set_item("removed", removed)?;
+        out.set_item("records", report.records)?;
+        out.set_item("purged", report.purged)?;
+        out.set_item("shared", report.shared)?;
+        out.set_item("tid", report.tid)?;
         Ok(out)
     }
 

@@ -63,24 +63,62 @@ impl<'s, D: DescriptorSource + ?Sized> Walk<'s, D> {
 }
 
 impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
+    /// One value at `depth`. This function and the container readers below recurse once per
+    /// nesting level, so they keep their frames small: every value without contents is read by
+    /// `scalar`, which is never inlined, so its locals are not part of the recursive frame
+    /// (an unoptimized build otherwise needs about 8 KB per level and cannot reach the depth
+    /// limit on a 2 MiB thread stack: FUZZING.md, F3).
     fn value(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Value, DecodeError> {
         if depth > r.limits.max_depth {
             return Err(DecodeError::TooDeep { limit: r.limits.max_depth });
         }
-        let offset = r.position();
         let t = r.u8()?;
         let slot = self.memo_slots;
         if tag::takes_memo_slot(t) {
             self.memo_slots += 1;
         }
-        let value = self.tagged_value(r, t, offset, slot, depth)?;
-        if self.wanted == Some(slot) && self.captured.is_none() && tag::takes_memo_slot(t) {
-            self.captured = Some(value.clone());
+        let value = match t {
+            tag::LIST => self.items(r, depth).map(Value::List),
+            tag::TUPLE => self.unfinished_items(r, depth, slot).map(Value::Tuple),
+            tag::SET => self.items(r, depth).map(Value::Set),
+            tag::FROZENSET => self.unfinished_items(r, depth, slot).map(Value::FrozenSet),
+            tag::DICT => self.pairs(r, depth).map(Value::Dict),
+            tag::OBJECT => {
+                let (descriptor, count) = self.descriptor_fields(r)?;
+                self.fields(r, count, depth + 1).map(|fields| Value::Object { descriptor, fields })
+            }
+            tag::SUBCLASS => {
+                let (descriptor, count) = self.descriptor_fields(r)?;
+                let base = Box::new(self.subclass_base(r, depth, slot)?);
+                self.fields(r, count, depth + 1).map(|fields| Value::Subclass { descriptor, base, fields })
+            }
+            _ => self.scalar(r, t),
+        }?;
+        if self.wanted == Some(slot) && tag::takes_memo_slot(t) {
+            self.capture(&value);
         }
         Ok(value)
     }
 
-    fn tagged_value(&mut self, r: &mut Reader<'_>, t: u8, offset: usize, slot: u64, depth: usize) -> Result<Value, DecodeError> {
+    /// Keeps the value of the memo slot `memo_value` looks for (out of line: see `value`).
+    #[inline(never)]
+    fn capture(&mut self, value: &Value) {
+        if self.captured.is_none() {
+            self.captured = Some(value.clone());
+        }
+    }
+
+    /// The descriptor id of an OBJECT or SUBCLASS and its field count.
+    #[inline(never)]
+    fn descriptor_fields(&mut self, r: &mut Reader<'_>) -> Result<(u32, usize), DecodeError> {
+        let descriptor = r.u32_varint()?;
+        Ok((descriptor, self.descriptors.field_count(descriptor)?))
+    }
+
+    /// A value without contents (no recursion), after its tag `t`.
+    #[inline(never)]
+    fn scalar(&mut self, r: &mut Reader<'_>, t: u8) -> Result<Value, DecodeError> {
+        let offset = r.position() - 1;
         Ok(match t {
             tag::NONE => Value::None,
             tag::FALSE => Value::Bool(false),
@@ -105,11 +143,6 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
             }
             tag::BYTES => Value::Bytes(r.length_prefixed()?.to_vec()),
             tag::BYTEARRAY => Value::ByteArray(r.length_prefixed()?.to_vec()),
-            tag::LIST => Value::List(self.items(r, depth)?),
-            tag::TUPLE => Value::Tuple(self.unfinished_items(r, depth, slot)?),
-            tag::SET => Value::Set(self.items(r, depth)?),
-            tag::FROZENSET => Value::FrozenSet(self.unfinished_items(r, depth, slot)?),
-            tag::DICT => Value::Dict(self.pairs(r, depth)?),
             tag::DATETIME => {
                 let flags = r.tz_flags()?;
                 let micros = r.zigzag()?;
@@ -156,17 +189,6 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
                 Value::Enum { descriptor, member: r.str()?.to_owned() }
             }
             tag::REF => Value::Ref(read_ref(r)?),
-            tag::OBJECT => {
-                let descriptor = r.u32_varint()?;
-                let count = self.descriptors.field_count(descriptor)?;
-                Value::Object { descriptor, fields: self.fields(r, count, depth + 1)? }
-            }
-            tag::SUBCLASS => {
-                let descriptor = r.u32_varint()?;
-                let count = self.descriptors.field_count(descriptor)?;
-                let base = self.subclass_base(r, depth, slot)?;
-                Value::Subclass { descriptor, base: Box::new(base), fields: self.fields(r, count, depth + 1)? }
-            }
             tag::BACKREF => {
                 let index = r.varint()?;
                 if index >= self.memo_slots || self.unfinished.contains(&index) {

@@ -309,6 +309,12 @@ impl<'s> Commit<'s> {
         Ok(())
     }
 
+    /// The store and this commit's write transaction, for store-level settings that other files
+    /// of this module keep in the `meta` table (declared removed fields, schema.rs).
+    pub(crate) fn meta_access(&mut self) -> (&'s LmdbStore, &mut RwTxn<'s>) {
+        (self.store, &mut self.txn)
+    }
+
     /// Marks this commit as maintenance (see the `maintenance` field).
     pub fn set_maintenance(&mut self) {
         self.maintenance = true;
