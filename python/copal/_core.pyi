@@ -38,11 +38,12 @@ class Connection:
         limit: int | None,
         exclude: set[int],
         mode: str,
+        renamed: list[tuple[str, str, str]],
     ) -> Any: ...
     def class_numbers(self, names: list[str]) -> list[int]: ...
     def sync_indexes(
         self,
-        declared: list[tuple[str, list[str], list[str], bool]],
+        declared: list[tuple[str, list[str], list[str], bool, list[tuple[str, str, str]]]],
         owners: list[str],
         progress: Callable[[str, int, int], None] | None = None,
     ) -> None: ...

@@ -31,9 +31,9 @@ import inspect
 from typing import Any, Callable
 
 from .errors import SchemaError
-from .persistent import Persistent, registry
+from .persistent import Persistent, registry, registry_generation
 
-__all__ = ["Broken", "BrokenObject", "declared_removals", "plan"]
+__all__ = ["Broken", "BrokenObject", "declared_removals", "plan", "renamed_fields"]
 
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset)
 
@@ -161,13 +161,38 @@ def declared_removals() -> list[tuple[str, list[str]]]:
     ]
 
 
+_renames: list[tuple[int, list[tuple[str, str, str]]]] = []
+
+
+def renamed_fields() -> list[tuple[str, str, str]]:
+    """(stored type name, former field name, current name) for every field renamed by a
+    registered class's ``__copal_renamed__`` (its own or inherited), under each name the class
+    is stored by: queries read old records under the former names."""
+    if _renames and _renames[0][0] == registry_generation[0]:
+        return _renames[0][1]
+    generation = registry_generation[0]
+    found: list[tuple[str, str, str]] = []
+    for type_name, cls in list(registry.items()):
+        if not isinstance(cls, type):
+            continue
+        found += [(type_name, str(old), str(new)) for old, new in _renames_of(cls).items()]
+    _renames[:] = [(generation, found)]
+    return found
+
+
+def _renames_of(cls: type) -> dict[str, str]:
+    """Former field name -> current name, declared by ``cls`` and its bases."""
+    renamed: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        renamed.update(klass.__dict__.get("__copal_renamed__", {}))
+    return renamed
+
+
 def plan(cls: type, stored: list[str]) -> tuple[list[str], Callable[[Any, dict[str, Any]], None] | None] | None:
     """How to load records with fields ``stored`` into instances of ``cls``: the attribute names
     (after renames) and a fix-up applying defaults and conversions, or None when the record
     needs nothing. Called once per (stored shape, class) by the decoder."""
-    renamed: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        renamed.update(klass.__dict__.get("__copal_renamed__", {}))
+    renamed = _renames_of(cls)
     names = [renamed.get(f, f) for f in stored]
     removed = _removed_fields(cls)
     dropped = [name for name, f in zip(names, stored) if f in removed]

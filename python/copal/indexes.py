@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .evolution import renamed_fields
 from .persistent import registry, type_name_of
 
 __all__ = ["Index", "declared_indexes"]
@@ -36,7 +37,7 @@ class Index:
         object.__setattr__(self, "unique", unique)
 
 
-Declaration = tuple[str, list[str], list[str], bool]
+Declaration = tuple[str, list[str], list[str], bool, list[tuple[str, str, str]]]
 
 
 def declared_indexes() -> tuple[list[Declaration], list[str]]:
@@ -51,5 +52,7 @@ def declared_indexes() -> tuple[list[Declaration], list[str]]:
             if not isinstance(index, Index):
                 raise TypeError(f"{cls.__qualname__}.__copal_indexes__ must hold copal.Index objects")
             covered = sorted(name for name, c in registry.items() if isinstance(c, type) and issubclass(c, cls))
-            declared.append((type_name_of(cls), covered, list(index.fields), index.unique))
+            # Old records of the covered types may hold an index field under a former name.
+            renamed = [r for r in renamed_fields() if r[0] in covered and r[2] in index.fields]
+            declared.append((type_name_of(cls), covered, list(index.fields), index.unique, renamed))
     return declared, owners

@@ -10,7 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from .errors import CopalError
-from .evolution import BrokenObject
+from .evolution import BrokenObject, renamed_fields
 from .persistent import Persistent, registry, registry_generation, type_name_of
 
 if TYPE_CHECKING:
@@ -117,8 +117,6 @@ def field(path: str) -> Field:
 
 
 _extents: dict[tuple[type, bool], tuple[int, list[str]]] = {}
-
-
 def _extent_type_names(cls: type, only: bool) -> list[str]:
     """Stored type names of ``cls`` (its own and its ``__copal_aliases__``: objects stored under
     a former name are objects of ``cls``) and, unless ``only``, of its subclasses."""
@@ -357,9 +355,15 @@ class Query(Generic[T]):
         if not classes:
             return []
         node: Node = ("or", [("in", hop, overridden) for hop in sorted(hops)])
-        oids = [oid for oid in self._tx._conn.query(classes, node, [], 0, None, set(), "oids") if oid not in skip]
+        oids = [oid for oid in self._ask(classes, node, [], 0, None, set(), "oids") if oid not in skip]
         found: list[Any] = self._tx._conn.load_many(oids)
         return found
+
+    def _ask(
+        self, classes: list[int], node: Node, order: Any, offset: int, limit: int | None, exclude: set[int], mode: str
+    ) -> Any:
+        """Runs a query in Rust over the stored records of ``classes``."""
+        return self._tx._conn.query(classes, node, order, offset, limit, exclude, mode, renamed_fields())
 
     def _paths(self) -> list[tuple[str, ...]]:
         paths = [path for path, _ in self._order]
@@ -388,17 +392,17 @@ class Query(Generic[T]):
         if not pending:
             if not classes:
                 return 0 if mode == "count" else []
-            return tx._conn.query(classes, self._node, order, self._offset, limit, exclude, mode)
+            return self._ask(classes, self._node, order, self._offset, limit, exclude, mode)
         if mode == "count":
             # The stored versions of pending objects are excluded: the two sets are disjoint.
-            stored_count: int = tx._conn.query(classes, self._node, [], 0, None, exclude, "count") if classes else 0
+            stored_count: int = self._ask(classes, self._node, [], 0, None, exclude, "count") if classes else 0
             return stored_count + len(pending)
         # The first `wanted` results of the union are among the first `wanted` stored results and
         # the pending matches, so only those stored results are read (and built, if ordered).
         wanted = None if limit is None else self._offset + limit
         if not self._order:
             stored_oids: list[int] = (
-                tx._conn.query(classes, self._node, [], 0, wanted, exclude, "oids") if classes else []
+                self._ask(classes, self._node, [], 0, wanted, exclude, "oids") if classes else []
             )
             merged: list[tuple[int | None, Any]] = sorted(
                 [(oid, None) for oid in stored_oids] + [(o._p_oid, o) for o in pending],
@@ -410,7 +414,7 @@ class Query(Generic[T]):
             loaded = iter(tx._conn.load_many([oid for oid, obj in merged if obj is None and oid is not None]))
             return [obj if obj is not None else next(loaded) for _, obj in merged]
         stored: list[Any] = (
-            tx._conn.query(classes, self._node, order, 0, wanted, exclude, "objects") if classes else []
+            self._ask(classes, self._node, order, 0, wanted, exclude, "objects") if classes else []
         )
         # Stored results come in object-id order; merged results keep that order, new objects last.
         combined = sorted(stored + pending, key=lambda o: (o._p_oid is None, o._p_oid or 0))
@@ -470,7 +474,7 @@ class Query(Generic[T]):
         classes = self._classes()
         order = [(list(path), desc) for path, desc in self._order]
         access: str = (
-            self._tx._conn.query(classes, self._node, order, self._offset, self._limit, set(), "explain")
+            self._ask(classes, self._node, order, self._offset, self._limit, set(), "explain")
             if classes
             else "nothing stored yet"
         )

@@ -194,8 +194,8 @@ fn indexes_are_built_maintained_and_used_by_the_planner() {
     let store = LmdbStore::open(&temp_dir("index"), StoreOptions::default()).unwrap();
     let (class, oids) = people(&store, 500);
     let mut commit = Commit::begin(&store).unwrap();
-    commit.ensure_index("app.Person", &["app.Person".into()], &["age".into()], false, &mut |_, _| {}).unwrap();
-    commit.ensure_index("app.Person", &["app.Person".into()], &["email".into()], true, &mut |_, _| {}).unwrap();
+    commit.ensure_index("app.Person", &["app.Person".into()], &["age".into()], false, &[], &mut |_, _| {}).unwrap();
+    commit.ensure_index("app.Person", &["app.Person".into()], &["email".into()], true, &[], &mut |_, _| {}).unwrap();
     commit.finish().unwrap();
 
     let snapshot = Snapshot::new(&store).unwrap();

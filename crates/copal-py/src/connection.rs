@@ -653,7 +653,7 @@ impl Connection {
     /// Runs a query on this snapshot, in Rust on the raw records: `mode` "objects" returns the
     /// matching objects, "oids" their ids, "count" how many match. `exclude` leaves out objects
     /// that are pending in the running transaction (the caller tests those in Python).
-    #[pyo3(signature = (classes, filter, order, offset, limit, exclude, mode))]
+    #[pyo3(signature = (classes, filter, order, offset, limit, exclude, mode, renamed))]
     #[allow(clippy::too_many_arguments)]
     fn query<'py>(
         &self,
@@ -665,6 +665,7 @@ impl Connection {
         limit: Option<usize>,
         exclude: std::collections::HashSet<u64>,
         mode: &str,
+        renamed: Vec<(String, String, String)>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let mut sink = ReadOnlySink { conn: self, unknown_class: false };
         let filter = OperandConverter { sink: &mut sink }.expr(filter)?;
@@ -673,6 +674,9 @@ impl Connection {
         query.offset = offset;
         query.limit = limit;
         query.exclude = exclude.into_iter().collect();
+        for (type_name, old, new) in renamed {
+            query.renamed.entry(type_name).or_default().push((old, new));
+        }
         let _pause = GcPause::new(py);
         if mode == "explain" {
             let text = self.with_snapshot(|snapshot| query::explain(snapshot, &query).py_err())?;
@@ -717,7 +721,7 @@ impl Connection {
     fn sync_indexes(
         &self,
         py: Python<'_>,
-        declared: Vec<(String, Vec<String>, Vec<String>, bool)>,
+        declared: Vec<(String, Vec<String>, Vec<String>, bool, Vec<(String, String, String)>)>,
         owners: Vec<String>,
         progress: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
@@ -726,7 +730,7 @@ impl Connection {
         commit.set_maintenance();
         let before = commit.indexes().to_vec();
         let mut kept = Vec::new();
-        for (type_name, covered, fields, unique) in &declared {
+        for (type_name, covered, fields, unique, renamed) in &declared {
             let label = format!("index {type_name}({})", fields.join(", "));
             let mut failure = None;
             let mut report = |read: u64, total: u64| {
@@ -734,7 +738,7 @@ impl Connection {
                     failure = callback.call1((label.as_str(), read, total)).err();
                 }
             };
-            let built = commit.ensure_index(type_name, covered, fields, *unique, &mut report);
+            let built = commit.ensure_index(type_name, covered, fields, *unique, renamed, &mut report);
             if let Some(error) = failure {
                 return Err(error);
             }

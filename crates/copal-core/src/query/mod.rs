@@ -28,6 +28,9 @@ pub struct Query {
     pub offset: usize,
     pub limit: Option<usize>,
     pub exclude: HashSet<Oid>,
+    /// Per stored type name, the (former name, current name) pairs of fields its class renamed
+    /// (`__copal_renamed__`): records written before the rename hold the former name.
+    pub renamed: HashMap<String, Vec<(String, String)>>,
 }
 
 impl Query {
@@ -35,13 +38,23 @@ impl Query {
         // Extents in class order give results in object-id order.
         classes.sort_unstable();
         classes.dedup();
-        Query { classes, filter, order: Vec::new(), offset: 0, limit: None, exclude: HashSet::new() }
+        Query { classes, filter, order: Vec::new(), offset: 0, limit: None, exclude: HashSet::new(), renamed: HashMap::new() }
+    }
+
+    /// Where field `name` sits in records of `descriptor`: under that name, or under a former
+    /// name of it.
+    fn field_position(&self, descriptor: &Descriptor, name: &str) -> Option<usize> {
+        descriptor.field_index(name).or_else(|| {
+            let renames = self.renamed.get(&descriptor.type_name)?;
+            renames.iter().filter(|(_, new)| new == name).find_map(|(old, _)| descriptor.field_index(old))
+        })
     }
 }
 
 /// Reads field values out of records for one query, caching descriptors and referenced records.
 struct Reader<'s> {
     snapshot: &'s Snapshot,
+    query: &'s Query,
     descriptors: HashMap<u32, Arc<Descriptor>>,
     referenced: HashMap<Oid, Option<(Arc<Descriptor>, Vec<Value>, &'s [u8])>>,
     /// Where the tested fields sit in the records of the descriptor read last (the records of
@@ -61,8 +74,8 @@ struct FieldLayout {
 }
 
 impl<'s> Reader<'s> {
-    fn new(snapshot: &'s Snapshot) -> Self {
-        Reader { snapshot, descriptors: HashMap::new(), referenced: HashMap::new(), layout: None, failure: None }
+    fn new(snapshot: &'s Snapshot, query: &'s Query) -> Self {
+        Reader { snapshot, query, descriptors: HashMap::new(), referenced: HashMap::new(), layout: None, failure: None }
     }
 
     fn descriptor(&mut self, id: u32) -> Result<Arc<Descriptor>, StoreError> {
@@ -82,7 +95,7 @@ impl<'s> Reader<'s> {
         let (header, state_start) = RecordHeader::parse(record).map_err(corrupt)?;
         if self.layout.as_ref().is_none_or(|l| l.descriptor != header.descriptor) {
             let descriptor = self.descriptor(header.descriptor)?;
-            let positions: Vec<Option<usize>> = names.iter().map(|n| descriptor.field_index(n)).collect();
+            let positions: Vec<Option<usize>> = names.iter().map(|n| self.query.field_position(&descriptor, n)).collect();
             let mut slots = vec![None; positions.iter().flatten().max().map_or(0, |last| last + 1)];
             for (name_index, position) in positions.iter().enumerate() {
                 if let Some(p) = position {
@@ -138,7 +151,7 @@ impl<'s> Reader<'s> {
         let (next, next_record) = match value {
             Value::Object { descriptor, fields } | Value::Subclass { descriptor, fields, .. } => {
                 let d = self.descriptor(descriptor)?;
-                (d.field_index(segment).and_then(|i| fields.into_iter().nth(i)), record)
+                (self.query.field_position(&d, segment).and_then(|i| fields.into_iter().nth(i)), record)
             }
             Value::Dict(pairs) => {
                 let found = pairs.into_iter().find(|(k, _)| matches!(k, Value::Str(s) if s == segment)).map(|(_, v)| v);
@@ -171,7 +184,7 @@ impl<'s> Reader<'s> {
         }
         Ok(self.referenced[&oid]
             .as_ref()
-            .and_then(|(d, fields, record)| d.field_index(name).map(|i| (fields[i].clone(), *record))))
+            .and_then(|(d, fields, record)| self.query.field_position(d, name).map(|i| (fields[i].clone(), *record))))
     }
 }
 
@@ -223,7 +236,7 @@ fn for_each_match(
             }
         }
     }
-    let mut reader = Reader::new(snapshot);
+    let mut reader = Reader::new(snapshot, query);
     let mut top: Vec<Option<Value>> = Vec::with_capacity(names.len());
     let mut test = |oid: Oid, record: &[u8]| -> Result<bool, StoreError> {
         if query.exclude.contains(&oid) {

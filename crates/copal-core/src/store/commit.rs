@@ -238,9 +238,16 @@ impl<'s> Commit<'s> {
         covered: &[String],
         fields: &[String],
         unique: bool,
+        renamed: &[(String, String, String)],
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<u32, StoreError> {
-        let existing = self.indexes.iter().find(|d| d.type_name == type_name && d.fields == fields && d.unique == unique).cloned();
+        // A definition whose renames differ is another index: the old one is dropped by the
+        // caller and this one built, so that old records get their keys under the former names.
+        let existing = self
+            .indexes
+            .iter()
+            .find(|d| d.type_name == type_name && d.fields == fields && d.unique == unique && d.renamed == renamed)
+            .cloned();
         let (def, to_build): (IndexDef, Vec<String>) = match existing {
             Some(def) => {
                 let missing: Vec<String> = covered.iter().filter(|c| !def.covered.contains(c)).cloned().collect();
@@ -253,7 +260,14 @@ impl<'s> Commit<'s> {
             }
             None => {
                 let id = self.indexes.iter().map(|d| d.id).max().unwrap_or(0) + 1;
-                let def = IndexDef { id, type_name: type_name.to_owned(), covered: covered.to_vec(), fields: fields.to_vec(), unique };
+                let def = IndexDef {
+                    id,
+                    type_name: type_name.to_owned(),
+                    covered: covered.to_vec(),
+                    fields: fields.to_vec(),
+                    unique,
+                    renamed: renamed.to_vec(),
+                };
                 (def, covered.to_vec())
             }
         };

@@ -21,6 +21,9 @@ pub struct IndexDef {
     pub covered: Vec<String>,
     pub fields: Vec<String>,
     pub unique: bool,
+    /// (covered type name, former field name, current name) for index fields that a class
+    /// renamed: records written before the rename hold the value under the former name.
+    pub renamed: Vec<(String, String, String)>,
 }
 
 impl IndexDef {
@@ -32,6 +35,13 @@ impl IndexDef {
         w.varint(self.fields.len() as u64);
         self.fields.iter().for_each(|f| w.length_prefixed(f.as_bytes()));
         w.u8(u8::from(self.unique));
+        // Definitions written before renames were recorded end here; they decode as none.
+        if !self.renamed.is_empty() {
+            w.varint(self.renamed.len() as u64);
+            for (type_name, old, new) in &self.renamed {
+                [type_name, old, new].iter().for_each(|s| w.length_prefixed(s.as_bytes()));
+            }
+        }
         w.buf
     }
 
@@ -41,8 +51,14 @@ impl IndexDef {
         let covered = (0..r.length(1)?).map(|_| r.str().map(str::to_owned)).collect::<Result<_, _>>()?;
         let fields = (0..r.length(1)?).map(|_| r.str().map(str::to_owned)).collect::<Result<_, _>>()?;
         let unique = r.u8()? != 0;
+        let mut renamed = Vec::new();
+        if !r.is_empty() {
+            for _ in 0..r.length(3)? {
+                renamed.push((r.str()?.to_owned(), r.str()?.to_owned(), r.str()?.to_owned()));
+            }
+        }
         r.expect_end()?;
-        Ok(IndexDef { id, type_name, covered, fields, unique })
+        Ok(IndexDef { id, type_name, covered, fields, unique, renamed })
     }
 
     /// The index key of a record (None where a field is missing), or None if the record's
@@ -59,8 +75,13 @@ impl IndexDef {
         }
         let mut key = Vec::with_capacity(16 * self.fields.len());
         for field in &self.fields {
-            let value = names.iter().position(|n| n == field).map(|i| &values[i]);
-            push_key(&mut key, value);
+            let position = names.iter().position(|n| n == field).or_else(|| {
+                self.renamed
+                    .iter()
+                    .filter(|(t, _, new)| t == type_name && new == field)
+                    .find_map(|(_, old, _)| names.iter().position(|n| n == old))
+            });
+            push_key(&mut key, position.map(|i| &values[i]));
         }
         Ok(Some(key))
     }

@@ -370,7 +370,7 @@ mod tests {
         let (old, new, oids) = two_versions(&store);
         let mut commit = Commit::begin(&store).unwrap();
         commit.set_maintenance();
-        commit.ensure_index("app.Account", &["app.Account".into()], &["owner".into()], true, &mut |_, _| {}).unwrap();
+        commit.ensure_index("app.Account", &["app.Account".into()], &["owner".into()], true, &[], &mut |_, _| {}).unwrap();
         assert!(commit.declare_removed("app.Account", &["legacy".into()]).unwrap());
         assert!(!commit.declare_removed("app.Account", &["legacy".into()]).unwrap(), "unchanged declaration");
         commit.finish().unwrap();
