@@ -71,7 +71,8 @@ fn special_decimal(text: &str) -> Option<f64> {
     }
 }
 
-fn bigint_to_i128(le: &[u8]) -> Option<i128> {
+/// A BIGINT's value if it fits 128 bits (little-endian two's complement bytes).
+pub(crate) fn bigint_to_i128(le: &[u8]) -> Option<i128> {
     if le.len() > 16 {
         return None;
     }

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::expr::{CmpOp, Expr, Path};
+use super::order::bigint_to_i128;
 use super::Query;
 use crate::format::index_key::{kind_byte, push_key, str_prefix_key, NUMBER, STR};
 use crate::format::Value;
@@ -74,7 +75,7 @@ const FAITHFUL_NUMBERS: f64 = 4.153837486827862e34; // 2^115
 fn key_is_faithful(value: &Value) -> bool {
     match value {
         Value::Float(f) => f.is_nan() || f.abs() < FAITHFUL_NUMBERS,
-        Value::BigInt(bytes) => bigint_magnitude(bytes).is_some_and(|m| (m as f64) < FAITHFUL_NUMBERS),
+        Value::BigInt(bytes) => bigint_to_i128(bytes).is_some_and(|i| (i.unsigned_abs() as f64) < FAITHFUL_NUMBERS),
         Value::Decimal(text) => text.parse::<f64>().is_ok_and(|f| !(f.abs() >= FAITHFUL_NUMBERS)),
         Value::Int(_) | Value::Bool(_) | Value::None => true,
         Value::Str(_) | Value::StrSurrogates(_) | Value::Bytes(_) | Value::ByteArray(_) => true,
@@ -82,17 +83,6 @@ fn key_is_faithful(value: &Value) -> bool {
         Value::Ref(_) => true,
         _ => false,
     }
-}
-
-/// The magnitude of a little-endian two's complement integer of at most 16 bytes.
-fn bigint_magnitude(le: &[u8]) -> Option<u128> {
-    if le.len() > 16 {
-        return None;
-    }
-    let negative = le.last().is_some_and(|b| b & 0x80 != 0);
-    let mut bytes = [if negative { 0xFF } else { 0 }; 16];
-    bytes[..le.len()].copy_from_slice(le);
-    Some(i128::from_le_bytes(bytes).unsigned_abs())
 }
 
 /// Whether the index key of `value` selects exactly the stored values that the filter's
