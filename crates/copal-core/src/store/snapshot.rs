@@ -109,14 +109,18 @@ impl Snapshot {
         class: ClassNo,
         mut visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        let (first, end) = class_extent(class);
-        let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
+        let first = class_extent(class).0.to_be_bytes();
         let mut read = 0;
         let result = (|| {
-            for entry in self.store.records.range(&self.txn, &key_range(&first, &end))? {
+            // Open-ended, stopping at the first id of another class: a bounded range would
+            // compare every key with the end key.
+            for entry in self.store.records.range(&self.txn, &(Bound::Included(&first[..]), Bound::Unbounded))? {
                 let (key, value) = entry?;
-                read += 1;
                 let oid = read_u64_key(key, "record")?;
+                if oid_class(oid) != class {
+                    break;
+                }
+                read += 1;
                 if !visit(oid, unseal(oid, value)?)? {
                     break;
                 }
