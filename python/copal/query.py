@@ -331,11 +331,13 @@ class Query(Generic[T]):
     def _pending(self) -> tuple[list[Any], set[int]]:
         """Matching pending objects, and the ids to leave out of the stored scan."""
         tx = self._tx
+        pending_objects = tx._pending_objects()
+        if not pending_objects and not tx._deleted:
+            return [], set()
         deleted = frozenset(id(o) for o in tx._deleted)
         matches: Callable[[Any], bool] = (
             (lambda o: type(o) is self._cls) if self._only else (lambda o: isinstance(o, self._cls))
         )
-        pending_objects = tx._pending_objects()
         candidates = [o for o in pending_objects if matches(o)]
         overridden = [o for o in [*pending_objects, *tx._deleted] if o._p_oid is not None]
         candidates += self._through(overridden, {o._p_oid for o in candidates})

@@ -104,6 +104,8 @@ class Transaction:
         """Objects whose current state may differ from the snapshot (for read-your-writes)."""
         pending: dict[int, Any] = {}
         touched = [*self._added, *self._conn.changed_objects(), *self._conn.watched_objects()]
+        if not touched:
+            return []
         for obj in [*touched, *self._conn.unsaved_reachable(touched)]:
             pending[id(obj)] = obj
         return list(pending.values())
