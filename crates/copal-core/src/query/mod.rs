@@ -238,7 +238,9 @@ fn for_each_match(
     }
     let mut reader = Reader::new(snapshot, query);
     let mut top: Vec<Option<Value>> = Vec::with_capacity(names.len());
-    let mut test = |oid: Oid, record: &[u8]| -> Result<bool, StoreError> {
+    // `unverified` is the stored value (record and checksum) of a record whose checksum has not
+    // been checked yet: it is checked if the record matches, before anything uses it.
+    let mut test = |oid: Oid, record: &[u8], unverified: Option<&[u8]>| -> Result<bool, StoreError> {
         if query.exclude.contains(&oid) {
             return Ok(true);
         }
@@ -268,14 +270,19 @@ fn for_each_match(
         if let Some(error) = reader.failure.take() {
             return Err(error);
         }
+        if matched {
+            if let Some(value) = unverified {
+                crate::store::unseal(oid, value)?;
+            }
+        }
         Ok(!matched || visit(oid, record, keys))
     };
     match access {
         Access::Scan => {
             for &class in &query.classes {
                 let mut go_on = true;
-                snapshot.scan_extent(class, |oid, record| {
-                    go_on = test(oid, record)?;
+                snapshot.scan_extent_unverified(class, |oid, record, value| {
+                    go_on = test(oid, record, Some(value))?;
                     Ok(go_on)
                 })?;
                 if !go_on {
@@ -341,11 +348,12 @@ fn for_each_match(
 fn test_batch(
     snapshot: &Snapshot,
     candidates: &mut Vec<Oid>,
-    test: &mut impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
+    test: &mut impl FnMut(Oid, &[u8], Option<&[u8]>) -> Result<bool, StoreError>,
 ) -> Result<bool, StoreError> {
     for oid in candidates.drain(..) {
         if let Some(record) = snapshot.get(oid)? {
-            if !test(oid, record)? {
+            // `get` has verified the checksum.
+            if !test(oid, record, None)? {
                 return Ok(false);
             }
         }

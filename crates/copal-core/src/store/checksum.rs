@@ -66,6 +66,12 @@ pub fn seal(record: &[u8]) -> Vec<u8> {
     value
 }
 
+/// The record inside a stored value, without checking its checksum (decoders reject malformed
+/// bytes with an error, so reading it is safe; its values may be wrong if it is damaged).
+pub fn without_checksum(value: &[u8]) -> &[u8] {
+    &value[..value.len().saturating_sub(CHECKSUM_LEN)]
+}
+
 /// The record inside a stored value, after checking its checksum.
 pub fn unseal(oid: Oid, value: &[u8]) -> Result<&[u8], StoreError> {
     let corrupt = |source| StoreError::Corrupt { what: format!("record {oid:#x}"), source };

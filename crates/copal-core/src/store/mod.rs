@@ -13,6 +13,7 @@ mod stats;
 mod verify;
 
 pub use catalog::Catalog;
+pub use checksum::unseal;
 pub use commit::Commit;
 pub use error::StoreError;
 pub use index::{entry_oid, prefix_end, IndexDef};
