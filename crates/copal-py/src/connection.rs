@@ -224,7 +224,7 @@ impl Connection {
             match known {
                 Some(name) => name,
                 None => {
-                    self.with_snapshot(|s| s.all_descriptors().py_err().map(drop))?;
+                    self.with_snapshot(|s| s.refresh_catalog().py_err())?;
                     self.store.catalog().type_name(class_no).map(str::to_owned).ok_or_else(|| {
                         crate::errors::CorruptRecordError::new_err(format!("reference to unknown class number {class_no}"))
                     })?
@@ -762,7 +762,7 @@ impl Connection {
 
     /// The class numbers of the stored type names `names` (unknown names are skipped).
     fn class_numbers(&self, names: Vec<String>) -> PyResult<Vec<u16>> {
-        self.with_snapshot(|s| s.all_descriptors().py_err().map(drop))?;
+        self.with_snapshot(|s| s.refresh_catalog().py_err())?;
         let catalog = self.store.catalog();
         Ok(names.iter().filter_map(|n| catalog.class_no(n)).collect())
     }
