@@ -101,6 +101,15 @@ def _gc_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _backup(args: argparse.Namespace) -> int:
+    size = _on_database(args.db, lambda db: db.backup(args.dest))
+    if args.json:
+        print(json.dumps({"dest": args.dest, "bytes": size}))
+    else:
+        print(f"backed up {args.db} to {args.dest} ({size:,} bytes, compacted); restore by opening it")
+    return 0
+
+
 def _command(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
@@ -160,7 +169,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     gc.add_argument("--schema", action="store_true", required=True, help="collect values of removed fields")
     gc.add_argument("--purge", action="store_true", help="rewrite the records without them (default: report only)")
+    backup = _command(
+        commands,
+        "backup",
+        "consistent hot copy of a database into a new directory",
+        "copal backup bank.copal /backups/bank-2026-11-22",
+        description="Copies the database while other processes keep committing: the copy holds "
+        "exactly the commits made before it started, compacted (free space left out). The "
+        "destination must be a new or empty directory; to restore, open the copy (or move it "
+        "into place while no process has the database open).",
+    )
+    backup.add_argument("dest", help="new directory for the copy")
     args = parser.parse_args(argv)
+    if args.command == "backup":
+        return _backup(args)
     if args.command == "info":
         return _info(args)
     if args.command == "verify":

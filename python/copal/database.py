@@ -130,6 +130,15 @@ class Database:
         report: dict[str, Any] = self._store.gc_schema(purge)
         return report
 
+    def backup(self, dest: str | os.PathLike[str]) -> int:
+        """Copies the database into the new directory ``dest`` while other transactions go on,
+        and returns the copy's size in bytes. The copy holds exactly the commits made before
+        the backup started (one consistent snapshot) and is compacted (free space left out), so
+        it is often smaller than the original. Open it with :func:`copal.open` to restore.
+        See ``copal backup``."""
+        size: int = self._store.backup(os.fspath(dest))
+        return size
+
     def disk_size(self) -> int:
         """Bytes used by the database files."""
         size: int = self._store.disk_size()

@@ -54,6 +54,13 @@ impl Store {
         self.store.disk_size().py_err()
     }
 
+    /// A consistent, compacted hot copy of the store in the new directory `dest`; returns its
+    /// size in bytes.
+    fn backup(&self, py: Python<'_>, dest: PathBuf) -> PyResult<u64> {
+        let store = Arc::clone(&self.store);
+        py.detach(move || store.backup(&dest)).py_err()
+    }
+
     fn path(&self) -> PathBuf {
         self.store.path().to_owned()
     }

@@ -1,6 +1,7 @@
 //! Storage: the embedded LMDB store, its snapshots and its commit protocol (DESIGN.md §4,
 //! docs/ARCHITECTURE.md "Storage").
 
+mod backup;
 mod catalog;
 mod checksum;
 mod commit;
