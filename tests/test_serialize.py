@@ -40,6 +40,7 @@ import copal  # noqa: E402
 import reference_decoder as rd  # noqa: E402
 from copal import CorruptRecordError, Persistent, PersistentDict, PersistentList, SchemaError  # noqa: E402
 from helpers.compare import assert_same  # noqa: E402
+from helpers.fuzz_alloc_limit import zstd_zeros  # noqa: E402
 from helpers.models import Color, Holder, Item, Level, Node, Point, Tagged, TaggedDict, Vector  # noqa: E402
 from helpers.strategies import value_graphs, values  # noqa: E402
 from test_roundtrip import CONTAINERS, SCALARS  # noqa: E402
@@ -311,6 +312,39 @@ def test_loads_accepts_bytes_like() -> None:
     data = copal.dumps({"a": 1})
     assert copal.loads(bytearray(data)) == {"a": 1}
     assert copal.loads(memoryview(data)) == {"a": 1}
+
+
+@pytest.mark.parametrize("codec", ["zstd", "gzip"])
+def test_max_size_bounds_the_inflated_payload(codec: copal.serialize.Compression) -> None:
+    value = bytes(100_000)
+    data = copal.dumps(value, compress=codec)
+    body_size = len(read_header(copal.dumps(value))["payload"])
+    assert copal.loads(data, max_size=body_size) == value
+    with pytest.raises(CorruptRecordError, match=f"more than max_size = {body_size - 1} bytes"):
+        copal.loads(data, max_size=body_size - 1)
+    with pytest.raises(CorruptRecordError, match="max_size"):
+        copal.load(io.BytesIO(data), max_size=1000)
+    assert copal.load(io.BytesIO(data), max_size=body_size) == value
+
+
+def test_max_size_default_refuses_a_bomb_and_does_not_limit_uncompressed_streams() -> None:
+    # 300 MiB of zeros compress to about 10 KB of zstd; the default (256 MiB) stops inflating.
+    bomb = MAGIC + bytes([1, 1]) + _sized(zstd_zeros(300 << 20))  # version 1, zstd
+    with pytest.raises(CorruptRecordError, match=f"max_size = {copal.serialize.DEFAULT_MAX_SIZE} "):
+        copal.loads(bomb)
+    assert copal.loads(copal.dumps(bytes(5000)), max_size=10) == bytes(5000)
+
+
+@pytest.mark.parametrize(("max_size", "error"), [("1", TypeError), (True, TypeError), (-1, ValueError)], ids=str)
+def test_invalid_max_size(max_size: Any, error: type[Exception]) -> None:
+    with pytest.raises(error, match="max_size"):
+        copal.loads(copal.dumps(1), max_size=max_size)
+    with pytest.raises(error, match="max_size"):
+        copal.load(io.BytesIO(copal.dumps(1)), max_size=max_size)
+
+
+def _sized(payload: bytes) -> bytes:
+    return varint(len(payload)) + payload
 
 
 # -- files and streams ----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 from . import _core
 from .errors import CorruptRecordError
 
-__all__ = ["dumps", "loads", "dump", "load", "Compression"]
+__all__ = ["dumps", "loads", "dump", "load", "Compression", "DEFAULT_MAX_SIZE"]
 
 Codec: TypeAlias = Literal["zstd", "gzip"]
 #: The ``compress`` argument: a codec name, a ``(codec, level)`` pair, or ``None``.
@@ -27,6 +27,11 @@ _MAGIC = b"CPL1"
 _FIXED_HEADER = len(_MAGIC) + 2
 _MAX_VARINT = 10
 _CHUNK = 1 << 20
+
+#: The default ``max_size`` of :func:`loads` and :func:`load`: the most bytes a compressed payload
+#: may inflate to (docs/STREAM.md section 3). Large enough for any graph that fits comfortably in
+#: memory as Python objects, small enough that a decompression bomb cannot exhaust a process.
+DEFAULT_MAX_SIZE = 256 << 20
 
 
 class SupportsWrite(Protocol):
@@ -99,7 +104,15 @@ def dumps(obj: Any, *, compress: Compression = None) -> bytes:
     return _core.dumps_raw(obj, code, level)
 
 
-def loads(data: bytes | bytearray | memoryview) -> Any:
+def _checked_max_size(max_size: int) -> int:
+    if isinstance(max_size, bool) or not isinstance(max_size, int):
+        raise TypeError(f"max_size must be an int, not {type(max_size).__name__}")
+    if max_size < 0:
+        raise ValueError(f"max_size must not be negative, not {max_size}")
+    return max_size
+
+
+def loads(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
     """Rebuilds the object graph of a stream written by :func:`dumps`.
 
     The stream's compression is detected from its header. Classes are resolved as when loading
@@ -110,15 +123,21 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
 
     Args:
         data: Exactly one stream.
+        max_size: The most bytes a compressed payload may inflate to (256 MiB by default,
+            :data:`DEFAULT_MAX_SIZE`). Decompression stops, and loading fails, as soon as the
+            output would pass it, so a small hostile stream cannot make the process allocate
+            gigabytes. Uncompressed payloads are not limited: their size is that of ``data``.
 
     Returns:
         The root of the rebuilt graph.
 
     Raises:
         CorruptRecordError: ``data`` is not exactly one well-formed stream (wrong magic bytes,
-            truncated, trailing bytes, damaged compression or values).
+            truncated, trailing bytes, damaged compression or values), or its payload inflates
+            beyond ``max_size``.
         SchemaError: A class of the stream is not imported, or names something that may not be
             rebuilt that way (a function, a class defining ``__new__``, ...).
+        TypeError, ValueError: ``max_size`` is not a non-negative int.
 
     Example:
         >>> import copal
@@ -129,9 +148,10 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
         ...
         copal.errors.CorruptRecordError: corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")
     """
+    max_size = _checked_max_size(max_size)
     if not isinstance(data, bytes):
         data = bytes(data)
-    return _core.loads_raw(data)
+    return _core.loads_raw(data, max_size)
 
 
 def dump(obj: Any, file: SupportsWrite, *, compress: Compression = None) -> None:
@@ -157,7 +177,7 @@ def dump(obj: Any, file: SupportsWrite, *, compress: Compression = None) -> None
     file.write(dumps(obj, compress=compress))
 
 
-def load(file: SupportsRead) -> Any:
+def load(file: SupportsRead, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
     """Reads one stream from a binary file or stream and rebuilds its graph (see :func:`loads`).
 
     It reads exactly the bytes of one stream (the header gives its length), so it works on
@@ -165,6 +185,7 @@ def load(file: SupportsRead) -> Any:
 
     Args:
         file: A binary file or stream with a ``read`` method.
+        max_size: As for :func:`loads`.
 
     Returns:
         The root of the rebuilt graph.
@@ -180,6 +201,7 @@ def load(file: SupportsRead) -> Any:
         >>> copal.load(buffer)
         [1, 'two']
     """
+    max_size = _checked_max_size(max_size)
     head = _read(file, _FIXED_HEADER)
     if not head:
         raise EOFError("no copal stream: the file is at its end")
@@ -202,7 +224,7 @@ def load(file: SupportsRead) -> Any:
             break
     else:
         return loads(head + bytes(length_bytes))  # reports the malformed varint
-    return loads(head + bytes(length_bytes) + _read(file, length))
+    return loads(head + bytes(length_bytes) + _read(file, length), max_size=max_size)
 
 
 def _read(file: SupportsRead, size: int) -> bytes:

@@ -358,18 +358,37 @@ fn bad_compression(what: &str, detail: impl std::fmt::Display) -> PyErr {
     CorruptRecordError::new_err(format!("corrupt stream: the {what} payload does not decompress ({detail})"))
 }
 
-fn decompress<'py, 'a>(py: Python<'py>, flags: u8, payload: &'a [u8]) -> PyResult<Body<'py, 'a>> {
+/// The error of a payload that inflates beyond the caller's `max_size`.
+fn too_large(what: &str, max_size: usize) -> PyErr {
+    CorruptRecordError::new_err(format!(
+        "corrupt stream: the {what} payload inflates to more than max_size = {max_size} bytes; \
+         pass a larger max_size to loads/load if the stream is trusted"
+    ))
+}
+
+/// The body of a compressed payload, never more than `max_size` bytes (docs/FUZZING.md F5: a
+/// few kilobytes of compressed data can claim gigabytes, so inflating whole before decoding
+/// let any caller of `loads` be made to allocate without bound).
+fn decompress<'py, 'a>(py: Python<'py>, flags: u8, payload: &'a [u8], max_size: usize) -> PyResult<Body<'py, 'a>> {
     match flags & COMPRESSION_MASK {
         COMPRESSION_NONE => Ok(Body::Borrowed(payload)),
-        COMPRESSION_ZSTD => {
-            let out = py.detach(|| zstd::stream::decode_all(payload));
-            out.map(Body::Owned).map_err(|e| bad_compression("zstd", e))
-        }
+        COMPRESSION_ZSTD => match py.detach(|| inflate_zstd(payload, max_size)) {
+            Ok(body) => Ok(Body::Owned(body)),
+            Err(Inflate::TooLarge) => Err(too_large("zstd", max_size)),
+            Err(Inflate::Invalid(e)) => Err(bad_compression("zstd", e)),
+        },
         _ => {
-            // A decompression object, unlike zlib.decompress, reports data after the gzip
-            // member (`unused_data`), which a stream must not have.
+            // A decompression object, unlike zlib.decompress, bounds its output (`max_length`)
+            // and reports data after the gzip member (`unused_data`), which a stream must not
+            // have. Asking for one byte more than allowed tells "exactly max_size" from "more".
             let d = py.import("zlib")?.call_method1("decompressobj", (GZIP_WBITS,))?;
-            let out = d.call_method1("decompress", (PyBytes::new(py, payload),)).map_err(|e| bad_compression("gzip", e))?;
+            let limit = max_size.saturating_add(1).min(isize::MAX as usize);
+            let out = d
+                .call_method1("decompress", (PyBytes::new(py, payload), limit))
+                .map_err(|e| bad_compression("gzip", e))?;
+            if out.len()? > max_size {
+                return Err(too_large("gzip", max_size));
+            }
             let complete: bool = d.getattr("eof")?.extract()?;
             let unused: usize = d.getattr("unused_data")?.len()?;
             if !complete {
@@ -380,6 +399,41 @@ fn decompress<'py, 'a>(py: Python<'py>, flags: u8, payload: &'a [u8]) -> PyResul
             }
             Ok(Body::Python(out.cast_into::<PyBytes>()?))
         }
+    }
+}
+
+enum Inflate {
+    TooLarge,
+    Invalid(std::io::Error),
+}
+
+/// How much decompressed data is read at a time.
+const INFLATE_CHUNK: usize = 128 << 10;
+
+/// Inflates the zstd frames of `payload` with a streaming decoder. The output buffer grows
+/// with the data actually produced (never from a size the frame declares) and never past
+/// `max_size`: the error comes before the allocation would.
+fn inflate_zstd(payload: &[u8], max_size: usize) -> Result<Vec<u8>, Inflate> {
+    let mut decoder = zstd::stream::read::Decoder::with_buffer(payload).map_err(Inflate::Invalid)?;
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; INFLATE_CHUNK];
+    loop {
+        let n = match decoder.read(&mut chunk) {
+            Ok(0) => return Ok(out),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Inflate::Invalid(e)),
+        };
+        let needed = out.len() + n;
+        if needed > max_size {
+            return Err(Inflate::TooLarge);
+        }
+        if needed > out.capacity() {
+            // Doubling as Vec would, but capped at max_size so capacity obeys the bound too.
+            let target = (out.capacity() * 2).max(needed).min(max_size);
+            out.reserve_exact(target - out.len());
+        }
+        out.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -409,11 +463,12 @@ fn read_table(r: &mut Reader<'_>, py: Python<'_>) -> Result<Vec<Entry>, DecodeEr
     Ok(entries)
 }
 
-/// `copal.loads` without the argument handling: the object graph of stream `data`.
+/// `copal.loads` without the argument handling: the object graph of stream `data`, whose payload,
+/// if compressed, may inflate to at most `max_size` bytes.
 #[pyfunction]
-pub fn loads_raw<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: usize) -> PyResult<Bound<'py, PyAny>> {
     let payload = read_header(data)?;
-    let body = decompress(py, data[FLAGS_OFFSET], payload)?;
+    let body = decompress(py, data[FLAGS_OFFSET], payload, max_size)?;
     let mut r = Reader::new(body.bytes());
     let entries = read_table(&mut r, py).map_err(|e| corrupt("stream descriptor table", e))?;
     let registry = py.import("copal.persistent")?.getattr("registry")?.cast_into::<PyDict>()?;
