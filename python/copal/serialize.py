@@ -10,12 +10,13 @@ runs code named by the data: classes are looked up among already-imported module
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal, Protocol, TypeAlias
 
 from . import _core
 from .errors import CorruptRecordError
 
-__all__ = ["dumps", "loads", "dump", "load", "Compression", "DEFAULT_MAX_SIZE"]
+__all__ = ["dumps", "loads", "dump", "load", "pack_many", "Archive", "Compression", "DEFAULT_MAX_SIZE"]
 
 Codec: TypeAlias = Literal["zstd", "gzip"]
 #: The ``compress`` argument: a codec name, a ``(codec, level)`` pair, or ``None``.
@@ -28,10 +29,12 @@ _FIXED_HEADER = len(_MAGIC) + 2
 _MAX_VARINT = 10
 _CHUNK = 1 << 20
 
-#: The default ``max_size`` of :func:`loads` and :func:`load`: the most bytes a compressed payload
-#: may inflate to (docs/STREAM.md section 3). Large enough for any graph that fits comfortably in
-#: memory as Python objects, small enough that a decompression bomb cannot exhaust a process.
-DEFAULT_MAX_SIZE = 256 << 20
+#: The default ``max_size`` of :func:`loads`, :func:`load` and :class:`Archive` (256 MiB): the
+#: most bytes a compressed payload may inflate to (docs/STREAM.md section 3).
+DEFAULT_MAX_SIZE: int = _core.DEFAULT_MAX_SIZE
+
+#: A read-only sequence over the values of an archive written by :func:`pack_many`.
+Archive = _core.Archive
 
 
 class SupportsWrite(Protocol):
@@ -104,12 +107,37 @@ def dumps(obj: Any, *, compress: Compression = None) -> bytes:
     return _core.dumps_raw(obj, code, level)
 
 
-def _checked_max_size(max_size: int) -> int:
-    if isinstance(max_size, bool) or not isinstance(max_size, int):
-        raise TypeError(f"max_size must be an int, not {type(max_size).__name__}")
-    if max_size < 0:
-        raise ValueError(f"max_size must not be negative, not {max_size}")
-    return max_size
+def pack_many(objects: Iterable[Any], *, compress: Compression = None) -> bytes:
+    """Serializes many values into one archive, from which each is read back on its own.
+
+    Each value is encoded as by :func:`dumps`, with its own shared references and cycles (two
+    values of the archive never share an object when read back); the class descriptors are
+    stored once for the whole archive, and an index of offsets lets :class:`Archive` decode
+    value ``k`` without reading the others (layout: docs/STREAM.md section 10).
+
+    Args:
+        objects: The values, in order (any iterable).
+        compress: As for :func:`dumps`. A compressed archive is decompressed as a whole when
+            opened; an uncompressed one is read in place (a file is memory-mapped).
+
+    Returns:
+        The archive: the magic bytes ``b"CPA1"``, a version and flags byte, the section length,
+        and the section (descriptor table, values, offset index, count).
+
+    Raises:
+        TypeError, ValueError: As for :func:`dumps`.
+
+    Example:
+        >>> import copal
+        >>> data = copal.pack_many([{"n": i} for i in range(1000)])
+        >>> archive = copal.Archive(data)
+        >>> len(archive), archive[7], archive[-1]
+        (1000, {'n': 7}, {'n': 999})
+        >>> archive[1:3]
+        [{'n': 1}, {'n': 2}]
+    """
+    code, level = _compression(compress)
+    return _core.pack_many_raw(objects, code, level)
 
 
 def loads(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
@@ -148,7 +176,6 @@ def loads(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_S
         ...
         copal.errors.CorruptRecordError: corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")
     """
-    max_size = _checked_max_size(max_size)
     if not isinstance(data, bytes):
         data = bytes(data)
     return _core.loads_raw(data, max_size)
@@ -201,7 +228,6 @@ def load(file: SupportsRead, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
         >>> copal.load(buffer)
         [1, 'two']
     """
-    max_size = _checked_max_size(max_size)
     head = _read(file, _FIXED_HEADER)
     if not head:
         raise EOFError("no copal stream: the file is at its end")
