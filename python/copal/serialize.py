@@ -11,14 +11,16 @@ runs code named by the data: classes are looked up among already-imported module
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias, overload
 
 from . import _core
 from .errors import CorruptRecordError
 
-__all__ = ["dumps", "loads", "dump", "load", "pack_many", "Archive", "Compression", "DEFAULT_MAX_SIZE"]
+__all__ = ["dumps", "loads", "dump", "load", "pack_many", "Archive", "Compression", "Format", "DEFAULT_MAX_SIZE"]
 
 Codec: TypeAlias = Literal["zstd", "gzip"]
+#: The ``format`` argument of :func:`dumps`.
+Format: TypeAlias = Literal["binary", "json"]
 #: The ``compress`` argument: a codec name, a ``(codec, level)`` pair, or ``None``.
 Compression: TypeAlias = Codec | tuple[Codec, int] | None
 
@@ -28,6 +30,8 @@ _MAGIC = b"CPL1"
 _FIXED_HEADER = len(_MAGIC) + 2
 _MAX_VARINT = 10
 _CHUNK = 1 << 20
+# The blanks JSON allows before a document (RFC 8259 section 2).
+_JSON_BLANKS = b" \t\n\r"
 
 #: The default ``max_size`` of :func:`loads`, :func:`load` and :class:`Archive` (256 MiB): the
 #: most bytes a compressed payload may inflate to (docs/STREAM.md section 3).
@@ -66,7 +70,11 @@ def _compression(compress: Compression) -> tuple[int, int | None]:
     return code, level
 
 
-def dumps(obj: Any, *, compress: Compression = None) -> bytes:
+@overload
+def dumps(obj: Any, *, compress: Compression = None, format: Literal["binary"] = "binary") -> bytes: ...
+@overload
+def dumps(obj: Any, *, compress: None = None, format: Literal["json"]) -> str: ...
+def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") -> bytes | str:
     """Serializes the object graph of ``obj`` into a standalone stream.
 
     Everything a copal record can hold may appear in the graph (docs/FORMAT.md section 10),
@@ -79,15 +87,22 @@ def dumps(obj: Any, *, compress: Compression = None) -> bytes:
         compress: ``"zstd"`` (level 3) or ``"gzip"`` (level 6) to compress the payload, or a
             ``(codec, level)`` pair: zstd accepts -131072 to 22 (negative levels are faster),
             gzip 0 to 9. :func:`loads` detects the compression by itself.
+        format: ``"binary"`` (the stream of docs/STREAM.md) or ``"json"``: a JSON document
+            (docs/TEXT_FORMATS.md) that other languages can read, with JSON's own types where
+            they fit and ``$``-tagged objects elsewhere (``{"$set": [...]}``, ``{"$type":
+            "mod.Class", ...fields}``, ``{"$ref": n}`` for shared objects). JSON is not
+            compressed. :func:`loads` detects the format by itself.
 
     Returns:
-        The stream: the magic bytes ``b"CPL1"``, a version and flags byte, the payload length,
-        and the payload (the class descriptors, then the value).
+        The stream (bytes): the magic bytes ``b"CPL1"``, a version and flags byte, the payload
+        length, and the payload (the class descriptors, then the value); or, with
+        ``format="json"``, the JSON document (str).
 
     Raises:
         TypeError: The graph holds a value copal cannot store (the message names its path), or
             a tuple that contains itself through a mutable container.
-        ValueError: Values are nested deeper than 256 levels, or ``compress`` is invalid.
+        ValueError: Values are nested deeper than 256 levels, or ``compress`` or ``format`` is
+            invalid.
 
     Example:
         >>> import copal
@@ -102,7 +117,15 @@ def dumps(obj: Any, *, compress: Compression = None) -> bytes:
         True
         >>> copal.loads(copal.dumps(list(range(1000)), compress=("zstd", 9)))[-1]
         999
+        >>> copal.dumps({"tags": {"x"}, "n": 1}, format="json")
+        '{"$copal":1,"value":{"tags":{"$set":["x"]},"n":1}}'
     """
+    if format == "json":
+        if compress is not None:
+            raise ValueError("a JSON document is not compressed: use compress=None with format='json'")
+        return _core.dumps_json_raw(obj)
+    if format != "binary":
+        raise ValueError(f"unknown format {format!r}: use 'binary' or 'json'")
     code, level = _compression(compress)
     return _core.dumps_raw(obj, code, level)
 
@@ -140,17 +163,18 @@ def pack_many(objects: Iterable[Any], *, compress: Compression = None) -> bytes:
     return _core.pack_many_raw(objects, code, level)
 
 
-def loads(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
-    """Rebuilds the object graph of a stream written by :func:`dumps`.
+def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
+    """Rebuilds the object graph of a stream or JSON document written by :func:`dumps`.
 
-    The stream's compression is detected from its header. Classes are resolved as when loading
+    The format is detected: a ``str``, or bytes whose first non-blank byte is ``{``, is a JSON
+    document (UTF-8); other bytes are a stream, whose compression is detected from its header. Classes are resolved as when loading
     from a database: persistent classes by their stored name (including
     ``__copal_aliases__``), other classes among modules already imported; nothing is imported
     and no constructor, ``__new__`` or ``__setstate__`` runs. Persistent objects come back
     unsaved (``_p_status == "unsaved"``), attached to no database.
 
     Args:
-        data: Exactly one stream.
+        data: Exactly one stream or JSON document.
         max_size: The most bytes a compressed payload may inflate to (256 MiB by default,
             :data:`DEFAULT_MAX_SIZE`). Decompression stops, and loading fails, as soon as the
             output would pass it, so a small hostile stream cannot make the process allocate
@@ -162,7 +186,7 @@ def loads(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_S
     Raises:
         CorruptRecordError: ``data`` is not exactly one well-formed stream (wrong magic bytes,
             truncated, trailing bytes, damaged compression or values), or its payload inflates
-            beyond ``max_size``.
+            beyond ``max_size``; or it is not a JSON document of docs/TEXT_FORMATS.md.
         SchemaError: A class of the stream is not imported, or names something that may not be
             rebuilt that way (a function, a class defining ``__new__``, ...).
         TypeError, ValueError: ``max_size`` is not a non-negative int.
@@ -176,8 +200,16 @@ def loads(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_S
         ...
         copal.errors.CorruptRecordError: corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")
     """
+    if isinstance(data, str):
+        return _core.loads_json_raw(data)
     if not isinstance(data, bytes):
         data = bytes(data)
+    if data.lstrip(_JSON_BLANKS)[:1] == b"{":
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptRecordError(f"corrupt JSON document: not UTF-8 ({e})") from None
+        return _core.loads_json_raw(text)
     return _core.loads_raw(data, max_size)
 
 

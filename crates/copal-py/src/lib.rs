@@ -17,6 +17,7 @@ mod pytypes;
 mod stats;
 mod standalone;
 mod strings;
+mod text;
 
 use pyo3::prelude::*;
 
@@ -31,5 +32,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(standalone::loads_raw, m)?)?;
     m.add_function(wrap_pyfunction!(archive::pack_many_raw, m)?)?;
     m.add_class::<archive::Archive>()?;
+    m.add_function(wrap_pyfunction!(text::dumps_json_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(text::loads_json_raw, m)?)?;
     Ok(())
 }

@@ -112,17 +112,21 @@ pub fn dumps_raw<'py>(
     compression: u8,
     level: Option<i32>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let (count, table, value) = {
-        // Encoding allocates containers (materialized instance dicts) that cannot become garbage
-        // before it ends: collections meanwhile would only walk the growing heap.
-        let _gc = GcPause::new(py);
-        let mut sink = StreamSink::default();
-        let value = Encoder::new(&mut sink).standalone(obj)?;
-        let mut count = Writer::new();
-        count.varint(u64::from(sink.count));
-        (count.buf, std::mem::take(&mut sink.table.buf), value)
-    };
+    let [count, table, value] = encode_body(py, obj)?;
     framed(py, &STREAM, 0, &[&count, &table, &value], compression, level)
+}
+
+/// The body of the stream of `obj` (docs/STREAM.md section 4) in three parts: the descriptor
+/// count, the descriptor entries and the value.
+pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<[Vec<u8>; 3]> {
+    // Encoding allocates containers (materialized instance dicts) that cannot become garbage
+    // before it ends: collections meanwhile would only walk the growing heap.
+    let _gc = GcPause::new(py);
+    let mut sink = StreamSink::default();
+    let value = Encoder::new(&mut sink).standalone(obj)?;
+    let mut count = Writer::new();
+    count.varint(u64::from(sink.count));
+    Ok([count.buf, std::mem::take(&mut sink.table.buf), value])
 }
 
 /// The concatenation of `parts` compressed with `compression` (a level checked by
@@ -527,7 +531,12 @@ pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>
     let max_size = checked_max_size(max_size)?;
     let (flags, payload) = read_header(data, &STREAM)?;
     let body = decompress(py, flags, payload, max_size)?;
-    let mut r = Reader::new(body.bytes());
+    decode_body(py, body.bytes())
+}
+
+/// The object graph of a stream body (docs/STREAM.md section 4).
+pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    let mut r = Reader::new(body);
     let entries = read_table(&mut r, py).map_err(|e| corrupt("stream descriptor table", e))?;
     let registry = py.import("copal.persistent")?.getattr("registry")?.cast_into::<PyDict>()?;
     let resolver = StreamResolver::new(registry, &entries);

@@ -1,0 +1,894 @@
+//! The JSON form of a stream body (docs/TEXT_FORMATS.md): `{"$copal": 1, "value": ...}`, with
+//! JSON's own types where they fit and `$`-tagged objects where JSON cannot express a type.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+
+use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError};
+use crate::format::{TzInfo, Value};
+
+/// The version of the JSON mapping, written as `"$copal"`.
+pub const JSON_VERSION: u64 = 1;
+
+/// JSON nesting allowed on input: a value of depth 256 (FORMAT.md's limit) takes at most two
+/// JSON levels per value level (`{"$tuple": [...]}`), plus the document's own object.
+const MAX_JSON_DEPTH: usize = 2 * 256 + 8;
+
+// -- writing ------------------------------------------------------------------------------------
+
+/// The JSON document of a stream body.
+pub fn to_json(body: &Body) -> Result<String, TextError> {
+    let mut targets = HashSet::new();
+    back_ref_targets(&body.value, &mut targets);
+    let mut w = JsonWriter { out: String::with_capacity(64), table: &body.table, targets, slot: 0 };
+    w.out.push_str("{\"$copal\":1,\"value\":");
+    w.value(&body.value)?;
+    w.out.push('}');
+    Ok(w.out)
+}
+
+/// The memo slots that back-references point to: only those get a `"$id"`.
+fn back_ref_targets(value: &Value, out: &mut HashSet<u32>) {
+    match value {
+        Value::BackRef(slot) => {
+            out.insert(*slot);
+        }
+        Value::List(items) | Value::Tuple(items) | Value::Set(items) | Value::FrozenSet(items) => {
+            items.iter().for_each(|v| back_ref_targets(v, out));
+        }
+        Value::Dict(pairs) => pairs.iter().for_each(|(k, v)| {
+            back_ref_targets(k, out);
+            back_ref_targets(v, out);
+        }),
+        Value::Object { fields, .. } => fields.iter().for_each(|v| back_ref_targets(v, out)),
+        Value::Subclass { base, fields, .. } => {
+            back_ref_targets(base, out);
+            fields.iter().for_each(|v| back_ref_targets(v, out));
+        }
+        _ => {}
+    }
+}
+
+struct JsonWriter<'a> {
+    out: String,
+    table: &'a [TableEntry],
+    targets: HashSet<u32>,
+    /// The next memo slot (docs/FORMAT.md section 7), counted as the binary decoder counts.
+    slot: u32,
+}
+
+impl JsonWriter<'_> {
+    fn entry(&self, descriptor: u32) -> Result<&TableEntry, TextError> {
+        self.table.get(descriptor as usize).ok_or(TextError::Body(crate::format::DecodeError::UnknownDescriptor { id: descriptor }))
+    }
+
+    /// Takes the next memo slot and opens a tagged object, with `"$id"` first when the value is
+    /// the target of a back-reference.
+    fn open_memo(&mut self) {
+        let slot = self.slot;
+        self.slot += 1;
+        self.out.push('{');
+        if self.targets.contains(&slot) {
+            let _ = write!(self.out, "\"$id\":{slot},");
+        }
+    }
+
+    fn key(&mut self, key: &str) {
+        string(&mut self.out, key);
+        self.out.push(':');
+    }
+
+    /// A dict key or field name: one more `$` in front of a name that starts with `$`, so that
+    /// it cannot be taken for a tag.
+    fn escaped_key(&mut self, key: &str) {
+        if key.starts_with('$') {
+            self.out.push_str("\"$");
+            escape_into(&mut self.out, key);
+            self.out.push_str("\":");
+        } else {
+            self.key(key);
+        }
+    }
+
+    fn items(&mut self, items: &[Value]) -> Result<(), TextError> {
+        self.out.push('[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.out.push(',');
+            }
+            self.value(item)?;
+        }
+        self.out.push(']');
+        Ok(())
+    }
+
+    fn tagged_items(&mut self, tag: &str, items: &[Value]) -> Result<(), TextError> {
+        self.open_memo();
+        self.key(tag);
+        self.items(items)?;
+        self.out.push('}');
+        Ok(())
+    }
+
+    fn tagged_str(&mut self, tag: &str, text: &str) {
+        self.out.push('{');
+        self.key(tag);
+        string(&mut self.out, text);
+        self.out.push('}');
+    }
+
+    fn float(&mut self, f: f64) {
+        if f.is_finite() {
+            // Debug is the shortest text that reads back as the same f64, and always has a `.`
+            // or an exponent, so it reads back as a float, not an int.
+            let _ = write!(self.out, "{f:?}");
+        } else {
+            let text = if f.is_nan() { "nan" } else if f > 0.0 { "inf" } else { "-inf" };
+            self.tagged_str("$float", text);
+        }
+    }
+
+    /// `{"$datetime"|"$time": iso, "$zone": name, "$fold": 1}`, the last two when they apply.
+    fn clock_value(&mut self, tag: &str, mut text: String, tz: &TzInfo, fold: bool) {
+        if let TzInfo::Offset(micros) = tz {
+            clock::write_offset(*micros, &mut text);
+        }
+        self.out.push('{');
+        self.key(tag);
+        string(&mut self.out, &text);
+        if let TzInfo::Named(zone) = tz {
+            self.out.push(',');
+            self.key("$zone");
+            string(&mut self.out, &zone);
+        }
+        if fold {
+            self.out.push_str(",\"$fold\":1");
+        }
+        self.out.push('}');
+    }
+
+    fn fields(&mut self, names: &[String], values: &[Value]) -> Result<(), TextError> {
+        for (name, value) in names.iter().zip(values) {
+            self.out.push(',');
+            self.escaped_key(name);
+            self.value(value)?;
+        }
+        Ok(())
+    }
+
+    fn value(&mut self, value: &Value) -> Result<(), TextError> {
+        match value {
+            Value::None => self.out.push_str("null"),
+            Value::Bool(b) => self.out.push_str(if *b { "true" } else { "false" }),
+            Value::Int(i) => {
+                let _ = write!(self.out, "{i}");
+            }
+            Value::BigInt(bytes) => self.out.push_str(&bigint::to_decimal(bytes)),
+            Value::Float(f) => self.float(*f),
+            Value::Complex(re, im) => {
+                self.out.push_str("{\"$complex\":[");
+                self.float(*re);
+                self.out.push(',');
+                self.float(*im);
+                self.out.push_str("]}");
+            }
+            Value::Str(s) => string(&mut self.out, s),
+            Value::StrSurrogates(bytes) => self.base64("$surrogates", bytes, false),
+            Value::Bytes(bytes) => self.base64("$bytes", bytes, false),
+            Value::ByteArray(bytes) => self.base64("$bytearray", bytes, true),
+            Value::List(items) => {
+                if self.targets.contains(&self.slot) {
+                    self.tagged_items("$list", items)?;
+                } else {
+                    self.slot += 1;
+                    self.items(items)?;
+                }
+            }
+            Value::Tuple(items) => self.tagged_items("$tuple", items)?,
+            Value::Set(items) => self.tagged_items("$set", items)?,
+            Value::FrozenSet(items) => self.tagged_items("$frozenset", items)?,
+            Value::Dict(pairs) => {
+                self.open_memo();
+                if pairs.iter().all(|(k, _)| matches!(k, Value::Str(_))) {
+                    for (i, (k, v)) in pairs.iter().enumerate() {
+                        if i > 0 {
+                            self.out.push(',');
+                        }
+                        let Value::Str(k) = k else { unreachable!("checked above") };
+                        self.escaped_key(k);
+                        self.value(v)?;
+                    }
+                } else {
+                    self.key("$dict");
+                    self.out.push('[');
+                    for (i, (k, v)) in pairs.iter().enumerate() {
+                        self.out.push_str(if i > 0 { ",[" } else { "[" });
+                        self.value(k)?;
+                        self.out.push(',');
+                        self.value(v)?;
+                        self.out.push(']');
+                    }
+                    self.out.push(']');
+                }
+                self.out.push('}');
+            }
+            Value::DateTime { micros, tz, fold } => {
+                let mut text = String::new();
+                clock::write_datetime(*micros, &mut text);
+                self.clock_value("$datetime", text, tz, *fold);
+            }
+            Value::Date { days } => {
+                let mut text = String::new();
+                clock::write_date(*days, &mut text);
+                self.tagged_str("$date", &text);
+            }
+            Value::Time { micros, tz, fold } => {
+                let mut text = String::new();
+                clock::write_clock(*micros, &mut text);
+                self.clock_value("$time", text, tz, *fold);
+            }
+            Value::TimeDelta { days, seconds, micros } => {
+                let _ = write!(self.out, "{{\"$timedelta\":[{days},{seconds},{micros}]}}");
+            }
+            Value::Decimal(text) => self.tagged_str("$decimal", text),
+            Value::Uuid(bytes) => {
+                let mut text = String::new();
+                clock::write_uuid(bytes, &mut text);
+                self.tagged_str("$uuid", &text);
+            }
+            Value::Enum { descriptor, member } => {
+                let entry = self.entry(*descriptor)?;
+                let type_name = entry.type_name.clone();
+                self.out.push('{');
+                self.key("$enum");
+                string(&mut self.out, &type_name);
+                self.out.push(',');
+                self.key("$member");
+                string(&mut self.out, member);
+                self.out.push('}');
+            }
+            Value::Ref(_) => return Err(mapping("a stream holds no references to stored objects")),
+            Value::Object { descriptor, fields } => {
+                let entry = self.entry(*descriptor)?;
+                let (tag, type_name, names) = (if entry.persistent { "$persistent" } else { "$type" }, entry.type_name.clone(), entry.fields.clone());
+                self.open_memo();
+                self.key(tag);
+                string(&mut self.out, &type_name);
+                self.fields(&names, fields)?;
+                self.out.push('}');
+            }
+            Value::Subclass { descriptor, base, fields } => {
+                let entry = self.entry(*descriptor)?;
+                let (type_name, names) = (entry.type_name.clone(), entry.fields.clone());
+                self.open_memo();
+                self.key("$subclass");
+                string(&mut self.out, &type_name);
+                self.out.push(',');
+                self.key("$base");
+                self.value(base)?;
+                self.fields(&names, fields)?;
+                self.out.push('}');
+            }
+            Value::BackRef(slot) => {
+                let _ = write!(self.out, "{{\"$ref\":{slot}}}");
+            }
+        }
+        Ok(())
+    }
+
+    fn base64(&mut self, tag: &str, bytes: &[u8], memo: bool) {
+        if memo {
+            self.open_memo();
+        } else {
+            self.out.push('{');
+        }
+        self.key(tag);
+        self.out.push('"');
+        base64::encode(bytes, &mut self.out);
+        self.out.push_str("\"}");
+    }
+}
+
+fn string(out: &mut String, s: &str) {
+    out.push('"');
+    escape_into(out, s);
+    out.push('"');
+}
+
+/// JSON string contents: `"`, `\` and control characters escaped, everything else as UTF-8.
+fn escape_into(out: &mut String, s: &str) {
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1F => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+}
+
+// -- reading ------------------------------------------------------------------------------------
+
+/// A parsed JSON value; numbers keep their text so that integers of any size survive.
+#[derive(Debug)]
+enum Json<'a> {
+    Null,
+    Bool(bool),
+    Number(&'a str),
+    Str(String),
+    Array(Vec<Json<'a>>),
+    Object(Vec<(String, Json<'a>)>),
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn fail(&self, message: &str) -> TextError {
+        TextError::Syntax { offset: self.at, message: message.to_owned() }
+    }
+
+    fn ws(&mut self) {
+        let bytes = self.text.as_bytes();
+        while self.at < bytes.len() && matches!(bytes[self.at], b' ' | b'\t' | b'\n' | b'\r') {
+            self.at += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn expect(&mut self, c: u8) -> Result<(), TextError> {
+        self.ws();
+        if self.peek() == Some(c) {
+            self.at += 1;
+            Ok(())
+        } else {
+            Err(self.fail(&format!("expected '{}'", c as char)))
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Json<'a>, TextError> {
+        if depth > MAX_JSON_DEPTH {
+            return Err(self.fail("nested too deeply"));
+        }
+        self.ws();
+        match self.peek() {
+            Some(b'{') => {
+                self.at += 1;
+                let mut members = Vec::new();
+                self.ws();
+                if self.peek() == Some(b'}') {
+                    self.at += 1;
+                    return Ok(Json::Object(members));
+                }
+                loop {
+                    self.ws();
+                    let key = self.string()?;
+                    self.expect(b':')?;
+                    members.push((key, self.value(depth + 1)?));
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.at += 1,
+                        Some(b'}') => {
+                            self.at += 1;
+                            return Ok(Json::Object(members));
+                        }
+                        _ => return Err(self.fail("expected ',' or '}'")),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.at += 1;
+                let mut items = Vec::new();
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.at += 1;
+                    return Ok(Json::Array(items));
+                }
+                loop {
+                    items.push(self.value(depth + 1)?);
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.at += 1,
+                        Some(b']') => {
+                            self.at += 1;
+                            return Ok(Json::Array(items));
+                        }
+                        _ => return Err(self.fail("expected ',' or ']'")),
+                    }
+                }
+            }
+            Some(b'"') => Ok(Json::Str(self.string()?)),
+            Some(b't') => self.literal("true", Json::Bool(true)),
+            Some(b'f') => self.literal("false", Json::Bool(false)),
+            Some(b'n') => self.literal("null", Json::Null),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => Err(self.fail("expected a value")),
+        }
+    }
+
+    fn literal(&mut self, word: &str, value: Json<'a>) -> Result<Json<'a>, TextError> {
+        if self.text[self.at..].starts_with(word) {
+            self.at += word.len();
+            Ok(value)
+        } else {
+            Err(self.fail("expected a value"))
+        }
+    }
+
+    /// A number in RFC 8259 syntax, kept as text.
+    fn number(&mut self) -> Result<Json<'a>, TextError> {
+        let start = self.at;
+        let bytes = self.text.as_bytes();
+        let digits = |at: &mut usize| {
+            let from = *at;
+            while *at < bytes.len() && bytes[*at].is_ascii_digit() {
+                *at += 1;
+            }
+            *at - from
+        };
+        let mut at = self.at;
+        if bytes.get(at) == Some(&b'-') {
+            at += 1;
+        }
+        let int_start = at;
+        let n = digits(&mut at);
+        if n == 0 || (n > 1 && bytes[int_start] == b'0') {
+            return Err(self.fail("malformed number"));
+        }
+        if bytes.get(at) == Some(&b'.') {
+            at += 1;
+            if digits(&mut at) == 0 {
+                return Err(self.fail("malformed number"));
+            }
+        }
+        if matches!(bytes.get(at), Some(b'e' | b'E')) {
+            at += 1;
+            if matches!(bytes.get(at), Some(b'+' | b'-')) {
+                at += 1;
+            }
+            if digits(&mut at) == 0 {
+                return Err(self.fail("malformed number"));
+            }
+        }
+        self.at = at;
+        Ok(Json::Number(&self.text[start..at]))
+    }
+
+    fn string(&mut self) -> Result<String, TextError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.fail("expected a string"));
+        }
+        self.at += 1;
+        let bytes = self.text.as_bytes();
+        let mut out = String::new();
+        let mut start = self.at;
+        loop {
+            let Some(&b) = bytes.get(self.at) else {
+                return Err(self.fail("unterminated string"));
+            };
+            match b {
+                b'"' => {
+                    out.push_str(&self.text[start..self.at]);
+                    self.at += 1;
+                    return Ok(out);
+                }
+                b'\\' => {
+                    out.push_str(&self.text[start..self.at]);
+                    self.at += 1;
+                    self.escape(&mut out)?;
+                    start = self.at;
+                }
+                0x00..=0x1F => return Err(self.fail("control character in a string")),
+                _ => self.at += 1,
+            }
+        }
+    }
+
+    fn escape(&mut self, out: &mut String) -> Result<(), TextError> {
+        let c = self.peek().ok_or_else(|| self.fail("unterminated string"))?;
+        self.at += 1;
+        let simple = match c {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let first = self.hex4()?;
+                let code = if (0xD800..0xDC00).contains(&first) && self.text[self.at..].starts_with("\\u") {
+                    self.at += 2;
+                    let second = self.hex4()?;
+                    if !(0xDC00..0xE000).contains(&second) {
+                        return Err(self.fail("unpaired surrogate escape (copal writes lone surrogates as $surrogates)"));
+                    }
+                    0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+                } else {
+                    first
+                };
+                char::from_u32(code).ok_or_else(|| self.fail("unpaired surrogate escape (copal writes lone surrogates as $surrogates)"))?
+            }
+            _ => return Err(self.fail("unknown escape")),
+        };
+        out.push(simple);
+        Ok(())
+    }
+
+    fn hex4(&mut self) -> Result<u32, TextError> {
+        let digits = self.text.get(self.at..self.at + 4).ok_or_else(|| self.fail("short \\u escape"))?;
+        let value = u32::from_str_radix(digits, 16).map_err(|_| self.fail("bad \\u escape"))?;
+        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(self.fail("bad \\u escape"));
+        }
+        self.at += 4;
+        Ok(value)
+    }
+}
+
+/// The stream body of a JSON document.
+pub fn from_json(text: &str) -> Result<Body, TextError> {
+    let mut parser = Parser { text, at: 0 };
+    let doc = parser.value(0)?;
+    parser.ws();
+    if parser.at != text.len() {
+        return Err(parser.fail("text after the document"));
+    }
+    let Json::Object(members) = doc else {
+        return Err(mapping("the document is not a JSON object {\"$copal\": 1, \"value\": ...}"));
+    };
+    let mut version = None;
+    let mut value = None;
+    for (key, member) in members {
+        match (key.as_str(), member) {
+            ("$copal", Json::Number(n)) => version = Some(n),
+            ("value", v) => value = Some(v),
+            (other, _) => return Err(mapping(format!("unexpected member {other:?} in the document"))),
+        }
+    }
+    match version {
+        Some(v) if v.parse::<u64>() == Ok(JSON_VERSION) => {}
+        Some(v) => return Err(mapping(format!("version {v} is not supported by this copal (reads version {JSON_VERSION})"))),
+        None => return Err(mapping("the document has no \"$copal\" version")),
+    }
+    let value = value.ok_or_else(|| mapping("the document has no \"value\""))?;
+    let mut build = Build { table: Vec::new(), index: HashMap::new(), slot: 0, ids: HashMap::new() };
+    let value = build.value(&value)?;
+    Ok(Body { table: build.table, value })
+}
+
+/// Builds the value tree (and its descriptor table) of a parsed document.
+struct Build {
+    table: Vec<TableEntry>,
+    index: HashMap<(bool, String, Vec<String>), u32>,
+    slot: u32,
+    /// `"$id"` numbers to memo slots.
+    ids: HashMap<u64, u32>,
+}
+
+/// Tags that make a JSON object something other than a dict (docs/TEXT_FORMATS.md).
+const KIND_TAGS: [&str; 21] = [
+    "$ref", "$list", "$tuple", "$set", "$frozenset", "$dict", "$type", "$persistent", "$subclass", "$enum",
+    "$bytes", "$bytearray", "$surrogates", "$float", "$complex", "$datetime", "$date", "$time", "$timedelta",
+    "$decimal", "$uuid",
+];
+
+fn is_tag(key: &str) -> bool {
+    key.starts_with('$') && !key.starts_with("$$")
+}
+
+/// A dict key or field name as written, without the escaping `$`.
+fn unescape(key: &str) -> String {
+    if key.starts_with("$$") { key[1..].to_owned() } else { key.to_owned() }
+}
+
+impl Build {
+    fn take_slot(&mut self, id: Option<&Json<'_>>) -> Result<(), TextError> {
+        let slot = self.slot;
+        self.slot += 1;
+        if let Some(id) = id {
+            let id = as_u64(id).ok_or_else(|| mapping("\"$id\" must be a non-negative integer"))?;
+            if self.ids.insert(id, slot).is_some() {
+                return Err(mapping(format!("\"$id\" {id} is defined twice")));
+            }
+        }
+        Ok(())
+    }
+
+    fn descriptor(&mut self, persistent: bool, type_name: &str, fields: Vec<String>) -> u32 {
+        let key = (persistent, type_name.to_owned(), fields);
+        if let Some(&id) = self.index.get(&key) {
+            return id;
+        }
+        let id = self.table.len() as u32;
+        self.table.push(TableEntry { persistent, type_name: key.1.clone(), fields: key.2.clone() });
+        self.index.insert(key, id);
+        id
+    }
+
+    fn items(&mut self, json: &Json<'_>, what: &str) -> Result<Vec<Value>, TextError> {
+        match json {
+            Json::Array(items) => items.iter().map(|j| self.value(j)).collect(),
+            _ => Err(mapping(format!("{what} must be an array"))),
+        }
+    }
+
+    fn value(&mut self, json: &Json<'_>) -> Result<Value, TextError> {
+        Ok(match json {
+            Json::Null => Value::None,
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Number(n) => number(n)?,
+            Json::Str(s) => Value::Str(s.clone()),
+            Json::Array(_) => {
+                self.take_slot(None)?;
+                Value::List(self.items(json, "a list")?)
+            }
+            Json::Object(members) => self.object(members)?,
+        })
+    }
+
+    fn object(&mut self, members: &[(String, Json<'_>)]) -> Result<Value, TextError> {
+        let get = |name: &str| members.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        let kind = members.iter().map(|(k, _)| k.as_str()).find(|k| KIND_TAGS.contains(k));
+        let id = get("$id");
+        let allowed: &[&str] = match kind {
+            Some("$datetime" | "$time") => &["$zone", "$fold"],
+            Some("$subclass") => &["$base", "$id"],
+            Some("$enum") => &["$member"],
+            Some("$ref" | "$bytes" | "$surrogates" | "$float" | "$complex" | "$date" | "$timedelta" | "$decimal" | "$uuid") => &[],
+            _ => &["$id"],
+        };
+        let fields_allowed = matches!(kind, None | Some("$type" | "$persistent" | "$subclass"));
+        for (key, _) in members {
+            let is_kind = Some(key.as_str()) == kind;
+            if is_tag(key) && !is_kind && !allowed.contains(&key.as_str()) {
+                return Err(mapping(format!("unexpected {key:?} in {}", kind.unwrap_or("a dict"))));
+            }
+            if !is_tag(key) && !fields_allowed {
+                return Err(mapping(format!("unexpected {key:?} in {}", kind.unwrap_or("a dict"))));
+            }
+        }
+        let Some(kind) = kind else {
+            self.take_slot(id)?;
+            let pairs = members
+                .iter()
+                .filter(|(k, _)| !is_tag(k))
+                .map(|(k, v)| Ok((Value::Str(unescape(k)), self.value(v)?)))
+                .collect::<Result<_, TextError>>()?;
+            return Ok(Value::Dict(pairs));
+        };
+        let arg = get(kind).expect("the kind is a member");
+        let text = |what: &str| match arg {
+            Json::Str(s) => Ok(s.as_str()),
+            _ => Err(mapping(format!("{kind} needs a string ({what})"))),
+        };
+        Ok(match kind {
+            "$ref" => {
+                let id = as_u64(arg).ok_or_else(|| mapping("\"$ref\" must be a non-negative integer"))?;
+                let slot = self.ids.get(&id).ok_or_else(|| mapping(format!("\"$ref\" {id} names no earlier \"$id\"")))?;
+                Value::BackRef(*slot)
+            }
+            "$list" | "$tuple" | "$set" | "$frozenset" => {
+                self.take_slot(id)?;
+                let items = self.items(arg, kind)?;
+                match kind {
+                    "$list" => Value::List(items),
+                    "$tuple" => Value::Tuple(items),
+                    "$set" => Value::Set(items),
+                    _ => Value::FrozenSet(items),
+                }
+            }
+            "$dict" => {
+                self.take_slot(id)?;
+                let Json::Array(pairs) = arg else { return Err(mapping("$dict must be an array of [key, value] pairs")) };
+                let pairs = pairs
+                    .iter()
+                    .map(|pair| match pair {
+                        Json::Array(kv) if kv.len() == 2 => Ok((self.value(&kv[0])?, self.value(&kv[1])?)),
+                        _ => Err(mapping("$dict must be an array of [key, value] pairs")),
+                    })
+                    .collect::<Result<_, TextError>>()?;
+                Value::Dict(pairs)
+            }
+            "$type" | "$persistent" | "$subclass" => {
+                let type_name = text("a class name")?;
+                self.take_slot(id)?;
+                let names: Vec<String> = members.iter().filter(|(k, _)| !is_tag(k)).map(|(k, _)| unescape(k)).collect();
+                let descriptor = self.descriptor(kind == "$persistent", type_name, names);
+                let base = match kind {
+                    "$subclass" => Some(self.value(get("$base").ok_or_else(|| mapping("$subclass needs \"$base\""))?)?),
+                    _ => None,
+                };
+                let fields = members.iter().filter(|(k, _)| !is_tag(k)).map(|(_, v)| self.value(v)).collect::<Result<_, _>>()?;
+                match base {
+                    Some(base) => Value::Subclass { descriptor, base: Box::new(base), fields },
+                    None => Value::Object { descriptor, fields },
+                }
+            }
+            "$enum" => {
+                let type_name = text("a class name")?;
+                let Some(Json::Str(member)) = get("$member") else { return Err(mapping("$enum needs \"$member\", a string")) };
+                Value::Enum { descriptor: self.descriptor(false, type_name, Vec::new()), member: member.clone() }
+            }
+            "$bytes" | "$bytearray" | "$surrogates" => {
+                if kind == "$bytearray" {
+                    self.take_slot(id)?;
+                }
+                let bytes = base64::decode(text("base64")?).ok_or_else(|| mapping(format!("{kind} is not padded base64")))?;
+                match kind {
+                    "$bytes" => Value::Bytes(bytes),
+                    "$bytearray" => Value::ByteArray(bytes),
+                    _ => Value::StrSurrogates(bytes),
+                }
+            }
+            "$float" => Value::Float(special_float(text("nan, inf or -inf")?)?),
+            "$complex" => match arg {
+                Json::Array(parts) if parts.len() == 2 => Value::Complex(float_of(&parts[0])?, float_of(&parts[1])?),
+                _ => return Err(mapping("$complex must be [real, imaginary]")),
+            },
+            "$datetime" | "$time" => {
+                let fold = match get("$fold") {
+                    None => false,
+                    Some(f) => match as_u64(f) {
+                        Some(0) => false,
+                        Some(1) => true,
+                        _ => return Err(mapping("\"$fold\" must be 0 or 1")),
+                    },
+                };
+                let zone = match get("$zone") {
+                    None => None,
+                    Some(Json::Str(name)) => Some(name.clone()),
+                    Some(_) => return Err(mapping("\"$zone\" must be a string")),
+                };
+                let bad = || mapping(format!("{kind} is not an ISO 8601 {}", &kind[1..]));
+                let (micros, offset) = if kind == "$datetime" {
+                    let (m, o) = clock::parse_datetime(text("ISO 8601")?).ok_or_else(bad)?;
+                    (Ok(m), o)
+                } else {
+                    let (m, o) = clock::parse_time(text("ISO 8601")?).ok_or_else(bad)?;
+                    (Err(m), o)
+                };
+                let tz = match (offset, zone) {
+                    (None, None) => TzInfo::Naive,
+                    (Some(o), None) => TzInfo::Offset(o),
+                    (None, Some(z)) => TzInfo::Named(z),
+                    (Some(_), Some(_)) => return Err(mapping(format!("{kind} has both an offset and a \"$zone\""))),
+                };
+                match micros {
+                    Ok(micros) => Value::DateTime { micros, tz, fold },
+                    Err(micros) => Value::Time { micros, tz, fold },
+                }
+            }
+            "$date" => Value::Date { days: clock::parse_date(text("ISO 8601")?).ok_or_else(|| mapping("$date is not an ISO 8601 date"))? },
+            "$timedelta" => match arg {
+                Json::Array(parts) if parts.len() == 3 => {
+                    let days = match &parts[0] {
+                        Json::Number(n) => n.parse::<i64>().ok(),
+                        _ => None,
+                    };
+                    match (days, as_u64(&parts[1]), as_u64(&parts[2])) {
+                        (Some(days), Some(seconds), Some(micros)) => Value::TimeDelta { days, seconds, micros },
+                        _ => return Err(mapping("$timedelta must be [days, seconds, microseconds]")),
+                    }
+                }
+                _ => return Err(mapping("$timedelta must be [days, seconds, microseconds]")),
+            },
+            "$decimal" => Value::Decimal(text("decimal text")?.to_owned()),
+            "$uuid" => Value::Uuid(clock::parse_uuid(text("8-4-4-4-12 hex")?).ok_or_else(|| mapping("$uuid is not 8-4-4-4-12 hex"))?),
+            _ => unreachable!("every kind tag is handled"),
+        })
+    }
+}
+
+fn as_u64(json: &Json<'_>) -> Option<u64> {
+    match json {
+        Json::Number(n) => n.parse().ok(),
+        _ => None,
+    }
+}
+
+fn number(text: &str) -> Result<Value, TextError> {
+    if text.contains(['.', 'e', 'E']) {
+        return text.parse().map(Value::Float).map_err(|_| mapping(format!("bad number {text}")));
+    }
+    if let Ok(i) = text.parse::<i64>() {
+        return Ok(Value::Int(i));
+    }
+    bigint::from_decimal(text).map(Value::BigInt).ok_or_else(|| mapping(format!("bad number {text}")))
+}
+
+fn special_float(text: &str) -> Result<f64, TextError> {
+    match text {
+        "nan" => Ok(f64::NAN),
+        "inf" => Ok(f64::INFINITY),
+        "-inf" => Ok(f64::NEG_INFINITY),
+        _ => Err(mapping("$float must be \"nan\", \"inf\" or \"-inf\"")),
+    }
+}
+
+fn float_of(json: &Json<'_>) -> Result<f64, TextError> {
+    match json {
+        Json::Number(n) => n.parse().map_err(|_| mapping(format!("bad number {n}"))),
+        Json::Object(members) if members.len() == 1 && members[0].0 == "$float" => match &members[0].1 {
+            Json::Str(s) => special_float(s),
+            _ => Err(mapping("$float must be a string")),
+        },
+        _ => Err(mapping("a complex number's parts must be numbers")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(value: Value, table: Vec<TableEntry>) -> String {
+        let body = Body { table, value };
+        let text = to_json(&body).unwrap();
+        assert_eq!(from_json(&text).unwrap(), body, "{text}");
+        text
+    }
+
+    #[test]
+    fn plain_json_where_it_fits() {
+        let value = Value::Dict(vec![
+            (Value::Str("a".into()), Value::List(vec![Value::Int(1), Value::Float(1.0), Value::None, Value::Bool(true)])),
+            (Value::Str("$b".into()), Value::Str("x\"\n\u{1}é".into())),
+        ]);
+        let text = round_trip(value, vec![]);
+        assert_eq!(text, r#"{"$copal":1,"value":{"a":[1,1.0,null,true],"$$b":"x\"\n\u0001é"}}"#);
+    }
+
+    #[test]
+    fn tagged_values_and_shared_references() {
+        let table = vec![TableEntry { persistent: false, type_name: "m.P".into(), fields: vec!["x".into()] }];
+        let value = Value::List(vec![
+            Value::Object { descriptor: 0, fields: vec![Value::BackRef(0)] },
+            Value::Tuple(vec![Value::BigInt(vec![0, 0, 0, 0, 0, 0, 0, 0, 1])]),
+            Value::Set(vec![Value::Bytes(b"hi".to_vec())]),
+            Value::Dict(vec![(Value::Int(1), Value::Float(f64::INFINITY))]),
+            Value::DateTime { micros: 0, tz: TzInfo::Named("Europe/Paris".into()), fold: true },
+            Value::Time { micros: 1, tz: TzInfo::Offset(-3_600_000_000), fold: false },
+            Value::TimeDelta { days: -1, seconds: 5, micros: 6 },
+            Value::Uuid([0xAB; 16]),
+            Value::BackRef(1),
+        ]);
+        let text = round_trip(value, table);
+        assert!(text.starts_with(r#"{"$copal":1,"value":{"$id":0,"$list":[{"$id":1,"$type":"m.P","x":{"$ref":0}},"#), "{text}");
+        assert!(text.contains(r#"{"$datetime":"1970-01-01T00:00:00","$zone":"Europe/Paris","$fold":1}"#), "{text}");
+        assert!(text.contains(r#"{"$time":"00:00:00.000001-01:00"}"#), "{text}");
+        assert!(text.contains("18446744073709551616"), "{text}");
+    }
+
+    #[test]
+    fn malformed_documents_are_errors() {
+        for bad in [
+            "", "[1]", "{\"value\":1}", "{\"$copal\":2,\"value\":1}", "{\"$copal\":1,\"value\":{\"$ref\":0}}",
+            "{\"$copal\":1,\"value\":{\"$bytes\":\"A\"}}", "{\"$copal\":1,\"value\":{\"$tuple\":[],\"a\":1}}",
+            "{\"$copal\":1,\"value\":{\"$nope\":1}}", "{\"$copal\":1,\"value\":01}", "{\"$copal\":1,\"value\":\"\\ud800\"}",
+            "{\"$copal\":1,\"value\":1} x", "{\"$copal\":1,\"value\":{\"$date\":\"2024-13-01\"}}",
+        ] {
+            assert!(from_json(bad).is_err(), "{bad}");
+        }
+        let deep = format!("{{\"$copal\":1,\"value\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(matches!(from_json(&deep), Err(TextError::Syntax { .. })));
+    }
+}
