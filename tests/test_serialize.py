@@ -50,8 +50,16 @@ MAGIC = b"CPL1"
 COMPRESSIONS: list[copal.serialize.Compression] = [None, "zstd", "gzip", ("zstd", 1), ("gzip", 1), ("zstd", -5)]
 
 
-def roundtrip(value: Any, compress: copal.serialize.Compression = None) -> Any:
-    return copal.loads(copal.dumps(value, compress=compress))
+#: The round-trip tests run in every format (docs/TEXT_FORMATS.md for JSON).
+FORMATS = ["binary", "json"]
+
+
+def roundtrip(value: Any, fmt: str, compress: copal.serialize.Compression = None) -> Any:
+    if fmt == "binary":
+        return copal.loads(copal.dumps(value, compress=compress))
+    text = copal.dumps(value, format=fmt)
+    assert isinstance(text, str)
+    return copal.loads(text)
 
 
 def stream(body: bytes, flags: int = 0, version: int = 1) -> bytes:
@@ -86,18 +94,21 @@ def table(*entries: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("value", SCALARS.values(), ids=SCALARS.keys())
-def test_scalar_roundtrip(value: Any) -> None:
-    assert_same(value, roundtrip(value))
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_scalar_roundtrip(value: Any, fmt: str) -> None:
+    assert_same(value, roundtrip(value, fmt))
 
 
 @pytest.mark.parametrize("value", CONTAINERS.values(), ids=CONTAINERS.keys())
-def test_container_roundtrip(value: Any) -> None:
-    loaded = roundtrip(value)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_container_roundtrip(value: Any, fmt: str) -> None:
+    loaded = roundtrip(value, fmt)
     assert loaded == value
     assert_same(value, loaded)
 
 
-def test_embedded_objects_roundtrip() -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_embedded_objects_roundtrip(fmt: str) -> None:
     tagged = Tagged([1, 2])
     tagged.label = "tagged"
     value = [
@@ -112,41 +123,46 @@ def test_embedded_objects_roundtrip() -> None:
         uuid.UUID(int=7),
         math.pi,
     ]
-    loaded = roundtrip(value)
+    loaded = roundtrip(value, fmt)
     assert_same(value, loaded)
     assert loaded[2] is Color.RED and loaded[3] is Level.HIGH
 
 
-def test_composite_flag_roundtrip() -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_composite_flag_roundtrip(fmt: str) -> None:
     value = [Perm.READ | Perm.WRITE, Perm(0), Perm.WRITE]
-    assert roundtrip(value) == value
+    assert roundtrip(value, fmt) == value
 
 
 @settings(max_examples=300, deadline=None)
 @given(value=values(), compress=st.sampled_from(COMPRESSIONS))
-def test_hypothesis_values_roundtrip(value: Any, compress: copal.serialize.Compression) -> None:
-    loaded = roundtrip(value, compress)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_hypothesis_values_roundtrip(value: Any, compress: copal.serialize.Compression, fmt: str) -> None:
+    loaded = roundtrip(value, fmt, compress)
     assert loaded == value
     assert_same(value, loaded)
 
 
 @settings(max_examples=300, deadline=None)
 @given(nodes=value_graphs())
-def test_hypothesis_value_graphs_roundtrip(nodes: list[Any]) -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_hypothesis_value_graphs_roundtrip(nodes: list[Any], fmt: str) -> None:
     """Shared references and cycles anywhere in the graph come back with the same shape."""
-    assert_same(nodes, roundtrip(nodes))
+    assert_same(nodes, roundtrip(nodes, fmt))
 
 
-def test_one_memo_across_the_stream() -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_one_memo_across_the_stream(fmt: str) -> None:
     shared = [1]
     point = Point(shared, None)
     value = {"a": shared, "b": (shared, point), "c": [point, {"p": point}]}
-    loaded = roundtrip(value)
+    loaded = roundtrip(value, fmt)
     assert loaded["a"] is loaded["b"][0] is loaded["b"][1].x
     assert loaded["b"][1] is loaded["c"][0] is loaded["c"][1]["p"]
 
 
-def test_cycles_through_lists_dicts_and_objects() -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cycles_through_lists_dicts_and_objects(fmt: str) -> None:
     items: list[Any] = []
     items.append(items)
     mapping: dict[str, Any] = {}
@@ -155,7 +171,7 @@ def test_cycles_through_lists_dicts_and_objects() -> None:
     a.next, b.next = b, a
     through_tuple: list[Any] = []
     through_tuple.append((through_tuple,))
-    loaded = roundtrip([items, mapping, a, through_tuple])
+    loaded = roundtrip([items, mapping, a, through_tuple], fmt)
     assert loaded[0][0] is loaded[0]
     assert loaded[1]["self"] is loaded[1]
     assert loaded[2].next.next is loaded[2] and loaded[2].next.label == "b"
@@ -192,10 +208,11 @@ def test_descriptors_are_written_once() -> None:
     assert data.count(b"helpers.models.Point") == 1
 
 
-def test_class_with_two_field_lists_gets_two_descriptors() -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_class_with_two_field_lists_gets_two_descriptors(fmt: str) -> None:
     p, q = Point(1, 2), Point(3, 4)
     q.z = 5
-    loaded = roundtrip([p, q, Point(6, 7)])
+    loaded = roundtrip([p, q, Point(6, 7)], fmt)
     assert [vars(x) for x in loaded] == [{"x": 1, "y": 2}, {"x": 3, "y": 4, "z": 5}, {"x": 6, "y": 7}]
     assert copal.dumps([p, q]).count(b"helpers.models.Point") == 2
 
@@ -207,12 +224,13 @@ def _state(obj: Persistent) -> dict[str, Any]:
     return {k: v for k, v in vars(obj).items() if not k.startswith(("_v_", "_p_"))}
 
 
-def test_persistent_objects_are_written_by_value() -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_persistent_objects_are_written_by_value(fmt: str) -> None:
     item = Item("pen", 3, b"\x00")
     item._v_cache = "volatile"
     listing = PersistentList([item, item, 5])
     mapping = PersistentDict({"list": listing, "item": item})
-    loaded = roundtrip({"root": mapping, "holder": Holder(items=listing)})
+    loaded = roundtrip({"root": mapping, "holder": Holder(items=listing)}, fmt)
     root = loaded["root"]
     assert type(root) is PersistentDict and type(root["list"]) is PersistentList
     new_item = root["item"]
@@ -225,10 +243,11 @@ def test_persistent_objects_are_written_by_value() -> None:
         assert obj._p_status == "unsaved" and obj._p_oid is None and obj._p_jar is None
 
 
-def test_persistent_cycles_by_value() -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_persistent_cycles_by_value(fmt: str) -> None:
     a, b = Holder(name="a"), Holder(name="b")
     a.other, b.other = b, a
-    loaded = roundtrip(a)
+    loaded = roundtrip(a, fmt)
     assert loaded.other.other is loaded
     assert loaded.name == "a" and loaded.other.name == "b"
 

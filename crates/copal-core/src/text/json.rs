@@ -189,7 +189,12 @@ impl JsonWriter<'_> {
             Value::FrozenSet(items) => self.tagged_items("$frozenset", items)?,
             Value::Dict(pairs) => {
                 self.open_memo();
-                if pairs.iter().all(|(k, _)| matches!(k, Value::Str(_))) {
+                if pairs.is_empty() {
+                    // `{"$id": n}` alone: drop the comma `open_memo` put after the id.
+                    if self.out.ends_with(',') {
+                        self.out.pop();
+                    }
+                } else if pairs.iter().all(|(k, _)| matches!(k, Value::Str(_))) {
                     for (i, (k, v)) in pairs.iter().enumerate() {
                         if i > 0 {
                             self.out.push(',');
@@ -863,6 +868,8 @@ mod tests {
         let value = Value::List(vec![
             Value::Object { descriptor: 0, fields: vec![Value::BackRef(0)] },
             Value::Tuple(vec![Value::BigInt(vec![0, 0, 0, 0, 0, 0, 0, 0, 1])]),
+            Value::Dict(vec![]),
+            Value::BackRef(3),
             Value::Set(vec![Value::Bytes(b"hi".to_vec())]),
             Value::Dict(vec![(Value::Int(1), Value::Float(f64::INFINITY))]),
             Value::DateTime { micros: 0, tz: TzInfo::Named("Europe/Paris".into()), fold: true },
