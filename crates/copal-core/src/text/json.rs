@@ -393,6 +393,9 @@ impl<'a> Parser<'a> {
                         Some(b',') => self.at += 1,
                         Some(b'}') => {
                             self.at += 1;
+                            if has_duplicate_key(&members) {
+                                return Err(self.fail("a key appears twice in one object"));
+                            }
                             return Ok(Json::Object(members));
                         }
                         _ => return Err(self.fail("expected ',' or '}'")),
@@ -548,6 +551,17 @@ impl<'a> Parser<'a> {
         self.at += 4;
         Ok(value)
     }
+}
+
+/// Whether two members of an object have the same key: what they mean would depend on the
+/// reader (RFC 8259 section 4), so copal refuses them.
+fn has_duplicate_key(members: &[(String, Json<'_>)]) -> bool {
+    if members.len() <= 8 {
+        return members.iter().enumerate().any(|(i, (k, _))| members[..i].iter().any(|(other, _)| other == k));
+    }
+    let mut keys: Vec<&str> = members.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    keys.windows(2).any(|w| w[0] == w[1])
 }
 
 /// The stream body of a JSON document.
