@@ -25,7 +25,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 
 import copal  # noqa: E402
 from copal import CorruptRecordError, SchemaError  # noqa: E402
-from helpers.models import Color, Item, Point, Tagged  # noqa: E402
+from helpers.models import Color, Item, Point, Tagged, TaggedDict  # noqa: E402
 
 
 def doc(value: Any) -> Any:
@@ -85,6 +85,17 @@ def test_shared_objects_and_cycles_use_id_and_ref() -> None:
     assert back["a"] is back["b"] and back["self"] is back
 
 
+def test_subclass_instances_shared_and_in_cycles() -> None:
+    tags = Tagged([1])
+    tags.append(tags)
+    tags.label = "t"
+    shared = [2]
+    graph = [tags, TaggedDict(a=shared), shared, tags]
+    back = copal.loads(copal.dumps(graph, format="json"))
+    assert back[0] is back[3] and back[0][1] is back[0] and back[0].label == "t"
+    assert back[1]["a"] is back[2] and type(back[1]) is TaggedDict
+
+
 def test_ids_are_any_numbers_and_documents_may_be_written_by_hand() -> None:
     text = '{"value": {"$id": 42, "$list": [{"$ref": 42}, {"$type": "helpers.models.Point", "y": 2, "x": 1}]}, "$copal": 1}'
     back = copal.loads(text)
@@ -135,6 +146,8 @@ def test_unstorable_values_are_refused_as_in_binary() -> None:
         ('{"$copal": 1, "value": {"$id": 1, "$list": [{"$id": 1, "$list": []}]}}', "twice"),
         ('{"$copal": 1, "value": {' + ", ".join(f'"k{i}": {i}' for i in range(20)) + ', "k3": 0}}', "twice"),
         ('{"$copal": 1, "value": {"$decimal": "one"}}', "decimal"),
+        ('{"$copal": 1, "value": {"$subclass": "helpers.models.Tagged", "$base": 1}}', "must be a list"),
+        ('{"$copal": 1, "value": {"$subclass": "helpers.models.Tagged", "$base": {"$id": 0, "$list": []}}}', "cannot carry"),
         ('{"$copal": 1, "value": "\\ud800"}', "surrogate"),
         (b'{"$copal": 1, "value": "\xff"}', "UTF-8"),
     ],

@@ -20,7 +20,7 @@ const MAX_JSON_DEPTH: usize = 2 * 256 + 8;
 pub fn to_json(body: &Body) -> Result<String, TextError> {
     let mut targets = HashSet::new();
     back_ref_targets(&body.value, &mut targets);
-    let mut w = JsonWriter { out: String::with_capacity(64), table: &body.table, targets, slot: 0 };
+    let mut w = JsonWriter { out: String::with_capacity(64), table: &body.table, targets, slot: 0, in_base: false };
     w.out.push_str("{\"$copal\":1,\"value\":");
     w.value(&body.value)?;
     w.out.push('}');
@@ -55,6 +55,9 @@ struct JsonWriter<'a> {
     targets: HashSet<u32>,
     /// The next memo slot (docs/FORMAT.md section 7), counted as the binary decoder counts.
     slot: u32,
+    /// Set while writing a SUBCLASS base: the container takes no memo slot of its own (the
+    /// subclass instance took it), so the next container must not count one.
+    in_base: bool,
 }
 
 impl JsonWriter<'_> {
@@ -65,9 +68,12 @@ impl JsonWriter<'_> {
     /// Takes the next memo slot and opens a tagged object, with `"$id"` first when the value is
     /// the target of a back-reference.
     fn open_memo(&mut self) {
+        self.out.push('{');
+        if std::mem::take(&mut self.in_base) {
+            return;
+        }
         let slot = self.slot;
         self.slot += 1;
-        self.out.push('{');
         if self.targets.contains(&slot) {
             let _ = write!(self.out, "\"$id\":{slot},");
         }
@@ -177,7 +183,10 @@ impl JsonWriter<'_> {
             Value::Bytes(bytes) => self.base64("$bytes", bytes, false),
             Value::ByteArray(bytes) => self.base64("$bytearray", bytes, true),
             Value::List(items) => {
-                if self.targets.contains(&self.slot) {
+                if self.in_base {
+                    self.in_base = false;
+                    self.items(items)?;
+                } else if self.targets.contains(&self.slot) {
                     self.tagged_items("$list", items)?;
                 } else {
                     self.slot += 1;
@@ -270,7 +279,9 @@ impl JsonWriter<'_> {
                 string(&mut self.out, &type_name);
                 self.out.push(',');
                 self.key("$base");
+                self.in_base = true;
                 self.value(base)?;
+                self.in_base = false;
                 self.fields(&names, fields)?;
                 self.out.push('}');
             }
@@ -590,7 +601,7 @@ pub fn from_json(text: &str) -> Result<Body, TextError> {
         None => return Err(mapping("the document has no \"$copal\" version")),
     }
     let value = value.ok_or_else(|| mapping("the document has no \"value\""))?;
-    let mut build = Build { table: Vec::new(), index: HashMap::new(), slot: 0, ids: HashMap::new() };
+    let mut build = Build { table: Vec::new(), index: HashMap::new(), slot: 0, ids: HashMap::new(), in_base: false };
     let value = build.value(&value)?;
     Ok(Body { table: build.table, value })
 }
@@ -602,6 +613,8 @@ struct Build {
     slot: u32,
     /// `"$id"` numbers to memo slots.
     ids: HashMap<u64, u32>,
+    /// Set while building a SUBCLASS base, which takes no memo slot (see `JsonWriter::in_base`).
+    in_base: bool,
 }
 
 /// Tags that make a JSON object something other than a dict (docs/TEXT_FORMATS.md).
@@ -622,6 +635,12 @@ fn unescape(key: &str) -> String {
 
 impl Build {
     fn take_slot(&mut self, id: Option<&Json<'_>>) -> Result<(), TextError> {
+        if std::mem::take(&mut self.in_base) {
+            return match id {
+                Some(_) => Err(mapping("a \"$base\" cannot carry \"$id\" (it is shared through its $subclass)")),
+                None => Ok(()),
+            };
+        }
         let slot = self.slot;
         self.slot += 1;
         if let Some(id) = id {
@@ -734,7 +753,16 @@ impl Build {
                 let names: Vec<String> = members.iter().filter(|(k, _)| !is_tag(k)).map(|(k, _)| unescape(k)).collect();
                 let descriptor = self.descriptor(kind == "$persistent", type_name, names);
                 let base = match kind {
-                    "$subclass" => Some(self.value(get("$base").ok_or_else(|| mapping("$subclass needs \"$base\""))?)?),
+                    "$subclass" => {
+                        let base = get("$base").ok_or_else(|| mapping("$subclass needs \"$base\""))?;
+                        self.in_base = true;
+                        let base = self.value(base)?;
+                        self.in_base = false;
+                        if !matches!(base, Value::List(_) | Value::Tuple(_) | Value::Set(_) | Value::FrozenSet(_) | Value::Dict(_)) {
+                            return Err(mapping("\"$base\" must be a list, tuple, set, frozenset or dict"));
+                        }
+                        Some(base)
+                    }
                     _ => None,
                 };
                 let fields = members.iter().filter(|(k, _)| !is_tag(k)).map(|(_, v)| self.value(v)).collect::<Result<_, _>>()?;
@@ -897,6 +925,20 @@ mod tests {
         assert!(text.contains(r#"{"$datetime":"1970-01-01T00:00:00","$zone":"Europe/Paris","$fold":1}"#), "{text}");
         assert!(text.contains(r#"{"$time":"00:00:00.000001-01:00"}"#), "{text}");
         assert!(text.contains("18446744073709551616"), "{text}");
+    }
+
+    #[test]
+    fn subclass_bases_take_no_memo_slot() {
+        let table = vec![TableEntry { persistent: false, type_name: "m.Tags".into(), fields: vec!["n".into()] }];
+        let value = Value::List(vec![
+            Value::Subclass { descriptor: 0, base: Box::new(Value::List(vec![Value::BackRef(1)])), fields: vec![Value::Int(1)] },
+            Value::Subclass { descriptor: 0, base: Box::new(Value::Dict(vec![])), fields: vec![Value::List(vec![])] },
+            Value::BackRef(2),
+            Value::BackRef(1),
+        ]);
+        let text = round_trip(value, table);
+        assert!(text.contains(r#"{"$id":1,"$subclass":"m.Tags","$base":[{"$ref":1}],"n":1}"#), "{text}");
+        assert!(text.contains(r#"{"$id":2,"$subclass":"m.Tags","$base":{},"n":[]}"#), "{text}");
     }
 
     #[test]
