@@ -41,7 +41,7 @@ pub const COMPRESSION_ZSTD: u8 = 1;
 pub const COMPRESSION_GZIP: u8 = 2;
 
 /// Descriptor-entry flags: the descriptor is a persistent class stored by value.
-const DESCRIPTOR_PERSISTENT: u8 = 0x01;
+use copal_core::text::PERSISTENT as DESCRIPTOR_PERSISTENT;
 
 const DEFAULT_ZSTD_LEVEL: i32 = 3;
 const DEFAULT_GZIP_LEVEL: i32 = 6;
@@ -498,30 +498,22 @@ fn inflate_zstd(payload: &[u8], max_size: usize) -> Result<Vec<u8>, Inflate> {
     }
 }
 
-/// Reads the descriptor table at the start of the body (docs/STREAM.md section 4).
+/// Reads the descriptor table at the start of the body (docs/STREAM.md section 4), with field
+/// names interned as the decoder sets them.
 pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>) -> Result<Vec<Entry>, DecodeError> {
-    let count = r.length(1)?;
-    let mut entries = Vec::with_capacity(count);
-    for _ in 0..count {
-        let offset = r.position();
-        let flags = r.u8()?;
-        if flags & !DESCRIPTOR_PERSISTENT != 0 {
-            return Err(DecodeError::OutOfRange { offset, what: "descriptor flags" });
-        }
-        let type_name = r.str()?.to_owned();
-        let field_count = r.length(1)?;
-        let mut fields = Vec::with_capacity(field_count);
-        for _ in 0..field_count {
-            fields.push(PyString::intern(py, r.str()?).unbind());
-        }
-        entries.push(Entry {
-            info: Arc::new(DecodeInfo::plain(type_name, fields)),
-            persistent: flags & DESCRIPTOR_PERSISTENT != 0,
-            class: OnceLock::new(),
-            instance_checked: AtomicBool::new(false),
-        });
-    }
-    Ok(entries)
+    let table = copal_core::text::read_table(r)?;
+    Ok(table
+        .into_iter()
+        .map(|entry| {
+            let fields = entry.fields.iter().map(|name| PyString::intern(py, name).unbind()).collect();
+            Entry {
+                info: Arc::new(DecodeInfo::plain(entry.type_name, fields)),
+                persistent: entry.persistent,
+                class: OnceLock::new(),
+                instance_checked: AtomicBool::new(false),
+            }
+        })
+        .collect())
 }
 
 /// `copal.loads` without the argument handling: the object graph of stream `data`, whose payload,

@@ -19,7 +19,7 @@ pub fn encode(data: &[u8], out: &mut String) {
 /// The bytes of `text`, or None if it is not canonical padded base64.
 pub fn decode(text: &str) -> Option<Vec<u8>> {
     let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);

@@ -145,7 +145,7 @@ impl JsonWriter<'_> {
         if let TzInfo::Named(zone) = tz {
             self.out.push(',');
             self.key("$zone");
-            string(&mut self.out, &zone);
+            string(&mut self.out, zone);
         }
         if fold {
             self.out.push_str(",\"$fold\":1");

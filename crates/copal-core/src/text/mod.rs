@@ -48,7 +48,7 @@ pub(crate) fn mapping(message: impl Into<String>) -> TextError {
 }
 
 /// Descriptor-entry flag of docs/STREAM.md section 4: a persistent class stored by value.
-const PERSISTENT: u8 = 0x01;
+pub const PERSISTENT: u8 = 0x01;
 
 /// One entry of a stream's descriptor table (docs/STREAM.md section 4).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,23 +74,29 @@ impl DescriptorSource for Table<'_> {
     }
 }
 
+/// Reads the descriptor table at the start of a stream body (docs/STREAM.md section 4).
+pub fn read_table(r: &mut Reader<'_>) -> Result<Vec<TableEntry>, DecodeError> {
+    let count = r.length(1)?;
+    let mut table = Vec::with_capacity(count.min(crate::format::PREALLOCATE_MAX));
+    for _ in 0..count {
+        let offset = r.position();
+        let flags = r.u8()?;
+        if flags & !PERSISTENT != 0 {
+            return Err(DecodeError::OutOfRange { offset, what: "descriptor flags" });
+        }
+        let type_name = r.str()?.to_owned();
+        let n = r.length(1)?;
+        let fields = (0..n).map(|_| r.str().map(str::to_owned)).collect::<Result<_, _>>()?;
+        table.push(TableEntry { persistent: flags & PERSISTENT != 0, type_name, fields });
+    }
+    Ok(table)
+}
+
 impl Body {
     /// Decodes a stream body, which must end with its value.
     pub fn decode(body: &[u8]) -> Result<Body, DecodeError> {
         let mut r = Reader::new(body);
-        let count = r.length(1)?;
-        let mut table = Vec::new();
-        for _ in 0..count {
-            let offset = r.position();
-            let flags = r.u8()?;
-            if flags & !PERSISTENT != 0 {
-                return Err(DecodeError::OutOfRange { offset, what: "descriptor flags" });
-            }
-            let type_name = r.str()?.to_owned();
-            let n = r.length(1)?;
-            let fields = (0..n).map(|_| r.str().map(str::to_owned)).collect::<Result<_, _>>()?;
-            table.push(TableEntry { persistent: flags & PERSISTENT != 0, type_name, fields });
-        }
+        let table = read_table(&mut r)?;
         let value = crate::format::decode_value(&mut r, &Table(&table))?;
         r.expect_end()?;
         Ok(Body { table, value })
