@@ -2,7 +2,7 @@
 //! `copal.loads` of a JSON document. Thin by design: the graph goes through the binary body
 //! (standalone.rs, the same codec as every stream) and copal_core::text transcodes the body.
 
-use copal_core::text::{json, Body, TextError};
+use copal_core::text::{json, TextError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
@@ -13,7 +13,7 @@ use crate::standalone::{decode_body, encode_body};
 #[pyfunction]
 pub fn dumps_json_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
     let body = encode_body(py, obj)?.concat();
-    let text = py.detach(|| Body::decode(&body).map_err(TextError::from).and_then(|body| json::to_json(&body)));
+    let text = py.detach(|| json::to_json(&body));
     // The body was just written by the encoder, so it always decodes; a failure is a bug.
     let text = text.map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("JSON transcoding failed: {e}")))?;
     Ok(PyString::new(py, &text))

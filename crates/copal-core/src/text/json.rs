@@ -5,7 +5,8 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError};
-use crate::format::{TzInfo, Value};
+use crate::format::calendar::MICROS_PER_DAY;
+use crate::format::{is_decimal_text, tag, DecodeError, Reader, TzInfo, Value, MAX_DAY, MIN_DAY};
 
 /// The version of the JSON mapping, written as `"$copal"`.
 pub const JSON_VERSION: u64 = 1;
@@ -16,65 +17,70 @@ const MAX_JSON_DEPTH: usize = 2 * 256 + 8;
 
 // -- writing ------------------------------------------------------------------------------------
 
-/// The JSON document of a stream body.
-pub fn to_json(body: &Body) -> Result<String, TextError> {
-    let mut targets = HashSet::new();
-    back_ref_targets(&body.value, &mut targets);
-    let mut w = JsonWriter { out: String::with_capacity(64), table: &body.table, targets, slot: 0, in_base: false };
-    w.out.push_str("{\"$copal\":1,\"value\":");
-    w.value(&body.value)?;
-    w.out.push('}');
-    Ok(w.out)
-}
-
-/// The memo slots that back-references point to: only those get a `"$id"`.
-fn back_ref_targets(value: &Value, out: &mut HashSet<u32>) {
-    match value {
-        Value::BackRef(slot) => {
-            out.insert(*slot);
-        }
-        Value::List(items) | Value::Tuple(items) | Value::Set(items) | Value::FrozenSet(items) => {
-            items.iter().for_each(|v| back_ref_targets(v, out));
-        }
-        Value::Dict(pairs) => pairs.iter().for_each(|(k, v)| {
-            back_ref_targets(k, out);
-            back_ref_targets(v, out);
-        }),
-        Value::Object { fields, .. } => fields.iter().for_each(|v| back_ref_targets(v, out)),
-        Value::Subclass { base, fields, .. } => {
-            back_ref_targets(base, out);
-            fields.iter().for_each(|v| back_ref_targets(v, out));
-        }
-        _ => {}
+/// The JSON document of a stream body (docs/STREAM.md section 4), written straight from its
+/// bytes: no value tree is built, so writing allocates little beyond the output.
+pub fn to_json(body: &[u8]) -> Result<String, TextError> {
+    let mut r = Reader::new(body);
+    let table = super::read_table(&mut r)?;
+    let start = r.position();
+    // Only values that back-references point to get a `"$id"`, and which those are is known
+    // at the end: the first pass writes the document assuming there are none (the usual case)
+    // and collects them; a second pass writes the ids if there were any.
+    let mut w = JsonWriter { out: String::with_capacity(body.len() * 2 + 32), table: &table, targets: HashSet::new(), found: HashSet::new(), slot: 0, in_base: false, mixed: HashSet::new() };
+    w.document(&mut r)?;
+    r.expect_end()?;
+    if w.found.is_empty() {
+        return Ok(w.out);
     }
+    let mut r = Reader::new(&body[start..]);
+    let mut w = JsonWriter { out: String::with_capacity(w.out.len() + 32), table: &table, targets: std::mem::take(&mut w.found), found: HashSet::new(), slot: 0, in_base: false, mixed: std::mem::take(&mut w.mixed) };
+    w.document(&mut r)?;
+    Ok(w.out)
 }
 
 struct JsonWriter<'a> {
     out: String,
     table: &'a [TableEntry],
-    targets: HashSet<u32>,
+    /// The memo slots that get a `"$id"`.
+    targets: HashSet<u64>,
+    /// The memo slots that back-references point to, as they are met.
+    found: HashSet<u64>,
     /// The next memo slot (docs/FORMAT.md section 7), counted as the binary decoder counts.
-    slot: u32,
+    slot: u64,
     /// Set while writing a SUBCLASS base: the container takes no memo slot of its own (the
     /// subclass instance took it), so the next container must not count one.
     in_base: bool,
+    /// Offsets of dicts found to have a key that is not a string (see `dict`).
+    mixed: HashSet<usize>,
 }
 
-impl JsonWriter<'_> {
-    fn entry(&self, descriptor: u32) -> Result<&TableEntry, TextError> {
-        self.table.get(descriptor as usize).ok_or(TextError::Body(crate::format::DecodeError::UnknownDescriptor { id: descriptor }))
+impl<'a> JsonWriter<'a> {
+    fn document(&mut self, r: &mut Reader<'_>) -> Result<(), TextError> {
+        self.out.push_str("{\"$copal\":1,\"value\":");
+        self.value(r, 0)?;
+        self.out.push('}');
+        Ok(())
     }
 
-    /// Takes the next memo slot and opens a tagged object, with `"$id"` first when the value is
-    /// the target of a back-reference.
-    fn open_memo(&mut self) {
-        self.out.push('{');
+    fn entry(&self, descriptor: u32) -> Result<&'a TableEntry, TextError> {
+        self.table.get(descriptor as usize).ok_or(TextError::Body(DecodeError::UnknownDescriptor { id: descriptor }))
+    }
+
+    /// Takes the next memo slot (unless this is a SUBCLASS base) and returns whether the value
+    /// needs its `"$id"`.
+    fn memo(&mut self) -> Option<u64> {
         if std::mem::take(&mut self.in_base) {
-            return;
+            return None;
         }
         let slot = self.slot;
         self.slot += 1;
-        if self.targets.contains(&slot) {
+        self.targets.contains(&slot).then_some(slot)
+    }
+
+    /// Opens a tagged object of a memo-taking value, with `"$id"` first when it needs one.
+    fn open_memo(&mut self) {
+        self.out.push('{');
+        if let Some(slot) = self.memo() {
             let _ = write!(self.out, "\"$id\":{slot},");
         }
     }
@@ -96,22 +102,23 @@ impl JsonWriter<'_> {
         }
     }
 
-    fn items(&mut self, items: &[Value]) -> Result<(), TextError> {
+    fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
+        let count = r.length(1)?;
         self.out.push('[');
-        for (i, item) in items.iter().enumerate() {
+        for i in 0..count {
             if i > 0 {
                 self.out.push(',');
             }
-            self.value(item)?;
+            self.value(r, depth + 1)?;
         }
         self.out.push(']');
         Ok(())
     }
 
-    fn tagged_items(&mut self, tag: &str, items: &[Value]) -> Result<(), TextError> {
+    fn tagged_items(&mut self, tag: &str, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
         self.open_memo();
         self.key(tag);
-        self.items(items)?;
+        self.items(r, depth)?;
         self.out.push('}');
         Ok(())
     }
@@ -135,169 +142,233 @@ impl JsonWriter<'_> {
     }
 
     /// `{"$datetime"|"$time": iso, "$zone": name, "$fold": 1}`, the last two when they apply.
-    fn clock_value(&mut self, tag: &str, mut text: String, tz: &TzInfo, fold: bool) {
-        if let TzInfo::Offset(micros) = tz {
-            clock::write_offset(*micros, &mut text);
-        }
+    fn clock_value(&mut self, tag: &str, r: &mut Reader<'_>, flags: u8, offset: usize, write: impl FnOnce(&mut String)) -> Result<(), TextError> {
+        let tz = r.tz_suffix(flags)?;
         self.out.push('{');
         self.key(tag);
-        string(&mut self.out, &text);
-        if let TzInfo::Named(zone) = tz {
+        self.out.push('"');
+        write(&mut self.out);
+        if let TzInfo::Offset(micros) = tz {
+            if micros.unsigned_abs() >= MICROS_PER_DAY as u64 {
+                return Err(DecodeError::OutOfRange { offset, what: "UTC offset" }.into());
+            }
+            clock::write_offset(micros, &mut self.out);
+        }
+        self.out.push('"');
+        if let TzInfo::Named(zone) = &tz {
             self.out.push(',');
             self.key("$zone");
             string(&mut self.out, zone);
         }
-        if fold {
+        if flags & tag::TZ_FOLD != 0 {
             self.out.push_str(",\"$fold\":1");
         }
         self.out.push('}');
+        Ok(())
     }
 
-    fn fields(&mut self, names: &[String], values: &[Value]) -> Result<(), TextError> {
-        for (name, value) in names.iter().zip(values) {
+    fn fields(&mut self, r: &mut Reader<'_>, names: &[String], depth: usize) -> Result<(), TextError> {
+        for name in names {
             self.out.push(',');
             self.escaped_key(name);
-            self.value(value)?;
+            self.value(r, depth)?;
         }
         Ok(())
     }
 
-    fn value(&mut self, value: &Value) -> Result<(), TextError> {
-        match value {
-            Value::None => self.out.push_str("null"),
-            Value::Bool(b) => self.out.push_str(if *b { "true" } else { "false" }),
-            Value::Int(i) => {
-                let _ = write!(self.out, "{i}");
+    /// A dict: a JSON object when every key is a string, else `{"$dict": [[k, v], ...]}`.
+    /// Keys are only known while reading, so the object form is written optimistically and
+    /// rolled back at the first key that is not a string; `mixed` remembers such dicts (by
+    /// offset) so that rewriting an enclosing dict does not try them again, which keeps the
+    /// worst case at one rewrite per nesting level instead of exponential.
+    fn dict(&mut self, r: &mut Reader<'_>, depth: usize, offset: usize) -> Result<(), TextError> {
+        let count = r.length(2)?;
+        if !self.mixed.contains(&offset) {
+            let (mark, saved, slot, in_base) = (self.out.len(), r.clone(), self.slot, self.in_base);
+            self.open_memo();
+            if count == 0 && self.out.ends_with(',') {
+                // `{"$id": n}` alone: drop the comma `open_memo` put after the id.
+                self.out.pop();
             }
-            Value::BigInt(bytes) => self.out.push_str(&bigint::to_decimal(bytes)),
-            Value::Float(f) => self.float(*f),
-            Value::Complex(re, im) => {
+            let mut all_str = true;
+            for i in 0..count {
+                if r.peek_u8()? != tag::STR {
+                    all_str = false;
+                    break;
+                }
+                if i > 0 {
+                    self.out.push(',');
+                }
+                r.u8()?;
+                let key = r.str()?;
+                self.escaped_key(key);
+                self.value(r, depth + 1)?;
+            }
+            if all_str {
+                self.out.push('}');
+                return Ok(());
+            }
+            self.mixed.insert(offset);
+            self.out.truncate(mark);
+            (*r, self.slot, self.in_base) = (saved, slot, in_base);
+        }
+        self.open_memo();
+        self.key("$dict");
+        self.out.push('[');
+        for i in 0..count {
+            self.out.push_str(if i > 0 { ",[" } else { "[" });
+            self.value(r, depth + 1)?;
+            self.out.push(',');
+            self.value(r, depth + 1)?;
+            self.out.push(']');
+        }
+        self.out.push_str("]}");
+        Ok(())
+    }
+
+    fn value(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
+        if depth > r.limits.max_depth {
+            return Err(DecodeError::TooDeep { limit: r.limits.max_depth }.into());
+        }
+        let offset = r.position();
+        match r.u8()? {
+            tag::NONE => self.out.push_str("null"),
+            tag::FALSE => self.out.push_str("false"),
+            tag::TRUE => self.out.push_str("true"),
+            tag::INT => {
+                let _ = write!(self.out, "{}", r.zigzag()?);
+            }
+            tag::BIGINT => {
+                let bytes = r.length_prefixed()?;
+                if bytes.len() > r.limits.max_bigint_bytes {
+                    return Err(DecodeError::OutOfRange { offset, what: "integer size" }.into());
+                }
+                self.out.push_str(&bigint::to_decimal(bytes));
+            }
+            tag::FLOAT => self.float(r.f64()?),
+            tag::COMPLEX => {
                 self.out.push_str("{\"$complex\":[");
-                self.float(*re);
+                self.float(r.f64()?);
                 self.out.push(',');
-                self.float(*im);
+                self.float(r.f64()?);
                 self.out.push_str("]}");
             }
-            Value::Str(s) => string(&mut self.out, s),
-            Value::StrSurrogates(bytes) => self.base64("$surrogates", bytes, false),
-            Value::Bytes(bytes) => self.base64("$bytes", bytes, false),
-            Value::ByteArray(bytes) => self.base64("$bytearray", bytes, true),
-            Value::List(items) => {
+            tag::STR => string(&mut self.out, r.str()?),
+            tag::STR_SURROGATES => self.base64("$surrogates", r.length_prefixed()?),
+            tag::BYTES => self.base64("$bytes", r.length_prefixed()?),
+            tag::BYTEARRAY => {
+                self.open_memo();
+                self.key("$bytearray");
+                self.out.push('"');
+                base64::encode(r.length_prefixed()?, &mut self.out);
+                self.out.push_str("\"}");
+            }
+            tag::LIST => {
                 if self.in_base {
                     self.in_base = false;
-                    self.items(items)?;
+                    self.items(r, depth)?;
                 } else if self.targets.contains(&self.slot) {
-                    self.tagged_items("$list", items)?;
+                    self.tagged_items("$list", r, depth)?;
                 } else {
                     self.slot += 1;
-                    self.items(items)?;
+                    self.items(r, depth)?;
                 }
             }
-            Value::Tuple(items) => self.tagged_items("$tuple", items)?,
-            Value::Set(items) => self.tagged_items("$set", items)?,
-            Value::FrozenSet(items) => self.tagged_items("$frozenset", items)?,
-            Value::Dict(pairs) => {
-                self.open_memo();
-                if pairs.is_empty() {
-                    // `{"$id": n}` alone: drop the comma `open_memo` put after the id.
-                    if self.out.ends_with(',') {
-                        self.out.pop();
-                    }
-                } else if pairs.iter().all(|(k, _)| matches!(k, Value::Str(_))) {
-                    for (i, (k, v)) in pairs.iter().enumerate() {
-                        if i > 0 {
-                            self.out.push(',');
-                        }
-                        let Value::Str(k) = k else { unreachable!("checked above") };
-                        self.escaped_key(k);
-                        self.value(v)?;
-                    }
-                } else {
-                    self.key("$dict");
-                    self.out.push('[');
-                    for (i, (k, v)) in pairs.iter().enumerate() {
-                        self.out.push_str(if i > 0 { ",[" } else { "[" });
-                        self.value(k)?;
-                        self.out.push(',');
-                        self.value(v)?;
-                        self.out.push(']');
-                    }
-                    self.out.push(']');
+            tag::TUPLE => self.tagged_items("$tuple", r, depth)?,
+            tag::SET => self.tagged_items("$set", r, depth)?,
+            tag::FROZENSET => self.tagged_items("$frozenset", r, depth)?,
+            tag::DICT => self.dict(r, depth, offset)?,
+            tag::DATETIME => {
+                let flags = r.tz_flags()?;
+                let micros = r.zigzag()?;
+                if !(MIN_DAY..=MAX_DAY).contains(&micros.div_euclid(MICROS_PER_DAY)) {
+                    return Err(DecodeError::OutOfRange { offset, what: "datetime" }.into());
                 }
-                self.out.push('}');
+                self.clock_value("$datetime", r, flags, offset, |out| clock::write_datetime(micros, out))?;
             }
-            Value::DateTime { micros, tz, fold } => {
+            tag::DATE => {
+                let days = r.zigzag()?;
+                if !(MIN_DAY..=MAX_DAY).contains(&days) {
+                    return Err(DecodeError::OutOfRange { offset, what: "date" }.into());
+                }
                 let mut text = String::new();
-                clock::write_datetime(*micros, &mut text);
-                self.clock_value("$datetime", text, tz, *fold);
-            }
-            Value::Date { days } => {
-                let mut text = String::new();
-                clock::write_date(*days, &mut text);
+                clock::write_date(days, &mut text);
                 self.tagged_str("$date", &text);
             }
-            Value::Time { micros, tz, fold } => {
-                let mut text = String::new();
-                clock::write_clock(*micros, &mut text);
-                self.clock_value("$time", text, tz, *fold);
+            tag::TIME => {
+                let flags = r.tz_flags()?;
+                let micros = r.varint()?;
+                if micros >= MICROS_PER_DAY as u64 {
+                    return Err(DecodeError::OutOfRange { offset, what: "time of day" }.into());
+                }
+                self.clock_value("$time", r, flags, offset, |out| clock::write_clock(micros, out))?;
             }
-            Value::TimeDelta { days, seconds, micros } => {
+            tag::TIMEDELTA => {
+                let (days, seconds, micros) = (r.zigzag()?, r.varint()?, r.varint()?);
                 let _ = write!(self.out, "{{\"$timedelta\":[{days},{seconds},{micros}]}}");
             }
-            Value::Decimal(text) => self.tagged_str("$decimal", text),
-            Value::Uuid(bytes) => {
+            tag::DECIMAL => {
+                let text = r.str()?;
+                if !is_decimal_text(text) {
+                    return Err(DecodeError::OutOfRange { offset, what: "decimal" }.into());
+                }
+                self.tagged_str("$decimal", text);
+            }
+            tag::UUID => {
                 let mut text = String::new();
-                clock::write_uuid(bytes, &mut text);
+                clock::write_uuid(&r.array::<16>()?, &mut text);
                 self.tagged_str("$uuid", &text);
             }
-            Value::Enum { descriptor, member } => {
-                let entry = self.entry(*descriptor)?;
-                let type_name = entry.type_name.clone();
-                self.out.push('{');
-                self.key("$enum");
-                string(&mut self.out, &type_name);
-                self.out.push(',');
-                self.key("$member");
-                string(&mut self.out, member);
+            tag::ENUM => {
+                let descriptor = r.u32_varint()?;
+                let type_name = &self.entry(descriptor)?.type_name;
+                self.out.push_str("{\"$enum\":");
+                string(&mut self.out, type_name);
+                self.out.push_str(",\"$member\":");
+                string(&mut self.out, r.str()?);
                 self.out.push('}');
             }
-            Value::Ref(_) => return Err(mapping("a stream holds no references to stored objects")),
-            Value::Object { descriptor, fields } => {
-                let entry = self.entry(*descriptor)?;
-                let (tag, type_name, names) = (if entry.persistent { "$persistent" } else { "$type" }, entry.type_name.clone(), entry.fields.clone());
+            tag::OBJECT => {
+                let entry = self.entry(r.u32_varint()?)?;
+                let (persistent, type_name, names) = (entry.persistent, &entry.type_name, &entry.fields);
                 self.open_memo();
-                self.key(tag);
-                string(&mut self.out, &type_name);
-                self.fields(&names, fields)?;
+                self.key(if persistent { "$persistent" } else { "$type" });
+                string(&mut self.out, type_name);
+                self.fields(r, names, depth + 1)?;
                 self.out.push('}');
             }
-            Value::Subclass { descriptor, base, fields } => {
-                let entry = self.entry(*descriptor)?;
-                let (type_name, names) = (entry.type_name.clone(), entry.fields.clone());
+            tag::SUBCLASS => {
+                let entry = self.entry(r.u32_varint()?)?;
+                let (type_name, names) = (&entry.type_name, &entry.fields);
                 self.open_memo();
                 self.key("$subclass");
-                string(&mut self.out, &type_name);
-                self.out.push(',');
-                self.key("$base");
+                string(&mut self.out, type_name);
+                self.out.push_str(",\"$base\":");
+                let base_offset = r.position();
+                if !matches!(r.peek_u8()?, tag::LIST | tag::TUPLE | tag::SET | tag::FROZENSET | tag::DICT) {
+                    return Err(DecodeError::UnknownTag { offset: base_offset, tag: r.peek_u8()? }.into());
+                }
                 self.in_base = true;
-                self.value(base)?;
-                self.in_base = false;
-                self.fields(&names, fields)?;
+                self.value(r, depth)?;
+                self.fields(r, names, depth + 1)?;
                 self.out.push('}');
             }
-            Value::BackRef(slot) => {
-                let _ = write!(self.out, "{{\"$ref\":{slot}}}");
+            tag::BACKREF => {
+                let index = r.varint()?;
+                if index >= self.slot {
+                    return Err(DecodeError::BadBackRef { offset, index }.into());
+                }
+                self.found.insert(index);
+                let _ = write!(self.out, "{{\"$ref\":{index}}}");
             }
+            tag::REF => return Err(mapping("a stream holds no references to stored objects")),
+            other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
         }
         Ok(())
     }
 
-    fn base64(&mut self, tag: &str, bytes: &[u8], memo: bool) {
-        if memo {
-            self.open_memo();
-        } else {
-            self.out.push('{');
-        }
+    fn base64(&mut self, tag: &str, bytes: &[u8]) {
+        self.out.push('{');
         self.key(tag);
         self.out.push('"');
         base64::encode(bytes, &mut self.out);
@@ -889,7 +960,9 @@ mod tests {
 
     fn round_trip(value: Value, table: Vec<TableEntry>) -> String {
         let body = Body { table, value };
-        let text = to_json(&body).unwrap();
+        let bytes = body.encode();
+        assert_eq!(Body::decode(&bytes).unwrap(), body);
+        let text = to_json(&bytes).unwrap();
         assert_eq!(from_json(&text).unwrap(), body, "{text}");
         text
     }
@@ -925,6 +998,20 @@ mod tests {
         assert!(text.contains(r#"{"$datetime":"1970-01-01T00:00:00","$zone":"Europe/Paris","$fold":1}"#), "{text}");
         assert!(text.contains(r#"{"$time":"00:00:00.000001-01:00"}"#), "{text}");
         assert!(text.contains("18446744073709551616"), "{text}");
+    }
+
+    #[test]
+    fn dicts_with_other_keys_are_rewritten_with_the_same_ids() {
+        // The object form is abandoned at key 2, after a nested dict and a list were written
+        // (and counted memo slots 1 and 2); the rewrite must count them again from the same slot.
+        let inner = Value::Dict(vec![(Value::Int(1), Value::Dict(vec![(Value::Str("x".into()), Value::List(vec![]))]))]);
+        let value = Value::List(vec![
+            Value::Dict(vec![(Value::Str("a".into()), inner.clone()), (Value::Int(2), Value::BackRef(2))]),
+            Value::BackRef(4),
+            inner,
+        ]);
+        let text = round_trip(value, vec![]);
+        assert!(text.contains(r#"{"$dict":[["a",{"$id":2,"$dict":[[1,{"x":{"$id":4,"$list":[]}}]]}],[2,{"$ref":2}]]}"#), "{text}");
     }
 
     #[test]
