@@ -1029,6 +1029,27 @@ mod tests {
     }
 
     #[test]
+    fn damaged_bodies_are_errors_not_panics() {
+        let table = vec![TableEntry { persistent: true, type_name: "m.P".into(), fields: vec!["x".into(), "$y".into()] }];
+        let value = Value::List(vec![
+            Value::Object { descriptor: 0, fields: vec![Value::BackRef(0), Value::Decimal("1.5".into())] },
+            Value::Dict(vec![(Value::Int(1), Value::DateTime { micros: 5, tz: TzInfo::Offset(60_000_000), fold: false })]),
+            Value::Time { micros: 7, tz: TzInfo::Named("UTC".into()), fold: true },
+            Value::BigInt(vec![1, 2, 3, 4, 5, 6, 7, 8, 0x80]),
+            Value::Enum { descriptor: 0, member: "A".into() },
+        ]);
+        let bytes = Body { table, value }.encode();
+        for at in 0..bytes.len() {
+            for b in [0x00, 0x01, 0x0b, 0x0d, 0x10, 0x12, 0x18, 0x19, 0x1a, 0x7f, 0x80, 0xff] {
+                let mut damaged = bytes.clone();
+                damaged[at] = b;
+                let _ = to_json(&damaged);
+            }
+            let _ = to_json(&bytes[..at]);
+        }
+    }
+
+    #[test]
     fn malformed_documents_are_errors() {
         for bad in [
             "", "[1]", "{\"value\":1}", "{\"$copal\":2,\"value\":1}", "{\"$copal\":1,\"value\":{\"$ref\":0}}",
