@@ -18,14 +18,14 @@ from .errors import CorruptRecordError
 
 __all__ = ["dumps", "loads", "dump", "load", "pack_many", "Archive", "Compression", "Format", "DEFAULT_MAX_SIZE"]
 
-Codec: TypeAlias = Literal["zstd", "gzip"]
+Codec: TypeAlias = Literal["zstd", "gzip", "lz4"]
 #: The ``format`` argument of :func:`dumps`.
 Format: TypeAlias = Literal["binary", "json"]
 #: The ``compress`` argument: a codec name, a ``(codec, level)`` pair, or ``None``.
 Compression: TypeAlias = Codec | tuple[Codec, int] | None
 
 # docs/STREAM.md section 2: the flags' compression codes, and the header before the length.
-_CODES: dict[str, int] = {"zstd": 1, "gzip": 2}
+_CODES: dict[str, int] = {"zstd": 1, "gzip": 2, "lz4": 3}
 _MAGIC = b"CPL1"
 _FIXED_HEADER = len(_MAGIC) + 2
 _MAX_VARINT = 10
@@ -66,7 +66,7 @@ def _compression(compress: Compression) -> tuple[int, int | None]:
         codec, level = compress, None
     code = _CODES.get(codec) if isinstance(codec, str) else None
     if code is None:
-        raise ValueError(f"unknown compression {codec!r}: use 'zstd' or 'gzip'")
+        raise ValueError(f"unknown compression {codec!r}: use 'zstd', 'gzip' or 'lz4'")
     return code, level
 
 
@@ -84,9 +84,10 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") 
 
     Args:
         obj: The root of the graph.
-        compress: ``"zstd"`` (level 3) or ``"gzip"`` (level 6) to compress the payload, or a
-            ``(codec, level)`` pair: zstd accepts -131072 to 22 (negative levels are faster),
-            gzip 0 to 9. :func:`loads` detects the compression by itself.
+        compress: ``"zstd"`` (level 3), ``"gzip"`` (level 6) or ``"lz4"`` (the LZ4 frame
+            format, fastest to decompress, no levels) to compress the payload, or a ``(codec,
+            level)`` pair: zstd accepts -131072 to 22 (negative levels are faster), gzip 0 to 9.
+            :func:`loads` detects the compression by itself.
         format: ``"binary"`` (the stream of docs/STREAM.md) or ``"json"``: a JSON document
             (docs/TEXT_FORMATS.md) that other languages can read, with JSON's own types where
             they fit and ``$``-tagged objects elsewhere (``{"$set": [...]}``, ``{"$type":

@@ -8,7 +8,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -39,6 +39,7 @@ const COMPRESSION_MASK: u8 = 0x03;
 pub const COMPRESSION_NONE: u8 = 0;
 pub const COMPRESSION_ZSTD: u8 = 1;
 pub const COMPRESSION_GZIP: u8 = 2;
+pub const COMPRESSION_LZ4: u8 = 3;
 
 /// Descriptor-entry flags: the descriptor is a persistent class stored by value.
 use copal_core::text::PERSISTENT as DESCRIPTOR_PERSISTENT;
@@ -140,6 +141,16 @@ pub(crate) fn compress(py: Python<'_>, parts: &[&[u8]], compression: u8, level: 
             let out = py.detach(|| zstd::stream::compress_sized(source, level, len as u64));
             Ok(Some(out.map_err(|e| PyRuntimeError::new_err(format!("zstd compression failed: {e}")))?))
         }
+        COMPRESSION_LZ4 => {
+            let out = py.detach(|| {
+                // The frame records the content size, as copal's zstd frames do.
+                let info = lz4_flex::frame::FrameInfo::new().content_size(Some(len as u64));
+                let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::with_capacity(len / 2));
+                parts.iter().try_for_each(|part| encoder.write_all(part))?;
+                encoder.finish().map_err(std::io::Error::other)
+            });
+            Ok(Some(out.map_err(|e| PyRuntimeError::new_err(format!("lz4 compression failed: {e}")))?))
+        }
         _ => {
             let joined = PyBytes::new_with(py, len, |buf| {
                 fill(buf, parts);
@@ -184,6 +195,8 @@ pub(crate) fn checked_level(compression: u8, level: Option<i32>) -> PyResult<i32
                 Err(PyValueError::new_err(format!("gzip compression level {level} is outside 0..=9")))
             }
         }
+        COMPRESSION_LZ4 if level.is_none() => Ok(0),
+        COMPRESSION_LZ4 => Err(PyValueError::new_err("lz4 has no compression levels: use compress=\"lz4\"")),
         other => Err(PyValueError::new_err(format!("unknown compression code {other}"))),
     }
 }
@@ -336,7 +349,7 @@ pub(crate) fn read_header<'a>(data: &'a [u8], kind: &Container) -> PyResult<(u8,
         )));
     }
     let flags = r.u8().map_err(bad)?;
-    if flags & !(COMPRESSION_MASK | kind.extra_flags) != 0 || flags & COMPRESSION_MASK > COMPRESSION_GZIP {
+    if flags & !(COMPRESSION_MASK | kind.extra_flags) != 0 {
         return Err(bad(DecodeError::OutOfRange { offset: FLAGS_OFFSET, what: "flags" }));
     }
     let length = r.varint().map_err(bad)?;
@@ -433,11 +446,21 @@ fn too_large(what: &str, max_size: usize) -> PyErr {
 pub(crate) fn decompress<'py, 'a>(py: Python<'py>, flags: u8, payload: &'a [u8], max_size: usize) -> PyResult<Body<'py, 'a>> {
     match flags & COMPRESSION_MASK {
         COMPRESSION_NONE => Ok(Body::Borrowed(payload)),
-        COMPRESSION_ZSTD => match py.detach(|| inflate_zstd(payload, max_size)) {
-            Ok(body) => Ok(Body::Owned(body)),
-            Err(Inflate::TooLarge) => Err(too_large("zstd", max_size)),
-            Err(Inflate::Invalid(e)) => Err(bad_compression("zstd", e)),
-        },
+        COMPRESSION_ZSTD | COMPRESSION_LZ4 => {
+            let name = if flags & COMPRESSION_MASK == COMPRESSION_ZSTD { "zstd" } else { "lz4" };
+            let body = py.detach(|| {
+                if name == "zstd" {
+                    inflate(zstd::stream::read::Decoder::with_buffer(payload).map_err(Inflate::Invalid)?, max_size)
+                } else {
+                    inflate(lz4_flex::frame::FrameDecoder::new(payload), max_size)
+                }
+            });
+            match body {
+                Ok(body) => Ok(Body::Owned(body)),
+                Err(Inflate::TooLarge) => Err(too_large(name, max_size)),
+                Err(Inflate::Invalid(e)) => Err(bad_compression(name, e)),
+            }
+        }
         _ => {
             // A decompression object, unlike zlib.decompress, bounds its output (`max_length`)
             // and reports data after the gzip member (`unused_data`), which a stream must not
@@ -471,11 +494,10 @@ enum Inflate {
 /// How much decompressed data is read at a time.
 const INFLATE_CHUNK: usize = 128 << 10;
 
-/// Inflates the zstd frames of `payload` with a streaming decoder. The output buffer grows
-/// with the data actually produced (never from a size the frame declares) and never past
-/// `max_size`: the error comes before the allocation would.
-fn inflate_zstd(payload: &[u8], max_size: usize) -> Result<Vec<u8>, Inflate> {
-    let mut decoder = zstd::stream::read::Decoder::with_buffer(payload).map_err(Inflate::Invalid)?;
+/// Reads everything a streaming decompressor produces. The output buffer grows with the data
+/// actually produced (never from a size the frame declares) and never past `max_size`: the
+/// error comes before the allocation would.
+fn inflate(mut decoder: impl Read, max_size: usize) -> Result<Vec<u8>, Inflate> {
     let mut out = Vec::new();
     let mut chunk = vec![0u8; INFLATE_CHUNK];
     loop {
