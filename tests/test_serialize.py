@@ -50,8 +50,8 @@ MAGIC = b"CPL1"
 COMPRESSIONS: list[copal.serialize.Compression] = [None, "zstd", "gzip", "lz4", ("zstd", 1), ("gzip", 1), ("zstd", -5)]
 
 
-#: The round-trip tests run in every format (docs/TEXT_FORMATS.md for JSON).
-FORMATS = ["binary", "json"]
+#: The round-trip tests run in every format (docs/TEXT_FORMATS.md for JSON and XML).
+FORMATS = ["binary", "json", "xml"]
 
 
 def roundtrip(value: Any, fmt: str, compress: copal.serialize.Compression = None) -> Any:

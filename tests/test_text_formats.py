@@ -1,4 +1,4 @@
-"""copal.dumps(obj, format="json") and copal.loads of JSON (docs/TEXT_FORMATS.md).
+"""copal.dumps(obj, format="json"|"xml") and copal.loads of them (docs/TEXT_FORMATS.md).
 
 Round trips of every value type run in tests/test_serialize.py (parametrized over the formats);
 this file pins the mapping itself (what other languages read: plain JSON where it fits, the
@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+from xml.etree import ElementTree
 import sys
 import uuid
 from pathlib import Path
@@ -126,8 +127,8 @@ def test_unstorable_values_are_refused_as_in_binary() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("{", "invalid JSON"),
-        ('{"$copal": 1, "value": [1,]}', "invalid JSON"),
+        ("{", "malformed text"),
+        ('{"$copal": 1, "value": [1,]}', "malformed text"),
         ('{"$copal": 1, "value": 1} 2', "text after the document"),
         ('{"$copal": 2, "value": 1}', "version 2"),
         ('{"value": 1}', "no \"\\$copal\""),
@@ -181,3 +182,74 @@ def test_damaged_documents_fail_cleanly(data: st.DataObject) -> None:
         copal.loads(bytes(text))
     except (CorruptRecordError, SchemaError):
         pass
+
+
+# -- XML ------------------------------------------------------------------------------------------
+
+
+def xml_root(value: Any) -> ElementTree.Element:
+    """The root element of the XML document of ``value``, as ElementTree reads it."""
+    root = ElementTree.fromstring(copal.dumps(value, format="xml"))
+    assert root.tag == "copal" and root.attrib == {"version": "1"} and len(root) == 1
+    return root[0]
+
+
+def test_xml_is_one_element_per_value() -> None:
+    value = {"a": [1, 2.5, None, True], 3: (b"\x00", {"s"})}
+    assert copal.dumps(value, format="xml") == (
+        '<copal version="1"><dict><str>a</str><list><int>1</int><float>2.5</float><none/><true/></list>'
+        "<int>3</int><tuple><bytes>AA==</bytes><set><str>s</str></set></tuple></dict></copal>"
+    )
+
+
+def test_xml_objects_shared_references_and_text_escapes() -> None:
+    point = Point("<&>\r\n\t", 1)
+    graph = [point, point, Item("pen")]
+    root = xml_root(graph)
+    first = root[0]
+    assert first.tag == "object" and first.get("type") == "helpers.models.Point" and first.get("id") == "1"
+    assert [f.get("name") for f in first] == ["x", "y"] and first[0][0].text == "<&>\r\n\t"
+    assert root[1].tag == "ref" and root[1].get("id") == "1"
+    assert root[2].get("persistent") == "1"
+    back = copal.loads(copal.dumps(graph, format="xml"))
+    assert back[0] is back[1] and back[0].x == "<&>\r\n\t"
+
+
+def test_xml_strings_outside_xml_1_0_are_base64() -> None:
+    assert xml_root("a\x01b").attrib == {"base64": "1"}
+    assert copal.loads(copal.dumps("a\x01b", format="xml")) == "a\x01b"
+
+
+def test_xml_accepts_a_declaration_comments_and_whitespace() -> None:
+    text = '<?xml version="1.0" encoding="utf-8"?>\n<!-- hand written -->\n<copal version="1">\n  <list>\n    <int>1</int>\n  </list>\n</copal>\n'
+    assert copal.loads(text) == [1]
+    assert copal.loads(text.encode()) == [1]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("<copal", "malformed text"),
+        ('<copal version="2"><none/></copal>', "version 2"),
+        ('<other version="1"><none/></copal>', "malformed text"),
+        ('<other version="1"><none/></other>', "not <copal>"),
+        ('<copal version="1"><none/><none/></copal>', "exactly one value"),
+        ('<copal version="1"><mystery/></copal>', "unknown element"),
+        ('<copal version="1"><int>1.5</int></copal>', "integer"),
+        ('<copal version="1"><list x="1"/></copal>', "unexpected attribute"),
+        ('<copal version="1"><ref id="0"/></copal>', "no earlier id"),
+        ('<copal version="1"><dict><int>1</int></dict></copal>', "pairs"),
+        ('<!DOCTYPE copal [<!ENTITY e "x">]><copal version="1"><none/></copal>', "DTD"),
+        ('<copal version="1"><str>&e;</str></copal>', "unknown reference"),
+        ('<copal version="1"><list id="1"><list id="1"/></list></copal>', "twice"),
+    ],
+)
+def test_malformed_xml_documents_are_corrupt(text: str, message: str) -> None:
+    with pytest.raises(CorruptRecordError, match=message):
+        copal.loads(text)
+
+
+def test_deep_xml_is_refused_without_crashing() -> None:
+    text = '<copal version="1">' + "<list>" * 100_000 + "</list>" * 100_000 + "</copal>"
+    with pytest.raises(CorruptRecordError, match="nested too deeply"):
+        copal.loads(text)

@@ -20,7 +20,7 @@ __all__ = ["dumps", "loads", "dump", "load", "pack_many", "Archive", "Compressio
 
 Codec: TypeAlias = Literal["zstd", "gzip", "lz4"]
 #: The ``format`` argument of :func:`dumps`.
-Format: TypeAlias = Literal["binary", "json"]
+Format: TypeAlias = Literal["binary", "json", "xml"]
 #: The ``compress`` argument: a codec name, a ``(codec, level)`` pair, or ``None``.
 Compression: TypeAlias = Codec | tuple[Codec, int] | None
 
@@ -30,8 +30,8 @@ _MAGIC = b"CPL1"
 _FIXED_HEADER = len(_MAGIC) + 2
 _MAX_VARINT = 10
 _CHUNK = 1 << 20
-# The blanks JSON allows before a document (RFC 8259 section 2).
-_JSON_BLANKS = b" \t\n\r"
+# The blanks JSON and XML allow before a document (RFC 8259 section 2, XML 1.0 production S).
+_BLANKS = " \t\n\r"
 
 #: The default ``max_size`` of :func:`loads`, :func:`load` and :class:`Archive` (256 MiB): the
 #: most bytes a compressed payload may inflate to (docs/STREAM.md section 3).
@@ -73,7 +73,7 @@ def _compression(compress: Compression) -> tuple[int, int | None]:
 @overload
 def dumps(obj: Any, *, compress: Compression = None, format: Literal["binary"] = "binary") -> bytes: ...
 @overload
-def dumps(obj: Any, *, compress: None = None, format: Literal["json"]) -> str: ...
+def dumps(obj: Any, *, compress: None = None, format: Literal["json", "xml"]) -> str: ...
 def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") -> bytes | str:
     """Serializes the object graph of ``obj`` into a standalone stream.
 
@@ -88,16 +88,17 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") 
             format, fastest to decompress, no levels) to compress the payload, or a ``(codec,
             level)`` pair: zstd accepts -131072 to 22 (negative levels are faster), gzip 0 to 9.
             :func:`loads` detects the compression by itself.
-        format: ``"binary"`` (the stream of docs/STREAM.md) or ``"json"``: a JSON document
-            (docs/TEXT_FORMATS.md) that other languages can read, with JSON's own types where
-            they fit and ``$``-tagged objects elsewhere (``{"$set": [...]}``, ``{"$type":
-            "mod.Class", ...fields}``, ``{"$ref": n}`` for shared objects). JSON is not
-            compressed. :func:`loads` detects the format by itself.
+        format: ``"binary"`` (the stream of docs/STREAM.md), ``"json"`` or ``"xml"``: a
+            document (docs/TEXT_FORMATS.md) that other languages can read; JSON uses JSON's own
+            types where they fit and ``$``-tagged objects elsewhere (``{"$set": [...]}``,
+            ``{"$type": "mod.Class", ...fields}``, ``{"$ref": n}`` for shared objects), XML one
+            element per value (``<set>``, ``<object type="mod.Class">``, ``<ref id="n"/>``).
+            Text is not compressed. :func:`loads` detects the format by itself.
 
     Returns:
         The stream (bytes): the magic bytes ``b"CPL1"``, a version and flags byte, the payload
         length, and the payload (the class descriptors, then the value); or, with
-        ``format="json"``, the JSON document (str).
+        ``format="json"`` or ``"xml"``, the document (str).
 
     Raises:
         TypeError: The graph holds a value copal cannot store (the message names its path), or
@@ -121,12 +122,12 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") 
         >>> copal.dumps({"tags": {"x"}, "n": 1}, format="json")
         '{"$copal":1,"value":{"tags":{"$set":["x"]},"n":1}}'
     """
-    if format == "json":
+    if format in ("json", "xml"):
         if compress is not None:
-            raise ValueError("a JSON document is not compressed: use compress=None with format='json'")
-        return _core.dumps_json_raw(obj)
+            raise ValueError(f"a text document is not compressed: use compress=None with format={format!r}")
+        return _core.dumps_text_raw(obj, format)
     if format != "binary":
-        raise ValueError(f"unknown format {format!r}: use 'binary' or 'json'")
+        raise ValueError(f"unknown format {format!r}: use 'binary', 'json' or 'xml'")
     code, level = _compression(compress)
     return _core.dumps_raw(obj, code, level)
 
@@ -167,8 +168,9 @@ def pack_many(objects: Iterable[Any], *, compress: Compression = None) -> bytes:
 def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
     """Rebuilds the object graph of a stream or JSON document written by :func:`dumps`.
 
-    The format is detected: a ``str``, or bytes whose first non-blank byte is ``{``, is a JSON
-    document (UTF-8); other bytes are a stream, whose compression is detected from its header. Classes are resolved as when loading
+    The format is detected: a ``str``, or bytes whose first non-blank byte is ``{`` or ``<``,
+    is a JSON or XML document (UTF-8); other bytes are a stream, whose compression is detected
+    from its header. Classes are resolved as when loading
     from a database: persistent classes by their stored name (including
     ``__copal_aliases__``), other classes among modules already imported; nothing is imported
     and no constructor, ``__new__`` or ``__setstate__`` runs. Persistent objects come back
@@ -187,7 +189,7 @@ def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT
     Raises:
         CorruptRecordError: ``data`` is not exactly one well-formed stream (wrong magic bytes,
             truncated, trailing bytes, damaged compression or values), or its payload inflates
-            beyond ``max_size``; or it is not a JSON document of docs/TEXT_FORMATS.md.
+            beyond ``max_size``; or it is not a JSON or XML document of docs/TEXT_FORMATS.md.
         SchemaError: A class of the stream is not imported, or names something that may not be
             rebuilt that way (a function, a class defining ``__new__``, ...).
         TypeError, ValueError: ``max_size`` is not a non-negative int.
@@ -202,15 +204,17 @@ def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT
         copal.errors.CorruptRecordError: corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")
     """
     if isinstance(data, str):
-        return _core.loads_json_raw(data)
+        return _core.loads_text_raw(data, "xml" if data.lstrip(_BLANKS)[:1] == "<" else "json")
     if not isinstance(data, bytes):
         data = bytes(data)
-    if data.lstrip(_JSON_BLANKS)[:1] == b"{":
+    first = data.lstrip(_BLANKS.encode())[:1]
+    if first in (b"{", b"<"):
+        kind = "json" if first == b"{" else "xml"
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise CorruptRecordError(f"corrupt JSON document: not UTF-8 ({e})") from None
-        return _core.loads_json_raw(text)
+            raise CorruptRecordError(f"corrupt {kind.upper()} document: not UTF-8 ({e})") from None
+        return _core.loads_text_raw(text, kind)
     return _core.loads_raw(data, max_size)
 
 

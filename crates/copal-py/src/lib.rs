@@ -32,7 +32,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(standalone::loads_raw, m)?)?;
     m.add_function(wrap_pyfunction!(archive::pack_many_raw, m)?)?;
     m.add_class::<archive::Archive>()?;
-    m.add_function(wrap_pyfunction!(text::dumps_json_raw, m)?)?;
-    m.add_function(wrap_pyfunction!(text::loads_json_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(text::dumps_text_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(text::loads_text_raw, m)?)?;
     Ok(())
 }

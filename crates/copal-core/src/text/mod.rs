@@ -1,5 +1,5 @@
 //! Text forms of standalone streams (docs/TEXT_FORMATS.md): the body of a stream (docs/STREAM.md
-//! section 4, a descriptor table and one value) transcoded to and from JSON. Working on the
+//! section 4, a descriptor table and one value) transcoded to and from JSON and XML. Working on the
 //! body keeps every Python conversion in the binding's record codec: `copal.dumps(obj,
 //! format="json")` encodes the graph as a binary body and transcodes it here, and `copal.loads`
 //! of JSON transcodes it back to a body and decodes that.
@@ -8,6 +8,7 @@ mod base64;
 mod bigint;
 mod clock;
 pub mod json;
+pub mod xml;
 
 use std::fmt;
 
@@ -17,7 +18,7 @@ use crate::format::{DecodeError, DescriptorSource, Reader, Value, Writer};
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TextError {
-    /// The text is not well-formed JSON.
+    /// The text is not well-formed JSON or XML.
     Syntax { offset: usize, message: String },
     /// Well-formed JSON that does not follow the mapping of docs/TEXT_FORMATS.md.
     Mapping { message: String },
@@ -28,8 +29,8 @@ pub enum TextError {
 impl fmt::Display for TextError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Syntax { offset, message } => write!(f, "invalid JSON at byte {offset}: {message}"),
-            Self::Mapping { message } => write!(f, "not a copal JSON document: {message}"),
+            Self::Syntax { offset, message } => write!(f, "malformed text at byte {offset}: {message}"),
+            Self::Mapping { message } => write!(f, "not a copal document: {message}"),
             Self::Body(e) => write!(f, "corrupt stream body: {e}"),
         }
     }
