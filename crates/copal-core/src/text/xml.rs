@@ -615,7 +615,7 @@ impl Build {
             }
             "dict" => {
                 self.take_slot(e)?;
-                if e.children.len() % 2 != 0 {
+                if !e.children.len().is_multiple_of(2) {
                     return Err(bad("key and value pairs"));
                 }
                 let items = self.items(e)?;
