@@ -1,9 +1,10 @@
 //! The JSON form of a stream body (docs/TEXT_FORMATS.md): `{"$copal": 1, "value": ...}`, with
 //! JSON's own types where they fit and `$`-tagged objects where JSON cannot express a type.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt::Write as _;
 
+use super::tree::{zone as zone_of, TreeBuilder};
 use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError};
 use crate::format::calendar::MICROS_PER_DAY;
 use crate::format::{is_decimal_text, tag, DecodeError, Reader, TzInfo, Value, MAX_DAY, MIN_DAY};
@@ -672,20 +673,14 @@ pub fn from_json(text: &str) -> Result<Body, TextError> {
         None => return Err(mapping("the document has no \"$copal\" version")),
     }
     let value = value.ok_or_else(|| mapping("the document has no \"value\""))?;
-    let mut build = Build { table: Vec::new(), index: HashMap::new(), slot: 0, ids: HashMap::new(), in_base: false };
+    let mut build = Build { tree: TreeBuilder::default() };
     let value = build.value(&value)?;
-    Ok(Body { table: build.table, value })
+    Ok(build.tree.finish(value))
 }
 
 /// Builds the value tree (and its descriptor table) of a parsed document.
 struct Build {
-    table: Vec<TableEntry>,
-    index: HashMap<(bool, String, Vec<String>), u32>,
-    slot: u32,
-    /// `"$id"` numbers to memo slots.
-    ids: HashMap<u64, u32>,
-    /// Set while building a SUBCLASS base, which takes no memo slot (see `JsonWriter::in_base`).
-    in_base: bool,
+    tree: TreeBuilder,
 }
 
 /// Tags that make a JSON object something other than a dict (docs/TEXT_FORMATS.md).
@@ -706,32 +701,8 @@ fn unescape(key: &str) -> String {
 
 impl Build {
     fn take_slot(&mut self, id: Option<&Json<'_>>) -> Result<(), TextError> {
-        if std::mem::take(&mut self.in_base) {
-            return match id {
-                Some(_) => Err(mapping("a \"$base\" cannot carry \"$id\" (it is shared through its $subclass)")),
-                None => Ok(()),
-            };
-        }
-        let slot = self.slot;
-        self.slot += 1;
-        if let Some(id) = id {
-            let id = as_u64(id).ok_or_else(|| mapping("\"$id\" must be a non-negative integer"))?;
-            if self.ids.insert(id, slot).is_some() {
-                return Err(mapping(format!("\"$id\" {id} is defined twice")));
-            }
-        }
-        Ok(())
-    }
-
-    fn descriptor(&mut self, persistent: bool, type_name: &str, fields: Vec<String>) -> u32 {
-        let key = (persistent, type_name.to_owned(), fields);
-        if let Some(&id) = self.index.get(&key) {
-            return id;
-        }
-        let id = self.table.len() as u32;
-        self.table.push(TableEntry { persistent, type_name: key.1.clone(), fields: key.2.clone() });
-        self.index.insert(key, id);
-        id
+        let id = id.map(|id| as_u64(id).ok_or_else(|| mapping("\"$id\" must be a non-negative integer"))).transpose()?;
+        self.tree.take_slot(id)
     }
 
     fn items(&mut self, json: &Json<'_>, what: &str) -> Result<Vec<Value>, TextError> {
@@ -793,8 +764,7 @@ impl Build {
         Ok(match kind {
             "$ref" => {
                 let id = as_u64(arg).ok_or_else(|| mapping("\"$ref\" must be a non-negative integer"))?;
-                let slot = self.ids.get(&id).ok_or_else(|| mapping(format!("\"$ref\" {id} names no earlier \"$id\"")))?;
-                Value::BackRef(*slot)
+                self.tree.reference(id)?
             }
             "$list" | "$tuple" | "$set" | "$frozenset" => {
                 self.take_slot(id)?;
@@ -822,17 +792,13 @@ impl Build {
                 let type_name = text("a class name")?;
                 self.take_slot(id)?;
                 let names: Vec<String> = members.iter().filter(|(k, _)| !is_tag(k)).map(|(k, _)| unescape(k)).collect();
-                let descriptor = self.descriptor(kind == "$persistent", type_name, names);
+                let descriptor = self.tree.descriptor(kind == "$persistent", type_name, names);
                 let base = match kind {
                     "$subclass" => {
                         let base = get("$base").ok_or_else(|| mapping("$subclass needs \"$base\""))?;
-                        self.in_base = true;
+                        self.tree.start_base();
                         let base = self.value(base)?;
-                        self.in_base = false;
-                        if !matches!(base, Value::List(_) | Value::Tuple(_) | Value::Set(_) | Value::FrozenSet(_) | Value::Dict(_)) {
-                            return Err(mapping("\"$base\" must be a list, tuple, set, frozenset or dict"));
-                        }
-                        Some(base)
+                        Some(self.tree.end_base(base)?)
                     }
                     _ => None,
                 };
@@ -845,7 +811,7 @@ impl Build {
             "$enum" => {
                 let type_name = text("a class name")?;
                 let Some(Json::Str(member)) = get("$member") else { return Err(mapping("$enum needs \"$member\", a string")) };
-                Value::Enum { descriptor: self.descriptor(false, type_name, Vec::new()), member: member.clone() }
+                Value::Enum { descriptor: self.tree.descriptor(false, type_name, Vec::new()), member: member.clone() }
             }
             "$bytes" | "$bytearray" | "$surrogates" => {
                 if kind == "$bytearray" {
@@ -874,7 +840,7 @@ impl Build {
                 };
                 let zone = match get("$zone") {
                     None => None,
-                    Some(Json::Str(name)) => Some(name.clone()),
+                    Some(Json::Str(name)) => Some(name.as_str()),
                     Some(_) => return Err(mapping("\"$zone\" must be a string")),
                 };
                 let bad = || mapping(format!("{kind} is not an ISO 8601 {}", &kind[1..]));
@@ -885,12 +851,7 @@ impl Build {
                     let (m, o) = clock::parse_time(text("ISO 8601")?).ok_or_else(bad)?;
                     (Err(m), o)
                 };
-                let tz = match (offset, zone) {
-                    (None, None) => TzInfo::Naive,
-                    (Some(o), None) => TzInfo::Offset(o),
-                    (None, Some(z)) => TzInfo::Named(z),
-                    (Some(_), Some(_)) => return Err(mapping(format!("{kind} has both an offset and a \"$zone\""))),
-                };
+                let tz = zone_of(offset, zone, kind)?;
                 match micros {
                     Ok(micros) => Value::DateTime { micros, tz, fold },
                     Err(micros) => Value::Time { micros, tz, fold },

@@ -8,6 +8,7 @@ mod base64;
 mod bigint;
 mod clock;
 pub mod json;
+mod tree;
 pub mod xml;
 
 use std::fmt;

@@ -1,9 +1,10 @@
 //! The XML form of a stream body (docs/TEXT_FORMATS.md section 6): `<copal version="1">`
 //! around one element per value, named by its type.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt::Write as _;
 
+use super::tree::{zone as zone_of, TreeBuilder};
 use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError};
 use crate::format::{DecodeError, TzInfo, Value};
 
@@ -496,48 +497,20 @@ pub fn from_xml(text: &str) -> Result<Body, TextError> {
     let [value] = root.children.as_slice() else {
         return Err(mapping("<copal> must hold exactly one value"));
     };
-    let mut build = Build { table: Vec::new(), index: HashMap::new(), slot: 0, ids: HashMap::new(), in_base: false };
+    let mut build = Build { tree: TreeBuilder::default() };
     let value = build.value(value)?;
-    Ok(Body { table: build.table, value })
+    Ok(build.tree.finish(value))
 }
 
+/// Builds the value tree (and its descriptor table) of a parsed document.
 struct Build {
-    table: Vec<TableEntry>,
-    index: HashMap<(bool, String, Vec<String>), u32>,
-    slot: u32,
-    ids: HashMap<u64, u32>,
-    in_base: bool,
+    tree: TreeBuilder,
 }
 
 impl Build {
     fn take_slot(&mut self, e: &Element) -> Result<(), TextError> {
-        let id = e.attr("id");
-        if std::mem::take(&mut self.in_base) {
-            return match id {
-                Some(_) => Err(mapping("the base of a <subclass> cannot carry an id")),
-                None => Ok(()),
-            };
-        }
-        let slot = self.slot;
-        self.slot += 1;
-        if let Some(id) = id {
-            let id: u64 = id.parse().map_err(|_| mapping("id must be a non-negative integer"))?;
-            if self.ids.insert(id, slot).is_some() {
-                return Err(mapping(format!("id {id} is defined twice")));
-            }
-        }
-        Ok(())
-    }
-
-    fn descriptor(&mut self, persistent: bool, type_name: &str, fields: Vec<String>) -> u32 {
-        let key = (persistent, type_name.to_owned(), fields);
-        if let Some(&id) = self.index.get(&key) {
-            return id;
-        }
-        let id = self.table.len() as u32;
-        self.table.push(TableEntry { persistent, type_name: key.1.clone(), fields: key.2.clone() });
-        self.index.insert(key, id);
-        id
+        let id = e.attr("id").map(|id| id.parse::<u64>().map_err(|_| mapping("id must be a non-negative integer"))).transpose()?;
+        self.tree.take_slot(id)
     }
 
     fn items(&mut self, e: &Element) -> Result<Vec<Value>, TextError> {
@@ -639,12 +612,7 @@ impl Build {
                     let (m, o) = clock::parse_time(text).ok_or_else(|| bad("an ISO 8601 time"))?;
                     (Err(m), o)
                 };
-                let tz = match (offset, e.attr("zone")) {
-                    (None, None) => TzInfo::Naive,
-                    (Some(o), None) => TzInfo::Offset(o),
-                    (None, Some(z)) => TzInfo::Named(z.to_owned()),
-                    (Some(_), Some(_)) => return Err(mapping(format!("<{name}> has both an offset and a zone"))),
-                };
+                let tz = zone_of(offset, e.attr("zone"), &format!("<{name}>"))?;
                 match micros {
                     Ok(micros) => Value::DateTime { micros, tz, fold },
                     Err(micros) => Value::Time { micros, tz, fold },
@@ -664,7 +632,7 @@ impl Build {
             "uuid" => Value::Uuid(clock::parse_uuid(text).ok_or_else(|| bad("8-4-4-4-12 hex"))?),
             "enum" => {
                 let type_name = e.attr("type").ok_or_else(|| bad("a type"))?;
-                Value::Enum { descriptor: self.descriptor(false, type_name, Vec::new()), member: text.to_owned() }
+                Value::Enum { descriptor: self.tree.descriptor(false, type_name, Vec::new()), member: text.to_owned() }
             }
             "object" | "subclass" => {
                 let type_name = e.attr("type").ok_or_else(|| bad("a type"))?;
@@ -686,16 +654,12 @@ impl Build {
                     }
                     names.push(field.attr("name").ok_or_else(|| mapping("<field> needs a name"))?.to_owned());
                 }
-                let descriptor = self.descriptor(persistent, type_name, names);
+                let descriptor = self.tree.descriptor(persistent, type_name, names);
                 let base = match base {
                     Some(base) => {
-                        self.in_base = true;
+                        self.tree.start_base();
                         let base = self.value(base)?;
-                        self.in_base = false;
-                        if !matches!(base, Value::List(_) | Value::Tuple(_) | Value::Set(_) | Value::FrozenSet(_) | Value::Dict(_)) {
-                            return Err(mapping("the base of a <subclass> must be a list, tuple, set, frozenset or dict"));
-                        }
-                        Some(base)
+                        Some(self.tree.end_base(base)?)
                     }
                     None => None,
                 };
@@ -707,7 +671,7 @@ impl Build {
             }
             "ref" => {
                 let id: u64 = e.attr("id").and_then(|i| i.parse().ok()).ok_or_else(|| bad("an id"))?;
-                Value::BackRef(*self.ids.get(&id).ok_or_else(|| mapping(format!("<ref id=\"{id}\"/> names no earlier id")))?)
+                self.tree.reference(id)?
             }
             other => return Err(mapping(format!("unknown element <{other}>"))),
         })
