@@ -25,7 +25,7 @@ from .indexes import Index
 from .persistent import Persistent, PersistentDict, PersistentList
 from .progress import ProgressBar
 from .query import Expr, Field, Query, field
-from .serialize import dump, dumps, load, loads
+from .serialize import Archive, dump, dumps, load, loads, pack_many
 from .transaction import Transaction
 
 __all__ = [
@@ -54,5 +54,7 @@ __all__ = [
     "loads",
     "dump",
     "load",
+    "pack_many",
+    "Archive",
 ]
 __version__ = "0.1.0"

@@ -10,23 +10,35 @@ runs code named by the data: classes are looked up among already-imported module
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, TypeAlias
+from collections.abc import Iterable
+from typing import Any, Literal, Protocol, TypeAlias, overload
 
 from . import _core
 from .errors import CorruptRecordError
 
-__all__ = ["dumps", "loads", "dump", "load", "Compression"]
+__all__ = ["dumps", "loads", "dump", "load", "pack_many", "Archive", "Compression", "Format", "DEFAULT_MAX_SIZE"]
 
-Codec: TypeAlias = Literal["zstd", "gzip"]
+Codec: TypeAlias = Literal["zstd", "gzip", "lz4"]
+#: The ``format`` argument of :func:`dumps`.
+Format: TypeAlias = Literal["binary", "json", "xml"]
 #: The ``compress`` argument: a codec name, a ``(codec, level)`` pair, or ``None``.
 Compression: TypeAlias = Codec | tuple[Codec, int] | None
 
 # docs/STREAM.md section 2: the flags' compression codes, and the header before the length.
-_CODES: dict[str, int] = {"zstd": 1, "gzip": 2}
+_CODES: dict[str, int] = {"zstd": 1, "gzip": 2, "lz4": 3}
 _MAGIC = b"CPL1"
 _FIXED_HEADER = len(_MAGIC) + 2
 _MAX_VARINT = 10
 _CHUNK = 1 << 20
+# The blanks JSON and XML allow before a document (RFC 8259 section 2, XML 1.0 production S).
+_BLANKS = " \t\n\r"
+
+#: The default ``max_size`` of :func:`loads`, :func:`load` and :class:`Archive` (256 MiB): the
+#: most bytes a compressed payload may inflate to (docs/STREAM.md section 3).
+DEFAULT_MAX_SIZE: int = _core.DEFAULT_MAX_SIZE
+
+#: A read-only sequence over the values of an archive written by :func:`pack_many`.
+Archive = _core.Archive
 
 
 class SupportsWrite(Protocol):
@@ -54,11 +66,15 @@ def _compression(compress: Compression) -> tuple[int, int | None]:
         codec, level = compress, None
     code = _CODES.get(codec) if isinstance(codec, str) else None
     if code is None:
-        raise ValueError(f"unknown compression {codec!r}: use 'zstd' or 'gzip'")
+        raise ValueError(f"unknown compression {codec!r}: use 'zstd', 'gzip' or 'lz4'")
     return code, level
 
 
-def dumps(obj: Any, *, compress: Compression = None) -> bytes:
+@overload
+def dumps(obj: Any, *, compress: Compression = None, format: Literal["binary"] = "binary") -> bytes: ...
+@overload
+def dumps(obj: Any, *, compress: None = None, format: Literal["json", "xml"]) -> str: ...
+def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") -> bytes | str:
     """Serializes the object graph of ``obj`` into a standalone stream.
 
     Everything a copal record can hold may appear in the graph (docs/FORMAT.md section 10),
@@ -68,18 +84,27 @@ def dumps(obj: Any, *, compress: Compression = None) -> bytes:
 
     Args:
         obj: The root of the graph.
-        compress: ``"zstd"`` (level 3) or ``"gzip"`` (level 6) to compress the payload, or a
-            ``(codec, level)`` pair: zstd accepts -131072 to 22 (negative levels are faster),
-            gzip 0 to 9. :func:`loads` detects the compression by itself.
+        compress: ``"zstd"`` (level 3), ``"gzip"`` (level 6) or ``"lz4"`` (the LZ4 frame
+            format, fastest to decompress, no levels) to compress the payload, or a ``(codec,
+            level)`` pair: zstd accepts -131072 to 22 (negative levels are faster), gzip 0 to 9.
+            :func:`loads` detects the compression by itself.
+        format: ``"binary"`` (the stream of docs/STREAM.md), ``"json"`` or ``"xml"``: a
+            document (docs/TEXT_FORMATS.md) that other languages can read; JSON uses JSON's own
+            types where they fit and ``$``-tagged objects elsewhere (``{"$set": [...]}``,
+            ``{"$type": "mod.Class", ...fields}``, ``{"$ref": n}`` for shared objects), XML one
+            element per value (``<set>``, ``<object type="mod.Class">``, ``<ref id="n"/>``).
+            Text is not compressed. :func:`loads` detects the format by itself.
 
     Returns:
-        The stream: the magic bytes ``b"CPL1"``, a version and flags byte, the payload length,
-        and the payload (the class descriptors, then the value).
+        The stream (bytes): the magic bytes ``b"CPL1"``, a version and flags byte, the payload
+        length, and the payload (the class descriptors, then the value); or, with
+        ``format="json"`` or ``"xml"``, the document (str).
 
     Raises:
         TypeError: The graph holds a value copal cannot store (the message names its path), or
             a tuple that contains itself through a mutable container.
-        ValueError: Values are nested deeper than 256 levels, or ``compress`` is invalid.
+        ValueError: Values are nested deeper than 256 levels, or ``compress`` or ``format`` is
+            invalid.
 
     Example:
         >>> import copal
@@ -94,31 +119,80 @@ def dumps(obj: Any, *, compress: Compression = None) -> bytes:
         True
         >>> copal.loads(copal.dumps(list(range(1000)), compress=("zstd", 9)))[-1]
         999
+        >>> copal.dumps({"tags": {"x"}, "n": 1}, format="json")
+        '{"$copal":1,"value":{"tags":{"$set":["x"]},"n":1}}'
     """
+    if format in ("json", "xml"):
+        if compress is not None:
+            raise ValueError(f"a text document is not compressed: use compress=None with format={format!r}")
+        return _core.dumps_text_raw(obj, format)
+    if format != "binary":
+        raise ValueError(f"unknown format {format!r}: use 'binary', 'json' or 'xml'")
     code, level = _compression(compress)
     return _core.dumps_raw(obj, code, level)
 
 
-def loads(data: bytes | bytearray | memoryview) -> Any:
-    """Rebuilds the object graph of a stream written by :func:`dumps`.
+def pack_many(objects: Iterable[Any], *, compress: Compression = None) -> bytes:
+    """Serializes many values into one archive, from which each is read back on its own.
 
-    The stream's compression is detected from its header. Classes are resolved as when loading
+    Each value is encoded as by :func:`dumps`, with its own shared references and cycles (two
+    values of the archive never share an object when read back); the class descriptors are
+    stored once for the whole archive, and an index of offsets lets :class:`Archive` decode
+    value ``k`` without reading the others (layout: docs/STREAM.md section 10).
+
+    Args:
+        objects: The values, in order (any iterable).
+        compress: As for :func:`dumps`. A compressed archive is decompressed as a whole when
+            opened; an uncompressed one is read in place (a file is memory-mapped).
+
+    Returns:
+        The archive: the magic bytes ``b"CPA1"``, a version and flags byte, the section length,
+        and the section (descriptor table, values, offset index, count).
+
+    Raises:
+        TypeError, ValueError: As for :func:`dumps`.
+
+    Example:
+        >>> import copal
+        >>> data = copal.pack_many([{"n": i} for i in range(1000)])
+        >>> archive = copal.Archive(data)
+        >>> len(archive), archive[7], archive[-1]
+        (1000, {'n': 7}, {'n': 999})
+        >>> archive[1:3]
+        [{'n': 1}, {'n': 2}]
+    """
+    code, level = _compression(compress)
+    return _core.pack_many_raw(objects, code, level)
+
+
+def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
+    """Rebuilds the object graph of a stream or JSON document written by :func:`dumps`.
+
+    The format is detected: a ``str``, or bytes whose first non-blank byte is ``{`` or ``<``,
+    is a JSON or XML document (UTF-8); other bytes are a stream, whose compression is detected
+    from its header. Classes are resolved as when loading
     from a database: persistent classes by their stored name (including
     ``__copal_aliases__``), other classes among modules already imported; nothing is imported
     and no constructor, ``__new__`` or ``__setstate__`` runs. Persistent objects come back
     unsaved (``_p_status == "unsaved"``), attached to no database.
 
     Args:
-        data: Exactly one stream.
+        data: Exactly one stream or JSON document.
+        max_size: The most bytes a compressed payload may inflate to (256 MiB by default,
+            :data:`DEFAULT_MAX_SIZE`). Decompression stops, and loading fails, as soon as the
+            output would pass it, so a small hostile stream cannot make the process allocate
+            gigabytes. Uncompressed payloads are not limited: their size is that of ``data``.
 
     Returns:
         The root of the rebuilt graph.
 
     Raises:
         CorruptRecordError: ``data`` is not exactly one well-formed stream (wrong magic bytes,
-            truncated, trailing bytes, damaged compression or values).
+            truncated, trailing bytes, damaged compression or values), or its payload inflates
+            beyond ``max_size``; or it is not a JSON or XML document of docs/TEXT_FORMATS.md.
         SchemaError: A class of the stream is not imported, or names something that may not be
             rebuilt that way (a function, a class defining ``__new__``, ...).
+        TypeError, ValueError: ``max_size`` is not a non-negative int.
 
     Example:
         >>> import copal
@@ -129,9 +203,19 @@ def loads(data: bytes | bytearray | memoryview) -> Any:
         ...
         copal.errors.CorruptRecordError: corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")
     """
+    if isinstance(data, str):
+        return _core.loads_text_raw(data, "xml" if data.lstrip(_BLANKS)[:1] == "<" else "json")
     if not isinstance(data, bytes):
         data = bytes(data)
-    return _core.loads_raw(data)
+    first = data.lstrip(_BLANKS.encode())[:1]
+    if first in (b"{", b"<"):
+        kind = "json" if first == b"{" else "xml"
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptRecordError(f"corrupt {kind.upper()} document: not UTF-8 ({e})") from None
+        return _core.loads_text_raw(text, kind)
+    return _core.loads_raw(data, max_size)
 
 
 def dump(obj: Any, file: SupportsWrite, *, compress: Compression = None) -> None:
@@ -157,7 +241,7 @@ def dump(obj: Any, file: SupportsWrite, *, compress: Compression = None) -> None
     file.write(dumps(obj, compress=compress))
 
 
-def load(file: SupportsRead) -> Any:
+def load(file: SupportsRead, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
     """Reads one stream from a binary file or stream and rebuilds its graph (see :func:`loads`).
 
     It reads exactly the bytes of one stream (the header gives its length), so it works on
@@ -165,6 +249,7 @@ def load(file: SupportsRead) -> Any:
 
     Args:
         file: A binary file or stream with a ``read`` method.
+        max_size: As for :func:`loads`.
 
     Returns:
         The root of the rebuilt graph.
@@ -202,7 +287,7 @@ def load(file: SupportsRead) -> Any:
             break
     else:
         return loads(head + bytes(length_bytes))  # reports the malformed varint
-    return loads(head + bytes(length_bytes) + _read(file, length))
+    return loads(head + bytes(length_bytes) + _read(file, length), max_size=max_size)
 
 
 def _read(file: SupportsRead, size: int) -> bytes:

@@ -2,6 +2,7 @@
 //! (encode.rs, decode.rs), the persistent base class, connections and error mapping. The public
 //! API is the Python package in python/copal.
 
+mod archive;
 mod classes;
 mod connection;
 mod database;
@@ -16,6 +17,7 @@ mod pytypes;
 mod stats;
 mod standalone;
 mod strings;
+mod text;
 
 use pyo3::prelude::*;
 
@@ -25,7 +27,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<connection::Connection>()?;
     m.add_class::<database::Store>()?;
     m.add("ROOT_OID", copal_core::format::ROOT_OID)?;
+    m.add("DEFAULT_MAX_SIZE", standalone::DEFAULT_MAX_SIZE)?;
     m.add_function(wrap_pyfunction!(standalone::dumps_raw, m)?)?;
     m.add_function(wrap_pyfunction!(standalone::loads_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(archive::pack_many_raw, m)?)?;
+    m.add_class::<archive::Archive>()?;
+    m.add_function(wrap_pyfunction!(text::dumps_text_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(text::loads_text_raw, m)?)?;
     Ok(())
 }

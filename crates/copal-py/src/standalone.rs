@@ -6,16 +6,17 @@
 //! a `Resolver` that serves it while decoding) and the optional compression of the payload.
 //! Persistent objects are written by value, so a stream never refers to a database.
 
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::io::Read;
-use std::sync::Arc;
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use copal_core::format::{DecodeError, Reader, TzInfo, Writer};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyTzInfo, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString, PyTuple, PyTzInfo, PyType};
 use pyo3::PyTypeInfo;
 
 use crate::classes::{field_names, resolve, ClassCache, ClassShape};
@@ -38,9 +39,10 @@ const COMPRESSION_MASK: u8 = 0x03;
 pub const COMPRESSION_NONE: u8 = 0;
 pub const COMPRESSION_ZSTD: u8 = 1;
 pub const COMPRESSION_GZIP: u8 = 2;
+pub const COMPRESSION_LZ4: u8 = 3;
 
 /// Descriptor-entry flags: the descriptor is a persistent class stored by value.
-const DESCRIPTOR_PERSISTENT: u8 = 0x01;
+use copal_core::text::PERSISTENT as DESCRIPTOR_PERSISTENT;
 
 const DEFAULT_ZSTD_LEVEL: i32 = 3;
 const DEFAULT_GZIP_LEVEL: i32 = 6;
@@ -52,12 +54,12 @@ const GZIP_WBITS: i32 = 31;
 /// Collects the descriptor table of one stream while its value is encoded. Descriptor ids are
 /// table positions, allocated in the order the encoder first asks for each (class, fields).
 #[derive(Default)]
-struct StreamSink {
+pub(crate) struct StreamSink {
     classes: ClassCache,
     enums: IntMap<usize, u32>,
     /// The encoded entries (docs/STREAM.md section 4), without their count.
-    table: Writer,
-    count: u32,
+    pub(crate) table: Writer,
+    pub(crate) count: u32,
 }
 
 impl Sink for StreamSink {
@@ -111,50 +113,53 @@ pub fn dumps_raw<'py>(
     compression: u8,
     level: Option<i32>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let level = checked_level(compression, level)?;
-    let (count, table, value) = {
-        // Encoding allocates containers (materialized instance dicts) that cannot become garbage
-        // before it ends: collections meanwhile would only walk the growing heap.
-        let _gc = GcPause::new(py);
-        let mut sink = StreamSink::default();
-        let value = Encoder::new(&mut sink).standalone(obj)?;
-        let mut count = Writer::new();
-        count.varint(u64::from(sink.count));
-        (count.buf, std::mem::take(&mut sink.table.buf), value)
-    };
-    let body = [count.as_slice(), table.as_slice(), value.as_slice()];
-    let body_len: usize = body.iter().map(|part| part.len()).sum();
-    let compressed = match compression {
-        COMPRESSION_NONE => None,
+    let [count, table, value] = encode_body(py, obj)?;
+    framed(py, &STREAM, 0, &[&count, &table, &value], compression, level)
+}
+
+/// The body of the stream of `obj` (docs/STREAM.md section 4) in three parts: the descriptor
+/// count, the descriptor entries and the value.
+pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<[Vec<u8>; 3]> {
+    // Encoding allocates containers (materialized instance dicts) that cannot become garbage
+    // before it ends: collections meanwhile would only walk the growing heap.
+    let _gc = GcPause::new(py);
+    let mut sink = StreamSink::default();
+    let value = Encoder::new(&mut sink).standalone(obj)?;
+    let mut count = Writer::new();
+    count.varint(u64::from(sink.count));
+    Ok([count.buf, std::mem::take(&mut sink.table.buf), value])
+}
+
+/// The concatenation of `parts` compressed with `compression` (a level checked by
+/// `checked_level`), or None for no compression.
+pub(crate) fn compress(py: Python<'_>, parts: &[&[u8]], compression: u8, level: i32) -> PyResult<Option<Vec<u8>>> {
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    match compression {
+        COMPRESSION_NONE => Ok(None),
         COMPRESSION_ZSTD => {
-            let source = body[0].chain(body[1]).chain(body[2]);
-            let out = py.detach(|| zstd::stream::compress_sized(source, level, body_len as u64));
-            Some(out.map_err(|e| PyRuntimeError::new_err(format!("zstd compression failed: {e}")))?)
+            let source = parts.iter().fold(Box::new(std::io::empty()) as Box<dyn Read + Send + '_>, |acc, part| Box::new(acc.chain(*part)));
+            let out = py.detach(|| zstd::stream::compress_sized(source, level, len as u64));
+            Ok(Some(out.map_err(|e| PyRuntimeError::new_err(format!("zstd compression failed: {e}")))?))
+        }
+        COMPRESSION_LZ4 => {
+            let out = py.detach(|| {
+                // The frame records the content size, as copal's zstd frames do.
+                let info = lz4_flex::frame::FrameInfo::new().content_size(Some(len as u64));
+                let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::with_capacity(len / 2));
+                parts.iter().try_for_each(|part| encoder.write_all(part))?;
+                encoder.finish().map_err(std::io::Error::other)
+            });
+            Ok(Some(out.map_err(|e| PyRuntimeError::new_err(format!("lz4 compression failed: {e}")))?))
         }
         _ => {
-            let joined = PyBytes::new_with(py, body_len, |buf| {
-                fill(buf, &body);
+            let joined = PyBytes::new_with(py, len, |buf| {
+                fill(buf, parts);
                 Ok(())
             })?;
             let out = py.import("zlib")?.call_method1("compress", (joined, level, GZIP_WBITS))?;
-            Some(out.cast_into::<PyBytes>()?.as_bytes().to_vec())
+            Ok(Some(out.cast_into::<PyBytes>()?.as_bytes().to_vec()))
         }
-    };
-    let payload_len = compressed.as_ref().map_or(body_len, |c| c.len());
-    let mut header = Writer::new();
-    header.bytes(&MAGIC);
-    header.u8(STREAM_VERSION);
-    header.u8(compression);
-    header.varint(payload_len as u64);
-    PyBytes::new_with(py, header.buf.len() + payload_len, |buf| {
-        let (head, rest) = buf.split_at_mut(header.buf.len());
-        head.copy_from_slice(&header.buf);
-        match &compressed {
-            Some(payload) => rest.copy_from_slice(payload),
-            None => fill(rest, &body),
-        }
-        Ok(())
-    })
+    }
 }
 
 fn fill(buf: &mut [u8], parts: &[&[u8]]) {
@@ -165,7 +170,7 @@ fn fill(buf: &mut [u8], parts: &[&[u8]]) {
     }
 }
 
-fn checked_level(compression: u8, level: Option<i32>) -> PyResult<i32> {
+pub(crate) fn checked_level(compression: u8, level: Option<i32>) -> PyResult<i32> {
     match compression {
         COMPRESSION_NONE if level.is_none() => Ok(0),
         COMPRESSION_NONE => Err(PyValueError::new_err("a compression level needs a compression")),
@@ -190,6 +195,8 @@ fn checked_level(compression: u8, level: Option<i32>) -> PyResult<i32> {
                 Err(PyValueError::new_err(format!("gzip compression level {level} is outside 0..=9")))
             }
         }
+        COMPRESSION_LZ4 if level.is_none() => Ok(0),
+        COMPRESSION_LZ4 => Err(PyValueError::new_err("lz4 has no compression levels: use compress=\"lz4\"")),
         other => Err(PyValueError::new_err(format!("unknown compression code {other}"))),
     }
 }
@@ -197,27 +204,31 @@ fn checked_level(compression: u8, level: Option<i32>) -> PyResult<i32> {
 // -- reading ------------------------------------------------------------------------------------
 
 /// One entry of the stream's descriptor table, with what decoding learns about it on first use.
-struct Entry {
+pub(crate) struct Entry {
     info: Arc<DecodeInfo>,
     persistent: bool,
-    class: OnceCell<Py<PyType>>,
+    class: OnceLock<Py<PyType>>,
     /// Set once the class has passed the checks for building OBJECT instances of it.
-    instance_checked: Cell<bool>,
+    instance_checked: AtomicBool,
 }
 
 /// Serves a stream's descriptor table to the decoder. A descriptor's class is resolved the first
 /// time the decoder asks for the descriptor, by `classes::resolve` (never by importing), and
 /// checked once (`check_inert`); a failure is a SchemaError raised by `descriptor` itself, so
 /// that it reaches the caller whatever the decoder does with errors of `class_of`.
-struct StreamResolver<'py> {
+pub(crate) struct StreamResolver<'py, 'e> {
     registry: Bound<'py, PyDict>,
-    entries: Vec<Entry>,
+    entries: &'e [Entry],
     /// The entry `descriptor` returned last: the decoder asks `class_of` for its class next.
     last: Cell<usize>,
     zones: RefCell<HashMap<String, Py<PyTzInfo>>>,
 }
 
-impl<'py> StreamResolver<'py> {
+impl<'py, 'e> StreamResolver<'py, 'e> {
+    pub(crate) fn new(registry: Bound<'py, PyDict>, entries: &'e [Entry]) -> Self {
+        StreamResolver { registry, entries, last: Cell::new(0), zones: RefCell::new(HashMap::new()) }
+    }
+
     fn class(&self, py: Python<'py>, entry: &Entry) -> PyResult<Bound<'py, PyType>> {
         if let Some(class) = entry.class.get() {
             return Ok(class.bind(py).clone());
@@ -229,7 +240,7 @@ impl<'py> StreamResolver<'py> {
     }
 }
 
-impl<'py> Resolver<'py> for StreamResolver<'py> {
+impl<'py> Resolver<'py> for StreamResolver<'py, '_> {
     fn descriptor(&self, py: Python<'py>, id: u32) -> PyResult<Arc<DecodeInfo>> {
         let Some(entry) = self.entries.get(id as usize) else {
             return Err(corrupt("stream", DecodeError::UnknownDescriptor { id }));
@@ -271,7 +282,7 @@ impl<'py> Resolver<'py> for StreamResolver<'py> {
 
     fn instance(&self, py: Python<'py>, id: u32, class: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let entry = &self.entries[id as usize];
-        if !entry.instance_checked.get() {
+        if !entry.instance_checked.load(Ordering::Relaxed) {
             if entry.persistent {
                 if !is_heap_type(class) || !class.is_subclass_of::<PersistentBase>()? {
                     return Err(SchemaError::new_err(format!(
@@ -282,7 +293,7 @@ impl<'py> Resolver<'py> for StreamResolver<'py> {
             } else {
                 check_plain_class(class, &entry.info)?;
             }
-            entry.instance_checked.set(true);
+            entry.instance_checked.store(true, Ordering::Relaxed);
         }
         // Both constructors below only allocate: no `__new__` or `__init__` of the class runs.
         let base = if entry.persistent {
@@ -304,27 +315,42 @@ impl<'py> Resolver<'py> for StreamResolver<'py> {
 }
 
 
-/// Reads the stream header, checking its fields in the order of docs/STREAM.md section 2, and
-/// returns the payload, which must end the input.
-fn read_header(data: &[u8]) -> PyResult<&[u8]> {
-    let magic = &data[..data.len().min(MAGIC.len())];
-    if magic != &MAGIC[..magic.len()] {
-        return Err(CorruptRecordError::new_err(
-            "corrupt stream: not a copal stream (it does not start with the magic bytes \"CPL1\")",
-        ));
-    }
-    let bad = |e| corrupt("stream header", e);
-    let mut r = Reader::new(data);
-    r.bytes(MAGIC.len()).map_err(bad)?;
-    let version = r.u8().map_err(bad)?;
-    if version != STREAM_VERSION {
+/// What distinguishes the two containers that share the header layout of docs/STREAM.md
+/// section 2: streams and archives (section 10).
+pub(crate) struct Container {
+    pub(crate) name: &'static str,
+    pub(crate) magic: [u8; 4],
+    pub(crate) version: u8,
+    /// Flag bits beyond the compression code that this container defines.
+    pub(crate) extra_flags: u8,
+}
+
+pub(crate) const STREAM: Container = Container { name: "stream", magic: MAGIC, version: STREAM_VERSION, extra_flags: 0 };
+
+/// Reads a stream or archive header, checking its fields in the order of docs/STREAM.md section
+/// 2, and returns the flags and the payload, which must end the input.
+pub(crate) fn read_header<'a>(data: &'a [u8], kind: &Container) -> PyResult<(u8, &'a [u8])> {
+    let name = kind.name;
+    let magic = &data[..data.len().min(kind.magic.len())];
+    if magic != &kind.magic[..magic.len()] {
+        let expected = String::from_utf8_lossy(&kind.magic);
         return Err(CorruptRecordError::new_err(format!(
-            "corrupt stream: stream version {version} is not supported by this copal (reads version {STREAM_VERSION})"
+            "corrupt {name}: not a copal {name} (it does not start with the magic bytes \"{expected}\")"
+        )));
+    }
+    let bad = |e| corrupt(format!("{name} header"), e);
+    let mut r = Reader::new(data);
+    r.bytes(kind.magic.len()).map_err(bad)?;
+    let version = r.u8().map_err(bad)?;
+    if version != kind.version {
+        return Err(CorruptRecordError::new_err(format!(
+            "corrupt {name}: {name} version {version} is not supported by this copal (reads version {})",
+            kind.version
         )));
     }
     let flags = r.u8().map_err(bad)?;
-    if flags & !COMPRESSION_MASK != 0 || flags & COMPRESSION_MASK > COMPRESSION_GZIP {
-        return Err(bad(DecodeError::OutOfRange { offset: FLAGS_OFFSET, what: "stream flags" }));
+    if flags & !(COMPRESSION_MASK | kind.extra_flags) != 0 {
+        return Err(bad(DecodeError::OutOfRange { offset: FLAGS_OFFSET, what: "flags" }));
     }
     let length = r.varint().map_err(bad)?;
     let remaining = r.remaining() as u64;
@@ -334,18 +360,48 @@ fn read_header(data: &[u8]) -> PyResult<&[u8]> {
     if length < remaining {
         return Err(bad(DecodeError::TrailingBytes { offset: r.position() + length as usize }));
     }
-    Ok(&data[r.position()..])
+    Ok((flags, &data[r.position()..]))
+}
+
+/// A stream or archive: the header, then `parts` concatenated as the payload, compressed with
+/// `compression` at `level` (the codec's default if None). `flags` holds the container's own
+/// flag bits.
+pub(crate) fn framed<'py>(
+    py: Python<'py>,
+    kind: &Container,
+    flags: u8,
+    parts: &[&[u8]],
+    compression: u8,
+    level: Option<i32>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let level = checked_level(compression, level)?;
+    let compressed = compress(py, parts, compression, level)?;
+    let payload_len = compressed.as_ref().map_or_else(|| parts.iter().map(|part| part.len()).sum(), Vec::len);
+    let mut header = Writer::new();
+    header.bytes(&kind.magic);
+    header.u8(kind.version);
+    header.u8(flags | compression);
+    header.varint(payload_len as u64);
+    PyBytes::new_with(py, header.buf.len() + payload_len, |buf| {
+        let (head, rest) = buf.split_at_mut(header.buf.len());
+        head.copy_from_slice(&header.buf);
+        match &compressed {
+            Some(payload) => rest.copy_from_slice(payload),
+            None => fill(rest, parts),
+        }
+        Ok(())
+    })
 }
 
 /// The body of a stream: the payload, decompressed if the flags say so.
-enum Body<'py, 'a> {
+pub(crate) enum Body<'py, 'a> {
     Borrowed(&'a [u8]),
     Owned(Vec<u8>),
     Python(Bound<'py, PyBytes>),
 }
 
 impl Body<'_, '_> {
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             Body::Borrowed(b) => b,
             Body::Owned(v) => v,
@@ -358,18 +414,65 @@ fn bad_compression(what: &str, detail: impl std::fmt::Display) -> PyErr {
     CorruptRecordError::new_err(format!("corrupt stream: the {what} payload does not decompress ({detail})"))
 }
 
-fn decompress<'py, 'a>(py: Python<'py>, flags: u8, payload: &'a [u8]) -> PyResult<Body<'py, 'a>> {
+/// How many bytes a compressed payload may inflate to unless the caller says otherwise
+/// (`max_size` of `copal.loads`, `copal.load` and `copal.Archive`; docs/STREAM.md section 3).
+/// Large enough for any graph that fits comfortably in memory as Python objects, small enough
+/// that a decompression bomb cannot exhaust a process.
+pub const DEFAULT_MAX_SIZE: usize = 256 << 20;
+
+/// The `max_size` argument: a non-negative int (bools are refused, as everywhere in copal).
+pub(crate) fn checked_max_size(value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!("max_size must be an int, not {}", value.get_type().name()?)));
+    }
+    let size: i128 = value.extract().map_err(|_| PyValueError::new_err("max_size is too large"))?;
+    if size < 0 {
+        return Err(PyValueError::new_err(format!("max_size must not be negative, not {size}")));
+    }
+    Ok(usize::try_from(size).unwrap_or(usize::MAX))
+}
+
+/// The error of a payload that inflates beyond the caller's `max_size`.
+fn too_large(what: &str, max_size: usize) -> PyErr {
+    CorruptRecordError::new_err(format!(
+        "corrupt stream: the {what} payload inflates to more than max_size = {max_size} bytes; \
+         pass a larger max_size to loads/load if the stream is trusted"
+    ))
+}
+
+/// The body of a compressed payload, never more than `max_size` bytes (docs/FUZZING.md F5: a
+/// few kilobytes of compressed data can claim gigabytes, so inflating whole before decoding
+/// let any caller of `loads` be made to allocate without bound).
+pub(crate) fn decompress<'py, 'a>(py: Python<'py>, flags: u8, payload: &'a [u8], max_size: usize) -> PyResult<Body<'py, 'a>> {
     match flags & COMPRESSION_MASK {
         COMPRESSION_NONE => Ok(Body::Borrowed(payload)),
-        COMPRESSION_ZSTD => {
-            let out = py.detach(|| zstd::stream::decode_all(payload));
-            out.map(Body::Owned).map_err(|e| bad_compression("zstd", e))
+        COMPRESSION_ZSTD | COMPRESSION_LZ4 => {
+            let name = if flags & COMPRESSION_MASK == COMPRESSION_ZSTD { "zstd" } else { "lz4" };
+            let body = py.detach(|| {
+                if name == "zstd" {
+                    inflate(zstd::stream::read::Decoder::with_buffer(payload).map_err(Inflate::Invalid)?, max_size)
+                } else {
+                    inflate(lz4_flex::frame::FrameDecoder::new(payload), max_size)
+                }
+            });
+            match body {
+                Ok(body) => Ok(Body::Owned(body)),
+                Err(Inflate::TooLarge) => Err(too_large(name, max_size)),
+                Err(Inflate::Invalid(e)) => Err(bad_compression(name, e)),
+            }
         }
         _ => {
-            // A decompression object, unlike zlib.decompress, reports data after the gzip
-            // member (`unused_data`), which a stream must not have.
+            // A decompression object, unlike zlib.decompress, bounds its output (`max_length`)
+            // and reports data after the gzip member (`unused_data`), which a stream must not
+            // have. Asking for one byte more than allowed tells "exactly max_size" from "more".
             let d = py.import("zlib")?.call_method1("decompressobj", (GZIP_WBITS,))?;
-            let out = d.call_method1("decompress", (PyBytes::new(py, payload),)).map_err(|e| bad_compression("gzip", e))?;
+            let limit = max_size.saturating_add(1).min(isize::MAX as usize);
+            let out = d
+                .call_method1("decompress", (PyBytes::new(py, payload), limit))
+                .map_err(|e| bad_compression("gzip", e))?;
+            if out.len()? > max_size {
+                return Err(too_large("gzip", max_size));
+            }
             let complete: bool = d.getattr("eof")?.extract()?;
             let unused: usize = d.getattr("unused_data")?.len()?;
             if !complete {
@@ -383,41 +486,74 @@ fn decompress<'py, 'a>(py: Python<'py>, flags: u8, payload: &'a [u8]) -> PyResul
     }
 }
 
-/// Reads the descriptor table at the start of the body (docs/STREAM.md section 4).
-fn read_table(r: &mut Reader<'_>, py: Python<'_>) -> Result<Vec<Entry>, DecodeError> {
-    let count = r.length(1)?;
-    let mut entries = Vec::with_capacity(count);
-    for _ in 0..count {
-        let offset = r.position();
-        let flags = r.u8()?;
-        if flags & !DESCRIPTOR_PERSISTENT != 0 {
-            return Err(DecodeError::OutOfRange { offset, what: "descriptor flags" });
-        }
-        let type_name = r.str()?.to_owned();
-        let field_count = r.length(1)?;
-        let mut fields = Vec::with_capacity(field_count);
-        for _ in 0..field_count {
-            fields.push(PyString::intern(py, r.str()?).unbind());
-        }
-        entries.push(Entry {
-            info: Arc::new(DecodeInfo::plain(type_name, fields)),
-            persistent: flags & DESCRIPTOR_PERSISTENT != 0,
-            class: OnceCell::new(),
-            instance_checked: Cell::new(false),
-        });
-    }
-    Ok(entries)
+enum Inflate {
+    TooLarge,
+    Invalid(std::io::Error),
 }
 
-/// `copal.loads` without the argument handling: the object graph of stream `data`.
+/// How much decompressed data is read at a time.
+const INFLATE_CHUNK: usize = 128 << 10;
+
+/// Reads everything a streaming decompressor produces. The output buffer grows with the data
+/// actually produced (never from a size the frame declares) and never past `max_size`: the
+/// error comes before the allocation would.
+fn inflate(mut decoder: impl Read, max_size: usize) -> Result<Vec<u8>, Inflate> {
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; INFLATE_CHUNK];
+    loop {
+        let n = match decoder.read(&mut chunk) {
+            Ok(0) => return Ok(out),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Inflate::Invalid(e)),
+        };
+        let needed = out.len() + n;
+        if needed > max_size {
+            return Err(Inflate::TooLarge);
+        }
+        if needed > out.capacity() {
+            // Doubling as Vec would, but capped at max_size so capacity obeys the bound too.
+            let target = (out.capacity() * 2).max(needed).min(max_size);
+            out.reserve_exact(target - out.len());
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Reads the descriptor table at the start of the body (docs/STREAM.md section 4), with field
+/// names interned as the decoder sets them.
+pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>) -> Result<Vec<Entry>, DecodeError> {
+    let table = copal_core::text::read_table(r)?;
+    Ok(table
+        .into_iter()
+        .map(|entry| {
+            let fields = entry.fields.iter().map(|name| PyString::intern(py, name).unbind()).collect();
+            Entry {
+                info: Arc::new(DecodeInfo::plain(entry.type_name, fields)),
+                persistent: entry.persistent,
+                class: OnceLock::new(),
+                instance_checked: AtomicBool::new(false),
+            }
+        })
+        .collect())
+}
+
+/// `copal.loads` without the argument handling: the object graph of stream `data`, whose payload,
+/// if compressed, may inflate to at most `max_size` bytes.
 #[pyfunction]
-pub fn loads_raw<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    let payload = read_header(data)?;
-    let body = decompress(py, data[FLAGS_OFFSET], payload)?;
-    let mut r = Reader::new(body.bytes());
+pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let max_size = checked_max_size(max_size)?;
+    let (flags, payload) = read_header(data, &STREAM)?;
+    let body = decompress(py, flags, payload, max_size)?;
+    decode_body(py, body.bytes())
+}
+
+/// The object graph of a stream body (docs/STREAM.md section 4).
+pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    let mut r = Reader::new(body);
     let entries = read_table(&mut r, py).map_err(|e| corrupt("stream descriptor table", e))?;
     let registry = py.import("copal.persistent")?.getattr("registry")?.cast_into::<PyDict>()?;
-    let resolver = StreamResolver { registry, entries, last: Cell::new(0), zones: RefCell::new(HashMap::new()) };
+    let resolver = StreamResolver::new(registry, &entries);
     let what = || "stream".to_owned();
     // Repeated short strings come back as one object, as from the database (strings.rs); on
     // all-distinct strings this costs about a sixth of the decoding time.

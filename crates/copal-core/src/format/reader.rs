@@ -30,6 +30,7 @@ pub enum TzInfo {
     Named(String),
 }
 
+#[derive(Clone)]
 pub struct Reader<'a> {
     data: &'a [u8],
     pos: usize,

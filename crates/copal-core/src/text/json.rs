@@ -1,0 +1,1026 @@
+//! The JSON form of a stream body (docs/TEXT_FORMATS.md): `{"$copal": 1, "value": ...}`, with
+//! JSON's own types where they fit and `$`-tagged objects where JSON cannot express a type.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use super::tree::{zone as zone_of, TreeBuilder};
+use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError};
+use crate::format::calendar::MICROS_PER_DAY;
+use crate::format::{is_decimal_text, tag, DecodeError, Reader, TzInfo, Value, MAX_DAY, MIN_DAY};
+
+/// The version of the JSON mapping, written as `"$copal"`.
+pub const JSON_VERSION: u64 = 1;
+
+/// JSON nesting allowed on input: a value of depth 256 (FORMAT.md's limit) takes at most two
+/// JSON levels per value level (`{"$tuple": [...]}`), plus the document's own object.
+const MAX_JSON_DEPTH: usize = 2 * 256 + 8;
+
+// -- writing ------------------------------------------------------------------------------------
+
+/// The JSON document of a stream body (docs/STREAM.md section 4), written straight from its
+/// bytes: no value tree is built, so writing allocates little beyond the output.
+pub fn to_json(body: &[u8]) -> Result<String, TextError> {
+    let mut r = Reader::new(body);
+    let table = super::read_table(&mut r)?;
+    let start = r.position();
+    // Only values that back-references point to get a `"$id"`, and which those are is known
+    // at the end: the first pass writes the document assuming there are none (the usual case)
+    // and collects them; a second pass writes the ids if there were any.
+    let mut w = JsonWriter { out: String::with_capacity(body.len() * 2 + 32), table: &table, targets: HashSet::new(), found: HashSet::new(), slot: 0, in_base: false, mixed: HashSet::new() };
+    w.document(&mut r)?;
+    r.expect_end()?;
+    if w.found.is_empty() {
+        return Ok(w.out);
+    }
+    let mut r = Reader::new(&body[start..]);
+    let mut w = JsonWriter { out: String::with_capacity(w.out.len() + 32), table: &table, targets: std::mem::take(&mut w.found), found: HashSet::new(), slot: 0, in_base: false, mixed: std::mem::take(&mut w.mixed) };
+    w.document(&mut r)?;
+    Ok(w.out)
+}
+
+struct JsonWriter<'a> {
+    out: String,
+    table: &'a [TableEntry],
+    /// The memo slots that get a `"$id"`.
+    targets: HashSet<u64>,
+    /// The memo slots that back-references point to, as they are met.
+    found: HashSet<u64>,
+    /// The next memo slot (docs/FORMAT.md section 7), counted as the binary decoder counts.
+    slot: u64,
+    /// Set while writing a SUBCLASS base: the container takes no memo slot of its own (the
+    /// subclass instance took it), so the next container must not count one.
+    in_base: bool,
+    /// Offsets of dicts found to have a key that is not a string (see `dict`).
+    mixed: HashSet<usize>,
+}
+
+impl<'a> JsonWriter<'a> {
+    fn document(&mut self, r: &mut Reader<'_>) -> Result<(), TextError> {
+        self.out.push_str("{\"$copal\":1,\"value\":");
+        self.value(r, 0)?;
+        self.out.push('}');
+        Ok(())
+    }
+
+    fn entry(&self, descriptor: u32) -> Result<&'a TableEntry, TextError> {
+        self.table.get(descriptor as usize).ok_or(TextError::Body(DecodeError::UnknownDescriptor { id: descriptor }))
+    }
+
+    /// Takes the next memo slot (unless this is a SUBCLASS base) and returns whether the value
+    /// needs its `"$id"`.
+    fn memo(&mut self) -> Option<u64> {
+        if std::mem::take(&mut self.in_base) {
+            return None;
+        }
+        let slot = self.slot;
+        self.slot += 1;
+        self.targets.contains(&slot).then_some(slot)
+    }
+
+    /// Opens a tagged object of a memo-taking value, with `"$id"` first when it needs one.
+    fn open_memo(&mut self) {
+        self.out.push('{');
+        if let Some(slot) = self.memo() {
+            let _ = write!(self.out, "\"$id\":{slot},");
+        }
+    }
+
+    fn key(&mut self, key: &str) {
+        string(&mut self.out, key);
+        self.out.push(':');
+    }
+
+    /// A dict key or field name: one more `$` in front of a name that starts with `$`, so that
+    /// it cannot be taken for a tag.
+    fn escaped_key(&mut self, key: &str) {
+        if key.starts_with('$') {
+            self.out.push_str("\"$");
+            escape_into(&mut self.out, key);
+            self.out.push_str("\":");
+        } else {
+            self.key(key);
+        }
+    }
+
+    fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
+        let count = r.length(1)?;
+        self.out.push('[');
+        for i in 0..count {
+            if i > 0 {
+                self.out.push(',');
+            }
+            self.value(r, depth + 1)?;
+        }
+        self.out.push(']');
+        Ok(())
+    }
+
+    fn tagged_items(&mut self, tag: &str, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
+        self.open_memo();
+        self.key(tag);
+        self.items(r, depth)?;
+        self.out.push('}');
+        Ok(())
+    }
+
+    fn tagged_str(&mut self, tag: &str, text: &str) {
+        self.out.push('{');
+        self.key(tag);
+        string(&mut self.out, text);
+        self.out.push('}');
+    }
+
+    fn float(&mut self, f: f64) {
+        if f.is_finite() {
+            // Debug is the shortest text that reads back as the same f64, and always has a `.`
+            // or an exponent, so it reads back as a float, not an int.
+            let _ = write!(self.out, "{f:?}");
+        } else {
+            let text = if f.is_nan() { "nan" } else if f > 0.0 { "inf" } else { "-inf" };
+            self.tagged_str("$float", text);
+        }
+    }
+
+    /// `{"$datetime"|"$time": iso, "$zone": name, "$fold": 1}`, the last two when they apply.
+    fn clock_value(&mut self, tag: &str, r: &mut Reader<'_>, flags: u8, offset: usize, write: impl FnOnce(&mut String)) -> Result<(), TextError> {
+        let tz = r.tz_suffix(flags)?;
+        self.out.push('{');
+        self.key(tag);
+        self.out.push('"');
+        write(&mut self.out);
+        if let TzInfo::Offset(micros) = tz {
+            if micros.unsigned_abs() >= MICROS_PER_DAY as u64 {
+                return Err(DecodeError::OutOfRange { offset, what: "UTC offset" }.into());
+            }
+            clock::write_offset(micros, &mut self.out);
+        }
+        self.out.push('"');
+        if let TzInfo::Named(zone) = &tz {
+            self.out.push(',');
+            self.key("$zone");
+            string(&mut self.out, zone);
+        }
+        if flags & tag::TZ_FOLD != 0 {
+            self.out.push_str(",\"$fold\":1");
+        }
+        self.out.push('}');
+        Ok(())
+    }
+
+    fn fields(&mut self, r: &mut Reader<'_>, names: &[String], depth: usize) -> Result<(), TextError> {
+        for name in names {
+            self.out.push(',');
+            self.escaped_key(name);
+            self.value(r, depth)?;
+        }
+        Ok(())
+    }
+
+    /// A dict: a JSON object when every key is a string, else `{"$dict": [[k, v], ...]}`.
+    /// Keys are only known while reading, so the object form is written optimistically and
+    /// rolled back at the first key that is not a string; `mixed` remembers such dicts (by
+    /// offset) so that rewriting an enclosing dict does not try them again, which keeps the
+    /// worst case at one rewrite per nesting level instead of exponential.
+    fn dict(&mut self, r: &mut Reader<'_>, depth: usize, offset: usize) -> Result<(), TextError> {
+        let count = r.length(2)?;
+        if !self.mixed.contains(&offset) {
+            let (mark, saved, slot, in_base) = (self.out.len(), r.clone(), self.slot, self.in_base);
+            self.open_memo();
+            if count == 0 && self.out.ends_with(',') {
+                // `{"$id": n}` alone: drop the comma `open_memo` put after the id.
+                self.out.pop();
+            }
+            let mut all_str = true;
+            for i in 0..count {
+                if r.peek_u8()? != tag::STR {
+                    all_str = false;
+                    break;
+                }
+                if i > 0 {
+                    self.out.push(',');
+                }
+                r.u8()?;
+                let key = r.str()?;
+                self.escaped_key(key);
+                self.value(r, depth + 1)?;
+            }
+            if all_str {
+                self.out.push('}');
+                return Ok(());
+            }
+            self.mixed.insert(offset);
+            self.out.truncate(mark);
+            (*r, self.slot, self.in_base) = (saved, slot, in_base);
+        }
+        self.open_memo();
+        self.key("$dict");
+        self.out.push('[');
+        for i in 0..count {
+            self.out.push_str(if i > 0 { ",[" } else { "[" });
+            self.value(r, depth + 1)?;
+            self.out.push(',');
+            self.value(r, depth + 1)?;
+            self.out.push(']');
+        }
+        self.out.push_str("]}");
+        Ok(())
+    }
+
+    fn value(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
+        if depth > r.limits.max_depth {
+            return Err(DecodeError::TooDeep { limit: r.limits.max_depth }.into());
+        }
+        let offset = r.position();
+        match r.u8()? {
+            tag::NONE => self.out.push_str("null"),
+            tag::FALSE => self.out.push_str("false"),
+            tag::TRUE => self.out.push_str("true"),
+            tag::INT => {
+                let _ = write!(self.out, "{}", r.zigzag()?);
+            }
+            tag::BIGINT => {
+                let bytes = r.length_prefixed()?;
+                if bytes.len() > r.limits.max_bigint_bytes {
+                    return Err(DecodeError::OutOfRange { offset, what: "integer size" }.into());
+                }
+                self.out.push_str(&bigint::to_decimal(bytes));
+            }
+            tag::FLOAT => self.float(r.f64()?),
+            tag::COMPLEX => {
+                self.out.push_str("{\"$complex\":[");
+                self.float(r.f64()?);
+                self.out.push(',');
+                self.float(r.f64()?);
+                self.out.push_str("]}");
+            }
+            tag::STR => string(&mut self.out, r.str()?),
+            tag::STR_SURROGATES => self.base64("$surrogates", r.length_prefixed()?),
+            tag::BYTES => self.base64("$bytes", r.length_prefixed()?),
+            tag::BYTEARRAY => {
+                self.open_memo();
+                self.key("$bytearray");
+                self.out.push('"');
+                base64::encode(r.length_prefixed()?, &mut self.out);
+                self.out.push_str("\"}");
+            }
+            tag::LIST => {
+                if self.in_base {
+                    self.in_base = false;
+                    self.items(r, depth)?;
+                } else if self.targets.contains(&self.slot) {
+                    self.tagged_items("$list", r, depth)?;
+                } else {
+                    self.slot += 1;
+                    self.items(r, depth)?;
+                }
+            }
+            tag::TUPLE => self.tagged_items("$tuple", r, depth)?,
+            tag::SET => self.tagged_items("$set", r, depth)?,
+            tag::FROZENSET => self.tagged_items("$frozenset", r, depth)?,
+            tag::DICT => self.dict(r, depth, offset)?,
+            tag::DATETIME => {
+                let flags = r.tz_flags()?;
+                let micros = r.zigzag()?;
+                if !(MIN_DAY..=MAX_DAY).contains(&micros.div_euclid(MICROS_PER_DAY)) {
+                    return Err(DecodeError::OutOfRange { offset, what: "datetime" }.into());
+                }
+                self.clock_value("$datetime", r, flags, offset, |out| clock::write_datetime(micros, out))?;
+            }
+            tag::DATE => {
+                let days = r.zigzag()?;
+                if !(MIN_DAY..=MAX_DAY).contains(&days) {
+                    return Err(DecodeError::OutOfRange { offset, what: "date" }.into());
+                }
+                let mut text = String::new();
+                clock::write_date(days, &mut text);
+                self.tagged_str("$date", &text);
+            }
+            tag::TIME => {
+                let flags = r.tz_flags()?;
+                let micros = r.varint()?;
+                if micros >= MICROS_PER_DAY as u64 {
+                    return Err(DecodeError::OutOfRange { offset, what: "time of day" }.into());
+                }
+                self.clock_value("$time", r, flags, offset, |out| clock::write_clock(micros, out))?;
+            }
+            tag::TIMEDELTA => {
+                let (days, seconds, micros) = (r.zigzag()?, r.varint()?, r.varint()?);
+                let _ = write!(self.out, "{{\"$timedelta\":[{days},{seconds},{micros}]}}");
+            }
+            tag::DECIMAL => {
+                let text = r.str()?;
+                if !is_decimal_text(text) {
+                    return Err(DecodeError::OutOfRange { offset, what: "decimal" }.into());
+                }
+                self.tagged_str("$decimal", text);
+            }
+            tag::UUID => {
+                let mut text = String::new();
+                clock::write_uuid(&r.array::<16>()?, &mut text);
+                self.tagged_str("$uuid", &text);
+            }
+            tag::ENUM => {
+                let descriptor = r.u32_varint()?;
+                let type_name = &self.entry(descriptor)?.type_name;
+                self.out.push_str("{\"$enum\":");
+                string(&mut self.out, type_name);
+                self.out.push_str(",\"$member\":");
+                string(&mut self.out, r.str()?);
+                self.out.push('}');
+            }
+            tag::OBJECT => {
+                let entry = self.entry(r.u32_varint()?)?;
+                let (persistent, type_name, names) = (entry.persistent, &entry.type_name, &entry.fields);
+                self.open_memo();
+                self.key(if persistent { "$persistent" } else { "$type" });
+                string(&mut self.out, type_name);
+                self.fields(r, names, depth + 1)?;
+                self.out.push('}');
+            }
+            tag::SUBCLASS => {
+                let entry = self.entry(r.u32_varint()?)?;
+                let (type_name, names) = (&entry.type_name, &entry.fields);
+                self.open_memo();
+                self.key("$subclass");
+                string(&mut self.out, type_name);
+                self.out.push_str(",\"$base\":");
+                let base_offset = r.position();
+                if !matches!(r.peek_u8()?, tag::LIST | tag::TUPLE | tag::SET | tag::FROZENSET | tag::DICT) {
+                    return Err(DecodeError::UnknownTag { offset: base_offset, tag: r.peek_u8()? }.into());
+                }
+                self.in_base = true;
+                self.value(r, depth)?;
+                self.fields(r, names, depth + 1)?;
+                self.out.push('}');
+            }
+            tag::BACKREF => {
+                let index = r.varint()?;
+                if index >= self.slot {
+                    return Err(DecodeError::BadBackRef { offset, index }.into());
+                }
+                self.found.insert(index);
+                let _ = write!(self.out, "{{\"$ref\":{index}}}");
+            }
+            tag::REF => return Err(mapping("a stream holds no references to stored objects")),
+            other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
+        }
+        Ok(())
+    }
+
+    fn base64(&mut self, tag: &str, bytes: &[u8]) {
+        self.out.push('{');
+        self.key(tag);
+        self.out.push('"');
+        base64::encode(bytes, &mut self.out);
+        self.out.push_str("\"}");
+    }
+}
+
+fn string(out: &mut String, s: &str) {
+    out.push('"');
+    escape_into(out, s);
+    out.push('"');
+}
+
+/// JSON string contents: `"`, `\` and control characters escaped, everything else as UTF-8.
+fn escape_into(out: &mut String, s: &str) {
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1F => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+}
+
+// -- reading ------------------------------------------------------------------------------------
+
+/// A parsed JSON value; numbers keep their text so that integers of any size survive.
+#[derive(Debug)]
+enum Json<'a> {
+    Null,
+    Bool(bool),
+    Number(&'a str),
+    Str(String),
+    Array(Vec<Json<'a>>),
+    Object(Vec<(String, Json<'a>)>),
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn fail(&self, message: &str) -> TextError {
+        TextError::Syntax { offset: self.at, message: message.to_owned() }
+    }
+
+    fn ws(&mut self) {
+        let bytes = self.text.as_bytes();
+        while self.at < bytes.len() && matches!(bytes[self.at], b' ' | b'\t' | b'\n' | b'\r') {
+            self.at += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn expect(&mut self, c: u8) -> Result<(), TextError> {
+        self.ws();
+        if self.peek() == Some(c) {
+            self.at += 1;
+            Ok(())
+        } else {
+            Err(self.fail(&format!("expected '{}'", c as char)))
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Json<'a>, TextError> {
+        if depth > MAX_JSON_DEPTH {
+            return Err(self.fail("nested too deeply"));
+        }
+        self.ws();
+        match self.peek() {
+            Some(b'{') => {
+                self.at += 1;
+                let mut members = Vec::new();
+                self.ws();
+                if self.peek() == Some(b'}') {
+                    self.at += 1;
+                    return Ok(Json::Object(members));
+                }
+                loop {
+                    self.ws();
+                    let key = self.string()?;
+                    self.expect(b':')?;
+                    members.push((key, self.value(depth + 1)?));
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.at += 1,
+                        Some(b'}') => {
+                            self.at += 1;
+                            if has_duplicate_key(&members) {
+                                return Err(self.fail("a key appears twice in one object"));
+                            }
+                            return Ok(Json::Object(members));
+                        }
+                        _ => return Err(self.fail("expected ',' or '}'")),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.at += 1;
+                let mut items = Vec::new();
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.at += 1;
+                    return Ok(Json::Array(items));
+                }
+                loop {
+                    items.push(self.value(depth + 1)?);
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.at += 1,
+                        Some(b']') => {
+                            self.at += 1;
+                            return Ok(Json::Array(items));
+                        }
+                        _ => return Err(self.fail("expected ',' or ']'")),
+                    }
+                }
+            }
+            Some(b'"') => Ok(Json::Str(self.string()?)),
+            Some(b't') => self.literal("true", Json::Bool(true)),
+            Some(b'f') => self.literal("false", Json::Bool(false)),
+            Some(b'n') => self.literal("null", Json::Null),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => Err(self.fail("expected a value")),
+        }
+    }
+
+    fn literal(&mut self, word: &str, value: Json<'a>) -> Result<Json<'a>, TextError> {
+        if self.text[self.at..].starts_with(word) {
+            self.at += word.len();
+            Ok(value)
+        } else {
+            Err(self.fail("expected a value"))
+        }
+    }
+
+    /// A number in RFC 8259 syntax, kept as text.
+    fn number(&mut self) -> Result<Json<'a>, TextError> {
+        let start = self.at;
+        let bytes = self.text.as_bytes();
+        let digits = |at: &mut usize| {
+            let from = *at;
+            while *at < bytes.len() && bytes[*at].is_ascii_digit() {
+                *at += 1;
+            }
+            *at - from
+        };
+        let mut at = self.at;
+        if bytes.get(at) == Some(&b'-') {
+            at += 1;
+        }
+        let int_start = at;
+        let n = digits(&mut at);
+        if n == 0 || (n > 1 && bytes[int_start] == b'0') {
+            return Err(self.fail("malformed number"));
+        }
+        if bytes.get(at) == Some(&b'.') {
+            at += 1;
+            if digits(&mut at) == 0 {
+                return Err(self.fail("malformed number"));
+            }
+        }
+        if matches!(bytes.get(at), Some(b'e' | b'E')) {
+            at += 1;
+            if matches!(bytes.get(at), Some(b'+' | b'-')) {
+                at += 1;
+            }
+            if digits(&mut at) == 0 {
+                return Err(self.fail("malformed number"));
+            }
+        }
+        self.at = at;
+        Ok(Json::Number(&self.text[start..at]))
+    }
+
+    fn string(&mut self) -> Result<String, TextError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.fail("expected a string"));
+        }
+        self.at += 1;
+        let bytes = self.text.as_bytes();
+        let mut out = String::new();
+        let mut start = self.at;
+        loop {
+            let Some(&b) = bytes.get(self.at) else {
+                return Err(self.fail("unterminated string"));
+            };
+            match b {
+                b'"' => {
+                    out.push_str(&self.text[start..self.at]);
+                    self.at += 1;
+                    return Ok(out);
+                }
+                b'\\' => {
+                    out.push_str(&self.text[start..self.at]);
+                    self.at += 1;
+                    self.escape(&mut out)?;
+                    start = self.at;
+                }
+                0x00..=0x1F => return Err(self.fail("control character in a string")),
+                _ => self.at += 1,
+            }
+        }
+    }
+
+    fn escape(&mut self, out: &mut String) -> Result<(), TextError> {
+        let c = self.peek().ok_or_else(|| self.fail("unterminated string"))?;
+        self.at += 1;
+        let simple = match c {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let first = self.hex4()?;
+                let code = if (0xD800..0xDC00).contains(&first) && self.text[self.at..].starts_with("\\u") {
+                    self.at += 2;
+                    let second = self.hex4()?;
+                    if !(0xDC00..0xE000).contains(&second) {
+                        return Err(self.fail("unpaired surrogate escape (copal writes lone surrogates as $surrogates)"));
+                    }
+                    0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+                } else {
+                    first
+                };
+                char::from_u32(code).ok_or_else(|| self.fail("unpaired surrogate escape (copal writes lone surrogates as $surrogates)"))?
+            }
+            _ => return Err(self.fail("unknown escape")),
+        };
+        out.push(simple);
+        Ok(())
+    }
+
+    fn hex4(&mut self) -> Result<u32, TextError> {
+        let digits = self.text.get(self.at..self.at + 4).ok_or_else(|| self.fail("short \\u escape"))?;
+        let value = u32::from_str_radix(digits, 16).map_err(|_| self.fail("bad \\u escape"))?;
+        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(self.fail("bad \\u escape"));
+        }
+        self.at += 4;
+        Ok(value)
+    }
+}
+
+/// Whether two members of an object have the same key: what they mean would depend on the
+/// reader (RFC 8259 section 4), so copal refuses them.
+fn has_duplicate_key(members: &[(String, Json<'_>)]) -> bool {
+    if members.len() <= 8 {
+        return members.iter().enumerate().any(|(i, (k, _))| members[..i].iter().any(|(other, _)| other == k));
+    }
+    let mut keys: Vec<&str> = members.iter().map(|(k, _)| k.as_str()).collect();
+    keys.sort_unstable();
+    keys.windows(2).any(|w| w[0] == w[1])
+}
+
+/// The stream body of a JSON document.
+pub fn from_json(text: &str) -> Result<Body, TextError> {
+    let mut parser = Parser { text, at: 0 };
+    let doc = parser.value(0)?;
+    parser.ws();
+    if parser.at != text.len() {
+        return Err(parser.fail("text after the document"));
+    }
+    let Json::Object(members) = doc else {
+        return Err(mapping("the document is not a JSON object {\"$copal\": 1, \"value\": ...}"));
+    };
+    let mut version = None;
+    let mut value = None;
+    for (key, member) in members {
+        match (key.as_str(), member) {
+            ("$copal", Json::Number(n)) => version = Some(n),
+            ("value", v) => value = Some(v),
+            (other, _) => return Err(mapping(format!("unexpected member {other:?} in the document"))),
+        }
+    }
+    match version {
+        Some(v) if v.parse::<u64>() == Ok(JSON_VERSION) => {}
+        Some(v) => return Err(mapping(format!("version {v} is not supported by this copal (reads version {JSON_VERSION})"))),
+        None => return Err(mapping("the document has no \"$copal\" version")),
+    }
+    let value = value.ok_or_else(|| mapping("the document has no \"value\""))?;
+    let mut build = Build { tree: TreeBuilder::default() };
+    let value = build.value(&value)?;
+    Ok(build.tree.finish(value))
+}
+
+/// Builds the value tree (and its descriptor table) of a parsed document.
+struct Build {
+    tree: TreeBuilder,
+}
+
+/// Tags that make a JSON object something other than a dict (docs/TEXT_FORMATS.md).
+const KIND_TAGS: [&str; 21] = [
+    "$ref", "$list", "$tuple", "$set", "$frozenset", "$dict", "$type", "$persistent", "$subclass", "$enum",
+    "$bytes", "$bytearray", "$surrogates", "$float", "$complex", "$datetime", "$date", "$time", "$timedelta",
+    "$decimal", "$uuid",
+];
+
+fn is_tag(key: &str) -> bool {
+    key.starts_with('$') && !key.starts_with("$$")
+}
+
+/// A dict key or field name as written, without the escaping `$`.
+fn unescape(key: &str) -> String {
+    if key.starts_with("$$") { key[1..].to_owned() } else { key.to_owned() }
+}
+
+impl Build {
+    fn take_slot(&mut self, id: Option<&Json<'_>>) -> Result<(), TextError> {
+        let id = id.map(|id| as_u64(id).ok_or_else(|| mapping("\"$id\" must be a non-negative integer"))).transpose()?;
+        self.tree.take_slot(id)
+    }
+
+    fn items(&mut self, json: &Json<'_>, what: &str) -> Result<Vec<Value>, TextError> {
+        match json {
+            Json::Array(items) => items.iter().map(|j| self.value(j)).collect(),
+            _ => Err(mapping(format!("{what} must be an array"))),
+        }
+    }
+
+    fn value(&mut self, json: &Json<'_>) -> Result<Value, TextError> {
+        Ok(match json {
+            Json::Null => Value::None,
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Number(n) => number(n)?,
+            Json::Str(s) => Value::Str(s.clone()),
+            Json::Array(_) => {
+                self.take_slot(None)?;
+                Value::List(self.items(json, "a list")?)
+            }
+            Json::Object(members) => self.object(members)?,
+        })
+    }
+
+    fn object(&mut self, members: &[(String, Json<'_>)]) -> Result<Value, TextError> {
+        let get = |name: &str| members.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        let kind = members.iter().map(|(k, _)| k.as_str()).find(|k| KIND_TAGS.contains(k));
+        let id = get("$id");
+        let allowed: &[&str] = match kind {
+            Some("$datetime" | "$time") => &["$zone", "$fold"],
+            Some("$subclass") => &["$base", "$id"],
+            Some("$enum") => &["$member"],
+            Some("$ref" | "$bytes" | "$surrogates" | "$float" | "$complex" | "$date" | "$timedelta" | "$decimal" | "$uuid") => &[],
+            _ => &["$id"],
+        };
+        let fields_allowed = matches!(kind, None | Some("$type" | "$persistent" | "$subclass"));
+        for (key, _) in members {
+            let is_kind = Some(key.as_str()) == kind;
+            if is_tag(key) && !is_kind && !allowed.contains(&key.as_str()) {
+                return Err(mapping(format!("unexpected {key:?} in {}", kind.unwrap_or("a dict"))));
+            }
+            if !is_tag(key) && !fields_allowed {
+                return Err(mapping(format!("unexpected {key:?} in {}", kind.unwrap_or("a dict"))));
+            }
+        }
+        let Some(kind) = kind else {
+            self.take_slot(id)?;
+            let pairs = members
+                .iter()
+                .filter(|(k, _)| !is_tag(k))
+                .map(|(k, v)| Ok((Value::Str(unescape(k)), self.value(v)?)))
+                .collect::<Result<_, TextError>>()?;
+            return Ok(Value::Dict(pairs));
+        };
+        let arg = get(kind).expect("the kind is a member");
+        let text = |what: &str| match arg {
+            Json::Str(s) => Ok(s.as_str()),
+            _ => Err(mapping(format!("{kind} needs a string ({what})"))),
+        };
+        Ok(match kind {
+            "$ref" => {
+                let id = as_u64(arg).ok_or_else(|| mapping("\"$ref\" must be a non-negative integer"))?;
+                self.tree.reference(id)?
+            }
+            "$list" | "$tuple" | "$set" | "$frozenset" => {
+                self.take_slot(id)?;
+                let items = self.items(arg, kind)?;
+                match kind {
+                    "$list" => Value::List(items),
+                    "$tuple" => Value::Tuple(items),
+                    "$set" => Value::Set(items),
+                    _ => Value::FrozenSet(items),
+                }
+            }
+            "$dict" => {
+                self.take_slot(id)?;
+                let Json::Array(pairs) = arg else { return Err(mapping("$dict must be an array of [key, value] pairs")) };
+                let pairs = pairs
+                    .iter()
+                    .map(|pair| match pair {
+                        Json::Array(kv) if kv.len() == 2 => Ok((self.value(&kv[0])?, self.value(&kv[1])?)),
+                        _ => Err(mapping("$dict must be an array of [key, value] pairs")),
+                    })
+                    .collect::<Result<_, TextError>>()?;
+                Value::Dict(pairs)
+            }
+            "$type" | "$persistent" | "$subclass" => {
+                let type_name = text("a class name")?;
+                self.take_slot(id)?;
+                let names: Vec<String> = members.iter().filter(|(k, _)| !is_tag(k)).map(|(k, _)| unescape(k)).collect();
+                let descriptor = self.tree.descriptor(kind == "$persistent", type_name, names);
+                let base = match kind {
+                    "$subclass" => {
+                        let base = get("$base").ok_or_else(|| mapping("$subclass needs \"$base\""))?;
+                        self.tree.start_base();
+                        let base = self.value(base)?;
+                        Some(self.tree.end_base(base)?)
+                    }
+                    _ => None,
+                };
+                let fields = members.iter().filter(|(k, _)| !is_tag(k)).map(|(_, v)| self.value(v)).collect::<Result<_, _>>()?;
+                match base {
+                    Some(base) => Value::Subclass { descriptor, base: Box::new(base), fields },
+                    None => Value::Object { descriptor, fields },
+                }
+            }
+            "$enum" => {
+                let type_name = text("a class name")?;
+                let Some(Json::Str(member)) = get("$member") else { return Err(mapping("$enum needs \"$member\", a string")) };
+                Value::Enum { descriptor: self.tree.descriptor(false, type_name, Vec::new()), member: member.clone() }
+            }
+            "$bytes" | "$bytearray" | "$surrogates" => {
+                if kind == "$bytearray" {
+                    self.take_slot(id)?;
+                }
+                let bytes = base64::decode(text("base64")?).ok_or_else(|| mapping(format!("{kind} is not padded base64")))?;
+                match kind {
+                    "$bytes" => Value::Bytes(bytes),
+                    "$bytearray" => Value::ByteArray(bytes),
+                    _ => Value::StrSurrogates(bytes),
+                }
+            }
+            "$float" => Value::Float(special_float(text("nan, inf or -inf")?)?),
+            "$complex" => match arg {
+                Json::Array(parts) if parts.len() == 2 => Value::Complex(float_of(&parts[0])?, float_of(&parts[1])?),
+                _ => return Err(mapping("$complex must be [real, imaginary]")),
+            },
+            "$datetime" | "$time" => {
+                let fold = match get("$fold") {
+                    None => false,
+                    Some(f) => match as_u64(f) {
+                        Some(0) => false,
+                        Some(1) => true,
+                        _ => return Err(mapping("\"$fold\" must be 0 or 1")),
+                    },
+                };
+                let zone = match get("$zone") {
+                    None => None,
+                    Some(Json::Str(name)) => Some(name.as_str()),
+                    Some(_) => return Err(mapping("\"$zone\" must be a string")),
+                };
+                let bad = || mapping(format!("{kind} is not an ISO 8601 {}", &kind[1..]));
+                let (micros, offset) = if kind == "$datetime" {
+                    let (m, o) = clock::parse_datetime(text("ISO 8601")?).ok_or_else(bad)?;
+                    (Ok(m), o)
+                } else {
+                    let (m, o) = clock::parse_time(text("ISO 8601")?).ok_or_else(bad)?;
+                    (Err(m), o)
+                };
+                let tz = zone_of(offset, zone, kind)?;
+                match micros {
+                    Ok(micros) => Value::DateTime { micros, tz, fold },
+                    Err(micros) => Value::Time { micros, tz, fold },
+                }
+            }
+            "$date" => Value::Date { days: clock::parse_date(text("ISO 8601")?).ok_or_else(|| mapping("$date is not an ISO 8601 date"))? },
+            "$timedelta" => match arg {
+                Json::Array(parts) if parts.len() == 3 => {
+                    let days = match &parts[0] {
+                        Json::Number(n) => n.parse::<i64>().ok(),
+                        _ => None,
+                    };
+                    match (days, as_u64(&parts[1]), as_u64(&parts[2])) {
+                        (Some(days), Some(seconds), Some(micros)) => Value::TimeDelta { days, seconds, micros },
+                        _ => return Err(mapping("$timedelta must be [days, seconds, microseconds]")),
+                    }
+                }
+                _ => return Err(mapping("$timedelta must be [days, seconds, microseconds]")),
+            },
+            "$decimal" => Value::Decimal(text("decimal text")?.to_owned()),
+            "$uuid" => Value::Uuid(clock::parse_uuid(text("8-4-4-4-12 hex")?).ok_or_else(|| mapping("$uuid is not 8-4-4-4-12 hex"))?),
+            _ => unreachable!("every kind tag is handled"),
+        })
+    }
+}
+
+fn as_u64(json: &Json<'_>) -> Option<u64> {
+    match json {
+        Json::Number(n) => n.parse().ok(),
+        _ => None,
+    }
+}
+
+fn number(text: &str) -> Result<Value, TextError> {
+    if text.contains(['.', 'e', 'E']) {
+        return text.parse().map(Value::Float).map_err(|_| mapping(format!("bad number {text}")));
+    }
+    if let Ok(i) = text.parse::<i64>() {
+        return Ok(Value::Int(i));
+    }
+    bigint::from_decimal(text).map(Value::BigInt).ok_or_else(|| mapping(format!("bad number {text}")))
+}
+
+fn special_float(text: &str) -> Result<f64, TextError> {
+    match text {
+        "nan" => Ok(f64::NAN),
+        "inf" => Ok(f64::INFINITY),
+        "-inf" => Ok(f64::NEG_INFINITY),
+        _ => Err(mapping("$float must be \"nan\", \"inf\" or \"-inf\"")),
+    }
+}
+
+fn float_of(json: &Json<'_>) -> Result<f64, TextError> {
+    match json {
+        Json::Number(n) => n.parse().map_err(|_| mapping(format!("bad number {n}"))),
+        Json::Object(members) if members.len() == 1 && members[0].0 == "$float" => match &members[0].1 {
+            Json::Str(s) => special_float(s),
+            _ => Err(mapping("$float must be a string")),
+        },
+        _ => Err(mapping("a complex number's parts must be numbers")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(value: Value, table: Vec<TableEntry>) -> String {
+        let body = Body { table, value };
+        let bytes = body.encode();
+        assert_eq!(Body::decode(&bytes).unwrap(), body);
+        let text = to_json(&bytes).unwrap();
+        assert_eq!(from_json(&text).unwrap(), body, "{text}");
+        text
+    }
+
+    #[test]
+    fn plain_json_where_it_fits() {
+        let value = Value::Dict(vec![
+            (Value::Str("a".into()), Value::List(vec![Value::Int(1), Value::Float(1.0), Value::None, Value::Bool(true)])),
+            (Value::Str("$b".into()), Value::Str("x\"\n\u{1}é".into())),
+        ]);
+        let text = round_trip(value, vec![]);
+        assert_eq!(text, r#"{"$copal":1,"value":{"a":[1,1.0,null,true],"$$b":"x\"\n\u0001é"}}"#);
+    }
+
+    #[test]
+    fn tagged_values_and_shared_references() {
+        let table = vec![TableEntry { persistent: false, type_name: "m.P".into(), fields: vec!["x".into()] }];
+        let value = Value::List(vec![
+            Value::Object { descriptor: 0, fields: vec![Value::BackRef(0)] },
+            Value::Tuple(vec![Value::BigInt(vec![0, 0, 0, 0, 0, 0, 0, 0, 1])]),
+            Value::Dict(vec![]),
+            Value::BackRef(3),
+            Value::Set(vec![Value::Bytes(b"hi".to_vec())]),
+            Value::Dict(vec![(Value::Int(1), Value::Float(f64::INFINITY))]),
+            Value::DateTime { micros: 0, tz: TzInfo::Named("Europe/Paris".into()), fold: true },
+            Value::Time { micros: 1, tz: TzInfo::Offset(-3_600_000_000), fold: false },
+            Value::TimeDelta { days: -1, seconds: 5, micros: 6 },
+            Value::Uuid([0xAB; 16]),
+            Value::BackRef(1),
+        ]);
+        let text = round_trip(value, table);
+        assert!(text.starts_with(r#"{"$copal":1,"value":{"$id":0,"$list":[{"$id":1,"$type":"m.P","x":{"$ref":0}},"#), "{text}");
+        assert!(text.contains(r#"{"$datetime":"1970-01-01T00:00:00","$zone":"Europe/Paris","$fold":1}"#), "{text}");
+        assert!(text.contains(r#"{"$time":"00:00:00.000001-01:00"}"#), "{text}");
+        assert!(text.contains("18446744073709551616"), "{text}");
+    }
+
+    #[test]
+    fn dicts_with_other_keys_are_rewritten_with_the_same_ids() {
+        // The object form is abandoned at key 2, after a nested dict and a list were written
+        // (and counted memo slots 1 and 2); the rewrite must count them again from the same slot.
+        let inner = Value::Dict(vec![(Value::Int(1), Value::Dict(vec![(Value::Str("x".into()), Value::List(vec![]))]))]);
+        let value = Value::List(vec![
+            Value::Dict(vec![(Value::Str("a".into()), inner.clone()), (Value::Int(2), Value::BackRef(2))]),
+            Value::BackRef(4),
+            inner,
+        ]);
+        let text = round_trip(value, vec![]);
+        assert!(text.contains(r#"{"$dict":[["a",{"$id":2,"$dict":[[1,{"x":{"$id":4,"$list":[]}}]]}],[2,{"$ref":2}]]}"#), "{text}");
+    }
+
+    #[test]
+    fn subclass_bases_take_no_memo_slot() {
+        let table = vec![TableEntry { persistent: false, type_name: "m.Tags".into(), fields: vec!["n".into()] }];
+        let value = Value::List(vec![
+            Value::Subclass { descriptor: 0, base: Box::new(Value::List(vec![Value::BackRef(1)])), fields: vec![Value::Int(1)] },
+            Value::Subclass { descriptor: 0, base: Box::new(Value::Dict(vec![])), fields: vec![Value::List(vec![])] },
+            Value::BackRef(2),
+            Value::BackRef(1),
+        ]);
+        let text = round_trip(value, table);
+        assert!(text.contains(r#"{"$id":1,"$subclass":"m.Tags","$base":[{"$ref":1}],"n":1}"#), "{text}");
+        assert!(text.contains(r#"{"$id":2,"$subclass":"m.Tags","$base":{},"n":[]}"#), "{text}");
+    }
+
+    #[test]
+    fn damaged_bodies_are_errors_not_panics() {
+        let table = vec![TableEntry { persistent: true, type_name: "m.P".into(), fields: vec!["x".into(), "$y".into()] }];
+        let value = Value::List(vec![
+            Value::Object { descriptor: 0, fields: vec![Value::BackRef(0), Value::Decimal("1.5".into())] },
+            Value::Dict(vec![(Value::Int(1), Value::DateTime { micros: 5, tz: TzInfo::Offset(60_000_000), fold: false })]),
+            Value::Time { micros: 7, tz: TzInfo::Named("UTC".into()), fold: true },
+            Value::BigInt(vec![1, 2, 3, 4, 5, 6, 7, 8, 0x80]),
+            Value::Enum { descriptor: 0, member: "A".into() },
+        ]);
+        let bytes = Body { table, value }.encode();
+        for at in 0..bytes.len() {
+            for b in [0x00, 0x01, 0x0b, 0x0d, 0x10, 0x12, 0x18, 0x19, 0x1a, 0x7f, 0x80, 0xff] {
+                let mut damaged = bytes.clone();
+                damaged[at] = b;
+                let _ = to_json(&damaged);
+            }
+            let _ = to_json(&bytes[..at]);
+        }
+    }
+
+    #[test]
+    fn malformed_documents_are_errors() {
+        for bad in [
+            "", "[1]", "{\"value\":1}", "{\"$copal\":2,\"value\":1}", "{\"$copal\":1,\"value\":{\"$ref\":0}}",
+            "{\"$copal\":1,\"value\":{\"$bytes\":\"A\"}}", "{\"$copal\":1,\"value\":{\"$tuple\":[],\"a\":1}}",
+            "{\"$copal\":1,\"value\":{\"$nope\":1}}", "{\"$copal\":1,\"value\":01}", "{\"$copal\":1,\"value\":\"\\ud800\"}",
+            "{\"$copal\":1,\"value\":1} x", "{\"$copal\":1,\"value\":{\"$date\":\"2024-13-01\"}}",
+        ] {
+            assert!(from_json(bad).is_err(), "{bad}");
+        }
+        let deep = format!("{{\"$copal\":1,\"value\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(matches!(from_json(&deep), Err(TextError::Syntax { .. })));
+    }
+}

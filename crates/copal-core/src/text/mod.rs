@@ -1,0 +1,122 @@
+//! Text forms of standalone streams (docs/TEXT_FORMATS.md): the body of a stream (docs/STREAM.md
+//! section 4, a descriptor table and one value) transcoded to and from JSON and XML. Working on the
+//! body keeps every Python conversion in the binding's record codec: `copal.dumps(obj,
+//! format="json")` encodes the graph as a binary body and transcodes it here, and `copal.loads`
+//! of JSON transcodes it back to a body and decodes that.
+
+mod base64;
+mod bigint;
+mod clock;
+pub mod json;
+mod tree;
+pub mod xml;
+
+use std::fmt;
+
+use crate::format::{DecodeError, DescriptorSource, Reader, Value, Writer};
+
+/// Why a text document could not be transcoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TextError {
+    /// The text is not well-formed JSON or XML.
+    Syntax { offset: usize, message: String },
+    /// Well-formed JSON that does not follow the mapping of docs/TEXT_FORMATS.md.
+    Mapping { message: String },
+    /// The binary body being written as text is malformed.
+    Body(DecodeError),
+}
+
+impl fmt::Display for TextError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Syntax { offset, message } => write!(f, "malformed text at byte {offset}: {message}"),
+            Self::Mapping { message } => write!(f, "not a copal document: {message}"),
+            Self::Body(e) => write!(f, "corrupt stream body: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TextError {}
+
+impl From<DecodeError> for TextError {
+    fn from(e: DecodeError) -> Self {
+        TextError::Body(e)
+    }
+}
+
+pub(crate) fn mapping(message: impl Into<String>) -> TextError {
+    TextError::Mapping { message: message.into() }
+}
+
+/// Descriptor-entry flag of docs/STREAM.md section 4: a persistent class stored by value.
+pub const PERSISTENT: u8 = 0x01;
+
+/// One entry of a stream's descriptor table (docs/STREAM.md section 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableEntry {
+    pub persistent: bool,
+    pub type_name: String,
+    pub fields: Vec<String>,
+}
+
+/// A stream body: its descriptor table and its value, whose OBJECT, SUBCLASS and ENUM values
+/// name entries by position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Body {
+    pub table: Vec<TableEntry>,
+    pub value: Value,
+}
+
+struct Table<'a>(&'a [TableEntry]);
+
+impl DescriptorSource for Table<'_> {
+    fn field_count(&self, id: u32) -> Result<usize, DecodeError> {
+        self.0.get(id as usize).map(|e| e.fields.len()).ok_or(DecodeError::UnknownDescriptor { id })
+    }
+}
+
+/// Reads the descriptor table at the start of a stream body (docs/STREAM.md section 4).
+pub fn read_table(r: &mut Reader<'_>) -> Result<Vec<TableEntry>, DecodeError> {
+    let count = r.length(1)?;
+    let mut table = Vec::with_capacity(count.min(crate::format::PREALLOCATE_MAX));
+    for _ in 0..count {
+        let offset = r.position();
+        let flags = r.u8()?;
+        if flags & !PERSISTENT != 0 {
+            return Err(DecodeError::OutOfRange { offset, what: "descriptor flags" });
+        }
+        let type_name = r.str()?.to_owned();
+        let n = r.length(1)?;
+        let fields = (0..n).map(|_| r.str().map(str::to_owned)).collect::<Result<_, _>>()?;
+        table.push(TableEntry { persistent: flags & PERSISTENT != 0, type_name, fields });
+    }
+    Ok(table)
+}
+
+impl Body {
+    /// Decodes a stream body, which must end with its value.
+    pub fn decode(body: &[u8]) -> Result<Body, DecodeError> {
+        let mut r = Reader::new(body);
+        let table = read_table(&mut r)?;
+        let value = crate::format::decode_value(&mut r, &Table(&table))?;
+        r.expect_end()?;
+        Ok(Body { table, value })
+    }
+
+    /// The body's bytes (docs/STREAM.md section 4).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.varint(self.table.len() as u64);
+        for entry in &self.table {
+            w.u8(if entry.persistent { PERSISTENT } else { 0 });
+            w.length_prefixed(entry.type_name.as_bytes());
+            w.varint(entry.fields.len() as u64);
+            for field in &entry.fields {
+                w.length_prefixed(field.as_bytes());
+            }
+        }
+        self.value.encode(&mut w);
+        w.buf
+    }
+}

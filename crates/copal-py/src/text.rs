@@ -1,0 +1,44 @@
+//! Text forms of streams (docs/TEXT_FORMATS.md) for `copal.dumps(obj, format="json"|"xml")` and
+//! `copal.loads` of such documents. Thin by design: the graph goes through the binary body
+//! (standalone.rs, the same codec as every stream) and copal_core::text transcodes the body.
+
+use copal_core::text::{json, xml, Body, TextError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::errors::{corrupt, CorruptRecordError};
+use crate::standalone::{decode_body, encode_body};
+
+type Writer = fn(&[u8]) -> Result<String, TextError>;
+type Parser = fn(&str) -> Result<Body, TextError>;
+
+fn codec(format: &str) -> PyResult<(&'static str, Writer, Parser)> {
+    match format {
+        "json" => Ok(("JSON", json::to_json, json::from_json)),
+        "xml" => Ok(("XML", xml::to_xml, xml::from_xml)),
+        other => Err(PyValueError::new_err(format!("unknown text format {other:?}"))),
+    }
+}
+
+/// `copal.dumps(obj, format=...)` for a text format: the document of `obj`'s graph.
+#[pyfunction]
+pub fn dumps_text_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, format: &str) -> PyResult<Bound<'py, PyString>> {
+    let (name, write, _) = codec(format)?;
+    let body = encode_body(py, obj)?.concat();
+    // The body was just written by the encoder, so it always transcodes; a failure is a bug.
+    let text = py.detach(|| write(&body)).map_err(|e| PyRuntimeError::new_err(format!("{name} transcoding failed: {e}")))?;
+    Ok(PyString::new(py, &text))
+}
+
+/// `copal.loads` of a text document: the object graph it describes.
+#[pyfunction]
+pub fn loads_text_raw<'py>(py: Python<'py>, text: &str, format: &str) -> PyResult<Bound<'py, PyAny>> {
+    let (name, _, parse) = codec(format)?;
+    let body = py.detach(|| parse(text).map(|body| body.encode()));
+    let body = body.map_err(|e| match e {
+        TextError::Body(e) => corrupt(format!("{name} document"), e),
+        other => CorruptRecordError::new_err(format!("corrupt {name} document: {other}")),
+    })?;
+    decode_body(py, &body)
+}

@@ -1,0 +1,255 @@
+"""copal.dumps(obj, format="json"|"xml") and copal.loads of them (docs/TEXT_FORMATS.md).
+
+Round trips of every value type run in tests/test_serialize.py (parametrized over the formats);
+this file pins the mapping itself (what other languages read: plain JSON where it fits, the
+documented tags elsewhere), format detection, argument checks, and malformed documents
+(always CorruptRecordError).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+from xml.etree import ElementTree
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import copal  # noqa: E402
+from copal import CorruptRecordError, SchemaError  # noqa: E402
+from helpers.models import Color, Item, Point, Tagged, TaggedDict  # noqa: E402
+
+
+def doc(value: Any) -> Any:
+    """The ``value`` member of the JSON document of ``value``, as any JSON reader sees it."""
+    text = copal.dumps(value, format="json")
+    parsed = json.loads(text)
+    assert set(parsed) == {"$copal", "value"} and parsed["$copal"] == 1
+    return parsed["value"]
+
+
+def test_plain_json_where_json_has_the_type() -> None:
+    value = {"name": "ann", "n": [1, -2, 2**70, 1.5, 1.0, None, True, False], "nested": {"é": "\u2603\n\""}}
+    assert doc(value) == value
+    assert copal.dumps(1.0, format="json") == '{"$copal":1,"value":1.0}'
+
+
+@pytest.mark.parametrize(
+    ("value", "tagged"),
+    [
+        ((1, "a"), {"$tuple": [1, "a"]}),
+        ({3, 1, 2}, {"$set": [1, 2, 3]}),
+        (frozenset({"x"}), {"$frozenset": ["x"]}),
+        (b"\x00\xff", {"$bytes": "AP8="}),
+        (bytearray(b"ab"), {"$bytearray": "YWI="}),
+        (float("nan"), {"$float": "nan"}),
+        (float("-inf"), {"$float": "-inf"}),
+        (1 - 2j, {"$complex": [1.0, -2.0]}),
+        (datetime.date(2024, 2, 29), {"$date": "2024-02-29"}),
+        (datetime.datetime(2024, 1, 2, 3, 4, 5, 6), {"$datetime": "2024-01-02T03:04:05.000006"}),
+        (
+            datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone(datetime.timedelta(hours=-5, minutes=-30))),
+            {"$datetime": "2024-01-02T00:00:00-05:30"},
+        ),
+        (datetime.time(23, 59, fold=1), {"$time": "23:59:00", "$fold": 1}),
+        (datetime.timedelta(days=-1, seconds=5, microseconds=6), {"$timedelta": [-1, 5, 6]}),
+        (decimal.Decimal("-1.50"), {"$decimal": "-1.50"}),
+        (uuid.UUID(int=1), {"$uuid": "00000000-0000-0000-0000-000000000001"}),
+        ({1: "a"}, {"$dict": [[1, "a"]]}),
+        ({"$type": 1, "$$x": 2}, {"$$type": 1, "$$$x": 2}),
+        (Point(1, "a"), {"$type": "helpers.models.Point", "x": 1, "y": "a"}),
+        (Color.GREEN, {"$enum": "helpers.models.Color", "$member": "GREEN"}),
+        (Tagged([1]), {"$subclass": "helpers.models.Tagged", "$base": [1]}),
+        (Item("pen", 3), {"$persistent": "helpers.models.Item", "name": "pen", "value": 3, "payload": {"$bytes": ""}}),
+    ],
+    ids=lambda v: type(v).__name__,
+)
+def test_tags_where_json_cannot_express_the_type(value: Any, tagged: Any) -> None:
+    assert doc(value) == tagged
+
+
+def test_shared_objects_and_cycles_use_id_and_ref() -> None:
+    shared = [1]
+    graph: dict[str, Any] = {"a": shared, "b": shared}
+    graph["self"] = graph
+    assert doc(graph) == {"$id": 0, "a": {"$id": 1, "$list": [1]}, "b": {"$ref": 1}, "self": {"$ref": 0}}
+    back = copal.loads(copal.dumps(graph, format="json"))
+    assert back["a"] is back["b"] and back["self"] is back
+
+
+def test_subclass_instances_shared_and_in_cycles() -> None:
+    tags = Tagged([1])
+    tags.append(tags)
+    tags.label = "t"
+    shared = [2]
+    graph = [tags, TaggedDict(a=shared), shared, tags]
+    back = copal.loads(copal.dumps(graph, format="json"))
+    assert back[0] is back[3] and back[0][1] is back[0] and back[0].label == "t"
+    assert back[1]["a"] is back[2] and type(back[1]) is TaggedDict
+
+
+def test_ids_are_any_numbers_and_documents_may_be_written_by_hand() -> None:
+    text = '{"value": {"$id": 42, "$list": [{"$ref": 42}, {"$type": "helpers.models.Point", "y": 2, "x": 1}]}, "$copal": 1}'
+    back = copal.loads(text)
+    assert back[0] is back
+    assert (back[1].x, back[1].y) == (1, 2)
+
+
+@pytest.mark.parametrize("prefix", ["", " \n\t"])
+def test_loads_detects_json_in_str_and_bytes(prefix: str) -> None:
+    text = prefix + copal.dumps({"k": (1, 2)}, format="json")
+    assert copal.loads(text) == {"k": (1, 2)}
+    assert copal.loads(text.encode()) == {"k": (1, 2)}
+    assert copal.loads(bytearray(text.encode())) == {"k": (1, 2)}
+
+
+def test_format_arguments() -> None:
+    with pytest.raises(ValueError, match="unknown format 'yaml'"):
+        copal.dumps(1, format="yaml")  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match="not compressed"):
+        copal.dumps(1, format="json", compress="zstd")  # type: ignore[call-overload]
+
+
+def test_unstorable_values_are_refused_as_in_binary() -> None:
+    with pytest.raises(TypeError, match=r"value\[0\]"):
+        copal.dumps([lambda: None], format="json")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "malformed text"),
+        ('{"$copal": 1, "value": [1,]}', "malformed text"),
+        ('{"$copal": 1, "value": 1} 2', "text after the document"),
+        ('{"$copal": 2, "value": 1}', "version 2"),
+        ('{"value": 1}', "no \"\\$copal\""),
+        ('{"$copal": 1}', "no \"value\""),
+        ('{"$copal": 1, "value": 1, "x": 2}', "unexpected member"),
+        ('{"$copal": 1, "value": {"$ref": 0}}', "names no earlier"),
+        ('{"$copal": 1, "value": {"$tuple": [], "$set": []}}', "unexpected"),
+        ('{"$copal": 1, "value": {"$tuple": 1}}', "must be an array"),
+        ('{"$copal": 1, "value": {"$bytes": "A"}}', "base64"),
+        ('{"$copal": 1, "value": {"$date": "2023-02-29"}}', "ISO 8601"),
+        ('{"$copal": 1, "value": {"$datetime": "2023-01-01T00:00:00+01:00", "$zone": "UTC"}}', "both"),
+        ('{"$copal": 1, "value": {"$uuid": "xyz"}}', "8-4-4-4-12"),
+        ('{"$copal": 1, "value": {"$float": "1.5"}}', "nan"),
+        ('{"$copal": 1, "value": {"$mystery": 1}}', "unexpected"),
+        ('{"$copal": 1, "value": {"$id": 1, "$list": [], "$id": 1}}', "twice"),
+        ('{"$copal": 1, "value": {"$id": 1, "$list": [{"$id": 1, "$list": []}]}}', "twice"),
+        ('{"$copal": 1, "value": {' + ", ".join(f'"k{i}": {i}' for i in range(20)) + ', "k3": 0}}', "twice"),
+        ('{"$copal": 1, "value": {"$decimal": "one"}}', "decimal"),
+        ('{"$copal": 1, "value": {"$subclass": "helpers.models.Tagged", "$base": 1}}', "must be a list"),
+        ('{"$copal": 1, "value": {"$subclass": "helpers.models.Tagged", "$base": {"$id": 0, "$list": []}}}', "cannot carry"),
+        ('{"$copal": 1, "value": "\\ud800"}', "surrogate"),
+        (b'{"$copal": 1, "value": "\xff"}', "UTF-8"),
+    ],
+)
+def test_malformed_documents_are_corrupt(text: str | bytes, message: str) -> None:
+    with pytest.raises(CorruptRecordError, match=message):
+        copal.loads(text)
+
+
+def test_unknown_class_is_a_schema_error() -> None:
+    with pytest.raises(SchemaError):
+        copal.loads('{"$copal": 1, "value": {"$type": "nowhere.Gone", "x": 1}}')
+
+
+def test_deep_nesting_is_refused_without_crashing() -> None:
+    text = '{"$copal": 1, "value": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(CorruptRecordError, match="nested too deeply"):
+        copal.loads(text)
+    text = '{"$copal": 1, "value": ' + "[" * 300 + "]" * 300 + "}"
+    with pytest.raises(CorruptRecordError, match="deeper"):
+        copal.loads(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_damaged_documents_fail_cleanly(data: st.DataObject) -> None:
+    text = bytearray(copal.dumps({"p": Point(1, [2.5, "x"]), "s": {1, 2}, "t": (b"a",), 3: None}, format="json").encode())
+    for _ in range(data.draw(st.integers(1, 3))):
+        text[data.draw(st.integers(0, len(text) - 1))] = data.draw(st.sampled_from(b'{}[]",:$0123456789abc\\ '))
+    try:
+        copal.loads(bytes(text))
+    except (CorruptRecordError, SchemaError):
+        pass
+
+
+# -- XML ------------------------------------------------------------------------------------------
+
+
+def xml_root(value: Any) -> ElementTree.Element:
+    """The root element of the XML document of ``value``, as ElementTree reads it."""
+    root = ElementTree.fromstring(copal.dumps(value, format="xml"))
+    assert root.tag == "copal" and root.attrib == {"version": "1"} and len(root) == 1
+    return root[0]
+
+
+def test_xml_is_one_element_per_value() -> None:
+    value = {"a": [1, 2.5, None, True], 3: (b"\x00", {"s"})}
+    assert copal.dumps(value, format="xml") == (
+        '<copal version="1"><dict><str>a</str><list><int>1</int><float>2.5</float><none/><true/></list>'
+        "<int>3</int><tuple><bytes>AA==</bytes><set><str>s</str></set></tuple></dict></copal>"
+    )
+
+
+def test_xml_objects_shared_references_and_text_escapes() -> None:
+    point = Point("<&>\r\n\t", 1)
+    graph = [point, point, Item("pen")]
+    root = xml_root(graph)
+    first = root[0]
+    assert first.tag == "object" and first.get("type") == "helpers.models.Point" and first.get("id") == "1"
+    assert [f.get("name") for f in first] == ["x", "y"] and first[0][0].text == "<&>\r\n\t"
+    assert root[1].tag == "ref" and root[1].get("id") == "1"
+    assert root[2].get("persistent") == "1"
+    back = copal.loads(copal.dumps(graph, format="xml"))
+    assert back[0] is back[1] and back[0].x == "<&>\r\n\t"
+
+
+def test_xml_strings_outside_xml_1_0_are_base64() -> None:
+    assert xml_root("a\x01b").attrib == {"base64": "1"}
+    assert copal.loads(copal.dumps("a\x01b", format="xml")) == "a\x01b"
+
+
+def test_xml_accepts_a_declaration_comments_and_whitespace() -> None:
+    text = '<?xml version="1.0" encoding="utf-8"?>\n<!-- hand written -->\n<copal version="1">\n  <list>\n    <int>1</int>\n  </list>\n</copal>\n'
+    assert copal.loads(text) == [1]
+    assert copal.loads(text.encode()) == [1]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("<copal", "malformed text"),
+        ('<copal version="2"><none/></copal>', "version 2"),
+        ('<other version="1"><none/></copal>', "malformed text"),
+        ('<other version="1"><none/></other>', "not <copal>"),
+        ('<copal version="1"><none/><none/></copal>', "exactly one value"),
+        ('<copal version="1"><mystery/></copal>', "unknown element"),
+        ('<copal version="1"><int>1.5</int></copal>', "integer"),
+        ('<copal version="1"><list x="1"/></copal>', "unexpected attribute"),
+        ('<copal version="1"><ref id="0"/></copal>', "no earlier id"),
+        ('<copal version="1"><dict><int>1</int></dict></copal>', "pairs"),
+        ('<!DOCTYPE copal [<!ENTITY e "x">]><copal version="1"><none/></copal>', "DTD"),
+        ('<copal version="1"><str>&e;</str></copal>', "unknown reference"),
+        ('<copal version="1"><list id="1"><list id="1"/></list></copal>', "twice"),
+    ],
+)
+def test_malformed_xml_documents_are_corrupt(text: str, message: str) -> None:
+    with pytest.raises(CorruptRecordError, match=message):
+        copal.loads(text)
+
+
+def test_deep_xml_is_refused_without_crashing() -> None:
+    text = '<copal version="1">' + "<list>" * 100_000 + "</list>" * 100_000 + "</copal>"
+    with pytest.raises(CorruptRecordError, match="nested too deeply"):
+        copal.loads(text)
