@@ -138,14 +138,23 @@ def plain(value: Any) -> Any:
 # --------------------------------------------------------------------------- dicts
 
 
-def _to_builtin(tp: Any) -> Convert | None:
-    """Dataclasses -> dicts (for json, msgpack, cbor2); None where values pass as they are."""
+Parts = list[tuple[str, "Convert | None"]]
+
+
+def _converter(tp: Any, for_class: Callable[[Any, Parts], Convert]) -> Convert | None:
+    """A converter of values of type ``tp``: ``for_class(cls, parts)`` for each dataclass, given
+    its fields' converters (None where a field's value passes as it is), lists element-wise.
+    None when nothing in ``tp`` needs converting."""
     if _is_list(tp):
-        inner = _to_builtin(_item(tp))
+        inner = _converter(_item(tp), for_class)
         return None if inner is None else (lambda v: [inner(x) for x in v])
     if not _is_class(tp):
         return None
-    parts = [(name, _to_builtin(hint)) for name, hint in _fields(tp)]
+    return for_class(tp, [(name, _converter(hint, for_class)) for name, hint in _fields(tp)])
+
+
+def _dict_of(cls: Any, parts: Parts) -> Convert:
+    """A dataclass instance -> a dict of its fields (for json, msgpack, cbor2)."""
     if all(conv is None for _, conv in parts):
         return lambda o: dict(o.__dict__)
     return lambda o: {
@@ -153,15 +162,8 @@ def _to_builtin(tp: Any) -> Convert | None:
     }
 
 
-def _from_builtin(tp: Any) -> Convert | None:
-    """Dicts -> dataclasses; None where values are already right."""
-    if _is_list(tp):
-        inner = _from_builtin(_item(tp))
-        return None if inner is None else (lambda v: [inner(x) for x in v])
-    if not _is_class(tp):
-        return None
-    cls: Any = tp
-    parts = [(name, _from_builtin(hint)) for name, hint in _fields(tp)]
+def _object_of(cls: Any, parts: Parts) -> Convert:
+    """A dict of fields -> the dataclass instance."""
     if all(conv is None for _, conv in parts):
         return lambda d: cls(**d)
     return lambda d: cls(*[d[name] if conv is None else conv(d[name]) for name, conv in parts])
@@ -169,8 +171,8 @@ def _from_builtin(tp: Any) -> Convert | None:
 
 def _via_builtin(root: Any, dumps: Encode, loads: Decode) -> dict[str, Any]:
     """encode/decode of a library that reads and writes dicts and lists."""
-    to = _to_builtin(root) or _identity
-    back = _from_builtin(root) or _identity
+    to = _converter(root, _dict_of) or _identity
+    back = _converter(root, _object_of) or _identity
     return {"encode": lambda v: dumps(to(v)), "decode": lambda b: back(loads(b))}
 
 
@@ -249,27 +251,19 @@ def _protobuf(root: Any) -> dict[str, Any]:
         for m in proto.message_type
     }
 
-    def to_message(tp: Any) -> Convert:
-        if _is_list(tp):
-            inner = to_message(_item(tp))
-            return lambda v: [inner(x) for x in v]
-        if not _is_class(tp):
-            return _identity
-        make = messages[tp.__name__]
-        parts = [(name, to_message(hint)) for name, hint in _fields(tp)]
-        return lambda o: make(**{name: conv(getattr(o, name)) for name, conv in parts})
+    def message_of(cls: Any, parts: Parts) -> Convert:
+        make, fields = messages[cls.__name__], _dict_of(cls, parts)
+        return lambda o: make(**fields(o))
 
-    def from_message(tp: Any) -> Convert:
-        if _is_list(tp):
-            inner = from_message(_item(tp))
-            return lambda v: [inner(x) for x in v]
-        if not _is_class(tp):
-            return _identity
-        cls: Any = tp
-        parts = [(name, from_message(hint)) for name, hint in _fields(tp)]
-        return lambda m: cls(*[conv(getattr(m, name)) for name, conv in parts])
+    def object_of(cls: Any, parts: Parts) -> Convert:
+        # Repeated scalar fields come back as protobuf containers: copy them into lists.
+        parts = [(name, list if conv is None and _is_list(hint) else conv)
+                 for (name, conv), (_, hint) in zip(parts, _fields(cls))]
+        return lambda m: cls(*[getattr(m, name) if conv is None else conv(getattr(m, name))
+                               for name, conv in parts])
 
-    to, back = to_message(root), from_message(root)
+    to = _converter(root, message_of) or _identity
+    back = _converter(root, object_of) or _identity
     if wrapped:
         wrapper = messages["Root"]
         return {
@@ -371,7 +365,7 @@ def _json(root: Any) -> dict[str, Any]:
 
 def _orjson(root: Any) -> dict[str, Any]:
     orjson: Any = importlib.import_module("orjson")
-    back = _from_builtin(root) or _identity
+    back = _converter(root, _object_of) or _identity
     # orjson writes dataclasses itself; it reads dicts only.
     return {"encode": orjson.dumps, "decode": lambda b: back(orjson.loads(b))}
 
