@@ -241,12 +241,13 @@ def _indexed(codec_name: str) -> LazyMethod:
     """Per-object blobs of a codec, concatenated, with an 8-byte offset per object (the
     seed's "index file beside a data file", in plain Python)."""
     spec = BY_NAME[codec_name]
-    built: dict[str, Codec] = {}
+    # Built on first use: LAZY_METHODS is made at import, when the library may be absent.
+    built: list[Codec] = []
 
     def codec() -> Codec:
-        if "foo" not in built:
-            built["foo"] = spec.codec(Foo)
-        return built["foo"]
+        if not built:
+            built.append(spec.codec(Foo))
+        return built[0]
 
     def pack(objects: list[Any]) -> tuple[bytes, array.array[int]]:
         encode = codec().encode

@@ -10,7 +10,8 @@ median of per-repetition paired ratios.
 Entry point: :func:`main` (``copal bench``, ``python benchmarks/whitepaper.py``).
 ``--suite queries`` runs the query benchmark instead (:mod:`copal.bench.queries`),
 ``--suite codecs`` the serialization seed experiments (:mod:`copal.bench.codec_report`),
-``--suite all`` every suite.
+``--suite all`` the white-paper workloads and the queries (the codec suite, in-process and
+long at full size, runs only when asked for).
 """
 
 from __future__ import annotations
@@ -483,12 +484,13 @@ def build_parser() -> argparse.ArgumentParser:
             "the query benchmark (indexed lookups, ranges, scans and counts on N people) "
             "against SQLite, SQLAlchemy and ZODB; with --suite codecs: the serialization seed "
             "experiments (copal.dumps against pickle, msgspec, protobuf, pyfory, ...); "
-            "--suite all runs every suite."
+            "--suite all runs the white-paper workloads and the queries."
         ),
     )
     parser.add_argument(
         "--suite", choices=SUITES, default="whitepaper",
-        help="which benchmark: the white-paper workloads (default), the queries, the codecs, or all",
+        help="which benchmark: the white-paper workloads (default), the queries, the codecs, "
+        "or all (white paper and queries)",
     )
     parser.add_argument(
         "--scale", action="append", metavar="N",
@@ -623,9 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 documents["queries"] = document
         else:
             print("copal bench: no query system among --systems: suite skipped", file=sys.stderr)
-    if args.suite in ("codecs", "all"):
-        if documents:
-            print("", file=report)
+    if args.suite == "codecs":
         code, document = codec_report.run(args, report, Progress)
         status = max(status, code)
         documents["codecs"] = document
