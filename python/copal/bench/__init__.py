@@ -12,6 +12,12 @@ Run them with ``copal bench`` (or ``python benchmarks/whitepaper.py``); see
   classes of each system, importable so that fresh processes can load them;
 - :mod:`copal.bench.runner`: fresh-process orchestration, table, JSON, chart.
 
+``copal bench --suite queries`` is :mod:`copal.bench.queries`; ``copal bench --suite codecs``
+(the serialization seed experiments) is :mod:`copal.bench.codec_report` (options, tables,
+checks, plot) over :mod:`copal.bench.codec_seeds` (the experiments),
+:mod:`copal.bench.codecs` (one adapter per library) and :mod:`copal.bench.codec_models`
+(the domain classes and data).
+
 This package deliberately imports nothing at import time: worker processes
 of the other systems load it without loading copal itself.
 """

@@ -9,7 +9,9 @@ median of per-repetition paired ratios.
 
 Entry point: :func:`main` (``copal bench``, ``python benchmarks/whitepaper.py``).
 ``--suite queries`` runs the query benchmark instead (:mod:`copal.bench.queries`),
-``--suite all`` both.
+``--suite codecs`` the serialization seed experiments (:mod:`copal.bench.codec_report`),
+``--suite all`` the white-paper workloads and the queries (the codec suite, in-process and
+long at full size, runs only when asked for).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
-from copal.bench import queries
+from copal.bench import codec_report, queries
 from copal.bench.systems import SYSTEMS, System
 from copal.bench.whitepaper import RESULT_PREFIX, WORKLOADS, Workload, target_serial
 
@@ -36,7 +38,7 @@ DEFAULT_SCALE = 1000
 DEFAULT_REPS = 3
 DEFAULT_OUT = "bench-results"
 DEFAULT_TIMEOUT = 1800.0
-SUITES = ("whitepaper", "queries", "all")
+SUITES = ("whitepaper", "queries", "codecs", "all")
 
 #: The package directory of copal (parent of this package), handed to workers.
 COPAL_DIR = str(Path(__file__).resolve().parent.parent)
@@ -480,12 +482,15 @@ def build_parser() -> argparse.ArgumentParser:
             "update one, update all) against copal and the alternatives, each operation "
             "in a fresh process; print a table with ratios to copal. With --suite queries: "
             "the query benchmark (indexed lookups, ranges, scans and counts on N people) "
-            "against SQLite, SQLAlchemy and ZODB; --suite all runs both."
+            "against SQLite, SQLAlchemy and ZODB; with --suite codecs: the serialization seed "
+            "experiments (copal.dumps against pickle, msgspec, protobuf, pyfory, ...); "
+            "--suite all runs the white-paper workloads and the queries."
         ),
     )
     parser.add_argument(
         "--suite", choices=SUITES, default="whitepaper",
-        help="which benchmark: the white-paper workloads (default), the queries, or all",
+        help="which benchmark: the white-paper workloads (default), the queries, the codecs, "
+        "or all (white paper and queries)",
     )
     parser.add_argument(
         "--scale", action="append", metavar="N",
@@ -528,6 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-chart", action="store_true", help="do not draw the PNG chart",
     )
     queries.add_arguments(parser)
+    codec_report.add_arguments(parser)
     return parser
 
 
@@ -572,15 +578,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     if args.reps < 1:
         parser.error("--reps must be at least 1")
-    if args.suite == "whitepaper" and args.people is not None:
+    if args.suite in ("whitepaper", "codecs") and args.people is not None:
         parser.error("--people applies to --suite queries or all")
-    if args.suite == "queries" and args.scale:
+    if args.suite in ("queries", "codecs") and args.scale:
         parser.error("--scale applies to --suite whitepaper or all")
+    codec_report.validate(args, parser)
 
     named = [s.strip() for s in (args.systems or "").split(",") if s.strip()]
     known = {
         "whitepaper": list(SYSTEMS),
         "queries": list(queries.QUERY_SYSTEMS),
+        "codecs": [],  # the codec suite chooses with --codecs
         "all": list(dict.fromkeys([*SYSTEMS, *queries.QUERY_SYSTEMS])),
     }[args.suite]
     unknown = [s for s in named if s not in known]
@@ -617,6 +625,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 documents["queries"] = document
         else:
             print("copal bench: no query system among --systems: suite skipped", file=sys.stderr)
+    if args.suite == "codecs":
+        code, document = codec_report.run(args, report, Progress)
+        status = max(status, code)
+        documents["codecs"] = document
     if args.suite == "all" and documents:
         _write_json(args, {"suite": "all", **documents})
     elif args.suite in documents:
