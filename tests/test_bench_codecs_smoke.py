@@ -152,6 +152,7 @@ def test_codec_suite_runs_every_seed(tmp_path: Path, capsys: pytest.CaptureFixtu
     get_one = e1["get_one"]
     assert get_one["k"] == 54
     assert get_one["rows"][0]["method"].startswith("pickle")
+    assert any(r["method"].startswith("copal archive") for r in get_one["rows"])
     assert all(r["get_on"]["median"] > 0 for r in get_one["rows"])
 
     e2 = results["002"]["sizes"]

@@ -270,11 +270,23 @@ def _indexed(codec_name: str) -> LazyMethod:
     )
 
 
-#: Random-access methods of seed 001; ``copal archive`` (``copal.pack_many`` and
-#: ``copal.Archive(data).__getitem__``) plugs in here as one more entry.
+def _archive_pack(objects: list[Any]) -> bytes:
+    import copal
+
+    return copal.pack_many(objects)
+
+
+def _archive_open(packed: bytes) -> Callable[[int], Any]:
+    import copal
+
+    return copal.Archive(packed).__getitem__
+
+
+#: Random-access methods of seed 001: copal's archive, and per-object blobs of other codecs.
 LAZY_METHODS: tuple[LazyMethod, ...] = (
     _indexed("pickle"),
     _indexed("copal"),
+    LazyMethod("copal archive (copal.pack_many + copal.Archive)", "copal", _archive_pack, _archive_open, len),
     _indexed("msgspec.msgpack(dataclass)"),
     _indexed("pyfory"),
 )

@@ -30,7 +30,7 @@ import json
 import pickle
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from typing import Any, Callable, get_args, get_origin, get_type_hints
+from typing import Any, Callable, Literal, get_args, get_origin, get_type_hints
 
 Encode = Callable[[Any], bytes]
 Decode = Callable[[bytes], Any]
@@ -345,6 +345,18 @@ def _copal(root: Any) -> dict[str, Any]:
     return {"encode": copal.dumps, "decode": copal.loads, "compressed": compressed}
 
 
+def _copal_text(form: Literal["json", "xml"]) -> Callable[[Any], dict[str, Any]]:
+    """copal's JSON or XML form (docs/TEXT_FORMATS.md): the same objects, as text."""
+
+    def build(root: Any) -> dict[str, Any]:
+        import copal
+
+        # Text out, bytes on the wire: the UTF-8 conversion is timed, as for the json module.
+        return {"encode": lambda v: copal.dumps(v, format=form).encode(), "decode": lambda b: copal.loads(b.decode())}
+
+    return build
+
+
 def _pickle(root: Any) -> dict[str, Any]:
     return {"encode": lambda v: pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL),
             "decode": pickle.loads}
@@ -392,12 +404,14 @@ CODECS: tuple[CodecSpec, ...] = (
     CodecSpec("msgpack", "binary", ("msgpack",), _msgpack),
     CodecSpec("cbor2", "binary", ("cbor2",), _cbor2),
     CodecSpec("protobuf", "binary", ("google.protobuf",), _protobuf),
+    CodecSpec("copal json", "JSON", (), _copal_text("json")),
     CodecSpec("json", "JSON", (), _json),
     CodecSpec("orjson", "JSON", ("orjson",), _orjson),
     CodecSpec("msgspec.json(Struct)", "JSON", ("msgspec",),
               lambda root: _msgspec(root, "json", structs=True)),
     CodecSpec("msgspec.json(dataclass)", "JSON", ("msgspec",),
               lambda root: _msgspec(root, "json", structs=False)),
+    CodecSpec("copal xml", "XML", (), _copal_text("xml")),
     CodecSpec("xml.etree", "XML", (), _xml),
 )
 
