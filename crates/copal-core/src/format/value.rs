@@ -344,6 +344,18 @@ impl<'a, 's, D: DescriptorSource + ?Sized> FieldReader<'a, 's, D> {
         Ok(())
     }
 
+    /// Whether the next field is the string whose UTF-8 bytes are `expected`, moving past it.
+    /// Nothing is copied or validated: bytes equal to `expected` are valid UTF-8 because
+    /// `expected` is, and a value of any other tag is not that string.
+    pub fn next_str_is(&mut self, expected: &[u8]) -> Result<bool, DecodeError> {
+        if self.reader.peek_u8()? != tag::STR {
+            self.skip_value()?;
+            return Ok(false);
+        }
+        self.reader.u8()?;
+        Ok(self.reader.length_prefixed()? == expected)
+    }
+
     /// Decodes the next field into `slot`, reusing the buffer of the string or bytes it holds:
     /// a scan testing a string field then allocates nothing per record.
     pub fn next_value_into(&mut self, slot: &mut Value) -> Result<(), DecodeError> {
@@ -629,6 +641,13 @@ mod tests {
             reader.next_value_into(&mut slot).unwrap();
             assert_eq!(slot, fields[wanted]);
         }
+        let mut reader = FieldReader::new(&w.buf, 0, &OneField).unwrap();
+        assert!(reader.next_str_is(b"first").unwrap());
+        assert!(!reader.next_str_is(b"-7").unwrap()); // an int, not a string
+        reader.skip_value().unwrap();
+        reader.skip_value().unwrap();
+        reader.skip_value().unwrap();
+        assert!(!reader.next_str_is(b"las").unwrap());
         let mut reader = FieldReader::new(&w.buf[..w.buf.len() - 1], 0, &OneField).unwrap();
         (0..fields.len() - 1).try_for_each(|_| reader.skip_value()).unwrap();
         assert!(matches!(reader.skip_value(), Err(DecodeError::Truncated { .. })));

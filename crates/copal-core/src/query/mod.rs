@@ -89,8 +89,18 @@ impl<'s> Reader<'s> {
 
     /// Sets `out[i]` to the value of the record's field `names[i]` (None where absent), reading
     /// the record only as far as the last of them, skipping the others without decoding them,
-    /// and reusing the buffers of the values `out` held for the previous record.
-    fn fields_into(&mut self, oid: Oid, record: &[u8], names: &[&str], out: &mut Vec<Option<Value>>) -> Result<(), StoreError> {
+    /// and reusing the buffers of the values `out` held for the previous record. Returns false,
+    /// leaving `out` incomplete, as soon as a field `names[i]` with `required[i] = Some(s)` is
+    /// not the string `s`: the filter requires it (a conjunct `field == s`), so the record
+    /// cannot match, and its other fields need not be read.
+    fn fields_into(
+        &mut self,
+        oid: Oid,
+        record: &[u8],
+        names: &[&str],
+        required: &[Option<&str>],
+        out: &mut Vec<Option<Value>>,
+    ) -> Result<bool, StoreError> {
         let corrupt = |source: DecodeError| StoreError::Corrupt { what: format!("record {oid:#x}"), source };
         let (header, state_start) = RecordHeader::parse(record).map_err(corrupt)?;
         if self.layout.as_ref().is_none_or(|l| l.descriptor != header.descriptor) {
@@ -107,6 +117,9 @@ impl<'s> Reader<'s> {
         }
         out.resize(names.len(), None);
         let layout = self.layout.as_ref().expect("set above");
+        if layout.absent.iter().any(|&i| required[i].is_some()) {
+            return Ok(false);
+        }
         let slots = &layout.slots;
         if !slots.is_empty() {
             // The snapshot reads the catalog only for embedded objects and enums, which most
@@ -115,19 +128,29 @@ impl<'s> Reader<'s> {
             for slot in slots {
                 match slot {
                     None => reader.skip_value().map_err(corrupt)?,
-                    Some(name_index) => {
-                        match &mut out[*name_index] {
-                            Some(value) => reader.next_value_into(value).map_err(corrupt)?,
-                            empty => *empty = Some(reader.next_value().map_err(corrupt)?),
+                    Some(name_index) => match (required[*name_index], &mut out[*name_index]) {
+                        (Some(expected), slot) => {
+                            if !reader.next_str_is(expected.as_bytes()).map_err(corrupt)? {
+                                return Ok(false);
+                            }
+                            match slot {
+                                Some(Value::Str(buffer)) => {
+                                    buffer.clear();
+                                    buffer.push_str(expected);
+                                }
+                                other => *other = Some(Value::Str(expected.to_owned())),
+                            }
                         }
-                    }
+                        (None, Some(value)) => reader.next_value_into(value).map_err(corrupt)?,
+                        (None, empty) => *empty = Some(reader.next_value().map_err(corrupt)?),
+                    },
                 }
             }
         }
         for &name_index in &layout.absent {
             out[name_index] = None;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// `value`, or the value it stands for if it is a back-reference to a value shared inside
@@ -236,6 +259,17 @@ fn for_each_match(
             }
         }
     }
+    // Conjuncts `field == "text"` reject a record from the raw bytes of that field.
+    let conjuncts = plan::conjuncts(&query.filter);
+    let required: Vec<Option<&str>> = names
+        .iter()
+        .map(|name| {
+            conjuncts.iter().find_map(|c| match c {
+                Expr::Cmp { path, op: CmpOp::Eq, value: Value::Str(s) } if path.len() == 1 && path[0] == *name => Some(s.as_str()),
+                _ => None,
+            })
+        })
+        .collect();
     let mut reader = Reader::new(snapshot, query);
     let mut top: Vec<Option<Value>> = Vec::with_capacity(names.len());
     // `unverified` is the stored value (record and checksum) of a record whose checksum has not
@@ -244,7 +278,9 @@ fn for_each_match(
         if query.exclude.contains(&oid) {
             return Ok(true);
         }
-        reader.fields_into(oid, record, &names, &mut top)?;
+        if !reader.fields_into(oid, record, &names, &required, &mut top)? {
+            return Ok(true);
+        }
         let top = &top;
         let mut lookup = |path: &Path| -> Option<Cow<'_, Value>> {
             // `names` borrow the query's own paths: a pointer match usually spares comparing.

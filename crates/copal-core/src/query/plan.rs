@@ -38,7 +38,7 @@ pub enum Access {
     },
 }
 
-fn conjuncts(expr: &Expr) -> Vec<&Expr> {
+pub(super) fn conjuncts(expr: &Expr) -> Vec<&Expr> {
     match expr {
         Expr::And(items) => items.iter().flat_map(conjuncts).collect(),
         other => vec![other],
