@@ -2,7 +2,7 @@
 
 use copal_core::format::{make_oid, Reader, RecordHeader, Writer, ROOT_OID};
 use copal_core::query::{self, CmpOp, Expr, Query};
-use copal_core::{Commit, LmdbStore, Snapshot, StoreError, StoreOptions, Value};
+use copal_core::{Commit, Store, Snapshot, StoreError, StoreOptions, Value};
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("copal-core-test-{name}-{}", std::process::id()));
@@ -19,17 +19,17 @@ fn record(descriptor: u32, tid: u64, fields: &[Value]) -> Vec<u8> {
 
 #[test]
 fn new_store_has_an_empty_root() {
-    let store = LmdbStore::open(&temp_dir("root"), StoreOptions::default()).unwrap();
+    let store = Store::lmdb(&temp_dir("root"), StoreOptions::default()).unwrap();
     let snapshot = Snapshot::new(&store).unwrap();
     let root = snapshot.get(ROOT_OID).unwrap().expect("root record");
-    let (header, _) = RecordHeader::parse(root).unwrap();
+    let (header, _) = RecordHeader::parse(&root).unwrap();
     assert_eq!(header.tid, 0);
     assert_eq!(snapshot.descriptor(header.descriptor).unwrap().type_name, "copal.PersistentDict");
 }
 
 #[test]
 fn commit_is_visible_to_new_snapshots_only_and_conflicts_are_detected() {
-    let store = LmdbStore::open(&temp_dir("commit"), StoreOptions::default()).unwrap();
+    let store = Store::lmdb(&temp_dir("commit"), StoreOptions::default()).unwrap();
     let before = Snapshot::new(&store).unwrap();
 
     let mut commit = Commit::begin(&store).unwrap();
@@ -57,7 +57,7 @@ fn commit_is_visible_to_new_snapshots_only_and_conflicts_are_detected() {
 
 #[test]
 fn dropped_commit_changes_nothing() {
-    let store = LmdbStore::open(&temp_dir("abort"), StoreOptions::default()).unwrap();
+    let store = Store::lmdb(&temp_dir("abort"), StoreOptions::default()).unwrap();
     {
         let mut commit = Commit::begin(&store).unwrap();
         let d = commit.descriptor("app.Thing", &[]).unwrap();
@@ -71,7 +71,7 @@ fn dropped_commit_changes_nothing() {
 
 #[test]
 fn equality_scan_reads_only_the_class_extent() {
-    let store = LmdbStore::open(&temp_dir("scan"), StoreOptions::default()).unwrap();
+    let store = Store::lmdb(&temp_dir("scan"), StoreOptions::default()).unwrap();
     let mut commit = Commit::begin(&store).unwrap();
     let person = commit.descriptor("app.Person", &["name".into(), "age".into()]).unwrap();
     let other = commit.descriptor("app.Other", &["age".into()]).unwrap();
@@ -109,7 +109,7 @@ fn equality_scan_reads_only_the_class_extent() {
 #[test]
 fn map_full_is_a_storage_error_and_keeps_committed_data() {
     let dir = temp_dir("full");
-    let store = LmdbStore::open(&dir, StoreOptions { map_size: 1 << 20, ..StoreOptions::default() }).unwrap();
+    let store = Store::lmdb(&dir, StoreOptions { map_size: 1 << 20, ..StoreOptions::default() }).unwrap();
     let mut commit = Commit::begin(&store).unwrap();
     let blob = commit.descriptor("app.Blob", &["data".into()]).unwrap();
     let tid = commit.tid();
@@ -132,7 +132,7 @@ fn map_full_is_a_storage_error_and_keeps_committed_data() {
 
 #[test]
 fn get_many_visits_sorted_ids_and_reports_missing_ones() {
-    let store = LmdbStore::open(&temp_dir("many"), StoreOptions::default()).unwrap();
+    let store = Store::lmdb(&temp_dir("many"), StoreOptions::default()).unwrap();
     let mut commit = Commit::begin(&store).unwrap();
     let d = commit.descriptor("app.N", &["n".into()]).unwrap();
     let tid = commit.tid();
@@ -160,7 +160,7 @@ fn get_many_visits_sorted_ids_and_reports_missing_ones() {
 
 #[test]
 fn ids_of_deleted_objects_are_never_reused() {
-    let store = LmdbStore::open(&temp_dir("reuse"), StoreOptions::default()).unwrap();
+    let store = Store::lmdb(&temp_dir("reuse"), StoreOptions::default()).unwrap();
     let mut commit = Commit::begin(&store).unwrap();
     let d = commit.descriptor("app.N", &[]).unwrap();
     let newest = commit.allocate_oid(d.class_no).unwrap();
@@ -175,7 +175,7 @@ fn ids_of_deleted_objects_are_never_reused() {
     assert_ne!(commit.allocate_oid(d.class_no).unwrap(), newest);
 }
 
-fn people(store: &std::sync::Arc<LmdbStore>, n: i64) -> (u16, Vec<u64>) {
+fn people(store: &std::sync::Arc<Store>, n: i64) -> (u16, Vec<u64>) {
     let mut commit = Commit::begin(store).unwrap();
     let d = commit.descriptor("app.Person", &["email".into(), "age".into()]).unwrap();
     let tid = commit.tid();
@@ -191,7 +191,7 @@ fn people(store: &std::sync::Arc<LmdbStore>, n: i64) -> (u16, Vec<u64>) {
 
 #[test]
 fn indexes_are_built_maintained_and_used_by_the_planner() {
-    let store = LmdbStore::open(&temp_dir("index"), StoreOptions::default()).unwrap();
+    let store = Store::lmdb(&temp_dir("index"), StoreOptions::default()).unwrap();
     let (class, oids) = people(&store, 500);
     let mut commit = Commit::begin(&store).unwrap();
     commit.ensure_index("app.Person", &["app.Person".into()], &["age".into()], false).unwrap();
@@ -230,7 +230,7 @@ fn indexes_are_built_maintained_and_used_by_the_planner() {
 
 #[test]
 fn verify_reports_dangling_references_and_undecodable_records() {
-    let store = LmdbStore::open(&temp_dir("verify"), StoreOptions::default()).unwrap();
+    let store = Store::lmdb(&temp_dir("verify"), StoreOptions::default()).unwrap();
     let (class, oids) = people(&store, 20);
     assert!(store.verify().unwrap().ok());
     let mut commit = Commit::begin(&store).unwrap();

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use copal_core::store::StoreStats;
-use copal_core::{LmdbStore, Snapshot, StoreOptions};
+use copal_core::{Snapshot, StoreOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -15,7 +15,7 @@ use crate::stats::SharedStats;
 
 #[pyclass(module = "copal._core", frozen)]
 pub struct Store {
-    store: Arc<LmdbStore>,
+    store: Arc<copal_core::Store>,
     stats: Arc<SharedStats>,
 }
 
@@ -28,7 +28,7 @@ impl Store {
         if let Some(size) = map_size {
             options.map_size = size;
         }
-        let store = py.detach(|| LmdbStore::open(&path, options)).py_err()?;
+        let store = py.detach(|| copal_core::Store::lmdb(&path, options)).py_err()?;
         Ok(Store { store, stats: Arc::default() })
     }
 
@@ -54,8 +54,9 @@ impl Store {
         self.store.disk_size().py_err()
     }
 
-    fn path(&self) -> PathBuf {
-        self.store.path().to_owned()
+    /// Where the database lives (a directory for the embedded store).
+    fn location(&self) -> String {
+        self.store.location()
     }
 
     /// Checks the whole store (see `copal verify`): a dict with counts and a list of problems.
@@ -78,7 +79,7 @@ impl Store {
     /// Testing and repair hook: the raw record bytes of `oid` (None if absent).
     fn raw_record<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let snapshot = Snapshot::new(&self.store).py_err()?;
-        Ok(snapshot.get(oid).py_err()?.map(|r| PyBytes::new(py, r)))
+        Ok(snapshot.get(oid).py_err()?.map(|r| PyBytes::new(py, &r)))
     }
 
     /// Testing and repair hook: writes raw bytes as the record of `oid` (with its checksum, or

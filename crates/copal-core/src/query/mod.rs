@@ -110,7 +110,7 @@ impl<'s> Reader<'s> {
                 None => None,
                 Some(record) => {
                     let catalog = self.snapshot.store().catalog();
-                    let (header, fields) = decode_record_state(record, &*catalog)
+                    let (header, fields) = decode_record_state(&record, &*catalog)
                         .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })?;
                     drop(catalog);
                     Some((self.descriptor(header.descriptor)?, fields))
@@ -255,7 +255,7 @@ fn test_batch(
 ) -> Result<bool, StoreError> {
     for oid in candidates.drain(..) {
         if let Some(record) = snapshot.get(oid)? {
-            if !test(oid, record)? {
+            if !test(oid, &record)? {
                 return Ok(false);
             }
         }

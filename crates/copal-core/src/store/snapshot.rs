@@ -1,40 +1,65 @@
-//! A consistent read view of the store: one LMDB read transaction held for the lifetime of a
-//! copal transaction, so it never sees part of a later commit however long it runs.
+//! A consistent read view of the store, held for the lifetime of a copal transaction so that it
+//! never sees part of a later commit however long it runs (an LMDB read transaction).
 
-use std::ops::Bound;
+use std::borrow::Cow;
 use std::sync::Arc;
 
-use heed::{RoTxn, WithoutTls};
-
-use super::error::StoreError;
-use super::lmdb::{key_range, read_u64_key, LmdbStore, META_TID};
 use super::checksum::unseal;
+use super::error::StoreError;
+use super::index::IndexDef;
+use super::lmdb::LmdbRead;
 use super::stats::StoreStats;
-use crate::format::{class_extent, oid_class, ClassNo, Descriptor, Oid, Reader};
+use super::{IdVisitor, Backend, DescriptorTable, Store};
+use crate::format::{class_extent, ClassNo, Descriptor, Oid, Reader};
+
+/// A backend's read transaction.
+pub(crate) enum Read {
+    Lmdb(LmdbRead),
+}
+
+/// Runs `$body` with `$r` bound to the backend's read transaction.
+macro_rules! with_read {
+    ($read:expr, $r:ident => $body:expr) => {
+        match $read {
+            Read::Lmdb($r) => $body,
+        }
+    };
+}
+
+impl Read {
+    pub(crate) fn begin(backend: &Backend) -> Result<Read, StoreError> {
+        match backend {
+            Backend::Lmdb(lmdb) => Ok(Read::Lmdb(LmdbRead::begin(lmdb)?)),
+        }
+    }
+}
+
+impl DescriptorTable for Read {
+    fn descriptors_after(
+        &self,
+        known: u32,
+        visit: IdVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        with_read!(self, r => r.descriptors_after(known, visit))
+    }
+}
 
 pub struct Snapshot {
-    // Field order is load-bearing: `txn` must be dropped before `store`, whose environment it
-    // reads (the static transaction also keeps its own handle on the environment).
-    txn: RoTxn<'static, WithoutTls>,
-    store: Arc<LmdbStore>,
+    // Field order is load-bearing: `read` must be dropped before `store`, whose backend it
+    // reads (LMDB's static transaction also keeps its own handle on the environment).
+    read: Read,
+    store: Arc<Store>,
     tid: u64,
 }
 
 impl Snapshot {
-    pub fn new(store: &Arc<LmdbStore>) -> Result<Snapshot, StoreError> {
-        let txn = store.env.clone().static_read_txn()?;
-        let tid = match store.meta.get(&txn, META_TID)? {
-            Some(bytes) => read_u64_key(bytes, "last tid")?,
-            None => 0,
-        };
-        Ok(Snapshot { txn, store: Arc::clone(store), tid })
+    pub fn new(store: &Arc<Store>) -> Result<Snapshot, StoreError> {
+        let read = Read::begin(&store.backend)?;
+        let tid = with_read!(&read, r => r.last_tid())?;
+        Ok(Snapshot { read, store: Arc::clone(store), tid })
     }
 
-    pub(crate) fn txn(&self) -> &RoTxn<'static, WithoutTls> {
-        &self.txn
-    }
-
-    pub fn store(&self) -> &Arc<LmdbStore> {
+    pub fn store(&self) -> &Arc<Store> {
         &self.store
     }
 
@@ -43,16 +68,24 @@ impl Snapshot {
         self.tid
     }
 
-    /// The record of `oid`, borrowed from the map (valid while the snapshot lives).
-    pub fn get(&self, oid: Oid) -> Result<Option<&[u8]>, StoreError> {
-        let Some(value) = self.store.records.get(&self.txn, &oid.to_be_bytes())? else { return Ok(None) };
+    /// The record of `oid` (valid while the snapshot lives; borrowed from the map by LMDB).
+    pub fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
+        let record = with_read!(&self.read, r => match r.get(oid)? {
+            None => return Ok(None),
+            Some(value) => Cow::Borrowed(unseal(oid, value)?),
+        });
         StoreStats::add(&self.store.stats.records_read, 1);
-        Ok(Some(unseal(oid, value)?))
+        Ok(Some(record))
     }
 
-    /// Calls `visit(i, record)` for each `oids[i]` (which must be sorted ascending), reading runs
-    /// of nearby ids with one cursor sweep instead of one tree descent per id. Fails with
-    /// `missing(oid)` for an id that has no record; storage errors are converted by `failed`.
+    /// The stored value of `oid` with its checksum, unchecked, for repair tools.
+    pub(crate) fn raw_value(&self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
+        with_read!(&self.read, r => Ok(r.get(oid)?.map(<[u8]>::to_vec)))
+    }
+
+    /// Calls `visit(i, record)` for each `oids[i]` (which must be sorted ascending), reading
+    /// batches of ids together. Fails with `missing(oid)` for an id that has no record; storage
+    /// errors are converted by `failed`.
     pub fn get_many<E>(
         &self,
         oids: &[Oid],
@@ -60,43 +93,9 @@ impl Snapshot {
         failed: impl Fn(StoreError) -> E,
         mut visit: impl FnMut(usize, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        // Ids of one class are allocated densely, so a gap this small holds few other records.
-        const MAX_GAP: u64 = 32;
-        let mut start = 0;
-        while start < oids.len() {
-            let mut end = start + 1;
-            while end < oids.len() && oids[end] - oids[end - 1] <= MAX_GAP && oid_class(oids[end]) == oid_class(oids[start]) {
-                end += 1;
-            }
-            let (first, last) = (oids[start].to_be_bytes(), oids[end - 1].to_be_bytes());
-            let mut wanted = start;
-            let range = (Bound::Included(&first[..]), Bound::Included(&last[..]));
-            for entry in self.store.records.range(&self.txn, &range).map_err(|e| failed(e.into()))? {
-                let (key, value) = entry.map_err(|e| failed(e.into()))?;
-                let oid = read_u64_key(key, "record").map_err(&failed)?;
-                let record = unseal(oid, value).map_err(&failed)?;
-                if wanted < end && oids[wanted] < oid {
-                    return Err(missing(oids[wanted]));
-                }
-                if wanted < end && oids[wanted] == oid {
-                    visit(wanted, record)?;
-                    wanted += 1;
-                    // Duplicated ids are visited once each.
-                    while wanted < end && oids[wanted] == oid {
-                        visit(wanted, record)?;
-                        wanted += 1;
-                    }
-                }
-                if wanted == end {
-                    break;
-                }
-            }
-            if wanted < end {
-                return Err(missing(oids[wanted]));
-            }
-            StoreStats::add(&self.store.stats.records_read, (end - start) as u64);
-            start = end;
-        }
+        let checked = |i: usize, oid: Oid, value: &[u8]| visit(i, unseal(oid, value).map_err(&failed)?);
+        with_read!(&self.read, r => r.get_many(oids, missing, &failed, checked))?;
+        StoreStats::add(&self.store.stats.records_read, oids.len() as u64);
         Ok(())
     }
 
@@ -107,21 +106,18 @@ impl Snapshot {
         mut visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         let (first, end) = class_extent(class);
-        let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
         let mut read = 0;
-        let result = (|| {
-            for entry in self.store.records.range(&self.txn, &key_range(&first, &end))? {
-                let (key, value) = entry?;
-                read += 1;
-                let oid = read_u64_key(key, "record")?;
-                if !visit(oid, unseal(oid, value)?)? {
-                    break;
-                }
-            }
-            Ok(())
-        })();
+        let result = with_read!(&self.read, r => r.scan_records(first, Some(end), |oid, value| {
+            read += 1;
+            visit(oid, unseal(oid, value)?)
+        }));
         StoreStats::add(&self.store.stats.records_read, read);
         result
+    }
+
+    /// Calls `visit(oid, stored value)` for every record of the store, unchecked, in oid order.
+    pub(crate) fn scan_all_values(&self, mut visit: impl FnMut(Oid, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        with_read!(&self.read, r => r.scan_records(0, None, |oid, value| visit(oid, value).map(|()| true)))
     }
 
     /// The oids changed by transactions after `since` up to this snapshot, or None when the
@@ -130,32 +126,31 @@ impl Snapshot {
         if since >= self.tid {
             return Ok(Some(Vec::new()));
         }
-        let first_kept = match self.store.log.first(&self.txn)? {
-            Some((key, _)) => read_u64_key(key, "log")?,
-            None => return Ok(None),
-        };
+        let Some(first_kept) = with_read!(&self.read, r => r.first_logged())? else { return Ok(None) };
         if first_kept > since + 1 {
             return Ok(None);
         }
-        let start = (since + 1).to_be_bytes();
-        let end = self.tid.to_be_bytes();
         let mut oids = Vec::new();
-        for entry in self.store.log.range(&self.txn, &(Bound::Included(&start[..]), Bound::Included(&end[..])))? {
-            let (key, value) = entry?;
-            decode_oid_list(value, &mut oids).map_err(|source| StoreError::Corrupt {
-                what: format!("commit log entry {}", read_u64_key(key, "log").unwrap_or(0)),
-                source,
-            })?;
-        }
+        with_read!(&self.read, r => r.log_entries(since + 1, self.tid, |tid, entry| {
+            decode_oid_list(entry, &mut oids)
+                .map_err(|source| StoreError::Corrupt { what: format!("commit log entry {tid}"), source })
+        }))?;
         Ok(Some(oids))
     }
 
     /// The index definitions of this snapshot.
-    pub fn index_defs(&self) -> Result<Vec<Arc<super::IndexDef>>, StoreError> {
-        self.store.index_defs(&self.txn)
+    pub fn index_defs(&self) -> Result<Vec<Arc<IndexDef>>, StoreError> {
+        let mut defs = Vec::new();
+        with_read!(&self.read, r => r.index_defs(&mut |id, bytes| {
+            defs.push(Arc::new(IndexDef::decode_stored(id, bytes)?));
+            Ok(())
+        }))?;
+        Ok(defs)
     }
 
-    /// Visits entry keys of index `id` in `[start, end)`; see `LmdbStore::scan_index`.
+    /// Calls `visit(entry key)` for the entries of index `id` in `[start, end)` (bytes after the
+    /// index id; no end: to the end of the index), in key order or reversed, until it returns
+    /// false.
     pub fn scan_index(
         &self,
         id: u32,
@@ -164,7 +159,18 @@ impl Snapshot {
         descending: bool,
         visit: impl FnMut(&[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        self.store.scan_index(&self.txn, id, start, end, descending, visit)
+        let mut lo = id.to_be_bytes().to_vec();
+        lo.extend_from_slice(start);
+        let hi = match end {
+            Some(end) => [&id.to_be_bytes()[..], end].concat(),
+            None => (id + 1).to_be_bytes().to_vec(),
+        };
+        with_read!(&self.read, r => r.scan_entries(&lo, Some(&hi), descending, visit))
+    }
+
+    /// Calls `visit(entry key)` for every index entry of the store, in key order.
+    pub(crate) fn scan_all_entries(&self, mut visit: impl FnMut(&[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        with_read!(&self.read, r => r.scan_entries(&[], None, false, |key| visit(key).map(|()| true)))
     }
 
     /// The descriptor `id`, reading descriptors added since the catalog was loaded if needed.
@@ -172,7 +178,7 @@ impl Snapshot {
         if let Some(d) = self.store.catalog().get(id) {
             return Ok(Arc::clone(d));
         }
-        self.store.refresh_catalog(&self.txn)?;
+        self.store.refresh_catalog(&self.read)?;
         self.store.catalog().get(id).cloned().ok_or(StoreError::Corrupt {
             what: "record".to_owned(),
             source: crate::format::DecodeError::UnknownDescriptor { id },
@@ -181,7 +187,7 @@ impl Snapshot {
 
     /// Every descriptor committed up to this snapshot (and possibly a few later ones).
     pub fn all_descriptors(&self) -> Result<Vec<Arc<Descriptor>>, StoreError> {
-        self.store.refresh_catalog(&self.txn)?;
+        self.store.refresh_catalog(&self.read)?;
         let mut all: Vec<_> = self.store.catalog().descriptors().cloned().collect();
         all.sort_by_key(|d| d.id);
         Ok(all)
