@@ -1,6 +1,5 @@
 //! The store handle shared by the connections of one `copal.Database`.
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -23,12 +22,12 @@ pub struct Store {
 impl Store {
     #[new]
     #[pyo3(signature = (path, map_size=None, durable=true))]
-    fn open(py: Python<'_>, path: PathBuf, map_size: Option<usize>, durable: bool) -> PyResult<Self> {
+    fn open(py: Python<'_>, path: String, map_size: Option<usize>, durable: bool) -> PyResult<Self> {
         let mut options = StoreOptions { durable, ..StoreOptions::default() };
         if let Some(size) = map_size {
             options.map_size = size;
         }
-        let store = py.detach(|| copal_core::Store::lmdb(&path, options)).py_err()?;
+        let store = py.detach(|| copal_core::Store::open(&path, options)).py_err()?;
         Ok(Store { store, stats: Arc::default() })
     }
 

@@ -13,6 +13,7 @@ use super::checksum::{seal, unseal};
 use super::error::StoreError;
 use super::index::{entry_key, entry_oid, key_has_no_value, prefix_end, DescriptorNames, IndexDef};
 use super::lmdb::LmdbWrite;
+use super::postgres::PgWrite;
 use super::snapshot::encode_oid_list;
 use super::stats::StoreStats;
 use super::{IdVisitor, Backend, DescriptorTable, Store, META_TID};
@@ -21,6 +22,8 @@ use crate::format::{class_extent, make_oid, oid_seq, ClassNo, DecodeError, Descr
 /// A backend's write transaction.
 pub(crate) enum Write<'s> {
     Lmdb(LmdbWrite<'s>),
+    // Boxed for the same reason as `snapshot::Read::Postgres`.
+    Postgres(Box<PgWrite>),
 }
 
 /// Runs `$body` with `$w` bound to the backend's write transaction.
@@ -28,13 +31,17 @@ macro_rules! with_write {
     ($write:expr, $w:ident => $body:expr) => {
         match $write {
             Write::Lmdb($w) => $body,
+            Write::Postgres($w) => $body,
         }
     };
 }
 
 impl Write<'_> {
     fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
-        with_write!(self, w => Ok(w.get(oid)?.map(Cow::Borrowed)))
+        match self {
+            Write::Lmdb(w) => Ok(w.get(oid)?.map(Cow::Borrowed)),
+            Write::Postgres(w) => w.get(oid),
+        }
     }
 }
 
@@ -68,6 +75,7 @@ impl<'s> Commit<'s> {
     pub fn begin(store: &'s Store) -> Result<Commit<'s>, StoreError> {
         let write = match &store.backend {
             Backend::Lmdb(lmdb) => Write::Lmdb(LmdbWrite::begin(lmdb)?),
+            Backend::Postgres(pg) => Write::Postgres(Box::new(PgWrite::begin(pg)?)),
         };
         store.refresh_catalog(&write)?;
         let last_tid = with_write!(&write, w => w.meta_u64(META_TID))?.unwrap_or(0);
@@ -128,7 +136,7 @@ impl<'s> Commit<'s> {
             Some(&seq) => seq,
             None => {
                 let (first, end) = class_extent(class);
-                let last = with_write!(&self.write, w => w.last_oid(first, end))?;
+                let last = with_write!(&mut self.write, w => w.last_oid(first, end))?;
                 let after_last = last.map_or(0, |oid| oid_seq(oid) + 1);
                 let high_water = with_write!(&self.write, w => w.meta_u64(&high_water_key(class)))?.unwrap_or(0);
                 after_last.max(high_water)
@@ -244,7 +252,7 @@ impl<'s> Commit<'s> {
             prefix.extend_from_slice(key);
             let end = prefix_end(&prefix);
             let mut other = None;
-            with_write!(&self.write, w => w.scan_entries(&prefix, end.as_deref(), |entry| {
+            with_write!(&mut self.write, w => w.scan_entries(&prefix, end.as_deref(), |entry| {
                 let holder = entry_oid(entry)?;
                 other = (holder != oid).then_some(holder);
                 Ok(other.is_none())
@@ -291,7 +299,7 @@ impl<'s> Commit<'s> {
             let mut entries = Vec::new();
             let catalog = self.store.catalog();
             let descriptors = WithPending { catalog: &catalog, pending: &self.new_descriptors };
-            with_write!(&self.write, w => w.scan_records(first, Some(end), |oid, value| {
+            with_write!(&mut self.write, w => w.scan_records(first, Some(end), |oid, value| {
                 // A damaged record gets no entry; `copal verify` reports it.
                 let Ok(record) = unseal(oid, value) else { return Ok(true) };
                 let key = def.key_of(record, &descriptors)

@@ -13,6 +13,7 @@ mod commit;
 mod error;
 mod index;
 mod lmdb;
+mod postgres;
 mod snapshot;
 mod stats;
 mod verify;
@@ -45,6 +46,7 @@ pub struct Store {
 
 pub(crate) enum Backend {
     Lmdb(lmdb::LmdbBackend),
+    Postgres(postgres::PgBackend),
 }
 
 impl Store {
@@ -52,6 +54,18 @@ impl Store {
     /// directory in a process returns the same store (LMDB forbids opening it twice).
     pub fn lmdb(path: &Path, options: StoreOptions) -> Result<Arc<Store>, StoreError> {
         lmdb::open(path, options)
+    }
+
+    /// Opens the database at `location`: a `postgresql://` (or `postgres://`) URL, creating
+    /// copal's tables on first open, or else a directory for the embedded LMDB store. Of the
+    /// options, a PostgreSQL store uses `durable` (off: `synchronous_commit = off`) and
+    /// `log_retention`.
+    pub fn open(location: &str, options: StoreOptions) -> Result<Arc<Store>, StoreError> {
+        if postgres::is_url(location) {
+            postgres::open(location, options.durable, options.log_retention)
+        } else {
+            lmdb::open(Path::new(location), options)
+        }
     }
 
     fn new(backend: Backend, log_retention: u64) -> Result<Store, StoreError> {
@@ -86,10 +100,12 @@ impl Store {
         Snapshot::new(self)?.raw_value(oid)
     }
 
-    /// Where the database lives, for messages and `repr`: a directory.
+    /// Where the database lives, for messages and `repr`: a directory, or a URL without its
+    /// password.
     pub fn location(&self) -> String {
         match &self.backend {
             Backend::Lmdb(lmdb) => lmdb.path().display().to_string(),
+            Backend::Postgres(pg) => pg.location().to_owned(),
         }
     }
 
@@ -97,6 +113,7 @@ impl Store {
     pub fn disk_size(&self) -> Result<u64, StoreError> {
         match &self.backend {
             Backend::Lmdb(lmdb) => lmdb.disk_size(),
+            Backend::Postgres(pg) => pg.disk_size(),
         }
     }
 }

@@ -8,6 +8,7 @@ use super::checksum::unseal;
 use super::error::StoreError;
 use super::index::IndexDef;
 use super::lmdb::LmdbRead;
+use super::postgres::PgRead;
 use super::stats::StoreStats;
 use super::{IdVisitor, Backend, DescriptorTable, Store};
 use crate::format::{class_extent, ClassNo, Descriptor, Oid, Reader};
@@ -15,6 +16,9 @@ use crate::format::{class_extent, ClassNo, Descriptor, Oid, Reader};
 /// A backend's read transaction.
 pub(crate) enum Read {
     Lmdb(LmdbRead),
+    // Boxed: a PostgreSQL connection is large, and one allocation per snapshot is nothing next
+    // to a round trip.
+    Postgres(Box<PgRead>),
 }
 
 /// Runs `$body` with `$r` bound to the backend's read transaction.
@@ -22,6 +26,7 @@ macro_rules! with_read {
     ($read:expr, $r:ident => $body:expr) => {
         match $read {
             Read::Lmdb($r) => $body,
+            Read::Postgres($r) => $body,
         }
     };
 }
@@ -30,6 +35,16 @@ impl Read {
     pub(crate) fn begin(backend: &Backend) -> Result<Read, StoreError> {
         match backend {
             Backend::Lmdb(lmdb) => Ok(Read::Lmdb(LmdbRead::begin(lmdb)?)),
+            Backend::Postgres(pg) => Ok(Read::Postgres(Box::new(PgRead::begin(pg)?))),
+        }
+    }
+
+    /// The stored value of `oid` (with its checksum): borrowed from LMDB's map, a copy from
+    /// PostgreSQL.
+    fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
+        match self {
+            Read::Lmdb(r) => Ok(r.get(oid)?.map(Cow::Borrowed)),
+            Read::Postgres(r) => r.get(oid),
         }
     }
 }
@@ -70,17 +85,22 @@ impl Snapshot {
 
     /// The record of `oid` (valid while the snapshot lives; borrowed from the map by LMDB).
     pub fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
-        let record = with_read!(&self.read, r => match r.get(oid)? {
+        let record = match self.read.get(oid)? {
             None => return Ok(None),
-            Some(value) => Cow::Borrowed(unseal(oid, value)?),
-        });
+            Some(Cow::Borrowed(value)) => Cow::Borrowed(unseal(oid, value)?),
+            Some(Cow::Owned(mut value)) => {
+                let len = unseal(oid, &value)?.len();
+                value.truncate(len);
+                Cow::Owned(value)
+            }
+        };
         StoreStats::add(&self.store.stats.records_read, 1);
         Ok(Some(record))
     }
 
     /// The stored value of `oid` with its checksum, unchecked, for repair tools.
     pub(crate) fn raw_value(&self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
-        with_read!(&self.read, r => Ok(r.get(oid)?.map(<[u8]>::to_vec)))
+        Ok(self.read.get(oid)?.map(Cow::into_owned))
     }
 
     /// Calls `visit(i, record)` for each `oids[i]` (which must be sorted ascending), reading
