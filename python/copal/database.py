@@ -59,10 +59,12 @@ class Database:
                 self._all.append(conn)
         try:
             self._sync_indexes(conn)
+            return Transaction(self, conn)
         except BaseException:
+            # Also when the transaction could not start (its snapshot failed): the connection
+            # goes back to the pool rather than being lost to it.
             self._release(conn)
             raise
-        return Transaction(self, conn)
 
     def _sync_indexes(self, conn: _core.Connection) -> None:
         # Before the transaction's snapshot is taken, so that its queries see complete indexes.

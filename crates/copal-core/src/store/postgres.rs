@@ -228,16 +228,35 @@ struct Pool {
 }
 
 impl Pool {
-    /// An idle connection, or a new one (after a server restart, the broken ones are dropped).
-    fn take(&self) -> Result<Conn, StoreError> {
-        loop {
-            let idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-            match idle {
-                Some(conn) if !conn.client.is_closed() => return Ok(conn),
-                Some(_) => continue,
-                None => break,
+    /// Runs `start` (which begins a transaction) on an idle connection, or on a new one when
+    /// there is none or when the idle one turns out to be dead: after a server restart every
+    /// idle connection is, so they are all dropped and the transaction starts on a fresh one
+    /// instead of failing.
+    fn start<T>(&self, start: impl Fn(&mut Conn) -> Result<T, StoreError>) -> Result<(Conn, T), StoreError> {
+        let idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+        if let Some(mut conn) = idle {
+            match start(&mut conn) {
+                Ok(value) => return Ok((conn, value)),
+                Err(_) if conn.client.is_closed() => {
+                    self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
+                }
+                Err(error) => {
+                    self.give_back(conn, true);
+                    return Err(error);
+                }
             }
         }
+        let mut conn = self.connect()?;
+        match start(&mut conn) {
+            Ok(value) => Ok((conn, value)),
+            Err(error) => {
+                self.give_back(conn, true);
+                Err(error)
+            }
+        }
+    }
+
+    fn connect(&self) -> Result<Conn, StoreError> {
         let mut client = self.config.connect(NoTls)?;
         if !self.durable {
             // Like LMDB's NO_SYNC: a server crash may lose the last commits, never corrupts.
@@ -266,8 +285,7 @@ pub(crate) fn open(url: &str, durable: bool, log_retention: u64) -> Result<Arc<S
         message: format!("invalid PostgreSQL URL {}: {e}", without_password(url)),
     })?;
     let pool = Arc::new(Pool { config, durable, idle: Mutex::new(Vec::new()) });
-    let mut conn = pool.take()?;
-    create_schema(&mut conn)?;
+    let (conn, ()) = pool.start(create_schema)?;
     pool.give_back(conn, false);
     let backend = PgBackend { pool, location: without_password(url) };
     Ok(Arc::new(Store::new(Backend::Postgres(backend), log_retention)?))
@@ -348,13 +366,14 @@ impl PgBackend {
 
     /// Bytes used by copal's tables (with their indexes and TOAST data).
     pub(crate) fn disk_size(&self) -> Result<u64, StoreError> {
-        let mut conn = self.pool.take()?;
-        let row = conn.client.query_one(
-            "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c \
-             WHERE c.relname LIKE 'copal\\_%' AND c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace",
-            &[],
-        )?;
-        let size: Option<i64> = row.get(0);
+        let (conn, size) = self.pool.start(|conn| {
+            let row = conn.client.query_one(
+                "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c \
+                 WHERE c.relname LIKE 'copal\\_%' AND c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace",
+                &[],
+            )?;
+            Ok(row.get::<_, Option<i64>>(0))
+        })?;
         self.pool.give_back(conn, false);
         Ok(size.unwrap_or(0) as u64)
     }
@@ -369,10 +388,11 @@ pub(crate) struct PgRead {
 
 impl PgRead {
     pub(crate) fn begin(backend: &PgBackend) -> Result<PgRead, StoreError> {
-        let mut conn = backend.pool.take()?;
-        conn.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-        // The first statement fixes the snapshot.
-        let last_tid = conn.meta_u64(META_TID)?.unwrap_or(0);
+        let (conn, last_tid) = backend.pool.start(|conn| {
+            conn.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+            // The first statement fixes the snapshot.
+            Ok(conn.meta_u64(META_TID)?.unwrap_or(0))
+        })?;
         Ok(PgRead { conn: Mutex::new(Some(conn)), pool: Arc::clone(&backend.pool), last_tid })
     }
 
@@ -488,15 +508,10 @@ pub(crate) struct PgWrite {
 impl PgWrite {
     /// Waits for the commit lock (other writers, in any process).
     pub(crate) fn begin(backend: &PgBackend) -> Result<PgWrite, StoreError> {
-        let mut conn = backend.pool.take()?;
-        let locked = (|| {
+        let (conn, ()) = backend.pool.start(|conn| {
             conn.client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")?;
             conn.query("SELECT value FROM copal_meta WHERE key = $1 FOR UPDATE", &[&META_TID]).map(drop)
-        })();
-        if let Err(error) = locked {
-            backend.pool.give_back(conn, true);
-            return Err(error);
-        }
+        })?;
         Ok(PgWrite {
             conn: RefCell::new(Some(conn)),
             pool: Arc::clone(&backend.pool),
