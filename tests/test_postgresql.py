@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import copal
-from copal import PersistentList, StorageError
+from copal import PersistentList, SchemaError, StorageError
 from helpers.models import Counter
 from helpers.pgserver import PgServer, free_port
 
@@ -87,6 +87,15 @@ def test_url_forms_and_bad_locations(pg_server: PgServer) -> None:
         copal.open(f"postgresql://postgres@127.0.0.1:{free_port()}/nothing")
     with pytest.raises(StorageError, match="PostgreSQL"):
         copal.open(pg_server.url("no_such_database"))
+
+
+def test_a_schema_of_another_version_is_refused(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    copal.open(url).close()
+    database = url.rsplit("/", 1)[1]
+    pg_server.psql("UPDATE copal_meta SET value = 99 WHERE key = 'format'::bytea", database)
+    with pytest.raises(SchemaError, match="version 99"):
+        copal.open(url)
 
 
 def test_passwords_stay_out_of_repr(pg_server: PgServer) -> None:
