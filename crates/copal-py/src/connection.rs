@@ -892,6 +892,18 @@ impl Connection {
         let tid = sink.commit.tid();
         let mut written = Vec::new();
         let outcome = (|| {
+            // The records that the conflict checks below read, in one batch.
+            let mut checked = Vec::new();
+            for obj in changed {
+                let p = PersistentBase::of(obj)?;
+                if p.state() == CHANGED {
+                    checked.extend(p.oid());
+                }
+            }
+            for obj in deleted {
+                checked.extend(PersistentBase::of(obj)?.oid());
+            }
+            sink.commit.prefetch(&checked).py_err()?;
             for obj in added {
                 sink.reference(obj)?;
             }

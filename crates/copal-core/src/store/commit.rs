@@ -117,6 +117,15 @@ impl<'s> Commit<'s> {
         }
     }
 
+    /// Reads ahead the stored records of `oids`, which the commit is about to check or replace:
+    /// one round trip for all of them on PostgreSQL (LMDB reads them in place, at no cost).
+    pub fn prefetch(&mut self, oids: &[Oid]) -> Result<(), StoreError> {
+        match &mut self.write {
+            Write::Lmdb(_) => Ok(()),
+            Write::Postgres(w) => w.prefetch(oids),
+        }
+    }
+
     /// Fails with `Conflict` unless `oid` is still stored with `read_tid`.
     pub fn check_unchanged(&self, oid: Oid, read_tid: u64) -> Result<(), StoreError> {
         let stored_tid = self.stored_tid(oid)?;

@@ -503,6 +503,9 @@ pub(crate) struct PgWrite {
     records: BTreeMap<Oid, Option<Vec<u8>>>,
     /// Buffered index entry writes (false: delete), sent by `flush`.
     entries: BTreeMap<Vec<u8>, bool>,
+    /// Stored values read ahead by `prefetch` or already flushed (None: no record). The commit
+    /// lock keeps them current: no other commit can change a record until this one ends.
+    known: HashMap<Oid, Option<Vec<u8>>>,
 }
 
 impl PgWrite {
@@ -517,6 +520,7 @@ impl PgWrite {
             pool: Arc::clone(&backend.pool),
             records: BTreeMap::new(),
             entries: BTreeMap::new(),
+            known: HashMap::new(),
         })
     }
 
@@ -568,7 +572,23 @@ impl PgWrite {
                 )?;
             }
             Ok(())
-        })
+        })?;
+        self.known.extend(records);
+        Ok(())
+    }
+
+    /// Reads the stored values of `oids` in one round trip per 10,000, so that the conflict
+    /// checks and index maintenance that follow need none.
+    pub(crate) fn prefetch(&mut self, oids: &[Oid]) -> Result<(), StoreError> {
+        let wanted: Vec<Oid> =
+            oids.iter().copied().filter(|oid| !self.records.contains_key(oid) && !self.known.contains_key(oid)).collect();
+        for chunk in wanted.chunks(10_000) {
+            let keys: Vec<i64> = chunk.iter().map(|&oid| sql_oid(oid)).collect();
+            let rows = self.with(|conn| conn.query("SELECT oid, value FROM copal_records WHERE oid = ANY($1)", &[&keys]))?;
+            self.known.extend(chunk.iter().map(|&oid| (oid, None)));
+            self.known.extend(rows.iter().map(|row| (from_sql_oid(row.get(0)), Some(row.get(1)))));
+        }
+        Ok(())
     }
 
     pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<Option<u64>, StoreError> {
@@ -587,8 +607,8 @@ impl PgWrite {
     }
 
     pub(crate) fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
-        if let Some(buffered) = self.records.get(&oid) {
-            return Ok(buffered.as_deref().map(Cow::Borrowed));
+        if let Some(value) = self.records.get(&oid).or_else(|| self.known.get(&oid)) {
+            return Ok(value.as_deref().map(Cow::Borrowed));
         }
         Ok(self.with(|conn| conn.get(oid))?.map(Cow::Owned))
     }
