@@ -52,7 +52,11 @@ class PgServer:
         self.sockets.mkdir()
         self._as_user: list[str] = []
         if os.geteuid() == 0:
-            user = pwd.getpwnam("postgres")
+            try:
+                user = pwd.getpwnam("postgres")
+            except KeyError:
+                shutil.rmtree(self.root, ignore_errors=True)
+                raise FileNotFoundError("PostgreSQL refuses to run as root and there is no 'postgres' user") from None
             for path in (self.root, self.sockets):
                 os.chown(path, user.pw_uid, user.pw_gid)
             self._as_user = ["runuser", "-u", "postgres", "--"]
