@@ -5,7 +5,7 @@
 //! leaves the store exactly as it was.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::catalog::Catalog;
@@ -60,6 +60,9 @@ pub struct Commit<'s> {
     write: Write<'s>,
     tid: u64,
     next_seq: HashMap<ClassNo, u64>,
+    /// Oids allocated by this commit and not written yet: they have no stored record, so index
+    /// maintenance need not read one (a round trip per new object on PostgreSQL).
+    fresh: HashSet<Oid>,
     changed: Vec<Oid>,
     new_descriptors: Vec<Arc<Descriptor>>,
     indexes: Vec<Arc<IndexDef>>,
@@ -93,6 +96,7 @@ impl<'s> Commit<'s> {
             write,
             tid: last_tid + 1,
             next_seq: HashMap::new(),
+            fresh: HashSet::new(),
             changed: Vec::new(),
             new_descriptors: Vec::new(),
             indexes,
@@ -155,7 +159,9 @@ impl<'s> Commit<'s> {
             return Err(StoreError::Exhausted { message: format!("class {class} has no object ids left") });
         }
         self.next_seq.insert(class, seq + 1);
-        Ok(make_oid(class, seq))
+        let oid = make_oid(class, seq);
+        self.fresh.insert(oid);
+        Ok(oid)
     }
 
     /// The descriptor of `type_name` with exactly these fields, registering it (and a class
@@ -194,7 +200,7 @@ impl<'s> Commit<'s> {
 
     pub fn put(&mut self, oid: Oid, record: &[u8]) -> Result<(), StoreError> {
         if !self.indexes.is_empty() {
-            let old = self.stored_record(oid)?;
+            let old = if self.fresh.remove(&oid) { None } else { self.stored_record(oid)? };
             self.update_indexes(oid, old.as_deref(), Some(record))?;
         }
         with_write!(&mut self.write, w => w.put_record(oid, &seal(record)))?;

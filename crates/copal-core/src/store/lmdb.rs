@@ -152,6 +152,16 @@ fn key_range<'k>(first: &'k [u8], end: &'k [u8]) -> (Bound<&'k [u8]>, Bound<&'k 
     (Bound::Included(first), Bound::Excluded(end))
 }
 
+/// Calls `visit(id, value)` for the rows of a table keyed by u32 ids, from id `first` on.
+fn visit_ids(table: Table, txn: &RoTxn<'_>, first: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+    let first = first.to_be_bytes();
+    for entry in table.range(txn, &(Bound::Included(&first[..]), Bound::Unbounded))? {
+        let (key, value) = entry?;
+        visit(read_u32_key(key)?, value)?;
+    }
+    Ok(())
+}
+
 /// Reads shared by snapshots and commits (heed's write transaction reads as a read transaction).
 impl Tables {
     fn meta_u64(&self, txn: &RoTxn<'_>, key: &[u8]) -> Result<Option<u64>, StoreError> {
@@ -161,19 +171,11 @@ impl Tables {
         }
     }
 
-    fn descriptors_after(
-        &self,
-        txn: &RoTxn<'_>,
-        known: u32,
-        visit: IdVisitor<'_>,
-    ) -> Result<(), StoreError> {
-        let Some(start) = known.checked_add(1) else { return Ok(()) };
-        let start = start.to_be_bytes();
-        for entry in self.descriptors.range(txn, &(Bound::Included(&start[..]), Bound::Unbounded))? {
-            let (key, value) = entry?;
-            visit(read_u32_key(key)?, value)?;
+    fn descriptors_after(&self, txn: &RoTxn<'_>, known: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        match known.checked_add(1) {
+            Some(first) => visit_ids(self.descriptors, txn, first, visit),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Calls `visit(oid, stored value)` for the records with `first <= oid < end` (no end: to
@@ -197,16 +199,8 @@ impl Tables {
         Ok(())
     }
 
-    fn index_defs(
-        &self,
-        txn: &RoTxn<'_>,
-        visit: IdVisitor<'_>,
-    ) -> Result<(), StoreError> {
-        for entry in self.index_defs.iter(txn)? {
-            let (key, value) = entry?;
-            visit(read_u32_key(key)?, value)?;
-        }
-        Ok(())
+    fn index_defs(&self, txn: &RoTxn<'_>, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        visit_ids(self.index_defs, txn, 0, visit)
     }
 
     /// Calls `visit(entry key)` for the index entries in `[lo, hi)` (no hi: to the last entry),
