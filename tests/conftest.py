@@ -5,8 +5,7 @@ same name by the tests and by the child processes (copal stores classes by modul
 
 Every test that uses the ``store`` (or ``db``) fixture runs against both stores: the embedded
 LMDB store in a temporary directory, and a fresh database on a throwaway PostgreSQL cluster that
-is started once per session (``helpers/pgserver.py``) and stopped at its end. Tests about the
-embedded store alone carry ``@pytest.mark.lmdb_only("why")``.
+is started once per session (``helpers/pgserver.py``) and stopped at its end.
 """
 
 from __future__ import annotations
@@ -74,10 +73,6 @@ class Store:
             raise RuntimeError(f"closing a database failed: {failures[0]!r}") from failures[0]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "lmdb_only(reason): the test is about the embedded store only")
-
-
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """The session's PostgreSQL cluster; its URL is also exported as COPAL_TEST_POSTGRES_URL
@@ -97,9 +92,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "lmdb":
         s = Store(tmp_path / "db")
     else:
-        marker = request.node.get_closest_marker("lmdb_only")
-        if marker is not None:
-            pytest.skip(f"embedded store only: {marker.args[0]}")
         server: PgServer = request.getfixturevalue("pg_server")
         s = Store(server.create_database(), "postgresql")
     yield s
