@@ -164,7 +164,8 @@ def test_run_retries_a_conflict_with_another_process(store: Any) -> None:
 
 def test_four_processes_incrementing_one_counter(store: Any, tmp_path: Path) -> None:
     store.close(_seed(store))
-    n_procs, n_increments = 4, 100
+    # On PostgreSQL, the shared store's acceptance run: 4 processes x 500 transactions.
+    n_procs, n_increments = 4, (500 if store.kind == "postgresql" else 100)
     go = tmp_path / "go"
     procs = [
         subprocess.Popen(helper_command("child_ops.py", store.path, "increment", n_increments, go),

@@ -39,6 +39,8 @@ class Database:
         progress: Progress | None = None,
     ) -> None:
         self.path = os.fspath(path)
+        if map_size is not None and _is_postgresql_url(self.path):
+            raise ValueError("map_size applies to the embedded store only, not to a PostgreSQL database")
         self.cache_size = cache_size
         self._progress: Progress = progress if progress is not None else ProgressBar()
         self._store = _core.Store(self.path, map_size, durable)
@@ -61,10 +63,12 @@ class Database:
                 self._all.append(conn)
         try:
             self._sync_indexes(conn)
+            return Transaction(self, conn)
         except BaseException:
+            # Also when the transaction could not start (its snapshot failed): the connection
+            # goes back to the pool rather than being lost to it.
             self._release(conn)
             raise
-        return Transaction(self, conn)
 
     def _sync_indexes(self, conn: _core.Connection) -> None:
         # Before the transaction's snapshot is taken, so that its queries see complete indexes.
@@ -140,7 +144,7 @@ class Database:
         return size
 
     def disk_size(self) -> int:
-        """Bytes used by the database files."""
+        """Bytes used by the database files (for PostgreSQL: by copal's tables)."""
         size: int = self._store.disk_size()
         return size
 
@@ -177,7 +181,12 @@ class Database:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<copal.Database {self.path!r}>"
+        location: str = self._store.location()
+        return f"<copal.Database {location!r}>"
+
+
+def _is_postgresql_url(location: str) -> bool:
+    return location.startswith(("postgresql://", "postgres://"))
 
 
 def open(
@@ -188,20 +197,32 @@ def open(
     durable: bool = True,
     progress: Progress | None = None,
 ) -> Database:
-    """Opens (creating if absent) the embedded database in directory ``path``.
+    """Opens (creating if absent) the embedded database in directory ``path``, or the database
+    on a PostgreSQL server when ``path`` is a ``postgresql://`` (or ``postgres://``) URL: copal's
+    tables are created on first open, and many processes on many machines can share it with the
+    same API and semantics (snapshot reads, optimistic conflicts, cache invalidation).
 
     Args:
-        path: a directory; it holds the LMDB files.
+        path: a directory (it holds the LMDB files), or a URL such as
+            ``postgresql://user:password@host:5432/dbname``. Server settings such as a
+            statement timeout go in its ``options`` parameter
+            (``?options=-c%20statement_timeout%3D5000``).
         cache_size: how many loaded objects each connection keeps before the least recently
             used become ghosts again.
         map_size: bytes of address space reserved for the database (default 1 TiB; the files
             only grow as data is written). Commits that need more raise StorageError.
         durable: fsync at every commit (default). Without it a machine crash may lose the
-            last commits but never corrupts the database.
+            last commits but never corrupts the database (PostgreSQL: ``synchronous_commit``
+            off for copal's sessions).
         progress: ``progress(what, done, total)`` is called while long maintenance runs
             (building a newly declared index over existing objects). Default: a progress bar
             on stderr when it is a terminal and the work is large.
 
+    Raises:
+        StorageError: the directory or the server cannot be used.
+        ValueError: ``map_size`` given for a PostgreSQL database.
+
     >>> db = copal.open("bank.copal")   # doctest: +SKIP
+    >>> db = copal.open("postgresql://app@db.internal/bank")   # doctest: +SKIP
     """
     return Database(path, cache_size=cache_size, map_size=map_size, durable=durable, progress=progress)

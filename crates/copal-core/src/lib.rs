@@ -1,4 +1,4 @@
-//! copal core: the record format, the LMDB store, the commit protocol and query evaluation on raw
+//! copal core: the record format, the stores (LMDB), the commit protocol and query evaluation on raw
 //! records. Nothing here knows Python; the `copal-py` crate converts between Python objects and the
 //! bytes this crate reads and writes. The normative description of every byte is docs/FORMAT.md.
 
@@ -8,4 +8,4 @@ pub mod store;
 pub mod text;
 
 pub use format::{DecodeError, Descriptor, Oid, Value};
-pub use store::{Commit, LmdbStore, Snapshot, StoreError, StoreOptions, StoreStats};
+pub use store::{Commit, Snapshot, Store, StoreError, StoreOptions, StoreStats};

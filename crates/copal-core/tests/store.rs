@@ -1,14 +1,76 @@
-//! Integration tests of the LMDB store through its public Rust API (no Python).
+//! Integration tests of the stores through their public Rust API (no Python). Each scenario
+//! runs against both stores: a fresh LMDB directory, and a fresh database on the PostgreSQL
+//! server named by the COPAL_TEST_POSTGRES_URL environment variable (the Python test session
+//! sets it when it runs these tests against its throwaway cluster; without it the PostgreSQL
+//! variants pass after printing that they were skipped).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use copal_core::format::{make_oid, Reader, RecordHeader, Writer, ROOT_OID};
 use copal_core::query::{self, CmpOp, Expr, Query};
-use copal_core::{Commit, LmdbStore, Snapshot, StoreError, StoreOptions, Value};
+use copal_core::{Commit, Snapshot, Store, StoreError, StoreOptions, Value};
+
+const POSTGRES_URL_VAR: &str = "COPAL_TEST_POSTGRES_URL";
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("copal-core-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
+
+fn lmdb_store(name: &str) -> Arc<Store> {
+    Store::lmdb(&temp_dir(name), StoreOptions::default()).unwrap()
+}
+
+/// The URL of a new, empty database on the test server (None, with a message, without one).
+fn postgres_url(name: &str) -> Option<String> {
+    static CREATED: AtomicUsize = AtomicUsize::new(0);
+    let Ok(server) = std::env::var(POSTGRES_URL_VAR) else {
+        eprintln!("{name}: PostgreSQL variant skipped: set {POSTGRES_URL_VAR} to the URL of a throwaway server");
+        return None;
+    };
+    let database = format!("copal_rs_{}_{}", std::process::id(), CREATED.fetch_add(1, Ordering::Relaxed));
+    let mut admin = postgres::Client::connect(&server, postgres::NoTls).expect("connect to the test server");
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {database}")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {database}")).unwrap();
+    let base = server.rsplit_once('/').map_or(server.as_str(), |(base, _)| base);
+    Some(format!("{base}/{database}"))
+}
+
+fn postgres_store(name: &str) -> Option<Arc<Store>> {
+    postgres_url(name).map(|url| Store::open(&url, StoreOptions::default()).unwrap())
+}
+
+/// Makes a test module per scenario with one test per store.
+macro_rules! on_every_store {
+    ($($scenario:ident),* $(,)?) => {
+        $(mod $scenario {
+            #[test]
+            fn lmdb() {
+                super::$scenario(super::lmdb_store(stringify!($scenario)));
+            }
+
+            #[test]
+            fn postgresql() {
+                if let Some(store) = super::postgres_store(stringify!($scenario)) {
+                    super::$scenario(store);
+                }
+            }
+        })*
+    };
+}
+
+on_every_store!(
+    new_store_has_an_empty_root,
+    commit_is_visible_to_new_snapshots_only_and_conflicts_are_detected,
+    dropped_commit_changes_nothing,
+    equality_scan_reads_only_the_class_extent,
+    get_many_visits_sorted_ids_and_reports_missing_ones,
+    ids_of_deleted_objects_are_never_reused,
+    indexes_are_built_maintained_and_used_by_the_planner,
+    verify_reports_dangling_references_and_undecodable_records,
+);
 
 fn record(descriptor: u32, tid: u64, fields: &[Value]) -> Vec<u8> {
     let mut w = Writer::new();
@@ -17,19 +79,15 @@ fn record(descriptor: u32, tid: u64, fields: &[Value]) -> Vec<u8> {
     w.buf
 }
 
-#[test]
-fn new_store_has_an_empty_root() {
-    let store = LmdbStore::open(&temp_dir("root"), StoreOptions::default()).unwrap();
+fn new_store_has_an_empty_root(store: Arc<Store>) {
     let snapshot = Snapshot::new(&store).unwrap();
     let root = snapshot.get(ROOT_OID).unwrap().expect("root record");
-    let (header, _) = RecordHeader::parse(root).unwrap();
+    let (header, _) = RecordHeader::parse(&root).unwrap();
     assert_eq!(header.tid, 0);
     assert_eq!(snapshot.descriptor(header.descriptor).unwrap().type_name, "copal.PersistentDict");
 }
 
-#[test]
-fn commit_is_visible_to_new_snapshots_only_and_conflicts_are_detected() {
-    let store = LmdbStore::open(&temp_dir("commit"), StoreOptions::default()).unwrap();
+fn commit_is_visible_to_new_snapshots_only_and_conflicts_are_detected(store: Arc<Store>) {
     let before = Snapshot::new(&store).unwrap();
 
     let mut commit = Commit::begin(&store).unwrap();
@@ -55,9 +113,7 @@ fn commit_is_visible_to_new_snapshots_only_and_conflicts_are_detected() {
     assert!(matches!(second.check_unchanged(oid, tid), Err(StoreError::Conflict { .. })));
 }
 
-#[test]
-fn dropped_commit_changes_nothing() {
-    let store = LmdbStore::open(&temp_dir("abort"), StoreOptions::default()).unwrap();
+fn dropped_commit_changes_nothing(store: Arc<Store>) {
     {
         let mut commit = Commit::begin(&store).unwrap();
         let d = commit.descriptor("app.Thing", &[]).unwrap();
@@ -69,9 +125,7 @@ fn dropped_commit_changes_nothing() {
     assert!(store.catalog().class_no("app.Thing").is_none());
 }
 
-#[test]
-fn equality_scan_reads_only_the_class_extent() {
-    let store = LmdbStore::open(&temp_dir("scan"), StoreOptions::default()).unwrap();
+fn equality_scan_reads_only_the_class_extent(store: Arc<Store>) {
     let mut commit = Commit::begin(&store).unwrap();
     let person = commit.descriptor("app.Person", &["name".into(), "age".into()]).unwrap();
     let other = commit.descriptor("app.Other", &["age".into()]).unwrap();
@@ -109,7 +163,7 @@ fn equality_scan_reads_only_the_class_extent() {
 #[test]
 fn map_full_is_a_storage_error_and_keeps_committed_data() {
     let dir = temp_dir("full");
-    let store = LmdbStore::open(&dir, StoreOptions { map_size: 1 << 20, ..StoreOptions::default() }).unwrap();
+    let store = Store::lmdb(&dir, StoreOptions { map_size: 1 << 20, ..StoreOptions::default() }).unwrap();
     let mut commit = Commit::begin(&store).unwrap();
     let blob = commit.descriptor("app.Blob", &["data".into()]).unwrap();
     let tid = commit.tid();
@@ -130,9 +184,7 @@ fn map_full_is_a_storage_error_and_keeps_committed_data() {
     assert!(snapshot.get(oid).unwrap().is_some());
 }
 
-#[test]
-fn get_many_visits_sorted_ids_and_reports_missing_ones() {
-    let store = LmdbStore::open(&temp_dir("many"), StoreOptions::default()).unwrap();
+fn get_many_visits_sorted_ids_and_reports_missing_ones(store: Arc<Store>) {
     let mut commit = Commit::begin(&store).unwrap();
     let d = commit.descriptor("app.N", &["n".into()]).unwrap();
     let tid = commit.tid();
@@ -158,9 +210,7 @@ fn get_many_visits_sorted_ids_and_reports_missing_ones() {
     assert!(matches!(err, Err(StoreError::Storage { message }) if message == format!("missing {}", oids[199] + 1)));
 }
 
-#[test]
-fn ids_of_deleted_objects_are_never_reused() {
-    let store = LmdbStore::open(&temp_dir("reuse"), StoreOptions::default()).unwrap();
+fn ids_of_deleted_objects_are_never_reused(store: Arc<Store>) {
     let mut commit = Commit::begin(&store).unwrap();
     let d = commit.descriptor("app.N", &[]).unwrap();
     let newest = commit.allocate_oid(d.class_no).unwrap();
@@ -175,7 +225,7 @@ fn ids_of_deleted_objects_are_never_reused() {
     assert_ne!(commit.allocate_oid(d.class_no).unwrap(), newest);
 }
 
-fn people(store: &std::sync::Arc<LmdbStore>, n: i64) -> (u16, Vec<u64>) {
+fn people(store: &Arc<Store>, n: i64) -> (u16, Vec<u64>) {
     let mut commit = Commit::begin(store).unwrap();
     let d = commit.descriptor("app.Person", &["email".into(), "age".into()]).unwrap();
     let tid = commit.tid();
@@ -189,9 +239,7 @@ fn people(store: &std::sync::Arc<LmdbStore>, n: i64) -> (u16, Vec<u64>) {
     (d.class_no, oids)
 }
 
-#[test]
-fn indexes_are_built_maintained_and_used_by_the_planner() {
-    let store = LmdbStore::open(&temp_dir("index"), StoreOptions::default()).unwrap();
+fn indexes_are_built_maintained_and_used_by_the_planner(store: Arc<Store>) {
     let (class, oids) = people(&store, 500);
     let mut commit = Commit::begin(&store).unwrap();
     commit.ensure_index("app.Person", &["app.Person".into()], &["age".into()], false, &[], &mut |_, _| {}).unwrap();
@@ -228,9 +276,7 @@ fn indexes_are_built_maintained_and_used_by_the_planner() {
     assert!(matches!(dup, Err(StoreError::UniqueViolation { .. })), "{dup:?}");
 }
 
-#[test]
-fn verify_reports_dangling_references_and_undecodable_records() {
-    let store = LmdbStore::open(&temp_dir("verify"), StoreOptions::default()).unwrap();
+fn verify_reports_dangling_references_and_undecodable_records(store: Arc<Store>) {
     let (class, oids) = people(&store, 20);
     assert!(store.verify().unwrap().ok());
     let mut commit = Commit::begin(&store).unwrap();
@@ -248,4 +294,41 @@ fn verify_reports_dangling_references_and_undecodable_records() {
 
 fn oid_age(oid: u64, oids: &[u64]) -> i64 {
     (oids.iter().position(|o| *o == oid).unwrap() as i64) % 50
+}
+
+#[test]
+fn postgresql_statement_timeout_is_a_storage_error_and_the_next_commit_works() {
+    let Some(url) = postgres_url("statement_timeout") else { return };
+    let holder = Store::open(&url, StoreOptions::default()).unwrap();
+    let impatient = Store::open(&format!("{url}?options=-c%20statement_timeout%3D300"), StoreOptions::default()).unwrap();
+    // A commit in progress holds the commit lock; the other store's commit waits for it in vain.
+    let running = Commit::begin(&holder).unwrap();
+    let result = Commit::begin(&impatient).map(|commit| commit.tid());
+    match result {
+        Err(StoreError::Storage { message }) => assert!(message.contains("57014"), "{message}"),
+        other => panic!("expected a statement timeout, got {other:?}"),
+    }
+    drop(running);
+    let mut commit = Commit::begin(&impatient).unwrap();
+    let d = commit.descriptor("app.Note", &["text".into()]).unwrap();
+    let oid = commit.allocate_oid(d.class_no).unwrap();
+    let tid = commit.tid();
+    commit.put(oid, &record(d.id, tid, &[Value::Str("after".into())])).unwrap();
+    assert_eq!(commit.finish().unwrap(), 1);
+    assert!(Snapshot::new(&holder).unwrap().get(oid).unwrap().is_some());
+}
+
+#[test]
+fn postgresql_databases_on_one_server_are_independent() {
+    let (Some(first), Some(second)) = (postgres_store("first"), postgres_store("second")) else { return };
+    let mut commit = Commit::begin(&first).unwrap();
+    let d = commit.descriptor("app.Note", &["text".into()]).unwrap();
+    let oid = commit.allocate_oid(d.class_no).unwrap();
+    let tid = commit.tid();
+    commit.put(oid, &record(d.id, tid, &[Value::Str("only here".into())])).unwrap();
+    commit.finish().unwrap();
+    let other = Snapshot::new(&second).unwrap();
+    assert_eq!(other.tid(), 0);
+    assert!(other.get(oid).unwrap().is_none());
+    assert!(second.catalog().class_no("app.Note").is_none());
 }

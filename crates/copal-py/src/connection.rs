@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use copal_core::format::{oid_class, TzInfo, FLAG_MUTABLE_STATE};
 use copal_core::query::{self, Query};
-use copal_core::{Commit, LmdbStore, Snapshot};
+use copal_core::{Commit, Snapshot, Store};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -66,7 +66,7 @@ impl<T> Guarded<T> {
 
 #[pyclass(frozen, module = "copal._core")]
 pub struct Connection {
-    store: Arc<LmdbStore>,
+    store: Arc<Store>,
     stats: Arc<SharedStats>,
     snapshot: Guarded<Option<Snapshot>>,
     /// The last tid whose changes this connection's cache reflects.
@@ -91,7 +91,7 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(store: Arc<LmdbStore>, stats: Arc<SharedStats>, registry: Py<PyDict>, cache_size: usize) -> Self {
+    pub fn new(store: Arc<Store>, stats: Arc<SharedStats>, registry: Py<PyDict>, cache_size: usize) -> Self {
         Connection {
             store,
             stats,
@@ -154,7 +154,7 @@ impl Connection {
     /// Loads the record of ghost `obj` and fills its state.
     pub fn activate(&self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
         let oid = PersistentBase::of(obj)?.oid().ok_or_else(|| PyRuntimeError::new_err("ghost without oid"))?;
-        let record = self.with_snapshot(|snapshot| Ok(snapshot.get(oid).py_err()?.map(<[u8]>::to_vec)))?;
+        let record = self.with_snapshot(|snapshot| Ok(snapshot.get(oid).py_err()?.map(std::borrow::Cow::into_owned)))?;
         let record = record.ok_or_else(|| dangling(oid))?;
         self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
         self.set_state(obj, oid, &record, None)
@@ -916,6 +916,18 @@ impl Connection {
         let tid = sink.commit.tid();
         let mut written = Vec::new();
         let outcome = (|| {
+            // The records that the conflict checks below read, in one batch.
+            let mut checked = Vec::new();
+            for obj in changed {
+                let p = PersistentBase::of(obj)?;
+                if p.state() == CHANGED {
+                    checked.extend(p.oid());
+                }
+            }
+            for obj in deleted {
+                checked.extend(PersistentBase::of(obj)?.oid());
+            }
+            sink.commit.prefetch(&checked).py_err()?;
             for obj in added {
                 sink.reference(obj)?;
             }

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use copal_core::store::StoreStats;
-use copal_core::{LmdbStore, Snapshot, StoreOptions};
+use copal_core::{Snapshot, StoreOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
@@ -15,7 +15,7 @@ use crate::stats::SharedStats;
 
 #[pyclass(module = "copal._core", frozen)]
 pub struct Store {
-    store: Arc<LmdbStore>,
+    store: Arc<copal_core::Store>,
     stats: Arc<SharedStats>,
 }
 
@@ -23,12 +23,12 @@ pub struct Store {
 impl Store {
     #[new]
     #[pyo3(signature = (path, map_size=None, durable=true))]
-    fn open(py: Python<'_>, path: PathBuf, map_size: Option<usize>, durable: bool) -> PyResult<Self> {
+    fn open(py: Python<'_>, path: String, map_size: Option<usize>, durable: bool) -> PyResult<Self> {
         let mut options = StoreOptions { durable, ..StoreOptions::default() };
         if let Some(size) = map_size {
             options.map_size = size;
         }
-        let store = py.detach(|| LmdbStore::open(&path, options)).py_err()?;
+        let store = py.detach(|| copal_core::Store::open(&path, options)).py_err()?;
         Ok(Store { store, stats: Arc::default() })
     }
 
@@ -61,8 +61,9 @@ impl Store {
         py.detach(move || store.backup(&dest)).py_err()
     }
 
-    fn path(&self) -> PathBuf {
-        self.store.path().to_owned()
+    /// Where the database lives (a directory for the embedded store).
+    fn location(&self) -> String {
+        self.store.location()
     }
 
     /// Checks the whole store (see `copal verify`): a dict with counts and a list of problems.
@@ -153,7 +154,7 @@ impl Store {
     /// Testing and repair hook: the raw record bytes of `oid` (None if absent).
     fn raw_record<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let snapshot = Snapshot::new(&self.store).py_err()?;
-        Ok(snapshot.get(oid).py_err()?.map(|r| PyBytes::new(py, r)))
+        Ok(snapshot.get(oid).py_err()?.map(|r| PyBytes::new(py, &r)))
     }
 
     /// Testing and repair hook: writes raw bytes as the record of `oid` (with its checksum, or

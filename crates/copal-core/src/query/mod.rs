@@ -9,6 +9,7 @@ mod plan;
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 use std::sync::Arc;
 
 pub use expr::{compares, CmpOp, Expr, Path};
@@ -56,7 +57,9 @@ struct Reader<'s> {
     snapshot: &'s Snapshot,
     query: &'s Query,
     descriptors: HashMap<u32, Arc<Descriptor>>,
-    referenced: HashMap<Oid, Option<(Arc<Descriptor>, Vec<Value>, &'s [u8])>>,
+    /// Referenced records read by path hops: their descriptor, fields and bytes (for the
+    /// back-references among their fields).
+    referenced: HashMap<Oid, Option<(Arc<Descriptor>, Vec<Value>, Rc<[u8]>)>>,
     /// Where the tested fields sit in the records of the descriptor read last (the records of
     /// an extent nearly always share one).
     layout: Option<FieldLayout>,
@@ -165,49 +168,46 @@ impl<'s> Reader<'s> {
     }
 
     /// Follows `rest` of a path from `value`, a value of `record`.
-    fn descend<'r>(&mut self, value: Value, rest: &[String], record: &'r [u8]) -> Result<Option<Value>, StoreError>
-    where
-        's: 'r,
-    {
+    fn descend(&mut self, value: Value, rest: &[String], record: &[u8]) -> Result<Option<Value>, StoreError> {
         let value = self.unshared(value, record)?;
         let Some((segment, rest)) = rest.split_first() else { return Ok(Some(value)) };
-        let (next, next_record) = match value {
+        let next = match value {
             Value::Object { descriptor, fields } | Value::Subclass { descriptor, fields, .. } => {
                 let d = self.descriptor(descriptor)?;
-                (self.query.field_position(&d, segment).and_then(|i| fields.into_iter().nth(i)), record)
+                self.query.field_position(&d, segment).and_then(|i| fields.into_iter().nth(i))
             }
-            Value::Dict(pairs) => {
-                let found = pairs.into_iter().find(|(k, _)| matches!(k, Value::Str(s) if s == segment)).map(|(_, v)| v);
-                (found, record)
+            Value::Dict(pairs) => pairs.into_iter().find(|(k, _)| matches!(k, Value::Str(s) if s == segment)).map(|(_, v)| v),
+            Value::Ref(oid) => {
+                // The rest of the path is read in the referenced record.
+                return match self.referenced_field(oid, segment)? {
+                    Some((value, referenced)) => self.descend(value, rest, &referenced),
+                    None => Ok(None),
+                };
             }
-            Value::Ref(oid) => match self.referenced_field(oid, segment)? {
-                Some((value, referenced)) => (Some(value), referenced),
-                None => (None, record),
-            },
-            _ => (None, record),
+            _ => None,
         };
         match next {
-            Some(v) => self.descend(v, rest, next_record),
+            Some(v) => self.descend(v, rest, record),
             None => Ok(None),
         }
     }
 
     /// The field `name` of the referenced record `oid`, and that record.
-    fn referenced_field(&mut self, oid: Oid, name: &str) -> Result<Option<(Value, &'s [u8])>, StoreError> {
+    fn referenced_field(&mut self, oid: Oid, name: &str) -> Result<Option<(Value, Rc<[u8]>)>, StoreError> {
         if !self.referenced.contains_key(&oid) {
             let loaded = match self.snapshot.get(oid)? {
                 None => None,
                 Some(record) => {
-                    let (header, fields) = decode_record_state(record, self.snapshot)
+                    let (header, fields) = decode_record_state(&record, self.snapshot)
                         .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })?;
-                    Some((self.descriptor(header.descriptor)?, fields, record))
+                    Some((self.descriptor(header.descriptor)?, fields, Rc::from(&record[..])))
                 }
             };
             self.referenced.insert(oid, loaded);
         }
         Ok(self.referenced[&oid]
             .as_ref()
-            .and_then(|(d, fields, record)| self.query.field_position(d, name).map(|i| (fields[i].clone(), *record))))
+            .and_then(|(d, fields, record)| self.query.field_position(d, name).map(|i| (fields[i].clone(), Rc::clone(record)))))
     }
 }
 
@@ -389,7 +389,7 @@ fn test_batch(
     for oid in candidates.drain(..) {
         if let Some(record) = snapshot.get(oid)? {
             // `get` has verified the checksum.
-            if !test(oid, record, None)? {
+            if !test(oid, &record, None)? {
                 return Ok(false);
             }
         }

@@ -1,28 +1,68 @@
-//! The commit protocol (DESIGN.md §4): under LMDB's single write lock, check that every object
-//! this transaction changes still has the tid it read, allocate ids, write records, descriptors
-//! and the commit log entry, then commit durably. Dropping a `Commit` without `finish` aborts it
-//! and leaves the store exactly as it was.
+//! The commit protocol (DESIGN.md §4), written once for every backend: under the backend's
+//! write serialization (LMDB's write lock), check that every object this transaction changes
+//! still has the tid it read, allocate ids, write records, descriptors, index entries and the
+//! commit log entry, then commit durably. Dropping a `Commit` without `finish` aborts it and
+//! leaves the store exactly as it was.
 
-use std::collections::HashMap;
-use std::ops::Bound;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use heed::RwTxn;
-
-use super::error::StoreError;
 use super::catalog::Catalog;
 use super::checksum::{seal, unseal};
+use super::error::StoreError;
 use super::index::{entry_key, entry_oid, key_has_no_value, prefix_end, DescriptorNames, IndexDef};
-use super::lmdb::{key_range, read_u64_key, LmdbStore, META_TID};
+use super::lmdb::LmdbWrite;
+use super::postgres::PgWrite;
 use super::snapshot::encode_oid_list;
 use super::stats::StoreStats;
+use super::{IdVisitor, Backend, DescriptorTable, Store, META_TID};
 use crate::format::{class_extent, make_oid, oid_seq, ClassNo, DecodeError, Descriptor, DescriptorSource, Oid, RecordHeader, MAX_SEQ};
 
+/// A backend's write transaction.
+pub(crate) enum Write<'s> {
+    Lmdb(LmdbWrite<'s>),
+    // Boxed for the same reason as `snapshot::Read::Postgres`.
+    Postgres(Box<PgWrite>),
+}
+
+/// Runs `$body` with `$w` bound to the backend's write transaction.
+macro_rules! with_write {
+    ($write:expr, $w:ident => $body:expr) => {
+        match $write {
+            Write::Lmdb($w) => $body,
+            Write::Postgres($w) => $body,
+        }
+    };
+}
+
+impl Write<'_> {
+    fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
+        match self {
+            Write::Lmdb(w) => Ok(w.get(oid)?.map(Cow::Borrowed)),
+            Write::Postgres(w) => w.get(oid),
+        }
+    }
+}
+
+impl DescriptorTable for Write<'_> {
+    fn descriptors_after(
+        &self,
+        known: u32,
+        visit: IdVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        with_write!(self, w => w.descriptors_after(known, visit))
+    }
+}
+
 pub struct Commit<'s> {
-    store: &'s LmdbStore,
-    txn: RwTxn<'s>,
+    pub(crate) store: &'s Store,
+    write: Write<'s>,
     tid: u64,
     next_seq: HashMap<ClassNo, u64>,
+    /// Oids allocated by this commit and not written yet: they have no stored record, so index
+    /// maintenance need not read one (a round trip per new object on PostgreSQL).
+    fresh: HashSet<Oid>,
     changed: Vec<Oid>,
     new_descriptors: Vec<Arc<Descriptor>>,
     indexes: Vec<Arc<IndexDef>>,
@@ -35,23 +75,28 @@ pub struct Commit<'s> {
 
 impl<'s> Commit<'s> {
     /// Waits for the write lock (other writers, in any process) and starts a commit.
-    pub fn begin(store: &'s LmdbStore) -> Result<Commit<'s>, StoreError> {
-        let txn = store.env.write_txn()?;
-        store.refresh_catalog(&txn)?;
-        let last_tid = match store.meta.get(&txn, META_TID)? {
-            Some(bytes) => read_u64_key(bytes, "last tid")?,
-            None => 0,
+    pub fn begin(store: &'s Store) -> Result<Commit<'s>, StoreError> {
+        let write = match &store.backend {
+            Backend::Lmdb(lmdb) => Write::Lmdb(LmdbWrite::begin(lmdb)?),
+            Backend::Postgres(pg) => Write::Postgres(Box::new(PgWrite::begin(pg)?)),
         };
-        let indexes = store.index_defs(&txn)?;
+        store.refresh_catalog(&write)?;
+        let last_tid = with_write!(&write, w => w.meta_u64(META_TID))?.unwrap_or(0);
+        let mut indexes = Vec::new();
+        with_write!(&write, w => w.index_defs(&mut |id, bytes| {
+            indexes.push(Arc::new(IndexDef::decode_stored(id, bytes)?));
+            Ok(())
+        }))?;
         let (next_descriptor, next_class) = {
             let catalog = store.catalog();
             (catalog.max_id + 1, catalog.max_class + 1)
         };
         Ok(Commit {
             store,
-            txn,
+            write,
             tid: last_tid + 1,
             next_seq: HashMap::new(),
+            fresh: HashSet::new(),
             changed: Vec::new(),
             new_descriptors: Vec::new(),
             indexes,
@@ -68,11 +113,20 @@ impl<'s> Commit<'s> {
 
     /// The tid of the stored record of `oid` (None if there is no such record).
     pub fn stored_tid(&self, oid: Oid) -> Result<Option<u64>, StoreError> {
-        match self.store.records.get(&self.txn, &oid.to_be_bytes())? {
+        match self.write.get(oid)? {
             None => Ok(None),
-            Some(value) => RecordHeader::parse(unseal(oid, value)?)
+            Some(value) => RecordHeader::parse(unseal(oid, &value)?)
                 .map(|(header, _)| Some(header.tid))
                 .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source }),
+        }
+    }
+
+    /// Reads ahead the stored records of `oids`, which the commit is about to check or replace:
+    /// one round trip for all of them on PostgreSQL (LMDB reads them in place, at no cost).
+    pub fn prefetch(&mut self, oids: &[Oid]) -> Result<(), StoreError> {
+        match &mut self.write {
+            Write::Lmdb(_) => Ok(()),
+            Write::Postgres(w) => w.prefetch(oids),
         }
     }
 
@@ -95,16 +149,9 @@ impl<'s> Commit<'s> {
             Some(&seq) => seq,
             None => {
                 let (first, end) = class_extent(class);
-                let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
-                let last = self.store.records.rev_range(&self.txn, &key_range(&first, &end))?.next().transpose()?;
-                let after_last = match last {
-                    Some((key, _)) => oid_seq(read_u64_key(key, "record")?) + 1,
-                    None => 0,
-                };
-                let high_water = match self.store.meta.get(&self.txn, &high_water_key(class))? {
-                    Some(bytes) => read_u64_key(bytes, "high-water mark")?,
-                    None => 0,
-                };
+                let last = with_write!(&mut self.write, w => w.last_oid(first, end))?;
+                let after_last = last.map_or(0, |oid| oid_seq(oid) + 1);
+                let high_water = with_write!(&self.write, w => w.meta_u64(&high_water_key(class)))?.unwrap_or(0);
                 after_last.max(high_water)
             }
         };
@@ -112,7 +159,9 @@ impl<'s> Commit<'s> {
             return Err(StoreError::Exhausted { message: format!("class {class} has no object ids left") });
         }
         self.next_seq.insert(class, seq + 1);
-        Ok(make_oid(class, seq))
+        let oid = make_oid(class, seq);
+        self.fresh.insert(oid);
+        Ok(oid)
     }
 
     /// The descriptor of `type_name` with exactly these fields, registering it (and a class
@@ -144,17 +193,17 @@ impl<'s> Commit<'s> {
             fields: fields.to_vec(),
         });
         self.next_descriptor += 1;
-        self.store.descriptors.put(&mut self.txn, &descriptor.id.to_be_bytes(), &descriptor.encode())?;
+        with_write!(&mut self.write, w => w.put_descriptor(descriptor.id, &descriptor.encode()))?;
         self.new_descriptors.push(Arc::clone(&descriptor));
         Ok(descriptor)
     }
 
     pub fn put(&mut self, oid: Oid, record: &[u8]) -> Result<(), StoreError> {
         if !self.indexes.is_empty() {
-            let old = self.stored_record(oid)?;
+            let old = if self.fresh.remove(&oid) { None } else { self.stored_record(oid)? };
             self.update_indexes(oid, old.as_deref(), Some(record))?;
         }
-        self.store.records.put(&mut self.txn, &oid.to_be_bytes(), &seal(record))?;
+        with_write!(&mut self.write, w => w.put_record(oid, &seal(record)))?;
         self.changed.push(oid);
         Ok(())
     }
@@ -163,7 +212,7 @@ impl<'s> Commit<'s> {
     /// which must be able to store bytes that do not decode.
     pub fn put_raw(&mut self, oid: Oid, record: &[u8], sealed: bool) -> Result<(), StoreError> {
         let value = if sealed { seal(record) } else { record.to_vec() };
-        self.store.records.put(&mut self.txn, &oid.to_be_bytes(), &value)?;
+        with_write!(&mut self.write, w => w.put_record(oid, &value))?;
         self.changed.push(oid);
         Ok(())
     }
@@ -173,7 +222,7 @@ impl<'s> Commit<'s> {
             let old = self.stored_record(oid)?;
             self.update_indexes(oid, old.as_deref(), None)?;
         }
-        self.store.records.delete(&mut self.txn, &oid.to_be_bytes())?;
+        with_write!(&mut self.write, w => w.delete_record(oid))?;
         self.changed.push(oid);
         Ok(())
     }
@@ -181,8 +230,8 @@ impl<'s> Commit<'s> {
     /// The current record of `oid` for index maintenance; a damaged one counts as absent (its
     /// stale entries are then reported by `copal verify`).
     fn stored_record(&self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
-        let value = self.store.records.get(&self.txn, &oid.to_be_bytes())?;
-        Ok(value.and_then(|v| unseal(oid, v).ok()).map(<[u8]>::to_vec))
+        let value = self.write.get(oid)?;
+        Ok(value.and_then(|v| unseal(oid, &v).ok().map(<[u8]>::to_vec)))
     }
 
     /// Moves the index entries of `oid` from the keys of its `old` record to those of `new`,
@@ -196,7 +245,7 @@ impl<'s> Commit<'s> {
                 continue;
             }
             if let Some(key) = old_key {
-                self.store.index_entries.delete(&mut self.txn, &entry_key(def.id, &key, oid))?;
+                with_write!(&mut self.write, w => w.delete_entry(&entry_key(def.id, &key, oid)))?;
             }
             if let Some(key) = new_key {
                 self.add_entry(&def, &key, oid)?;
@@ -216,16 +265,19 @@ impl<'s> Commit<'s> {
         if def.unique && !key_has_no_value(key, def.fields.len()) {
             let mut prefix = def.id.to_be_bytes().to_vec();
             prefix.extend_from_slice(key);
-            let end = prefix_end(&prefix).unwrap_or_default();
-            for entry in self.store.index_entries.range(&self.txn, &key_range(&prefix, &end))? {
-                let other = entry_oid(entry?.0)?;
-                if other != oid {
-                    let index = format!("{}({})", def.type_name, def.fields.join(", "));
-                    return Err(StoreError::UniqueViolation { index, oid, other });
-                }
+            let end = prefix_end(&prefix);
+            let mut other = None;
+            with_write!(&mut self.write, w => w.scan_entries(&prefix, end.as_deref(), |entry| {
+                let holder = entry_oid(entry)?;
+                other = (holder != oid).then_some(holder);
+                Ok(other.is_none())
+            }))?;
+            if let Some(other) = other {
+                let index = format!("{}({})", def.type_name, def.fields.join(", "));
+                return Err(StoreError::UniqueViolation { index, oid, other });
             }
         }
-        self.store.index_entries.put(&mut self.txn, &entry_key(def.id, key, oid), &[][..])?;
+        with_write!(&mut self.write, w => w.put_entry(&entry_key(def.id, key, oid)))?;
         Ok(())
     }
 
@@ -271,7 +323,7 @@ impl<'s> Commit<'s> {
                 (def, covered.to_vec())
             }
         };
-        self.store.index_defs.put(&mut self.txn, &def.id.to_be_bytes(), &def.encode())?;
+        with_write!(&mut self.write, w => w.put_index_def(def.id, &def.encode()))?;
         let def = Arc::new(def);
         self.indexes.retain(|d| d.id != def.id);
         self.indexes.push(Arc::clone(&def));
@@ -279,33 +331,33 @@ impl<'s> Commit<'s> {
             let catalog = self.store.catalog();
             to_build.iter().filter_map(|name| catalog.class_no(name)).collect()
         };
-        let extents: Vec<([u8; 8], [u8; 8])> = classes
-            .into_iter()
-            .map(|class| {
-                let (first, end) = class_extent(class);
-                (first.to_be_bytes(), end.to_be_bytes())
-            })
-            .collect();
+        let extents: Vec<(Oid, Oid)> = classes.into_iter().map(class_extent).collect();
         let mut total = 0;
-        for (first, end) in &extents {
-            total += self.store.records.range(&self.txn, &key_range(first, end))?.count() as u64;
+        for &(first, end) in &extents {
+            with_write!(&mut self.write, w => w.scan_records(first, Some(end), |_, _| {
+                total += 1;
+                Ok(true)
+            }))?;
         }
         const PROGRESS_EVERY: u64 = 8192;
         let mut read = 0;
-        for (first, end) in &extents {
+        for &(first, end) in &extents {
             let mut entries = Vec::new();
-            for entry in self.store.records.range(&self.txn, &key_range(first, end))? {
-                let (key, value) = entry?;
+            let catalog = self.store.catalog();
+            let descriptors = WithPending { catalog: &catalog, pending: &self.new_descriptors };
+            with_write!(&mut self.write, w => w.scan_records(first, Some(end), |oid, value| {
                 read += 1;
                 if read % PROGRESS_EVERY == 0 {
                     progress(read, total);
                 }
-                let oid = read_u64_key(key, "record")?;
-                let Ok(record) = unseal(oid, value) else { continue };
-                if let Some(index_key) = self.key_of(&def, oid, Some(record))? {
-                    entries.push((index_key, oid));
-                }
-            }
+                // A damaged record gets no entry; `copal verify` reports it.
+                let Ok(record) = unseal(oid, value) else { return Ok(true) };
+                let key = def.key_of(record, &descriptors)
+                    .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })?;
+                entries.extend(key.map(|key| (key, oid)));
+                Ok(true)
+            }))?;
+            drop(catalog);
             for (index_key, oid) in entries {
                 self.add_entry(&def, &index_key, oid)?;
             }
@@ -316,17 +368,20 @@ impl<'s> Commit<'s> {
 
     /// Removes index `id` and all its entries.
     pub fn drop_index(&mut self, id: u32) -> Result<(), StoreError> {
-        self.store.index_defs.delete(&mut self.txn, &id.to_be_bytes())?;
-        let (lo, hi) = (id.to_be_bytes(), (id + 1).to_be_bytes());
-        self.store.index_entries.delete_range(&mut self.txn, &key_range(&lo, &hi))?;
+        with_write!(&mut self.write, w => w.drop_index(id))?;
         self.indexes.retain(|d| d.id != id);
         Ok(())
     }
 
-    /// The store and this commit's write transaction, for store-level settings that other files
-    /// of this module keep in the `meta` table (declared removed fields, schema.rs).
-    pub(crate) fn meta_access(&mut self) -> (&'s LmdbStore, &mut RwTxn<'s>) {
-        (self.store, &mut self.txn)
+    /// The store-level setting `key` (small declarations kept as bytes, such as the removed
+    /// fields of schema.rs).
+    pub(crate) fn setting(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        with_write!(&self.write, w => w.setting(key))
+    }
+
+    /// Sets (`Some`) or removes (`None`) the setting `key`.
+    pub(crate) fn put_setting(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
+        with_write!(&mut self.write, w => w.put_setting(key, value))
     }
 
     /// Marks this commit as maintenance (see the `maintenance` field).
@@ -346,20 +401,22 @@ impl<'s> Commit<'s> {
         let written = self.changed.len() as u64;
         let store = self.store;
         if self.maintenance && self.changed.is_empty() {
-            self.txn.commit()?;
+            with_write!(self.write, w => w.commit())?;
             return Ok(self.tid - 1);
         }
         let log_entry = encode_oid_list(&mut self.changed);
-        store.log.put(&mut self.txn, &self.tid.to_be_bytes(), &log_entry)?;
-        store.meta.put(&mut self.txn, META_TID, &self.tid.to_be_bytes())?;
-        for (&class, &next) in &self.next_seq {
-            store.meta.put(&mut self.txn, &high_water_key(class), &next.to_be_bytes())?;
-        }
-        if self.tid > store.options.log_retention {
-            let cutoff = (self.tid - store.options.log_retention).to_be_bytes();
-            store.log.delete_range(&mut self.txn, &(Bound::Unbounded, Bound::Excluded(&cutoff[..])))?;
-        }
-        self.txn.commit()?;
+        let (tid, next_seq) = (self.tid, &self.next_seq);
+        with_write!(&mut self.write, w => {
+            w.put_log(tid, &log_entry)?;
+            w.put_meta_u64(META_TID, tid)?;
+            for (&class, &next) in next_seq {
+                w.put_meta_u64(&high_water_key(class), next)?;
+            }
+            if tid > store.log_retention {
+                w.prune_log(tid - store.log_retention)?;
+            }
+        });
+        with_write!(self.write, w => w.commit())?;
         {
             let mut catalog = store.catalog.write().unwrap_or_else(|poisoned| poisoned.into_inner());
             self.new_descriptors.drain(..).for_each(|d| catalog.insert(d));

@@ -1,14 +1,10 @@
 //! Secondary indexes: definitions, entries, and their maintenance (docs/ARCHITECTURE.md
 //! "Indexes"). An entry is the key `index id (u32 BE) ++ index key ++ oid (u64 BE)` with an
-//! empty value in the `index_entries` table, so a lookup or range is one LMDB range scan and two
+//! empty value in the index entries table, so a lookup or range is one range scan and two
 //! transactions that index different objects never touch the same entry.
 
-use std::sync::Arc;
-
-use heed::RoTxn;
-
 use super::error::StoreError;
-use super::lmdb::{key_range, read_u32_key, read_u64_key, LmdbStore};
+use super::read_u64_key;
 use crate::format::index_key::push_key;
 use crate::format::{decode_record_state, DescriptorSource, Oid, Reader, Writer};
 
@@ -59,6 +55,11 @@ impl IndexDef {
         }
         r.expect_end()?;
         Ok(IndexDef { id, type_name, covered, fields, unique, renamed })
+    }
+
+    /// Decodes a definition read from the store (a damaged one is a corrupt store).
+    pub(crate) fn decode_stored(id: u32, data: &[u8]) -> Result<IndexDef, StoreError> {
+        IndexDef::decode(id, data).map_err(|source| StoreError::Corrupt { what: format!("index definition {id}"), source })
     }
 
     /// The index key of a record (None where a field is missing), or None if the record's
@@ -161,57 +162,5 @@ fn field_key_len(key: &[u8]) -> usize {
             }
             key.len()
         }
-    }
-}
-
-impl LmdbStore {
-    /// The index definitions visible in `txn`.
-    pub fn index_defs(&self, txn: &RoTxn<'_>) -> Result<Vec<Arc<IndexDef>>, StoreError> {
-        let mut defs = Vec::new();
-        for entry in self.index_defs.iter(txn)? {
-            let (key, value) = entry?;
-            let id = read_u32_key(key)?;
-            let def = IndexDef::decode(id, value)
-                .map_err(|source| StoreError::Corrupt { what: format!("index definition {id}"), source })?;
-            defs.push(Arc::new(def));
-        }
-        Ok(defs)
-    }
-
-    /// Calls `visit(entry key)` for the entries of index `id` in `[start, end)` (bytes after the
-    /// index id), in key order or reversed, until it returns false.
-    pub fn scan_index(
-        &self,
-        txn: &RoTxn<'_>,
-        id: u32,
-        start: &[u8],
-        end: Option<&[u8]>,
-        descending: bool,
-        mut visit: impl FnMut(&[u8]) -> Result<bool, StoreError>,
-    ) -> Result<(), StoreError> {
-        let mut lo = id.to_be_bytes().to_vec();
-        lo.extend_from_slice(start);
-        let hi = match end {
-            Some(end) => {
-                let mut hi = id.to_be_bytes().to_vec();
-                hi.extend_from_slice(end);
-                hi
-            }
-            None => (id + 1).to_be_bytes().to_vec(),
-        };
-        if descending {
-            for entry in self.index_entries.rev_range(txn, &key_range(&lo, &hi))? {
-                if !visit(entry?.0)? {
-                    break;
-                }
-            }
-        } else {
-            for entry in self.index_entries.range(txn, &key_range(&lo, &hi))? {
-                if !visit(entry?.0)? {
-                    break;
-                }
-            }
-        }
-        Ok(())
     }
 }

@@ -1,29 +1,31 @@
-//! The embedded store: one LMDB environment (a directory) holding four named databases.
+//! The embedded backend: one LMDB environment (a directory) holding six named databases.
 //!
-//! | database      | key                      | value                                   |
-//! |---------------|--------------------------|-----------------------------------------|
-//! | `records`     | oid, u64 big-endian      | record bytes (docs/FORMAT.md "Records") |
-//! | `descriptors` | descriptor id, u32 BE    | descriptor bytes                        |
-//! | `log`         | tid, u64 BE              | changed oids, delta-varints             |
-//! | `meta`        | ASCII name               | format version, last tid                |
+//! | database        | key                                  | value                                   |
+//! |-----------------|--------------------------------------|-----------------------------------------|
+//! | `records`       | oid, u64 big-endian                  | record bytes + checksum (FORMAT.md)     |
+//! | `descriptors`   | descriptor id, u32 BE                | descriptor bytes                        |
+//! | `log`           | tid, u64 BE                          | changed oids, delta-varints             |
+//! | `meta`          | ASCII name                           | format version, last tid, high-water    |
+//! | `index_defs`    | index id, u32 BE                     | index definition                        |
+//! | `index_entries` | index id ++ index key ++ oid         | empty                                   |
+//!
+//! Reads borrow straight from the memory map: a record handed to a visitor is never copied.
 
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use heed::types::Bytes;
-use heed::{Database, Env, EnvOpenOptions, RoTxn, WithoutTls};
+use heed::{Database, Env, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 
-use super::catalog::Catalog;
 use super::error::StoreError;
-use super::stats::StoreStats;
-use crate::format::{encode_root_record, Descriptor, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID, ROOT_TYPE_NAME};
+use super::{read_u32_key, read_u64_key, Backend, DescriptorTable, IdVisitor, SettingVisitor, Store, META_TID};
+use crate::format::{encode_root_record, oid_class, Descriptor, Oid, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID, ROOT_TYPE_NAME};
 
-pub(crate) type Table = Database<Bytes, Bytes>;
+type Table = Database<Bytes, Bytes>;
 
-pub(crate) const META_FORMAT: &[u8] = b"format";
-pub(crate) const META_TID: &[u8] = b"tid";
+const META_FORMAT: &[u8] = b"format";
 const STORE_FORMAT: u32 = 1;
 
 #[derive(Debug, Clone)]
@@ -46,45 +48,50 @@ impl Default for StoreOptions {
     }
 }
 
-pub struct LmdbStore {
-    pub(crate) env: Env<WithoutTls>,
-    pub(crate) records: Table,
-    pub(crate) descriptors: Table,
-    pub(crate) log: Table,
-    pub(crate) meta: Table,
-    pub(crate) index_defs: Table,
-    pub(crate) index_entries: Table,
-    pub(crate) catalog: RwLock<Catalog>,
-    pub(crate) options: StoreOptions,
-    pub stats: StoreStats,
+/// The table handles of an environment. Handles are plain numbers, so read and write
+/// transactions carry their own copy.
+#[derive(Clone, Copy)]
+pub(crate) struct Tables {
+    records: Table,
+    descriptors: Table,
+    log: Table,
+    meta: Table,
+    index_defs: Table,
+    index_entries: Table,
+}
+
+pub(crate) struct LmdbBackend {
+    env: Env<WithoutTls>,
+    tables: Tables,
     path: PathBuf,
 }
 
 /// LMDB refuses to open one environment twice in a process, so every `open` of the same
 /// directory shares one store (and its catalog and counters).
-fn open_stores() -> &'static Mutex<HashMap<PathBuf, Weak<LmdbStore>>> {
-    static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<LmdbStore>>>> = OnceLock::new();
+fn open_stores() -> &'static Mutex<HashMap<PathBuf, Weak<Store>>> {
+    static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<Store>>>> = OnceLock::new();
     OPEN.get_or_init(Default::default)
 }
 
-impl LmdbStore {
-    pub fn open(path: &Path, options: StoreOptions) -> Result<Arc<LmdbStore>, StoreError> {
-        std::fs::create_dir_all(path).map_err(|e| StoreError::Storage {
-            message: format!("cannot create database directory {}: {e}", path.display()),
-        })?;
-        let canonical = path.canonicalize().map_err(|e| StoreError::Storage {
-            message: format!("cannot resolve {}: {e}", path.display()),
-        })?;
-        let mut open = open_stores().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(store) = open.get(&canonical).and_then(Weak::upgrade) {
-            return Ok(store);
-        }
-        let store = Arc::new(Self::open_env(&canonical, options)?);
-        open.insert(canonical, Arc::downgrade(&store));
-        Ok(store)
+pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<Arc<Store>, StoreError> {
+    std::fs::create_dir_all(path).map_err(|e| StoreError::Storage {
+        message: format!("cannot create database directory {}: {e}", path.display()),
+    })?;
+    let canonical = path.canonicalize().map_err(|e| StoreError::Storage {
+        message: format!("cannot resolve {}: {e}", path.display()),
+    })?;
+    let mut open = open_stores().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(store) = open.get(&canonical).and_then(Weak::upgrade) {
+        return Ok(store);
     }
+    let backend = LmdbBackend::open(&canonical, &options)?;
+    let store = Arc::new(Store::new(Backend::Lmdb(backend), options.log_retention)?);
+    open.insert(canonical, Arc::downgrade(&store));
+    Ok(store)
+}
 
-    fn open_env(path: &Path, options: StoreOptions) -> Result<LmdbStore, StoreError> {
+impl LmdbBackend {
+    fn open(path: &Path, options: &StoreOptions) -> Result<LmdbBackend, StoreError> {
         let mut env_options = EnvOpenOptions::new().read_txn_without_tls();
         env_options.map_size(options.map_size).max_readers(options.max_readers).max_dbs(8);
         if !options.durable {
@@ -96,13 +103,15 @@ impl LmdbStore {
         let env = unsafe { env_options.open(path) }?;
         env.clear_stale_readers()?;
         let mut wtxn = env.write_txn()?;
-        let records = env.create_database(&mut wtxn, Some("records"))?;
-        let descriptors = env.create_database(&mut wtxn, Some("descriptors"))?;
-        let log = env.create_database(&mut wtxn, Some("log"))?;
-        let meta: Table = env.create_database(&mut wtxn, Some("meta"))?;
-        let index_defs = env.create_database(&mut wtxn, Some("index_defs"))?;
-        let index_entries = env.create_database(&mut wtxn, Some("index_entries"))?;
-        match meta.get(&wtxn, META_FORMAT)? {
+        let tables = Tables {
+            records: env.create_database(&mut wtxn, Some("records"))?,
+            descriptors: env.create_database(&mut wtxn, Some("descriptors"))?,
+            log: env.create_database(&mut wtxn, Some("log"))?,
+            meta: env.create_database(&mut wtxn, Some("meta"))?,
+            index_defs: env.create_database(&mut wtxn, Some("index_defs"))?,
+            index_entries: env.create_database(&mut wtxn, Some("index_entries"))?,
+        };
+        match tables.meta.get(&wtxn, META_FORMAT)? {
             None => {
                 let root = Descriptor {
                     id: ROOT_DESCRIPTOR,
@@ -110,10 +119,11 @@ impl LmdbStore {
                     type_name: ROOT_TYPE_NAME.to_owned(),
                     fields: vec!["data".to_owned()],
                 };
-                descriptors.put(&mut wtxn, &ROOT_DESCRIPTOR.to_be_bytes()[..], &root.encode()[..])?;
-                records.put(&mut wtxn, &ROOT_OID.to_be_bytes()[..], &super::checksum::seal(&encode_root_record(0))[..])?;
-                meta.put(&mut wtxn, META_FORMAT, &STORE_FORMAT.to_be_bytes()[..])?;
-                meta.put(&mut wtxn, META_TID, &0u64.to_be_bytes()[..])?;
+                tables.descriptors.put(&mut wtxn, &ROOT_DESCRIPTOR.to_be_bytes()[..], &root.encode()[..])?;
+                let root_value = super::checksum::seal(&encode_root_record(0));
+                tables.records.put(&mut wtxn, &ROOT_OID.to_be_bytes()[..], &root_value[..])?;
+                tables.meta.put(&mut wtxn, META_FORMAT, &STORE_FORMAT.to_be_bytes()[..])?;
+                tables.meta.put(&mut wtxn, META_TID, &0u64.to_be_bytes()[..])?;
             }
             Some(bytes) if bytes == STORE_FORMAT.to_be_bytes() => {}
             Some(_) => {
@@ -125,85 +135,372 @@ impl LmdbStore {
         // Committed even when nothing was written: LMDB closes database handles opened in a
         // transaction that aborts.
         wtxn.commit()?;
-        let store = LmdbStore {
-            env,
-            records,
-            descriptors,
-            log,
-            meta,
-            index_defs,
-            index_entries,
-            catalog: RwLock::new(Catalog::default()),
-            options,
-            stats: StoreStats::default(),
-            path: path.to_owned(),
-        };
-        {
-            let rtxn = store.env.read_txn()?;
-            store.refresh_catalog(&rtxn)?;
-        }
-        Ok(store)
+        Ok(LmdbBackend { env, tables, path: path.to_owned() })
     }
 
-    /// The stored value of `oid` as it is on disk (record and checksum), for repair tools.
-    pub fn raw_value(&self, oid: crate::format::Oid) -> Result<Option<Vec<u8>>, StoreError> {
-        let txn = self.env.read_txn()?;
-        Ok(self.records.get(&txn, &oid.to_be_bytes())?.map(<[u8]>::to_vec))
-    }
-
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
-    pub fn options(&self) -> &StoreOptions {
-        &self.options
+    pub(crate) fn env(&self) -> &Env<WithoutTls> {
+        &self.env
     }
 
-    /// Size in bytes of the files of the environment.
-    pub fn disk_size(&self) -> Result<u64, StoreError> {
+    pub(crate) fn disk_size(&self) -> Result<u64, StoreError> {
         Ok(self.env.real_disk_size()?)
     }
+}
 
-    pub fn catalog(&self) -> std::sync::RwLockReadGuard<'_, Catalog> {
-        self.catalog.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The half-open key range `[first, end)` in the form heed accepts for unsized keys.
+fn key_range<'k>(first: &'k [u8], end: &'k [u8]) -> (Bound<&'k [u8]>, Bound<&'k [u8]>) {
+    (Bound::Included(first), Bound::Excluded(end))
+}
+
+/// Calls `visit(id, value)` for the rows of a table keyed by u32 ids, from id `first` on.
+fn visit_ids(table: Table, txn: &RoTxn<'_>, first: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+    let first = first.to_be_bytes();
+    for entry in table.range(txn, &(Bound::Included(&first[..]), Bound::Unbounded))? {
+        let (key, value) = entry?;
+        visit(read_u32_key(key)?, value)?;
+    }
+    Ok(())
+}
+
+/// Reads shared by snapshots and commits (heed's write transaction reads as a read transaction).
+impl Tables {
+    /// Calls `visit(key, value)` for the settings whose key starts with `prefix` (they live in
+    /// `meta`, whose other keys are the store's own and never start with a settings prefix).
+    fn settings(&self, txn: &RoTxn<'_>, prefix: &[u8], visit: SettingVisitor<'_>) -> Result<(), StoreError> {
+        let end = super::prefix_end(prefix).unwrap_or_default();
+        for entry in self.meta.range(txn, &key_range(prefix, &end))? {
+            let (key, value) = entry?;
+            visit(key, value)?;
+        }
+        Ok(())
     }
 
-    /// Loads descriptors that other processes (or connections) added since the catalog was read.
-    pub(crate) fn refresh_catalog(&self, txn: &RoTxn<'_>) -> Result<(), StoreError> {
-        let known = self.catalog().max_id;
-        let start = (known + 1).to_be_bytes();
-        let mut fresh = Vec::new();
-        for entry in self.descriptors.range(txn, &(Bound::Included(&start[..]), Bound::Unbounded))? {
-            let (key, value) = entry?;
-            let id = read_u32_key(key)?;
-            let descriptor = Descriptor::decode(id, value)
-                .map_err(|source| StoreError::Corrupt { what: format!("descriptor {id}"), source })?;
-            fresh.push(Arc::new(descriptor));
+    fn meta_u64(&self, txn: &RoTxn<'_>, key: &[u8]) -> Result<Option<u64>, StoreError> {
+        match self.meta.get(txn, key)? {
+            Some(bytes) => Ok(Some(read_u64_key(bytes, "meta value")?)),
+            None => Ok(None),
         }
-        if !fresh.is_empty() {
-            let mut catalog = self.catalog.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-            fresh.into_iter().for_each(|d| catalog.insert(d));
+    }
+
+    fn descriptors_after(&self, txn: &RoTxn<'_>, known: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        match known.checked_add(1) {
+            Some(first) => visit_ids(self.descriptors, txn, first, visit),
+            None => Ok(()),
+        }
+    }
+
+    /// Calls `visit(oid, stored value)` for the records with `first <= oid < end` (no end: to
+    /// the last record), in oid order, until it returns false.
+    fn scan_records(
+        &self,
+        txn: &RoTxn<'_>,
+        first: Oid,
+        end: Option<Oid>,
+        mut visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let first = first.to_be_bytes();
+        let end = end.map(u64::to_be_bytes);
+        let range = (Bound::Included(&first[..]), end.as_ref().map_or(Bound::Unbounded, |e| Bound::Excluded(&e[..])));
+        for entry in self.records.range(txn, &range)? {
+            let (key, value) = entry?;
+            if !visit(read_u64_key(key, "record")?, value)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn index_defs(&self, txn: &RoTxn<'_>, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        visit_ids(self.index_defs, txn, 0, visit)
+    }
+
+    /// Calls `visit(entry key)` for the index entries in `[lo, hi)` (no hi: to the last entry),
+    /// in key order or reversed, until it returns false. An empty `lo` starts at the first entry
+    /// (LMDB rejects empty keys, even as a bound).
+    fn scan_entries(
+        &self,
+        txn: &RoTxn<'_>,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        descending: bool,
+        mut visit: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let start = if lo.is_empty() { Bound::Unbounded } else { Bound::Included(lo) };
+        let range = (start, hi.map_or(Bound::Unbounded, Bound::Excluded));
+        if descending {
+            for entry in self.index_entries.rev_range(txn, &range)? {
+                if !visit(entry?.0)? {
+                    break;
+                }
+            }
+        } else {
+            for entry in self.index_entries.range(txn, &range)? {
+                if !visit(entry?.0)? {
+                    break;
+                }
+            }
         }
         Ok(())
     }
 }
 
-/// The half-open key range `[first, end)` in the form heed accepts for unsized keys.
-pub(crate) fn key_range<'k>(first: &'k [u8], end: &'k [u8]) -> (Bound<&'k [u8]>, Bound<&'k [u8]>) {
-    (Bound::Included(first), Bound::Excluded(end))
+/// A snapshot's LMDB read transaction. It keeps its own handle on the environment, so it may
+/// outlive any borrow of the store.
+pub(crate) struct LmdbRead {
+    txn: RoTxn<'static, WithoutTls>,
+    tables: Tables,
 }
 
-pub(crate) fn read_u32_key(key: &[u8]) -> Result<u32, StoreError> {
-    key.try_into().map(u32::from_be_bytes).map_err(|_| bad_key("descriptor"))
+impl LmdbRead {
+    pub(crate) fn begin(backend: &LmdbBackend) -> Result<LmdbRead, StoreError> {
+        Ok(LmdbRead { txn: backend.env.clone().static_read_txn()?, tables: backend.tables })
+    }
+
+    pub(crate) fn last_tid(&self) -> Result<u64, StoreError> {
+        Ok(self.tables.meta_u64(&self.txn, META_TID)?.unwrap_or(0))
+    }
+
+    pub(crate) fn settings(&self, prefix: &[u8], visit: SettingVisitor<'_>) -> Result<(), StoreError> {
+        self.tables.settings(&self.txn, prefix, visit)
+    }
+
+    /// The stored value of `oid`, borrowed from the map.
+    pub(crate) fn get(&self, oid: Oid) -> Result<Option<&[u8]>, StoreError> {
+        Ok(self.tables.records.get(&self.txn, &oid.to_be_bytes())?)
+    }
+
+    /// Calls `visit(i, stored value)` for each `oids[i]` (sorted ascending), reading runs of
+    /// nearby ids with one cursor sweep instead of one tree descent per id.
+    pub(crate) fn get_many<E>(
+        &self,
+        oids: &[Oid],
+        missing: impl Fn(Oid) -> E,
+        failed: impl Fn(StoreError) -> E,
+        mut visit: impl FnMut(usize, Oid, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        // Ids of one class are allocated densely, so a gap this small holds few other records.
+        const MAX_GAP: u64 = 32;
+        let mut start = 0;
+        while start < oids.len() {
+            let mut end = start + 1;
+            while end < oids.len() && oids[end] - oids[end - 1] <= MAX_GAP && oid_class(oids[end]) == oid_class(oids[start]) {
+                end += 1;
+            }
+            let (first, last) = (oids[start].to_be_bytes(), oids[end - 1].to_be_bytes());
+            let mut wanted = start;
+            let range = (Bound::Included(&first[..]), Bound::Included(&last[..]));
+            for entry in self.tables.records.range(&self.txn, &range).map_err(|e| failed(e.into()))? {
+                let (key, value) = entry.map_err(|e| failed(e.into()))?;
+                let oid = read_u64_key(key, "record").map_err(&failed)?;
+                if oids[wanted] < oid {
+                    return Err(missing(oids[wanted]));
+                }
+                // Duplicated ids are visited once each.
+                while wanted < end && oids[wanted] == oid {
+                    visit(wanted, oid, value)?;
+                    wanted += 1;
+                }
+                if wanted == end {
+                    break;
+                }
+            }
+            if wanted < end {
+                return Err(missing(oids[wanted]));
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn scan_records(
+        &self,
+        first: Oid,
+        end: Option<Oid>,
+        visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.tables.scan_records(&self.txn, first, end, visit)
+    }
+
+    /// The first tid the commit log still holds (None: the log is empty).
+    pub(crate) fn first_logged(&self) -> Result<Option<u64>, StoreError> {
+        match self.tables.log.first(&self.txn)? {
+            Some((key, _)) => Ok(Some(read_u64_key(key, "log")?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Calls `visit(tid, log entry)` for the tids `from..=to`.
+    pub(crate) fn log_entries(
+        &self,
+        from: u64,
+        to: u64,
+        mut visit: impl FnMut(u64, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let (from, to) = (from.to_be_bytes(), to.to_be_bytes());
+        for entry in self.tables.log.range(&self.txn, &(Bound::Included(&from[..]), Bound::Included(&to[..])))? {
+            let (key, value) = entry?;
+            visit(read_u64_key(key, "log")?, value)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        self.tables.index_defs(&self.txn, visit)
+    }
+
+    pub(crate) fn scan_entries(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        descending: bool,
+        visit: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.tables.scan_entries(&self.txn, lo, hi, descending, visit)
+    }
 }
 
-pub(crate) fn read_u64_key(key: &[u8], what: &str) -> Result<u64, StoreError> {
-    key.try_into().map(u64::from_be_bytes).map_err(|_| bad_key(what))
+impl DescriptorTable for LmdbRead {
+    fn descriptors_after(
+        &self,
+        known: u32,
+        visit: IdVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        self.tables.descriptors_after(&self.txn, known, visit)
+    }
 }
 
-fn bad_key(what: &str) -> StoreError {
-    StoreError::Corrupt {
-        what: format!("{what} key"),
-        source: crate::format::DecodeError::OutOfRange { offset: 0, what: "key length" },
+/// A commit's LMDB write transaction: holding it is holding the environment's write lock, which
+/// serializes commits of every process.
+pub(crate) struct LmdbWrite<'s> {
+    txn: RwTxn<'s>,
+    tables: Tables,
+}
+
+impl<'s> LmdbWrite<'s> {
+    /// Waits for the write lock (other writers, in any process).
+    pub(crate) fn begin(backend: &'s LmdbBackend) -> Result<LmdbWrite<'s>, StoreError> {
+        Ok(LmdbWrite { txn: backend.env.write_txn()?, tables: backend.tables })
+    }
+
+    pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<Option<u64>, StoreError> {
+        self.tables.meta_u64(&self.txn, key)
+    }
+
+    pub(crate) fn put_meta_u64(&mut self, key: &[u8], value: u64) -> Result<(), StoreError> {
+        Ok(self.tables.meta.put(&mut self.txn, key, &value.to_be_bytes()[..])?)
+    }
+
+    pub(crate) fn setting(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.tables.meta.get(&self.txn, key)?.map(<[u8]>::to_vec))
+    }
+
+    /// Sets (`Some`) or removes (`None`) the setting `key`.
+    pub(crate) fn put_setting(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
+        match value {
+            Some(value) => self.tables.meta.put(&mut self.txn, key, value)?,
+            None => {
+                self.tables.meta.delete(&mut self.txn, key)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn get(&self, oid: Oid) -> Result<Option<&[u8]>, StoreError> {
+        Ok(self.tables.records.get(&self.txn, &oid.to_be_bytes())?)
+    }
+
+    /// The greatest oid stored in `[first, end)`.
+    pub(crate) fn last_oid(&self, first: Oid, end: Oid) -> Result<Option<Oid>, StoreError> {
+        let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
+        match self.tables.records.rev_range(&self.txn, &key_range(&first, &end))?.next().transpose()? {
+            Some((key, _)) => Ok(Some(read_u64_key(key, "record")?)),
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) fn put_record(&mut self, oid: Oid, value: &[u8]) -> Result<(), StoreError> {
+        Ok(self.tables.records.put(&mut self.txn, &oid.to_be_bytes(), value)?)
+    }
+
+    pub(crate) fn delete_record(&mut self, oid: Oid) -> Result<(), StoreError> {
+        self.tables.records.delete(&mut self.txn, &oid.to_be_bytes())?;
+        Ok(())
+    }
+
+    pub(crate) fn scan_records(
+        &self,
+        first: Oid,
+        end: Option<Oid>,
+        visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.tables.scan_records(&self.txn, first, end, visit)
+    }
+
+    pub(crate) fn put_descriptor(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
+        Ok(self.tables.descriptors.put(&mut self.txn, &id.to_be_bytes(), bytes)?)
+    }
+
+    pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        self.tables.index_defs(&self.txn, visit)
+    }
+
+    pub(crate) fn put_index_def(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
+        Ok(self.tables.index_defs.put(&mut self.txn, &id.to_be_bytes(), bytes)?)
+    }
+
+    /// Removes index `id`: its definition and all its entries.
+    pub(crate) fn drop_index(&mut self, id: u32) -> Result<(), StoreError> {
+        self.tables.index_defs.delete(&mut self.txn, &id.to_be_bytes())?;
+        let (lo, hi) = (id.to_be_bytes(), (id + 1).to_be_bytes());
+        self.tables.index_entries.delete_range(&mut self.txn, &key_range(&lo, &hi))?;
+        Ok(())
+    }
+
+    pub(crate) fn put_entry(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        Ok(self.tables.index_entries.put(&mut self.txn, key, &[][..])?)
+    }
+
+    pub(crate) fn delete_entry(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        self.tables.index_entries.delete(&mut self.txn, key)?;
+        Ok(())
+    }
+
+    pub(crate) fn scan_entries(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        visit: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.tables.scan_entries(&self.txn, lo, hi, false, visit)
+    }
+
+    pub(crate) fn put_log(&mut self, tid: u64, entry: &[u8]) -> Result<(), StoreError> {
+        Ok(self.tables.log.put(&mut self.txn, &tid.to_be_bytes(), entry)?)
+    }
+
+    /// Drops the log entries of tids below `cutoff`.
+    pub(crate) fn prune_log(&mut self, cutoff: u64) -> Result<(), StoreError> {
+        let cutoff = cutoff.to_be_bytes();
+        self.tables.log.delete_range(&mut self.txn, &(Bound::Unbounded, Bound::Excluded(&cutoff[..])))?;
+        Ok(())
+    }
+
+    /// Commits durably (unless the store was opened with `durable` false).
+    pub(crate) fn commit(self) -> Result<(), StoreError> {
+        Ok(self.txn.commit()?)
+    }
+}
+
+impl DescriptorTable for LmdbWrite<'_> {
+    fn descriptors_after(
+        &self,
+        known: u32,
+        visit: IdVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        self.tables.descriptors_after(&self.txn, known, visit)
     }
 }

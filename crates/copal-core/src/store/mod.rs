@@ -1,5 +1,11 @@
-//! Storage: the embedded LMDB store, its snapshots and its commit protocol (DESIGN.md §4,
-//! docs/ARCHITECTURE.md "Storage").
+//! Storage: one `Store` front over interchangeable backends (docs/ARCHITECTURE.md "Storage
+//! backends"), its snapshots and its commit protocol (DESIGN.md §4).
+//!
+//! The shared layers (`Snapshot`, `Commit`, the catalog, index maintenance, `verify`) are written
+//! once over a small set of table primitives (get, range scan, put, delete on the records,
+//! descriptors, log, meta, index tables) that each backend provides. Backends are variants of
+//! enums rather than trait objects: a visitor closure stays generic (inlined into the per-record
+//! loop) and the per-call `match` costs one predictable branch.
 
 mod backup;
 mod catalog;
@@ -9,17 +15,142 @@ mod error;
 mod index;
 mod lmdb;
 mod schema;
+mod postgres;
 mod snapshot;
 mod stats;
 mod verify;
+
+use std::path::Path;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 pub use catalog::Catalog;
 pub use checksum::unseal;
 pub use commit::Commit;
 pub use error::StoreError;
 pub use index::{entry_oid, prefix_end, IndexDef};
-pub use lmdb::{LmdbStore, StoreOptions};
+pub use lmdb::StoreOptions;
 pub use schema::{DescriptorUse, RemovedValues, SchemaGcReport, SchemaSummary};
 pub use snapshot::Snapshot;
 pub use stats::StoreStats;
 pub use verify::VerifyReport;
+
+use crate::format::{Descriptor, Oid};
+
+/// The `meta` name of the last committed tid.
+pub(crate) const META_TID: &[u8] = b"tid";
+
+/// An open database: a backend plus what every backend shares (the descriptor catalog cached
+/// in memory and the counters).
+pub struct Store {
+    pub(crate) backend: Backend,
+    pub(crate) catalog: RwLock<Catalog>,
+    pub stats: StoreStats,
+    pub(crate) log_retention: u64,
+}
+
+pub(crate) enum Backend {
+    Lmdb(lmdb::LmdbBackend),
+    Postgres(postgres::PgBackend),
+}
+
+impl Store {
+    /// Opens (creating if absent) the embedded LMDB store in directory `path`. Every open of one
+    /// directory in a process returns the same store (LMDB forbids opening it twice).
+    pub fn lmdb(path: &Path, options: StoreOptions) -> Result<Arc<Store>, StoreError> {
+        lmdb::open(path, options)
+    }
+
+    /// Opens the database at `location`: a `postgresql://` (or `postgres://`) URL, creating
+    /// copal's tables on first open, or else a directory for the embedded LMDB store. Of the
+    /// options, a PostgreSQL store uses `durable` (off: `synchronous_commit = off`) and
+    /// `log_retention`.
+    pub fn open(location: &str, options: StoreOptions) -> Result<Arc<Store>, StoreError> {
+        if postgres::is_url(location) {
+            postgres::open(location, options.durable, options.log_retention)
+        } else {
+            lmdb::open(Path::new(location), options)
+        }
+    }
+
+    fn new(backend: Backend, log_retention: u64) -> Result<Store, StoreError> {
+        let store = Store { backend, catalog: RwLock::new(Catalog::default()), stats: StoreStats::default(), log_retention };
+        store.refresh_catalog(&snapshot::Read::begin(&store.backend)?)?;
+        Ok(store)
+    }
+
+    pub fn catalog(&self) -> RwLockReadGuard<'_, Catalog> {
+        self.catalog.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Loads descriptors that other processes (or connections) added since the catalog was read.
+    pub(crate) fn refresh_catalog(&self, read: &impl DescriptorTable) -> Result<(), StoreError> {
+        let known = self.catalog().max_id;
+        let mut fresh = Vec::new();
+        read.descriptors_after(known, &mut |id, bytes| {
+            let descriptor = Descriptor::decode(id, bytes)
+                .map_err(|source| StoreError::Corrupt { what: format!("descriptor {id}"), source })?;
+            fresh.push(Arc::new(descriptor));
+            Ok(())
+        })?;
+        if !fresh.is_empty() {
+            let mut catalog = self.catalog.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+            fresh.into_iter().for_each(|d| catalog.insert(d));
+        }
+        Ok(())
+    }
+
+    /// The stored value of `oid` as it is on disk (record and checksum), for repair tools.
+    pub fn raw_value(self: &Arc<Self>, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
+        Snapshot::new(self)?.raw_value(oid)
+    }
+
+    /// Where the database lives, for messages and `repr`: a directory, or a URL without its
+    /// password.
+    pub fn location(&self) -> String {
+        match &self.backend {
+            Backend::Lmdb(lmdb) => lmdb.path().display().to_string(),
+            Backend::Postgres(pg) => pg.location().to_owned(),
+        }
+    }
+
+    /// Size in bytes of the database's files.
+    pub fn disk_size(&self) -> Result<u64, StoreError> {
+        match &self.backend {
+            Backend::Lmdb(lmdb) => lmdb.disk_size(),
+            Backend::Postgres(pg) => pg.disk_size(),
+        }
+    }
+}
+
+/// A visitor of `(id, stored bytes)` rows of the descriptors or index definitions table. A
+/// trait object: these tables are read rarely and are small, so dynamic dispatch costs nothing.
+pub(crate) type IdVisitor<'a> = &'a mut dyn FnMut(u32, &[u8]) -> Result<(), StoreError>;
+
+/// A visitor of `(key, value)` settings: small store-level declarations kept as bytes (the
+/// removed fields of classes, schema.rs).
+pub(crate) type SettingVisitor<'a> = &'a mut dyn FnMut(&[u8], &[u8]) -> Result<(), StoreError>;
+
+/// Reading the descriptors table, in a snapshot or inside a commit.
+pub(crate) trait DescriptorTable {
+    /// Calls `visit(id, descriptor bytes)` for every descriptor with an id above `known`.
+    fn descriptors_after(
+        &self,
+        known: u32,
+        visit: IdVisitor<'_>,
+    ) -> Result<(), StoreError>;
+}
+
+pub(crate) fn read_u32_key(key: &[u8]) -> Result<u32, StoreError> {
+    key.try_into().map(u32::from_be_bytes).map_err(|_| bad_key("descriptor"))
+}
+
+pub(crate) fn read_u64_key(key: &[u8], what: &str) -> Result<u64, StoreError> {
+    key.try_into().map(u64::from_be_bytes).map_err(|_| bad_key(what))
+}
+
+fn bad_key(what: &str) -> StoreError {
+    StoreError::Corrupt {
+        what: format!("{what} key"),
+        source: crate::format::DecodeError::OutOfRange { offset: 0, what: "key length" },
+    }
+}

@@ -9,13 +9,12 @@ use std::sync::Arc;
 use super::checksum::unseal;
 use super::commit::Commit;
 use super::error::StoreError;
-use super::index::prefix_end;
-use super::lmdb::{key_range, read_u64_key, LmdbStore};
 use super::snapshot::Snapshot;
+use super::Store;
 use crate::format::{decode_record_state, DecodeError, Descriptor, Oid, Reader, RecordHeader, Value, Writer};
 
-/// `meta` keys of removal declarations: this prefix, then the stored type name (UTF-8). The value
-/// is the list of removed field names: a varint count, then each name length-prefixed.
+/// Setting keys of removal declarations: this prefix, then the stored type name (UTF-8). The
+/// value is the list of removed field names: a varint count, then each name length-prefixed.
 const REMOVED_PREFIX: &[u8] = b"removed:";
 
 /// One descriptor and how many records are written with it.
@@ -84,14 +83,14 @@ impl Snapshot {
         let descriptors = self.all_descriptors()?;
         let mut counts: HashMap<u32, u64> = HashMap::new();
         let mut unreadable = 0;
-        for entry in self.store().records.iter(self.txn())? {
-            let (_, value) = entry?;
+        self.scan_all_values(|_, value| {
             // The checksum trails the record, so the header is the stored value's first bytes.
             match RecordHeader::parse(value) {
                 Ok((header, _)) => *counts.entry(header.descriptor).or_default() += 1,
                 Err(_) => unreadable += 1,
             }
-        }
+            Ok(())
+        })?;
         let descriptors: Vec<DescriptorUse> = descriptors
             .into_iter()
             .map(|descriptor| DescriptorUse { records: counts.remove(&descriptor.id).unwrap_or(0), descriptor })
@@ -102,15 +101,14 @@ impl Snapshot {
 
     /// The declared removed fields, by stored type name.
     pub fn removed_fields(&self) -> Result<BTreeMap<String, Vec<String>>, StoreError> {
-        let end = prefix_end(REMOVED_PREFIX).unwrap_or_default();
         let mut out = BTreeMap::new();
-        for entry in self.store().meta.range(self.txn(), &key_range(REMOVED_PREFIX, &end))? {
-            let (key, value) = entry?;
+        self.settings(REMOVED_PREFIX, &mut |key, value| {
             let type_name = String::from_utf8_lossy(&key[REMOVED_PREFIX.len()..]).into_owned();
             let fields = decode_names(value)
                 .map_err(|source| StoreError::Corrupt { what: format!("removed fields of {type_name}"), source })?;
             out.insert(type_name, fields);
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 }
@@ -122,19 +120,12 @@ impl Commit<'_> {
     /// an application declares its classes to every database it opens.
     pub fn declare_removed(&mut self, type_name: &str, fields: &[String]) -> Result<bool, StoreError> {
         let key = removed_key(type_name);
-        let (store, txn) = self.meta_access();
-        let known = store.catalog().class_no(type_name).is_some();
-        let stored = store.meta.get(txn, &key)?.map(<[u8]>::to_vec);
+        let known = self.store.catalog().class_no(type_name).is_some();
         let wanted = (known && !fields.is_empty()).then(|| encode_names(fields));
-        if stored == wanted {
+        if self.setting(&key)? == wanted {
             return Ok(false);
         }
-        match wanted {
-            Some(value) => store.meta.put(txn, &key, &value)?,
-            None => {
-                store.meta.delete(txn, &key)?;
-            }
-        }
+        self.put_setting(&key, wanted.as_deref())?;
         Ok(true)
     }
 }
@@ -157,7 +148,7 @@ struct Rewrite {
     fields: Vec<Value>,
 }
 
-impl LmdbStore {
+impl Store {
     /// Reports the records that still hold values of declared removed fields and, with `purge`,
     /// rewrites them without those values in one maintenance commit (indexes are maintained as
     /// for any write). Fails with `Conflict` if one of them changes during the purge.
@@ -181,18 +172,16 @@ impl LmdbStore {
         if !prunings.is_empty() {
             // Records of a renamed class may sit in the extent of its former class number, so the
             // whole table is read; records of other descriptors cost only their header.
-            for entry in self.records.iter(snapshot.txn())? {
-                let (key, value) = entry?;
-                let oid = read_u64_key(key, "record")?;
-                let Ok((header, _)) = RecordHeader::parse(value) else { continue };
-                let Some(&index) = pruning_of.get(&header.descriptor) else { continue };
+            snapshot.scan_all_values(|oid, value| {
+                let Ok((header, _)) = RecordHeader::parse(value) else { return Ok(()) };
+                let Some(&index) = pruning_of.get(&header.descriptor) else { return Ok(()) };
                 let pruning = &prunings[index];
                 report.records += 1;
                 for (field, _) in pruning.descriptor.fields.iter().zip(&pruning.dropped).filter(|(_, d)| **d) {
                     *counts.entry((pruning.descriptor.type_name.clone(), field.clone())).or_default() += 1;
                 }
                 if !purge {
-                    continue;
+                    return Ok(());
                 }
                 let record = unseal(oid, value)?;
                 let (_, values) = decode_record_state(record, &*self.catalog())
@@ -201,7 +190,8 @@ impl LmdbStore {
                     Some(fields) => rewrites.push(Rewrite { oid, read_tid: header.tid, flags: header.flags, pruning: index, fields }),
                     None => report.shared.push(oid),
                 }
-            }
+                Ok(())
+            })?;
         }
         report.removed = counts
             .into_iter()
@@ -307,10 +297,10 @@ mod tests {
     use crate::store::StoreOptions;
 
     /// A fresh store in a directory of its own (named after the test, as tests/store.rs does).
-    fn temp_store(name: &str) -> Arc<LmdbStore> {
+    fn temp_store(name: &str) -> Arc<Store> {
         let dir = std::env::temp_dir().join(format!("copal-core-schema-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        LmdbStore::open(&dir, StoreOptions { durable: false, ..StoreOptions::default() }).unwrap()
+        Store::lmdb(&dir, StoreOptions { durable: false, ..StoreOptions::default() }).unwrap()
     }
 
     /// A record of `descriptor` written by `tid` with these field values.
@@ -322,7 +312,7 @@ mod tests {
     }
 
     /// Stores two versions of `app.Account`: two records with (owner, legacy), one with (owner).
-    fn two_versions(store: &Arc<LmdbStore>) -> (Arc<Descriptor>, Arc<Descriptor>, Vec<Oid>) {
+    fn two_versions(store: &Arc<Store>) -> (Arc<Descriptor>, Arc<Descriptor>, Vec<Oid>) {
         let mut commit = Commit::begin(store).unwrap();
         let old = commit.descriptor("app.Account", &["owner".into(), "legacy".into()]).unwrap();
         let new = commit.descriptor("app.Account", &["owner".into()]).unwrap();
@@ -384,7 +374,7 @@ mod tests {
         let snapshot = Snapshot::new(&store).unwrap();
         assert_eq!(report.tid, Some(snapshot.tid()));
         for (oid, owner) in oids[..2].iter().zip(["ann", "bob"]) {
-            let (header, fields) = decode_record_state(snapshot.get(*oid).unwrap().unwrap(), &*store.catalog()).unwrap();
+            let (header, fields) = decode_record_state(&snapshot.get(*oid).unwrap().unwrap(), &*store.catalog()).unwrap();
             assert_eq!(header.descriptor, new.id, "rewritten with the descriptor without the removed field");
             assert_eq!(header.tid, snapshot.tid());
             assert_eq!(fields, vec![Value::Str(owner.into())]);

@@ -1,43 +1,83 @@
-//! A consistent read view of the store: one LMDB read transaction held for the lifetime of a
-//! copal transaction, so it never sees part of a later commit however long it runs.
+//! A consistent read view of the store, held for the lifetime of a copal transaction so that it
+//! never sees part of a later commit however long it runs (an LMDB read transaction).
 
-use std::ops::Bound;
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
-use heed::{RoTxn, WithoutTls};
-
-use super::error::StoreError;
-use super::lmdb::{key_range, read_u64_key, LmdbStore, META_TID};
 use super::checksum::{unseal, without_checksum};
+use super::error::StoreError;
+use super::index::IndexDef;
+use super::lmdb::LmdbRead;
+use super::postgres::PgRead;
 use super::stats::StoreStats;
-use crate::format::{class_extent, oid_class, ClassNo, DecodeError, Descriptor, DescriptorSource, Oid, Reader};
+use super::{Backend, DescriptorTable, IdVisitor, SettingVisitor, Store};
+use crate::format::{class_extent, ClassNo, DecodeError, Descriptor, DescriptorSource, Oid, Reader};
+
+/// A backend's read transaction.
+pub(crate) enum Read {
+    Lmdb(LmdbRead),
+    // Boxed: a PostgreSQL connection is large, and one allocation per snapshot is nothing next
+    // to a round trip.
+    Postgres(Box<PgRead>),
+}
+
+/// Runs `$body` with `$r` bound to the backend's read transaction.
+macro_rules! with_read {
+    ($read:expr, $r:ident => $body:expr) => {
+        match $read {
+            Read::Lmdb($r) => $body,
+            Read::Postgres($r) => $body,
+        }
+    };
+}
+
+impl Read {
+    pub(crate) fn begin(backend: &Backend) -> Result<Read, StoreError> {
+        match backend {
+            Backend::Lmdb(lmdb) => Ok(Read::Lmdb(LmdbRead::begin(lmdb)?)),
+            Backend::Postgres(pg) => Ok(Read::Postgres(Box::new(PgRead::begin(pg)?))),
+        }
+    }
+
+    /// The stored value of `oid` (with its checksum): borrowed from LMDB's map, a copy from
+    /// PostgreSQL.
+    fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
+        match self {
+            Read::Lmdb(r) => Ok(r.get(oid)?.map(Cow::Borrowed)),
+            Read::Postgres(r) => r.get(oid),
+        }
+    }
+}
+
+impl DescriptorTable for Read {
+    fn descriptors_after(
+        &self,
+        known: u32,
+        visit: IdVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        with_read!(self, r => r.descriptors_after(known, visit))
+    }
+}
 
 pub struct Snapshot {
-    // Field order is load-bearing: `txn` must be dropped before `store`, whose environment it
-    // reads (the static transaction also keeps its own handle on the environment).
-    txn: RoTxn<'static, WithoutTls>,
-    store: Arc<LmdbStore>,
+    // Field order is load-bearing: `read` must be dropped before `store`, whose backend it
+    // reads (LMDB's static transaction also keeps its own handle on the environment).
+    read: Read,
+    store: Arc<Store>,
     tid: u64,
     /// The index definitions, read by the first query that plans (they cannot change within
     /// a snapshot).
-    index_defs: OnceLock<Vec<Arc<super::IndexDef>>>,
+    index_defs: OnceLock<Vec<Arc<IndexDef>>>,
 }
 
 impl Snapshot {
-    pub fn new(store: &Arc<LmdbStore>) -> Result<Snapshot, StoreError> {
-        let txn = store.env.clone().static_read_txn()?;
-        let tid = match store.meta.get(&txn, META_TID)? {
-            Some(bytes) => read_u64_key(bytes, "last tid")?,
-            None => 0,
-        };
-        Ok(Snapshot { txn, store: Arc::clone(store), tid, index_defs: OnceLock::new() })
+    pub fn new(store: &Arc<Store>) -> Result<Snapshot, StoreError> {
+        let read = Read::begin(&store.backend)?;
+        let tid = with_read!(&read, r => r.last_tid())?;
+        Ok(Snapshot { read, store: Arc::clone(store), tid, index_defs: OnceLock::new() })
     }
 
-    pub(crate) fn txn(&self) -> &RoTxn<'static, WithoutTls> {
-        &self.txn
-    }
-
-    pub fn store(&self) -> &Arc<LmdbStore> {
+    pub fn store(&self) -> &Arc<Store> {
         &self.store
     }
 
@@ -46,16 +86,29 @@ impl Snapshot {
         self.tid
     }
 
-    /// The record of `oid`, borrowed from the map (valid while the snapshot lives).
-    pub fn get(&self, oid: Oid) -> Result<Option<&[u8]>, StoreError> {
-        let Some(value) = self.store.records.get(&self.txn, &oid.to_be_bytes())? else { return Ok(None) };
+    /// The record of `oid` (valid while the snapshot lives; borrowed from the map by LMDB).
+    pub fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
+        let record = match self.read.get(oid)? {
+            None => return Ok(None),
+            Some(Cow::Borrowed(value)) => Cow::Borrowed(unseal(oid, value)?),
+            Some(Cow::Owned(mut value)) => {
+                let len = unseal(oid, &value)?.len();
+                value.truncate(len);
+                Cow::Owned(value)
+            }
+        };
         StoreStats::add(&self.store.stats.records_read, 1);
-        Ok(Some(unseal(oid, value)?))
+        Ok(Some(record))
     }
 
-    /// Calls `visit(i, record)` for each `oids[i]` (which must be sorted ascending), reading runs
-    /// of nearby ids with one cursor sweep instead of one tree descent per id. Fails with
-    /// `missing(oid)` for an id that has no record; storage errors are converted by `failed`.
+    /// The stored value of `oid` with its checksum, unchecked, for repair tools.
+    pub(crate) fn raw_value(&self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.read.get(oid)?.map(Cow::into_owned))
+    }
+
+    /// Calls `visit(i, record)` for each `oids[i]` (which must be sorted ascending), reading
+    /// batches of ids together. Fails with `missing(oid)` for an id that has no record; storage
+    /// errors are converted by `failed`.
     pub fn get_many<E>(
         &self,
         oids: &[Oid],
@@ -63,43 +116,9 @@ impl Snapshot {
         failed: impl Fn(StoreError) -> E,
         mut visit: impl FnMut(usize, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        // Ids of one class are allocated densely, so a gap this small holds few other records.
-        const MAX_GAP: u64 = 32;
-        let mut start = 0;
-        while start < oids.len() {
-            let mut end = start + 1;
-            while end < oids.len() && oids[end] - oids[end - 1] <= MAX_GAP && oid_class(oids[end]) == oid_class(oids[start]) {
-                end += 1;
-            }
-            let (first, last) = (oids[start].to_be_bytes(), oids[end - 1].to_be_bytes());
-            let mut wanted = start;
-            let range = (Bound::Included(&first[..]), Bound::Included(&last[..]));
-            for entry in self.store.records.range(&self.txn, &range).map_err(|e| failed(e.into()))? {
-                let (key, value) = entry.map_err(|e| failed(e.into()))?;
-                let oid = read_u64_key(key, "record").map_err(&failed)?;
-                let record = unseal(oid, value).map_err(&failed)?;
-                if wanted < end && oids[wanted] < oid {
-                    return Err(missing(oids[wanted]));
-                }
-                if wanted < end && oids[wanted] == oid {
-                    visit(wanted, record)?;
-                    wanted += 1;
-                    // Duplicated ids are visited once each.
-                    while wanted < end && oids[wanted] == oid {
-                        visit(wanted, record)?;
-                        wanted += 1;
-                    }
-                }
-                if wanted == end {
-                    break;
-                }
-            }
-            if wanted < end {
-                return Err(missing(oids[wanted]));
-            }
-            StoreStats::add(&self.store.stats.records_read, (end - start) as u64);
-            start = end;
-        }
+        let checked = |i: usize, oid: Oid, value: &[u8]| visit(i, unseal(oid, value).map_err(&failed)?);
+        with_read!(&self.read, r => r.get_many(oids, missing, &failed, checked))?;
+        StoreStats::add(&self.store.stats.records_read, oids.len() as u64);
         Ok(())
     }
 
@@ -112,37 +131,35 @@ impl Snapshot {
         class: ClassNo,
         mut visit: impl FnMut(Oid, &[u8], &[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        let first = class_extent(class).0.to_be_bytes();
+        let (first, end) = class_extent(class);
         let mut read = 0;
-        let result = (|| {
-            // Open-ended, stopping at the first id of another class: a bounded range would
-            // compare every key with the end key.
-            for entry in self.store.records.range(&self.txn, &(Bound::Included(&first[..]), Bound::Unbounded))? {
-                let (key, value) = entry?;
-                let oid = read_u64_key(key, "record")?;
-                if oid_class(oid) != class {
-                    break;
-                }
-                read += 1;
-                if !visit(oid, without_checksum(value), value)? {
-                    break;
-                }
-            }
-            Ok(())
-        })();
+        let result = with_read!(&self.read, r => r.scan_records(first, Some(end), |oid, value| {
+            read += 1;
+            visit(oid, without_checksum(value), value)
+        }));
         StoreStats::add(&self.store.stats.records_read, read);
         result
     }
 
-    /// How many records of the class extent `counted(oid)` accepts, without reading them.
+    /// How many records of the class extent `counted(oid)` accepts, without checking them.
     pub fn count_extent(&self, class: ClassNo, counted: impl Fn(Oid) -> bool) -> Result<u64, StoreError> {
         let (first, end) = class_extent(class);
-        let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
         let mut n = 0;
-        for entry in self.store.records.range(&self.txn, &key_range(&first, &end))? {
-            n += u64::from(counted(read_u64_key(entry?.0, "record")?));
-        }
+        with_read!(&self.read, r => r.scan_records(first, Some(end), |oid, _| {
+            n += u64::from(counted(oid));
+            Ok(true)
+        }))?;
         Ok(n)
+    }
+
+    /// Calls `visit(oid, stored value)` for every record of the store, unchecked, in oid order.
+    pub(crate) fn scan_all_values(&self, mut visit: impl FnMut(Oid, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        with_read!(&self.read, r => r.scan_records(0, None, |oid, value| visit(oid, value).map(|()| true)))
+    }
+
+    /// Calls `visit(key, value)` for the store-level settings whose key starts with `prefix`.
+    pub(crate) fn settings(&self, prefix: &[u8], visit: SettingVisitor<'_>) -> Result<(), StoreError> {
+        with_read!(&self.read, r => r.settings(prefix, visit))
     }
 
     /// The oids changed by transactions after `since` up to this snapshot, or None when the
@@ -151,42 +168,40 @@ impl Snapshot {
         if since >= self.tid {
             return Ok(Some(Vec::new()));
         }
-        let first_kept = match self.store.log.first(&self.txn)? {
-            Some((key, _)) => read_u64_key(key, "log")?,
-            None => return Ok(None),
-        };
+        let Some(first_kept) = with_read!(&self.read, r => r.first_logged())? else { return Ok(None) };
         if first_kept > since + 1 {
             return Ok(None);
         }
-        let start = (since + 1).to_be_bytes();
-        let end = self.tid.to_be_bytes();
         let mut oids = Vec::new();
-        for entry in self.store.log.range(&self.txn, &(Bound::Included(&start[..]), Bound::Included(&end[..])))? {
-            let (key, value) = entry?;
-            decode_oid_list(value, &mut oids).map_err(|source| StoreError::Corrupt {
-                what: format!("commit log entry {}", read_u64_key(key, "log").unwrap_or(0)),
-                source,
-            })?;
-        }
+        with_read!(&self.read, r => r.log_entries(since + 1, self.tid, |tid, entry| {
+            decode_oid_list(entry, &mut oids)
+                .map_err(|source| StoreError::Corrupt { what: format!("commit log entry {tid}"), source })
+        }))?;
         Ok(Some(oids))
     }
 
     /// The index definitions of this snapshot.
-    pub fn index_defs(&self) -> Result<&[Arc<super::IndexDef>], StoreError> {
+    pub fn index_defs(&self) -> Result<&[Arc<IndexDef>], StoreError> {
         if let Some(defs) = self.index_defs.get() {
             return Ok(defs);
         }
-        let defs = self.store.index_defs(&self.txn)?;
+        let mut defs = Vec::new();
+        with_read!(&self.read, r => r.index_defs(&mut |id, bytes| {
+            defs.push(Arc::new(IndexDef::decode_stored(id, bytes)?));
+            Ok(())
+        }))?;
         Ok(self.index_defs.get_or_init(|| defs))
     }
 
     /// Reads the descriptors that other processes or connections added since the catalog was
     /// loaded.
     pub fn refresh_catalog(&self) -> Result<(), StoreError> {
-        self.store.refresh_catalog(&self.txn)
+        self.store.refresh_catalog(&self.read)
     }
 
-    /// Visits entry keys of index `id` in `[start, end)`; see `LmdbStore::scan_index`.
+    /// Calls `visit(entry key)` for the entries of index `id` in `[start, end)` (bytes after the
+    /// index id; no end: to the end of the index), in key order or reversed, until it returns
+    /// false.
     pub fn scan_index(
         &self,
         id: u32,
@@ -195,7 +210,18 @@ impl Snapshot {
         descending: bool,
         visit: impl FnMut(&[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        self.store.scan_index(&self.txn, id, start, end, descending, visit)
+        let mut lo = id.to_be_bytes().to_vec();
+        lo.extend_from_slice(start);
+        let hi = match end {
+            Some(end) => [&id.to_be_bytes()[..], end].concat(),
+            None => (id + 1).to_be_bytes().to_vec(),
+        };
+        with_read!(&self.read, r => r.scan_entries(&lo, Some(&hi), descending, visit))
+    }
+
+    /// Calls `visit(entry key)` for every index entry of the store, in key order.
+    pub(crate) fn scan_all_entries(&self, mut visit: impl FnMut(&[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        with_read!(&self.read, r => r.scan_entries(&[], None, false, |key| visit(key).map(|()| true)))
     }
 
     /// The descriptor `id`, reading descriptors added since the catalog was loaded if needed.
@@ -203,7 +229,7 @@ impl Snapshot {
         if let Some(d) = self.store.catalog().get(id) {
             return Ok(Arc::clone(d));
         }
-        self.store.refresh_catalog(&self.txn)?;
+        self.store.refresh_catalog(&self.read)?;
         self.store.catalog().get(id).cloned().ok_or(StoreError::Corrupt {
             what: "record".to_owned(),
             source: crate::format::DecodeError::UnknownDescriptor { id },
@@ -212,7 +238,7 @@ impl Snapshot {
 
     /// Every descriptor committed up to this snapshot (and possibly a few later ones).
     pub fn all_descriptors(&self) -> Result<Vec<Arc<Descriptor>>, StoreError> {
-        self.store.refresh_catalog(&self.txn)?;
+        self.store.refresh_catalog(&self.read)?;
         let mut all: Vec<_> = self.store.catalog().descriptors().cloned().collect();
         all.sort_by_key(|d| d.id);
         Ok(all)

@@ -3,11 +3,13 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use super::error::StoreError;
+use std::sync::Arc;
+
 use super::checksum::unseal;
+use super::error::StoreError;
 use super::index::entry_key;
-use super::lmdb::{read_u64_key, LmdbStore};
 use super::snapshot::Snapshot;
+use super::Store;
 use crate::format::{decode_record_state, Oid, Value};
 
 #[derive(Debug, Default, Clone)]
@@ -50,8 +52,8 @@ fn collect_refs(value: &Value, out: &mut Vec<Oid>) {
     }
 }
 
-impl LmdbStore {
-    pub fn verify(self: &std::sync::Arc<Self>) -> Result<VerifyReport, StoreError> {
+impl Store {
+    pub fn verify(self: &Arc<Self>) -> Result<VerifyReport, StoreError> {
         let snapshot = Snapshot::new(self)?;
         snapshot.all_descriptors()?;
         let defs = snapshot.index_defs()?.to_vec();
@@ -59,17 +61,14 @@ impl LmdbStore {
         let mut oids = HashSet::new();
         let mut references: Vec<(Oid, Oid)> = Vec::new();
         let mut expected_entries: BTreeSet<Vec<u8>> = BTreeSet::new();
-        let txn = snapshot.txn();
-        for entry in self.records.iter(txn)? {
-            let (key, value) = entry?;
-            let oid = read_u64_key(key, "record")?;
+        snapshot.scan_all_values(|oid, value| {
             report.records += 1;
             oids.insert(oid);
             let record = match unseal(oid, value) {
                 Ok(record) => record,
                 Err(error) => {
                     report.problem(format!("{error}"));
-                    continue;
+                    return Ok(());
                 }
             };
             let catalog = self.catalog();
@@ -90,7 +89,8 @@ impl LmdbStore {
                     }
                 }
             }
-        }
+            Ok(())
+        })?;
         for (from, target) in references {
             report.references += 1;
             if !oids.contains(&target) {
@@ -98,8 +98,7 @@ impl LmdbStore {
             }
         }
         let known: HashSet<u32> = defs.iter().map(|d| d.id).collect();
-        for entry in self.index_entries.iter(txn)? {
-            let (key, _) = entry?;
+        snapshot.scan_all_entries(|key| {
             report.index_entries += 1;
             let id = key.get(..4).map(|b| u32::from_be_bytes(b.try_into().unwrap_or_default())).unwrap_or(0);
             if !known.contains(&id) {
@@ -107,7 +106,8 @@ impl LmdbStore {
             } else if !expected_entries.remove(key) {
                 report.problem(format!("index {id} has an entry that no object calls for: {}", hex(key)));
             }
-        }
+            Ok(())
+        })?;
         for missing in expected_entries {
             let id = u32::from_be_bytes(missing[..4].try_into().unwrap_or_default());
             report.problem(format!("index {id} lacks the entry {}", hex(&missing)));

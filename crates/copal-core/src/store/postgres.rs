@@ -1,0 +1,792 @@
+//! The PostgreSQL backend: many processes on many machines share one database. Plain SQL only
+//! (no advisory locks, no LISTEN/NOTIFY), so that PostgreSQL-compatible engines can follow.
+//!
+//! | table                 | columns                           | as LMDB's                      |
+//! |-----------------------|-----------------------------------|--------------------------------|
+//! | `copal_records`       | oid bigint PK, value bytea        | `records` (record + checksum)  |
+//! | `copal_descriptors`   | id bigint PK, value bytea         | `descriptors`                  |
+//! | `copal_log`           | tid bigint PK, oids bytea         | `log`                          |
+//! | `copal_meta`          | key bytea PK, value bigint        | `meta`                         |
+//! | `copal_index_defs`    | id bigint PK, value bytea         | `index_defs`                   |
+//! | `copal_index_entries` | key bytea PK                      | `index_entries`                |
+//!
+//! Oids are unsigned; they are stored as `oid XOR 2^63` so that bigint order is oid order (class
+//! extents stay contiguous key ranges). `bytea` compares as bytes, like LMDB keys.
+//!
+//! Snapshots are REPEATABLE READ READ ONLY transactions; their first statement (reading the last
+//! tid) fixes the snapshot. Commits run at READ COMMITTED and start with `SELECT ... FOR UPDATE`
+//! of the `tid` row of `copal_meta`: that row lock serializes commits as LMDB's write lock does,
+//! and every later statement of the commit sees everything committed before it. Record and index
+//! entry writes are buffered and sent as one multi-row statement per table (before any range read
+//! of the commit, and at its end).
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use postgres::types::ToSql;
+use postgres::{Client, Config, NoTls, Row, Statement};
+
+use super::error::StoreError;
+use super::{Backend, DescriptorTable, IdVisitor, SettingVisitor, Store, META_TID};
+use crate::format::{encode_root_record, Descriptor, Oid, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID, ROOT_TYPE_NAME};
+
+/// The schema version this code reads and writes (`format` in `copal_meta`).
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS copal_meta (key bytea PRIMARY KEY, value bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS copal_records (oid bigint PRIMARY KEY, value bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS copal_descriptors (id bigint PRIMARY KEY, value bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS copal_log (tid bigint PRIMARY KEY, oids bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS copal_index_defs (id bigint PRIMARY KEY, value bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS copal_index_entries (key bytea PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS copal_settings (key bytea PRIMARY KEY, value bytea NOT NULL);
+";
+
+/// Rows read per statement by range scans: a scan that stops early reads at most this many rows
+/// too many, and a long scan costs one round trip per page.
+const PAGE: i64 = 1000;
+
+/// Whether `location` names a PostgreSQL database rather than a directory.
+pub(crate) fn is_url(location: &str) -> bool {
+    location.starts_with("postgresql://") || location.starts_with("postgres://")
+}
+
+fn sql_oid(oid: Oid) -> i64 {
+    (oid ^ (1 << 63)) as i64
+}
+
+fn from_sql_oid(value: i64) -> Oid {
+    (value as u64) ^ (1 << 63)
+}
+
+/// Visits `(id, value)` rows of the descriptors or index definitions table.
+fn visit_id_rows(rows: &[Row], visit: IdVisitor<'_>) -> Result<(), StoreError> {
+    rows.iter().try_for_each(|row| visit(row.get::<_, i64>(0) as u32, row.get(1)))
+}
+
+impl From<postgres::Error> for StoreError {
+    fn from(error: postgres::Error) -> Self {
+        let message = match error.as_db_error() {
+            Some(db) => format!("PostgreSQL: {} (SQLSTATE {})", db.message(), db.code().code()),
+            None if error.is_closed() => {
+                "PostgreSQL: the connection to the server was lost; the next transaction reconnects".to_owned()
+            }
+            None => format!("PostgreSQL: {error}"),
+        };
+        StoreError::Storage { message }
+    }
+}
+
+/// One server connection with its prepared statements (each prepared once per connection, so a
+/// statement costs one round trip).
+struct Conn {
+    client: Client,
+    statements: HashMap<&'static str, Statement>,
+}
+
+impl Conn {
+    fn statement(&mut self, sql: &'static str) -> Result<Statement, StoreError> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql)?;
+        self.statements.insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    fn query(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+        let statement = self.statement(sql)?;
+        Ok(self.client.query(&statement, params)?)
+    }
+
+    fn execute(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        let statement = self.statement(sql)?;
+        Ok(self.client.execute(&statement, params)?)
+    }
+
+    fn meta_u64(&mut self, key: &[u8]) -> Result<Option<u64>, StoreError> {
+        let rows = self.query("SELECT value FROM copal_meta WHERE key = $1", &[&key])?;
+        Ok(rows.first().map(|row| row.get::<_, i64>(0) as u64))
+    }
+
+    /// Calls `visit(key, value)` for the settings whose key starts with `prefix`.
+    fn settings(&mut self, prefix: &[u8], visit: SettingVisitor<'_>) -> Result<(), StoreError> {
+        let rows = match super::prefix_end(prefix) {
+            Some(end) => self.query(
+                "SELECT key, value FROM copal_settings WHERE key >= $1 AND key < $2 ORDER BY key",
+                &[&prefix, &end],
+            )?,
+            None => self.query("SELECT key, value FROM copal_settings WHERE key >= $1 ORDER BY key", &[&prefix])?,
+        };
+        for row in rows {
+            visit(row.get::<_, &[u8]>(0), row.get::<_, &[u8]>(1))?;
+        }
+        Ok(())
+    }
+
+    fn get(&mut self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
+        let rows = self.query("SELECT value FROM copal_records WHERE oid = $1", &[&sql_oid(oid)])?;
+        Ok(rows.into_iter().next().map(|row| row.get(0)))
+    }
+
+    fn descriptors_after(&mut self, known: u32) -> Result<Vec<Row>, StoreError> {
+        self.query("SELECT id, value FROM copal_descriptors WHERE id > $1 ORDER BY id", &[&i64::from(known)])
+    }
+
+    fn index_defs(&mut self) -> Result<Vec<Row>, StoreError> {
+        self.query("SELECT id, value FROM copal_index_defs ORDER BY id", &[])
+    }
+
+    /// A page of the records with `from <= oid <= last`, in oid order.
+    fn records_page(&mut self, from: Oid, last: Oid) -> Result<Vec<Row>, StoreError> {
+        self.query(
+            "SELECT oid, value FROM copal_records WHERE oid >= $1 AND oid <= $2 ORDER BY oid LIMIT $3",
+            &[&sql_oid(from), &sql_oid(last), &PAGE],
+        )
+    }
+
+    /// A page of the index entries in `[lo, hi)` (no hi: to the last entry), in key order or
+    /// reversed.
+    fn entries_page(&mut self, lo: &[u8], hi: Option<&[u8]>, descending: bool) -> Result<Vec<Row>, StoreError> {
+        match (hi, descending) {
+            (Some(hi), false) => self.query(
+                "SELECT key FROM copal_index_entries WHERE key >= $1 AND key < $2 ORDER BY key LIMIT $3",
+                &[&lo, &hi, &PAGE],
+            ),
+            (None, false) => {
+                self.query("SELECT key FROM copal_index_entries WHERE key >= $1 ORDER BY key LIMIT $2", &[&lo, &PAGE])
+            }
+            (Some(hi), true) => self.query(
+                "SELECT key FROM copal_index_entries WHERE key >= $1 AND key < $2 ORDER BY key DESC LIMIT $3",
+                &[&lo, &hi, &PAGE],
+            ),
+            (None, true) => self.query(
+                "SELECT key FROM copal_index_entries WHERE key >= $1 ORDER BY key DESC LIMIT $2",
+                &[&lo, &PAGE],
+            ),
+        }
+    }
+}
+
+/// Calls `visit(oid, stored value)` for the records with `first <= oid < end` (no end: to the
+/// last record), in oid order, until it returns false. Pages come from `fetch(from, last)`, one
+/// round trip each; the visitor runs between fetches, with the connection free (query
+/// evaluation reads referenced records while it scans).
+fn scan_records(
+    first: Oid,
+    end: Option<Oid>,
+    mut fetch: impl FnMut(Oid, Oid) -> Result<Vec<Row>, StoreError>,
+    mut visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
+) -> Result<(), StoreError> {
+    let last = match end {
+        Some(0) => return Ok(()),
+        Some(end) => end - 1,
+        None => u64::MAX,
+    };
+    let mut from = first;
+    loop {
+        let rows = fetch(from, last)?;
+        for row in &rows {
+            let oid = from_sql_oid(row.get(0));
+            if !visit(oid, row.get(1))? {
+                return Ok(());
+            }
+            from = oid;
+        }
+        if (rows.len() as i64) < PAGE || from == last {
+            return Ok(());
+        }
+        from += 1;
+    }
+}
+
+/// Calls `visit(entry key)` for the index entries in `[lo, hi)` (no hi: to the last entry), in
+/// key order or reversed, until it returns false; pages as `scan_records`.
+fn scan_entries(
+    lo: &[u8],
+    hi: Option<&[u8]>,
+    descending: bool,
+    mut fetch: impl FnMut(&[u8], Option<&[u8]>, bool) -> Result<Vec<Row>, StoreError>,
+    mut visit: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+) -> Result<(), StoreError> {
+    let mut lo = lo.to_vec();
+    let mut hi = hi.map(<[u8]>::to_vec);
+    loop {
+        let rows = fetch(&lo, hi.as_deref(), descending)?;
+        for row in &rows {
+            if !visit(row.get(0))? {
+                return Ok(());
+            }
+        }
+        let Some(last) = rows.last() else { return Ok(()) };
+        if (rows.len() as i64) < PAGE {
+            return Ok(());
+        }
+        let last: Vec<u8> = last.get(0);
+        if descending {
+            hi = Some(last);
+        } else {
+            // The smallest key after `last`.
+            lo = last;
+            lo.push(0);
+        }
+    }
+}
+
+/// Idle connections of one database, shared by its snapshots and commits.
+struct Pool {
+    config: Config,
+    durable: bool,
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl Pool {
+    /// Runs `start` (which begins a transaction) on an idle connection, or on a new one when
+    /// there is none or when the idle one turns out to be dead: after a server restart every
+    /// idle connection is, so they are all dropped and the transaction starts on a fresh one
+    /// instead of failing.
+    fn start<T>(&self, start: impl Fn(&mut Conn) -> Result<T, StoreError>) -> Result<(Conn, T), StoreError> {
+        let idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
+        if let Some(mut conn) = idle {
+            match start(&mut conn) {
+                Ok(value) => return Ok((conn, value)),
+                Err(_) if conn.client.is_closed() => {
+                    self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
+                }
+                Err(error) => {
+                    self.give_back(conn, true);
+                    return Err(error);
+                }
+            }
+        }
+        let mut conn = self.connect()?;
+        match start(&mut conn) {
+            Ok(value) => Ok((conn, value)),
+            Err(error) => {
+                self.give_back(conn, true);
+                Err(error)
+            }
+        }
+    }
+
+    fn connect(&self) -> Result<Conn, StoreError> {
+        let mut client = self.config.connect(NoTls)?;
+        if !self.durable {
+            // Like LMDB's NO_SYNC: a server crash may lose the last commits, never corrupts.
+            client.batch_execute("SET synchronous_commit = off")?;
+        }
+        Ok(Conn { client, statements: HashMap::new() })
+    }
+
+    /// Keeps a connection for reuse, unless it is broken. `open_transaction`: roll back the
+    /// transaction it is in first (a snapshot's, or a commit that is abandoned).
+    fn give_back(&self, mut conn: Conn, open_transaction: bool) {
+        if conn.client.is_closed() || (open_transaction && conn.client.batch_execute("ROLLBACK").is_err()) {
+            return;
+        }
+        self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(conn);
+    }
+}
+
+pub(crate) struct PgBackend {
+    pool: Arc<Pool>,
+    location: String,
+}
+
+pub(crate) fn open(url: &str, durable: bool, log_retention: u64) -> Result<Arc<Store>, StoreError> {
+    let config: Config = url.parse().map_err(|e| StoreError::Storage {
+        message: format!("invalid PostgreSQL URL {}: {e}", without_password(url)),
+    })?;
+    let pool = Arc::new(Pool { config, durable, idle: Mutex::new(Vec::new()) });
+    let (conn, ()) = pool.start(create_schema)?;
+    pool.give_back(conn, false);
+    let backend = PgBackend { pool, location: without_password(url) };
+    Ok(Arc::new(Store::new(Backend::Postgres(backend), log_retention)?))
+}
+
+/// Creates the tables and the empty root on first open and checks the schema version. Two
+/// processes opening a new database at once may both run `CREATE TABLE IF NOT EXISTS`, which
+/// PostgreSQL does not make atomic; the loser fails and retries, then finds the tables.
+fn create_schema(conn: &mut Conn) -> Result<(), StoreError> {
+    let mut attempts = 0;
+    loop {
+        match try_create_schema(conn) {
+            Err(StoreError::Storage { .. }) if attempts < 3 && !conn.client.is_closed() => {
+                conn.client.batch_execute("ROLLBACK")?;
+                attempts += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn try_create_schema(conn: &mut Conn) -> Result<(), StoreError> {
+    conn.client.batch_execute("BEGIN")?;
+    conn.client.batch_execute(SCHEMA)?;
+    let root = Descriptor {
+        id: ROOT_DESCRIPTOR,
+        class_no: ROOT_CLASS,
+        type_name: ROOT_TYPE_NAME.to_owned(),
+        fields: vec!["data".to_owned()],
+    };
+    let inserted = conn.client.execute(
+        "INSERT INTO copal_meta (key, value) VALUES ('format'::bytea, $1) ON CONFLICT DO NOTHING",
+        &[&SCHEMA_VERSION],
+    )?;
+    if inserted == 1 {
+        conn.client.execute("INSERT INTO copal_meta (key, value) VALUES ($1, 0)", &[&META_TID])?;
+        conn.client.execute(
+            "INSERT INTO copal_descriptors (id, value) VALUES ($1, $2)",
+            &[&i64::from(ROOT_DESCRIPTOR), &root.encode()],
+        )?;
+        conn.client.execute(
+            "INSERT INTO copal_records (oid, value) VALUES ($1, $2)",
+            &[&sql_oid(ROOT_OID), &super::checksum::seal(&encode_root_record(0))],
+        )?;
+    }
+    let version: i64 = conn.client.query_one("SELECT value FROM copal_meta WHERE key = 'format'::bytea", &[])?.get(0);
+    if version != SCHEMA_VERSION {
+        conn.client.batch_execute("ROLLBACK")?;
+        return Err(StoreError::Incompatible {
+            message: format!(
+                "the copal schema in this PostgreSQL database has version {version}; this copal reads version \
+                 {SCHEMA_VERSION}: use the copal release that created it"
+            ),
+        });
+    }
+    conn.client.batch_execute("COMMIT")?;
+    Ok(())
+}
+
+/// The URL without its password, for messages and `repr`.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => {
+            let user = user_info.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}@{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+impl PgBackend {
+    pub(crate) fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// Bytes used by copal's tables (with their indexes and TOAST data).
+    pub(crate) fn disk_size(&self) -> Result<u64, StoreError> {
+        let (conn, size) = self.pool.start(|conn| {
+            let row = conn.client.query_one(
+                "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c \
+                 WHERE c.relname LIKE 'copal\\_%' AND c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace",
+                &[],
+            )?;
+            Ok(row.get::<_, Option<i64>>(0))
+        })?;
+        self.pool.give_back(conn, false);
+        Ok(size.unwrap_or(0) as u64)
+    }
+}
+
+/// A snapshot's REPEATABLE READ transaction on a connection of its own.
+pub(crate) struct PgRead {
+    conn: Mutex<Option<Conn>>,
+    pool: Arc<Pool>,
+    last_tid: u64,
+}
+
+impl PgRead {
+    pub(crate) fn begin(backend: &PgBackend) -> Result<PgRead, StoreError> {
+        let (conn, last_tid) = backend.pool.start(|conn| {
+            conn.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+            // The first statement fixes the snapshot.
+            Ok(conn.meta_u64(META_TID)?.unwrap_or(0))
+        })?;
+        Ok(PgRead { conn: Mutex::new(Some(conn)), pool: Arc::clone(&backend.pool), last_tid })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut guard = self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match guard.as_mut() {
+            Some(conn) => f(conn),
+            None => Err(StoreError::Storage { message: "PostgreSQL: the snapshot's connection is gone".to_owned() }),
+        }
+    }
+
+    pub(crate) fn last_tid(&self) -> Result<u64, StoreError> {
+        Ok(self.last_tid)
+    }
+
+    pub(crate) fn settings(&self, prefix: &[u8], visit: SettingVisitor<'_>) -> Result<(), StoreError> {
+        self.with(|conn| conn.settings(prefix, visit))
+    }
+
+    pub(crate) fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
+        Ok(self.with(|conn| conn.get(oid))?.map(Cow::Owned))
+    }
+
+    /// Calls `visit(i, oid, stored value)` for each `oids[i]`, reading each batch of ids with one
+    /// statement (one round trip).
+    pub(crate) fn get_many<E>(
+        &self,
+        oids: &[Oid],
+        missing: impl Fn(Oid) -> E,
+        failed: impl Fn(StoreError) -> E,
+        mut visit: impl FnMut(usize, Oid, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        // Bounds the statement's size; a batch of the binding is usually smaller.
+        const BATCH: usize = 10_000;
+        for (chunk_no, chunk) in oids.chunks(BATCH).enumerate() {
+            let keys: Vec<i64> = chunk.iter().map(|&oid| sql_oid(oid)).collect();
+            let rows = self
+                .with(|conn| conn.query("SELECT oid, value FROM copal_records WHERE oid = ANY($1)", &[&keys]))
+                .map_err(&failed)?;
+            let found: HashMap<Oid, &[u8]> = rows.iter().map(|row| (from_sql_oid(row.get(0)), row.get(1))).collect();
+            for (i, &oid) in chunk.iter().enumerate() {
+                let value = found.get(&oid).ok_or_else(|| missing(oid))?;
+                visit(chunk_no * BATCH + i, oid, value)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn scan_records(
+        &self,
+        first: Oid,
+        end: Option<Oid>,
+        visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        scan_records(first, end, |from, last| self.with(|conn| conn.records_page(from, last)), visit)
+    }
+
+    pub(crate) fn first_logged(&self) -> Result<Option<u64>, StoreError> {
+        let rows = self.with(|conn| conn.query("SELECT min(tid) FROM copal_log", &[]))?;
+        Ok(rows.first().and_then(|row| row.get::<_, Option<i64>>(0)).map(|tid| tid as u64))
+    }
+
+    pub(crate) fn log_entries(
+        &self,
+        from: u64,
+        to: u64,
+        mut visit: impl FnMut(u64, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let (from, to) = (from as i64, to as i64);
+        let rows = self.with(|conn| {
+            conn.query("SELECT tid, oids FROM copal_log WHERE tid >= $1 AND tid <= $2 ORDER BY tid", &[&from, &to])
+        })?;
+        rows.iter().try_for_each(|row| visit(row.get::<_, i64>(0) as u64, row.get(1)))
+    }
+
+    pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        visit_id_rows(&self.with(Conn::index_defs)?, visit)
+    }
+
+    pub(crate) fn scan_entries(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        descending: bool,
+        visit: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        scan_entries(lo, hi, descending, |lo, hi, desc| self.with(|conn| conn.entries_page(lo, hi, desc)), visit)
+    }
+}
+
+impl DescriptorTable for PgRead {
+    fn descriptors_after(&self, known: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        visit_id_rows(&self.with(|conn| conn.descriptors_after(known))?, visit)
+    }
+}
+
+impl Drop for PgRead {
+    fn drop(&mut self) {
+        let conn = self.conn.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+        if let Some(conn) = conn {
+            self.pool.give_back(conn, true);
+        }
+    }
+}
+
+/// A commit's transaction. Holding it is holding the row lock on the last tid, which serializes
+/// commits of every process on every machine.
+pub(crate) struct PgWrite {
+    conn: RefCell<Option<Conn>>,
+    pool: Arc<Pool>,
+    /// Buffered record writes (None: delete), sent by `flush`.
+    records: BTreeMap<Oid, Option<Vec<u8>>>,
+    /// Buffered index entry writes (false: delete), sent by `flush`.
+    entries: BTreeMap<Vec<u8>, bool>,
+    /// Stored values read ahead by `prefetch` or already flushed (None: no record). The commit
+    /// lock keeps them current: no other commit can change a record until this one ends.
+    known: HashMap<Oid, Option<Vec<u8>>>,
+}
+
+impl PgWrite {
+    /// Waits for the commit lock (other writers, in any process).
+    pub(crate) fn begin(backend: &PgBackend) -> Result<PgWrite, StoreError> {
+        let (conn, ()) = backend.pool.start(|conn| {
+            conn.client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")?;
+            conn.query("SELECT value FROM copal_meta WHERE key = $1 FOR UPDATE", &[&META_TID]).map(drop)
+        })?;
+        Ok(PgWrite {
+            conn: RefCell::new(Some(conn)),
+            pool: Arc::clone(&backend.pool),
+            records: BTreeMap::new(),
+            entries: BTreeMap::new(),
+            known: HashMap::new(),
+        })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        match self.conn.borrow_mut().as_mut() {
+            Some(conn) => f(conn),
+            None => Err(StoreError::Storage { message: "PostgreSQL: the commit's connection is gone".to_owned() }),
+        }
+    }
+
+    /// Sends the buffered record and index entry writes, one statement per kind.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if self.records.is_empty() && self.entries.is_empty() {
+            return Ok(());
+        }
+        let records = std::mem::take(&mut self.records);
+        let entries = std::mem::take(&mut self.entries);
+        self.with(|conn| {
+            let (mut put_oids, mut put_values, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
+            for (oid, value) in &records {
+                match value {
+                    Some(value) => {
+                        put_oids.push(sql_oid(*oid));
+                        put_values.push(value.as_slice());
+                    }
+                    None => deleted.push(sql_oid(*oid)),
+                }
+            }
+            if !deleted.is_empty() {
+                conn.execute("DELETE FROM copal_records WHERE oid = ANY($1)", &[&deleted])?;
+            }
+            if !put_oids.is_empty() {
+                conn.execute(
+                    "INSERT INTO copal_records (oid, value) SELECT * FROM unnest($1::bigint[], $2::bytea[]) \
+                     ON CONFLICT (oid) DO UPDATE SET value = EXCLUDED.value",
+                    &[&put_oids, &put_values],
+                )?;
+            }
+            let (added, removed): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, present)| **present);
+            let removed: Vec<&[u8]> = removed.into_iter().map(|(key, _)| key.as_slice()).collect();
+            let added: Vec<&[u8]> = added.into_iter().map(|(key, _)| key.as_slice()).collect();
+            if !removed.is_empty() {
+                conn.execute("DELETE FROM copal_index_entries WHERE key = ANY($1)", &[&removed])?;
+            }
+            if !added.is_empty() {
+                conn.execute(
+                    "INSERT INTO copal_index_entries (key) SELECT unnest($1::bytea[]) ON CONFLICT DO NOTHING",
+                    &[&added],
+                )?;
+            }
+            Ok(())
+        })?;
+        self.known.extend(records);
+        Ok(())
+    }
+
+    /// Reads the stored values of `oids` in one round trip per 10,000, so that the conflict
+    /// checks and index maintenance that follow need none.
+    pub(crate) fn prefetch(&mut self, oids: &[Oid]) -> Result<(), StoreError> {
+        let wanted: Vec<Oid> =
+            oids.iter().copied().filter(|oid| !self.records.contains_key(oid) && !self.known.contains_key(oid)).collect();
+        for chunk in wanted.chunks(10_000) {
+            let keys: Vec<i64> = chunk.iter().map(|&oid| sql_oid(oid)).collect();
+            let rows = self.with(|conn| conn.query("SELECT oid, value FROM copal_records WHERE oid = ANY($1)", &[&keys]))?;
+            self.known.extend(chunk.iter().map(|&oid| (oid, None)));
+            self.known.extend(rows.iter().map(|row| (from_sql_oid(row.get(0)), Some(row.get(1)))));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<Option<u64>, StoreError> {
+        self.with(|conn| conn.meta_u64(key))
+    }
+
+    pub(crate) fn setting(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let rows = self.with(|conn| conn.query("SELECT value FROM copal_settings WHERE key = $1", &[&key]))?;
+        Ok(rows.first().map(|row| row.get(0)))
+    }
+
+    /// Sets (`Some`) or removes (`None`) the setting `key`.
+    pub(crate) fn put_setting(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
+        self.with(|conn| match value {
+            Some(value) => conn
+                .execute(
+                    "INSERT INTO copal_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                    &[&key, &value],
+                )
+                .map(drop),
+            None => conn.execute("DELETE FROM copal_settings WHERE key = $1", &[&key]).map(drop),
+        })
+    }
+
+    pub(crate) fn put_meta_u64(&mut self, key: &[u8], value: u64) -> Result<(), StoreError> {
+        let value = value as i64;
+        self.with(|conn| {
+            conn.execute(
+                "INSERT INTO copal_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                &[&key, &value],
+            )
+            .map(drop)
+        })
+    }
+
+    pub(crate) fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
+        if let Some(value) = self.records.get(&oid).or_else(|| self.known.get(&oid)) {
+            return Ok(value.as_deref().map(Cow::Borrowed));
+        }
+        Ok(self.with(|conn| conn.get(oid))?.map(Cow::Owned))
+    }
+
+    pub(crate) fn last_oid(&mut self, first: Oid, end: Oid) -> Result<Option<Oid>, StoreError> {
+        self.flush()?;
+        let (first, last) = (sql_oid(first), sql_oid(end - 1));
+        let rows = self.with(|conn| {
+            conn.query(
+                "SELECT oid FROM copal_records WHERE oid >= $1 AND oid <= $2 ORDER BY oid DESC LIMIT 1",
+                &[&first, &last],
+            )
+        })?;
+        Ok(rows.first().map(|row| from_sql_oid(row.get(0))))
+    }
+
+    pub(crate) fn put_record(&mut self, oid: Oid, value: &[u8]) -> Result<(), StoreError> {
+        self.records.insert(oid, Some(value.to_vec()));
+        Ok(())
+    }
+
+    pub(crate) fn delete_record(&mut self, oid: Oid) -> Result<(), StoreError> {
+        self.records.insert(oid, None);
+        Ok(())
+    }
+
+    pub(crate) fn scan_records(
+        &mut self,
+        first: Oid,
+        end: Option<Oid>,
+        visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.flush()?;
+        scan_records(first, end, |from, last| self.with(|conn| conn.records_page(from, last)), visit)
+    }
+
+    pub(crate) fn put_descriptor(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
+        self.with(|conn| {
+            conn.execute("INSERT INTO copal_descriptors (id, value) VALUES ($1, $2)", &[&i64::from(id), &bytes]).map(drop)
+        })
+    }
+
+    pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        visit_id_rows(&self.with(Conn::index_defs)?, visit)
+    }
+
+    pub(crate) fn put_index_def(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
+        self.with(|conn| {
+            conn.execute(
+                "INSERT INTO copal_index_defs (id, value) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value",
+                &[&i64::from(id), &bytes],
+            )
+            .map(drop)
+        })
+    }
+
+    pub(crate) fn drop_index(&mut self, id: u32) -> Result<(), StoreError> {
+        self.flush()?;
+        let (lo, hi) = (id.to_be_bytes().to_vec(), (id + 1).to_be_bytes().to_vec());
+        self.with(|conn| {
+            conn.execute("DELETE FROM copal_index_defs WHERE id = $1", &[&i64::from(id)])?;
+            conn.execute("DELETE FROM copal_index_entries WHERE key >= $1 AND key < $2", &[&lo, &hi]).map(drop)
+        })
+    }
+
+    pub(crate) fn put_entry(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        self.entries.insert(key.to_vec(), true);
+        Ok(())
+    }
+
+    pub(crate) fn delete_entry(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        self.entries.insert(key.to_vec(), false);
+        Ok(())
+    }
+
+    pub(crate) fn scan_entries(
+        &mut self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        visit: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        self.flush()?;
+        scan_entries(lo, hi, false, |lo, hi, desc| self.with(|conn| conn.entries_page(lo, hi, desc)), visit)
+    }
+
+    pub(crate) fn put_log(&mut self, tid: u64, entry: &[u8]) -> Result<(), StoreError> {
+        let tid = tid as i64;
+        self.with(|conn| conn.execute("INSERT INTO copal_log (tid, oids) VALUES ($1, $2)", &[&tid, &entry]).map(drop))
+    }
+
+    pub(crate) fn prune_log(&mut self, cutoff: u64) -> Result<(), StoreError> {
+        let cutoff = cutoff as i64;
+        self.with(|conn| conn.execute("DELETE FROM copal_log WHERE tid < $1", &[&cutoff]).map(drop))
+    }
+
+    /// Sends the buffered writes and commits. On failure the server rolls the whole transaction
+    /// back: nothing of it is visible.
+    pub(crate) fn commit(mut self) -> Result<(), StoreError> {
+        self.flush()?;
+        let conn = self.conn.get_mut().take();
+        let Some(mut conn) = conn else {
+            return Err(StoreError::Storage { message: "PostgreSQL: the commit's connection is gone".to_owned() });
+        };
+        conn.client.batch_execute("COMMIT")?;
+        self.pool.give_back(conn, false);
+        Ok(())
+    }
+}
+
+impl DescriptorTable for PgWrite {
+    fn descriptors_after(&self, known: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        visit_id_rows(&self.with(|conn| conn.descriptors_after(known))?, visit)
+    }
+}
+
+impl Drop for PgWrite {
+    /// A commit dropped before `commit` rolls back (`give_back` ends the transaction).
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.get_mut().take() {
+            self.pool.give_back(conn, true);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sql_oids_keep_oid_order() {
+        let oids = [0u64, 1, 1 << 48, (1 << 63) - 1, 1 << 63, u64::MAX];
+        for pair in oids.windows(2) {
+            assert!(sql_oid(pair[0]) < sql_oid(pair[1]));
+        }
+        assert!(oids.iter().all(|&oid| from_sql_oid(sql_oid(oid)) == oid));
+    }
+
+    #[test]
+    fn passwords_stay_out_of_locations() {
+        assert_eq!(without_password("postgresql://ann:secret@db:5432/app"), "postgresql://ann@db:5432/app");
+        assert_eq!(without_password("postgres://db/app"), "postgres://db/app");
+    }
+}
