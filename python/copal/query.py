@@ -284,15 +284,13 @@ class Query(Generic[T]):
         self._only = only
 
     def _with(self, **changes: Any) -> Query[T]:
-        state: dict[str, Any] = {
-            "node": self._node,
-            "order": self._order,
-            "offset": self._offset,
-            "limit": self._limit,
-            "only": self._only,
-        }
-        state.update(changes)
-        return Query(self._tx, self._cls, **state)
+        """A copy with some of the ``_node``, ``_order``, ``_offset``, ``_limit``, ``_only``
+        attributes changed (queries are immutable: each builder method returns a new one)."""
+        clone: Query[T] = object.__new__(Query)
+        clone.__dict__.update(self.__dict__)
+        for name, value in changes.items():
+            setattr(clone, "_" + name, value)
+        return clone
 
     # -- building ------------------------------------------------------------------------------
     def where(self, *conditions: Expr, **equalities: Any) -> Query[T]:

@@ -91,6 +91,13 @@ impl<'a> Reader<'a> {
     }
 
     pub fn varint(&mut self) -> Result<u64, DecodeError> {
+        // Most varints (lengths, small ints, descriptor ids) fit in one byte.
+        if let Some(&byte) = self.data.get(self.pos) {
+            if byte < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(byte));
+            }
+        }
         let start = self.pos;
         let mut value: u64 = 0;
         for i in 0..MAX_VARINT_LEN {
@@ -127,6 +134,17 @@ impl<'a> Reader<'a> {
             return Err(DecodeError::LengthTooLarge { offset, length: len });
         }
         Ok(len as usize)
+    }
+
+    /// Moves past a length-prefixed byte string (as `length_prefixed`, without returning it).
+    pub fn skip_length_prefixed(&mut self) -> Result<(), DecodeError> {
+        let offset = self.pos;
+        let len = self.varint()?;
+        if len > self.remaining() as u64 {
+            return Err(DecodeError::LengthTooLarge { offset, length: len });
+        }
+        self.pos += len as usize;
+        Ok(())
     }
 
     pub fn length_prefixed(&mut self) -> Result<&'a [u8], DecodeError> {

@@ -335,7 +335,7 @@ impl<'a, 's, D: DescriptorSource + ?Sized> FieldReader<'a, 's, D> {
             }
             tag::STR | tag::BYTES => {
                 r.u8()?;
-                r.length_prefixed()?;
+                r.skip_length_prefixed()?;
             }
             _ => {
                 self.walk.value(r, 0)?;

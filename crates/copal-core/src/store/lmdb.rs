@@ -203,11 +203,12 @@ impl Tables {
         mut visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         let first = first.to_be_bytes();
-        let end = end.map(u64::to_be_bytes);
-        let range = (Bound::Included(&first[..]), end.as_ref().map_or(Bound::Unbounded, |e| Bound::Excluded(&e[..])));
-        for entry in self.records.range(txn, &range)? {
+        // Open-ended, stopping at `end` by comparing ids: a bounded range would compare every
+        // key with the end key (a memcmp per record of a scan).
+        for entry in self.records.range(txn, &(Bound::Included(&first[..]), Bound::Unbounded))? {
             let (key, value) = entry?;
-            if !visit(read_u64_key(key, "record")?, value)? {
+            let oid = read_u64_key(key, "record")?;
+            if end.is_some_and(|end| oid >= end) || !visit(oid, value)? {
                 break;
             }
         }
