@@ -116,3 +116,40 @@ def test_rust_store_tests_pass_against_the_session_server(pg_server: PgServer) -
     assert result.returncode == 0, result.stdout + result.stderr
     assert "skipped" not in result.stderr, result.stderr
     assert "19 passed" in result.stdout, result.stdout
+
+
+def test_libpq_environment_variables_and_services_complete_the_url(
+    pg_server: PgServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    url = pg_server.create_database()
+    dbname = url.rsplit("/", 1)[1]
+    for variable in ("PGHOST", "PGPORT", "PGUSER", "PGPASSWORD", "PGDATABASE", "PGSERVICE", "PGSERVICEFILE"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("PGHOST", "127.0.0.1")
+    monkeypatch.setenv("PGPORT", str(pg_server.port))
+    monkeypatch.setenv("PGUSER", "postgres")
+    db = copal.open(f"postgresql:///{dbname}")  # host, port and user from the environment
+    try:
+        with db.transaction() as tx:
+            tx.root["c"] = Counter(7)
+    finally:
+        db.close()
+    services = tmp_path / "pg_service.conf"
+    services.write_text(f"[copal-test]\nhost=127.0.0.1\nport={pg_server.port}\ndbname={dbname}\n")
+    monkeypatch.setenv("PGSERVICEFILE", str(services))
+    monkeypatch.setenv("PGPORT", "1")  # the service's port comes before the environment's
+    db = copal.open("postgresql://?service=copal-test")
+    try:
+        with db.transaction() as tx:
+            assert tx.root["c"].value == 7
+    finally:
+        db.close()
+    monkeypatch.setenv("PGSERVICE", "copal-test")
+    db = copal.open("postgresql://")
+    try:
+        with db.transaction() as tx:
+            assert tx.root["c"].value == 7
+    finally:
+        db.close()
+    with pytest.raises(StorageError, match="no \\[absent\\] section"):
+        copal.open("postgresql://?service=absent")

@@ -297,9 +297,7 @@ pub(crate) struct PgBackend {
 }
 
 pub(crate) fn open(url: &str, durable: bool, log_retention: u64) -> Result<Arc<Store>, StoreError> {
-    let config: Config = url.parse().map_err(|e| StoreError::Storage {
-        message: format!("invalid PostgreSQL URL {}: {e}", without_password(url)),
-    })?;
+    let config = super::pg_settings::connection_config(url, &|name| std::env::var(name).ok())?;
     let pool = Arc::new(Pool { config, durable, idle: Mutex::new(Vec::new()) });
     let (conn, ()) = pool.start(create_schema)?;
     pool.give_back(conn, false);
@@ -362,7 +360,7 @@ fn try_create_schema(conn: &mut Conn) -> Result<(), StoreError> {
 }
 
 /// The URL without its password, for messages and `repr`.
-fn without_password(url: &str) -> String {
+pub(crate) fn without_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
     let authority_end = rest.find('/').unwrap_or(rest.len());
     let (authority, path) = rest.split_at(authority_end);
