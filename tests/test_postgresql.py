@@ -7,9 +7,11 @@ Everything else (the storage behaviour both stores share) runs against PostgreSQ
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -153,3 +155,13 @@ def test_libpq_environment_variables_and_services_complete_the_url(
         db.close()
     with pytest.raises(StorageError, match="no \\[absent\\] section"):
         copal.open("postgresql://?service=absent")
+
+
+def test_info_names_a_postgresql_database_without_its_password(pg_server: PgServer) -> None:
+    url = pg_server.create_database().replace("postgres@", "postgres:s3cret@")
+    info = subprocess.run(
+        [sys.executable, "-m", "copal", "info", url, "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert info.returncode == 0, info.stderr
+    assert "s3cret" not in info.stdout
+    assert json.loads(info.stdout)["location"].startswith("postgresql://postgres")

@@ -21,7 +21,7 @@ def _info(args: argparse.Namespace) -> int:
     db = copal.open(args.db)
     try:
         with db.transaction() as tx:
-            info = {"path": db.path, "disk_bytes": db.disk_size(), "last_tid": tx.tid_seen, "roots": sorted(map(str, tx.root.keys()))}
+            info = {"location": db.location, "disk_bytes": db.disk_size(), "last_tid": tx.tid_seen, "roots": sorted(map(str, tx.root.keys()))}
         print(json.dumps(info, indent=2) if args.json else "\n".join(f"{k}: {v}" for k, v in info.items()))
     finally:
         db.close()

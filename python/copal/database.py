@@ -180,9 +180,14 @@ class Database:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __repr__(self) -> str:
+    @property
+    def location(self) -> str:
+        """Where the database lives: its directory, or its URL without the password."""
         location: str = self._store.location()
-        return f"<copal.Database {location!r}>"
+        return location
+
+    def __repr__(self) -> str:
+        return f"<copal.Database {self.location!r}>"
 
 
 def _is_postgresql_url(location: str) -> bool:
