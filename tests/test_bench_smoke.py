@@ -12,6 +12,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from copal.bench.whitepaper import WORKLOADS
 
@@ -72,3 +75,36 @@ def test_whitepaper_suite_runs_every_workload(tmp_path: Path) -> None:
     assert metrics["objects_W3c"]["copal"]["median"] >= graph
 
     assert "## N = 20 SerTest" in proc.stderr  # the table went to stderr
+
+
+def test_whitepaper_suite_runs_on_postgresql_against_relstorage(tmp_path: Path, pg_server: Any) -> None:
+    """copal's PostgreSQL store and ZODB + RelStorage on the same server (issue 5's comparison)."""
+    pytest.importorskip("relstorage")
+    pytest.importorskip("psycopg2")
+    systems = ["copal", "relstorage"]
+    cmd = [
+        sys.executable, "-c",
+        "import sys; from copal.bench.runner import main; sys.exit(main(sys.argv[1:]))",
+        "--scale", "5", "--reps", "1", "--systems", ",".join(systems), "--store", pg_server.url("{name}"),
+        "--json", "-", "--out", str(tmp_path / "out"), "--no-chart",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env(), cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["systems"] == systems, doc["meta"]["skipped_systems"]
+    [result] = doc["results"]
+    for workload in result["workloads"]:
+        for system in systems:
+            assert workload["results"][system]["errors"] == [], (workload["id"], system)
+    metrics = {m["id"]: m["results"] for m in result["metrics"]}
+    for system in systems:
+        assert metrics["size_after_W4"][system]["median"] > metrics["size_after_W3a"][system]["median"] > 0
+
+
+def test_relstorage_is_not_run_by_default_and_needs_a_postgresql_store() -> None:
+    from copal.bench.systems import DEFAULT_SYSTEMS, SYSTEMS
+
+    assert "relstorage" in SYSTEMS and "relstorage" not in DEFAULT_SYSTEMS
+    if importlib.util.find_spec("relstorage") is not None:
+        with pytest.raises(ValueError, match="--store postgresql://"):
+            SYSTEMS["relstorage"](store=None)
