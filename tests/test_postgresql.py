@@ -140,19 +140,19 @@ def test_libpq_environment_variables_and_services_complete_the_url(
     services.write_text(f"[copal-test]\nhost=127.0.0.1\nport={pg_server.port}\ndbname={dbname}\n")
     monkeypatch.setenv("PGSERVICEFILE", str(services))
     monkeypatch.setenv("PGPORT", "1")  # the service's port comes before the environment's
-    db = copal.open("postgresql://?service=copal-test")
-    try:
-        with db.transaction() as tx:
-            assert tx.root["c"].value == 7
-    finally:
-        db.close()
+
+    def counter_at(url: str) -> int:
+        db = copal.open(url)
+        try:
+            with db.transaction() as tx:
+                value: int = tx.root["c"].value
+                return value
+        finally:
+            db.close()
+
+    assert counter_at("postgresql://?service=copal-test") == 7
     monkeypatch.setenv("PGSERVICE", "copal-test")
-    db = copal.open("postgresql://")
-    try:
-        with db.transaction() as tx:
-            assert tx.root["c"].value == 7
-    finally:
-        db.close()
+    assert counter_at("postgresql://") == 7
     with pytest.raises(StorageError, match="no \\[absent\\] section"):
         copal.open("postgresql://?service=absent")
 
