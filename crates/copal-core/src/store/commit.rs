@@ -199,11 +199,13 @@ impl<'s> Commit<'s> {
     }
 
     pub fn put(&mut self, oid: Oid, record: &[u8]) -> Result<(), StoreError> {
+        // An id this commit allocated has no stored record yet (only its first write is fresh).
+        let fresh = self.fresh.remove(&oid);
         if !self.indexes.is_empty() {
-            let old = if self.fresh.remove(&oid) { None } else { self.stored_record(oid)? };
+            let old = if fresh { None } else { self.stored_record(oid)? };
             self.update_indexes(oid, old.as_deref(), Some(record))?;
         }
-        with_write!(&mut self.write, w => w.put_record(oid, &seal(record)))?;
+        with_write!(&mut self.write, w => w.put_record(oid, &seal(record), fresh))?;
         self.changed.push(oid);
         Ok(())
     }
@@ -212,7 +214,7 @@ impl<'s> Commit<'s> {
     /// which must be able to store bytes that do not decode.
     pub fn put_raw(&mut self, oid: Oid, record: &[u8], sealed: bool) -> Result<(), StoreError> {
         let value = if sealed { seal(record) } else { record.to_vec() };
-        with_write!(&mut self.write, w => w.put_record(oid, &value))?;
+        with_write!(&mut self.write, w => w.put_record(oid, &value, false))?;
         self.changed.push(oid);
         Ok(())
     }

@@ -423,7 +423,8 @@ impl<'s> LmdbWrite<'s> {
         }
     }
 
-    pub(crate) fn put_record(&mut self, oid: Oid, value: &[u8]) -> Result<(), StoreError> {
+    /// Writes the stored value of `oid` (`fresh`: it has no record yet, which LMDB need not know).
+    pub(crate) fn put_record(&mut self, oid: Oid, value: &[u8], _fresh: bool) -> Result<(), StoreError> {
         Ok(self.tables.records.put(&mut self.txn, &oid.to_be_bytes(), value)?)
     }
 

@@ -26,6 +26,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use postgres::types::ToSql;
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::types::Type;
 use postgres::{Client, Config, NoTls, Row, Statement};
 
 use super::error::StoreError;
@@ -519,6 +521,8 @@ pub(crate) struct PgWrite {
     pool: Arc<Pool>,
     /// Buffered record writes (None: delete), sent by `flush`.
     records: BTreeMap<Oid, Option<Vec<u8>>>,
+    /// Buffered records of new objects (no row yet), sent by `flush` with COPY.
+    fresh_records: BTreeMap<Oid, Vec<u8>>,
     /// Buffered index entry writes (false: delete), sent by `flush`.
     entries: BTreeMap<Vec<u8>, bool>,
     /// Stored values read ahead by `prefetch` or already flushed (None: no record). The commit
@@ -537,6 +541,7 @@ impl PgWrite {
             conn: RefCell::new(Some(conn)),
             pool: Arc::clone(&backend.pool),
             records: BTreeMap::new(),
+            fresh_records: BTreeMap::new(),
             entries: BTreeMap::new(),
             known: HashMap::new(),
         })
@@ -551,12 +556,21 @@ impl PgWrite {
 
     /// Sends the buffered record and index entry writes, one statement per kind.
     fn flush(&mut self) -> Result<(), StoreError> {
-        if self.records.is_empty() && self.entries.is_empty() {
+        if self.records.is_empty() && self.entries.is_empty() && self.fresh_records.is_empty() {
             return Ok(());
         }
-        let records = std::mem::take(&mut self.records);
+        let mut records = std::mem::take(&mut self.records);
         let entries = std::mem::take(&mut self.entries);
+        let fresh = std::mem::take(&mut self.fresh_records);
         self.with(|conn| {
+            if !fresh.is_empty() {
+                let sink = conn.client.copy_in("COPY copal_records (oid, value) FROM STDIN BINARY")?;
+                let mut writer = BinaryCopyInWriter::new(sink, &[Type::INT8, Type::BYTEA]);
+                for (oid, value) in &fresh {
+                    writer.write(&[&sql_oid(*oid), &value.as_slice()])?;
+                }
+                writer.finish()?;
+            }
             let (mut put_oids, mut put_values, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
             for (oid, value) in &records {
                 match value {
@@ -591,6 +605,7 @@ impl PgWrite {
             }
             Ok(())
         })?;
+        records.extend(fresh.into_iter().map(|(oid, value)| (oid, Some(value))));
         self.known.extend(records);
         Ok(())
     }
@@ -643,6 +658,9 @@ impl PgWrite {
     }
 
     pub(crate) fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
+        if let Some(value) = self.fresh_records.get(&oid) {
+            return Ok(Some(Cow::Borrowed(value)));
+        }
         if let Some(value) = self.records.get(&oid).or_else(|| self.known.get(&oid)) {
             return Ok(value.as_deref().map(Cow::Borrowed));
         }
@@ -661,13 +679,24 @@ impl PgWrite {
         Ok(rows.first().map(|row| from_sql_oid(row.get(0))))
     }
 
-    pub(crate) fn put_record(&mut self, oid: Oid, value: &[u8]) -> Result<(), StoreError> {
-        self.records.insert(oid, Some(value.to_vec()));
+    /// Buffers the stored value of `oid`. A `fresh` oid has no row yet (nor a buffered or
+    /// flushed one): it is sent with COPY, much cheaper than an upsert for a large commit.
+    pub(crate) fn put_record(&mut self, oid: Oid, value: &[u8], fresh: bool) -> Result<(), StoreError> {
+        if fresh && !self.known.contains_key(&oid) && !self.records.contains_key(&oid) {
+            self.fresh_records.insert(oid, value.to_vec());
+        } else if let Some(buffered) = self.fresh_records.get_mut(&oid) {
+            *buffered = value.to_vec();
+        } else {
+            self.records.insert(oid, Some(value.to_vec()));
+        }
         Ok(())
     }
 
     pub(crate) fn delete_record(&mut self, oid: Oid) -> Result<(), StoreError> {
-        self.records.insert(oid, None);
+        // A new object's record not sent yet never reaches the server.
+        if self.fresh_records.remove(&oid).is_none() {
+            self.records.insert(oid, None);
+        }
         Ok(())
     }
 
