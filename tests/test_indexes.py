@@ -284,3 +284,25 @@ def test_progress_bar_draws_only_large_work_on_a_terminal() -> None:
     pipe = io.StringIO()
     copal.ProgressBar(pipe, minimum=0)("index app.P(n)", 50, 200)
     assert pipe.getvalue() == ""
+
+
+def test_redefining_a_class_with_an_index_syncs_it_in_an_open_database(store: Any) -> None:
+    """A class redefined under the same name (a reload) is a change of the registry even though
+    the registry has as many entries as before."""
+
+    class Reloaded(Persistent):
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+    db = store.open()
+    with db.transaction() as tx:
+        tx.root["r"] = PersistentList(Reloaded(i) for i in range(10))
+    with db.transaction() as tx:
+        assert "scan" in tx.query(Reloaded).where(n=3).explain()
+
+    class Reloaded(Persistent):  # type: ignore[no-redef]  # the same stored type name
+        __copal_indexes__ = [Index("n")]
+
+    with db.transaction() as tx:
+        assert "index" in tx.query(Reloaded).where(n=3).explain()
+        assert tx.query(Reloaded).where(n=3).count() == 1

@@ -10,7 +10,7 @@ from . import _core
 from .errors import ConflictError
 from .evolution import declared_removals
 from .indexes import declared_indexes
-from .persistent import registry
+from .persistent import registry, registry_generation
 from .progress import Progress, ProgressBar
 from .transaction import Transaction
 
@@ -48,7 +48,7 @@ class Database:
         self._all: list[_core.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
-        # Indexes are synchronised with the class declarations when new classes appear.
+        # Indexes are synchronised with the class declarations when classes are (re)defined.
         self._indexes_synced_for = -1
 
     def transaction(self) -> Transaction:
@@ -73,12 +73,12 @@ class Database:
     def _sync_indexes(self, conn: _core.Connection) -> None:
         # Before the transaction's snapshot is taken, so that its queries see complete indexes.
         # Removed-field declarations are stored alongside, for `copal gc --schema`.
-        if self._indexes_synced_for == len(registry):
+        if self._indexes_synced_for == registry_generation[0]:
             return
         declared, owners = declared_indexes()
         conn.sync_indexes(declared, owners, self._progress)
         self._store.sync_removed(declared_removals())
-        self._indexes_synced_for = len(registry)
+        self._indexes_synced_for = registry_generation[0]
 
     def run(self, work: Callable[[Transaction], R], retries: int = 3) -> R:
         """Runs ``work(tx)`` in a transaction and commits it, retrying up to ``retries`` times

@@ -326,6 +326,16 @@ impl LmdbRead {
         self.tables.scan_records(&self.txn, first, end, visit)
     }
 
+    /// How many records have ids in `[first, end)`: a walk over the keys of the range.
+    pub(crate) fn count_records(&self, first: Oid, end: Oid) -> Result<u64, StoreError> {
+        let mut n = 0;
+        self.tables.scan_records(&self.txn, first, Some(end), |_, _| {
+            n += 1;
+            Ok(true)
+        })?;
+        Ok(n)
+    }
+
     /// The first tid the commit log still holds (None: the log is empty).
     pub(crate) fn first_logged(&self) -> Result<Option<u64>, StoreError> {
         match self.tables.log.first(&self.txn)? {

@@ -466,6 +466,17 @@ impl PgRead {
         scan_records(first, end, |from, last| self.with(|conn| conn.records_page(from, last)), visit)
     }
 
+    /// How many records have ids in `[first, end)`, counted by the server (no row is sent).
+    pub(crate) fn count_records(&self, first: Oid, end: Oid) -> Result<u64, StoreError> {
+        let rows = self.with(|conn| {
+            conn.query(
+                "SELECT count(*) FROM copal_records WHERE oid >= $1 AND oid <= $2",
+                &[&sql_oid(first), &sql_oid(end - 1)],
+            )
+        })?;
+        Ok(rows.first().map_or(0, |row| row.get::<_, i64>(0) as u64))
+    }
+
     pub(crate) fn first_logged(&self) -> Result<Option<u64>, StoreError> {
         let rows = self.with(|conn| conn.query("SELECT min(tid) FROM copal_log", &[]))?;
         Ok(rows.first().and_then(|row| row.get::<_, Option<i64>>(0)).map(|tid| tid as u64))

@@ -2,6 +2,7 @@
 //! never sees part of a later commit however long it runs (an LMDB read transaction).
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use super::checksum::{unseal, without_checksum};
@@ -141,15 +142,16 @@ impl Snapshot {
         result
     }
 
-    /// How many records of the class extent `counted(oid)` accepts, without checking them.
-    pub fn count_extent(&self, class: ClassNo, counted: impl Fn(Oid) -> bool) -> Result<u64, StoreError> {
+    /// How many records the class extent holds besides those of `excluded`, without reading
+    /// them (the backend counts; only excluded ids of the class are looked up).
+    pub fn count_extent(&self, class: ClassNo, excluded: &HashSet<Oid>) -> Result<u64, StoreError> {
         let (first, end) = class_extent(class);
-        let mut n = 0;
-        with_read!(&self.read, r => r.scan_records(first, Some(end), |oid, _| {
-            n += u64::from(counted(oid));
-            Ok(true)
-        }))?;
-        Ok(n)
+        let total = with_read!(&self.read, r => r.count_records(first, end))?;
+        let mut stored_excluded = 0;
+        for &oid in excluded.iter().filter(|oid| (first..end).contains(*oid)) {
+            stored_excluded += u64::from(self.read.get(oid)?.is_some());
+        }
+        Ok(total - stored_excluded)
     }
 
     /// Calls `visit(oid, stored value)` for every record of the store, unchecked, in oid order.
