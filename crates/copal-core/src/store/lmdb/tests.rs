@@ -7,7 +7,7 @@ use heed::types::Bytes;
 use heed::{Database, EnvOpenOptions};
 
 use super::*;
-use crate::format::make_oid;
+use crate::format::{class_extent, make_oid};
 use crate::store::checksum::seal;
 use crate::store::{Commit, Snapshot};
 
