@@ -82,11 +82,12 @@ pub(crate) struct Tables {
 pub(crate) struct LmdbBackend {
     env: Env<WithoutTls>,
     tables: Tables,
-    /// The record tables every transaction open so far may use, replaced (never changed in
-    /// place) when tables are opened.
+    /// The handles of the record tables opened so far, for the transactions that begin from
+    /// now on; replaced (never changed in place) when tables are opened.
     records: RwLock<Arc<RecordTables>>,
     /// Held while table handles may be opened: LMDB forbids opening tables in two transactions
-    /// of a process at once, and a write transaction may open some at any point until it ends.
+    /// of a process at once, and a write transaction may create a table at any point until it
+    /// ends.
     opening: Mutex<()>,
     path: PathBuf,
 }
