@@ -102,7 +102,7 @@ fn record_table_class(name: &[u8]) -> Result<ClassNo, StoreError> {
 pub(super) fn too_many_classes() -> StoreError {
     StoreError::Exhausted {
         message: format!(
-            "the database cannot store objects of more than {MAX_RECORD_TABLES} classes; \\
+            "the database cannot store objects of more than {MAX_RECORD_TABLES} classes; \
              store the objects of the new class in another database"
         ),
     }
