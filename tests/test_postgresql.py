@@ -91,13 +91,119 @@ def test_url_forms_and_bad_locations(pg_server: PgServer) -> None:
         copal.open(pg_server.url("no_such_database"))
 
 
-def test_a_schema_of_another_version_is_refused(pg_server: PgServer) -> None:
+COPAL_TABLES = ["copal_descriptors", "copal_index_defs", "copal_index_entries", "copal_log", "copal_meta",
+                "copal_records", "copal_schema_history", "copal_settings"]
+
+
+def database_name(url: str) -> str:
+    return url.rsplit("/", 1)[1]
+
+
+def test_init_creates_the_tables_once_and_reports_it(pg_server: PgServer) -> None:
     url = pg_server.create_database()
-    copal.open(url).close()
-    database = url.rsplit("/", 1)[1]
-    pg_server.psql("UPDATE copal_meta SET value = 99 WHERE key = 'format'::bytea", database)
-    with pytest.raises(SchemaError, match="version 99"):
+    report = copal.init(url)
+    assert report["location"] == url
+    assert (report["from_version"], report["to_version"]) == (0, 2)
+    assert report["created"] == COPAL_TABLES
+    assert len(report["steps"]) == 2
+    again = copal.init(url)
+    assert again == {"location": url, "from_version": 2, "to_version": 2, "steps": [], "created": []}
+    history = pg_server.psql("SELECT version, copal_version FROM copal_schema_history ORDER BY version",
+                             database_name(url))
+    assert history.split() == [f"1|{copal.__version__}", f"2|{copal.__version__}"]
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["x"] = Counter(1)
+    assert copal.init(url)["steps"] == []  # data in the tables changes nothing
+
+
+def make_version_1(pg_server: PgServer, url: str) -> None:
+    """Turns the current schema of ``url`` into version 1's: the tables of migration step 1
+    without the history table that step 2 adds."""
+    pg_server.psql("DROP TABLE copal_schema_history; UPDATE copal_meta SET value = 1 WHERE key = 'format'::bytea",
+                   database_name(url))
+
+
+def test_upgrade_migrates_version_1_and_keeps_the_data(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["c"] = Counter(5)
+        tx.root["items"] = PersistentList([Counter(i) for i in range(3)])
+    make_version_1(pg_server, url)
+    with pytest.raises(StorageError, match=f"schema version 1; .*copal upgrade {url}"):
         copal.open(url)
+    with pytest.raises(StorageError, match="copal upgrade"):
+        copal.init(url)
+    report = copal.upgrade(url)
+    assert (report["from_version"], report["to_version"]) == (1, 2)
+    assert report["created"] == ["copal_schema_history"]
+    assert len(report["steps"]) == 1 and "copal_schema_history" in report["steps"][0]
+    assert pg_server.psql("SELECT version FROM copal_schema_history", database_name(url)).split() == ["2"]
+    assert copal.upgrade(url)["from_version"] == 2
+    with copal.open(url) as db:
+        with db.transaction() as tx:
+            assert tx.root["c"].value == 5
+            assert [item.value for item in tx.root["items"]] == [0, 1, 2]
+            tx.root["c"].value = 6
+        with db.transaction() as tx:
+            assert tx.root["c"].value == 6
+        assert db.verify()["problems"] == []
+
+
+def test_a_failed_upgrade_changes_nothing(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    copal.init(url)
+    make_version_1(pg_server, url)
+    # Step 2 creates copal_schema_history; a table of that name already there makes it fail.
+    pg_server.psql("CREATE TABLE copal_schema_history (x int)", database_name(url))
+    with pytest.raises(StorageError, match="copal_schema_history"):
+        copal.upgrade(url)
+    assert pg_server.psql("SELECT value FROM copal_meta WHERE key = 'format'::bytea", database_name(url)).strip() == "1"
+
+
+def test_upgrade_needs_a_copal_database_and_newer_schemas_are_refused(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    with pytest.raises(StorageError, match=f"no copal tables to upgrade: `copal init {url}`"):
+        copal.upgrade(url)
+    assert pg_server.psql("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'copal%'", database_name(url)).strip() == "0"
+    copal.open(url).close()
+    pg_server.psql("UPDATE copal_meta SET value = 99 WHERE key = 'format'::bytea", database_name(url))
+    for attempt in (copal.open, copal.init, copal.upgrade):
+        with pytest.raises(StorageError, match="schema version 99, newer than this copal knows"):
+            attempt(url)
+
+
+def test_a_program_running_during_an_upgrade_cannot_commit_afterwards(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    with copal.open(url) as db:
+        with db.transaction() as tx:
+            tx.root["c"] = Counter(1)
+        # Another copal upgrades the tables while this program runs (simulated by a version
+        # this program does not know).
+        pg_server.psql("UPDATE copal_meta SET value = 3 WHERE key = 'format'::bytea", database_name(url))
+        with pytest.raises(StorageError, match="changed to schema version 3 while this program ran"):
+            with db.transaction() as tx:
+                tx.root["c"].value = 2
+    pg_server.psql("UPDATE copal_meta SET value = 2 WHERE key = 'format'::bytea", database_name(url))
+    with copal.open(url) as db, db.transaction() as tx:
+        assert tx.root["c"].value == 1
+
+
+def test_init_and_upgrade_of_the_embedded_store(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    with pytest.raises(StorageError, match="holds no copal database to upgrade"):
+        copal.upgrade(path)
+    assert not path.exists()
+    report = copal.init(path)
+    assert (report["from_version"], report["created"]) == (0, [str(path)])
+    version = report["to_version"]
+    assert version >= 1
+    with copal.open(path) as db, db.transaction() as tx:
+        tx.root["x"] = 1
+    assert copal.init(path) == {"location": str(path), "from_version": version, "to_version": version,
+                                "steps": [], "created": []}
+    assert copal.upgrade(path)["to_version"] == version
+    with copal.open(path) as db, db.transaction() as tx:
+        assert tx.root["x"] == 1
 
 
 def test_passwords_stay_out_of_repr(pg_server: PgServer) -> None:

@@ -26,7 +26,7 @@ use crate::format::{encode_root_record, oid_class, Descriptor, Oid, ROOT_CLASS, 
 type Table = Database<Bytes, Bytes>;
 
 const META_FORMAT: &[u8] = b"format";
-const STORE_FORMAT: u32 = 1;
+pub(crate) const STORE_FORMAT: u32 = 1;
 
 #[derive(Debug, Clone)]
 pub struct StoreOptions {

@@ -9,7 +9,10 @@
 //! | `copal_meta`          | key bytea PK, value bigint        | `meta`                         |
 //! | `copal_index_defs`    | id bigint PK, value bytea         | `index_defs`                   |
 //! | `copal_index_entries` | key bytea PK                      | `index_entries`                |
+//! | `copal_settings`      | key bytea PK, value bytea         | settings in `meta`             |
+//! | `copal_schema_history`| version bigint PK, applied_at, copal_version | (none)              |
 //!
+//! The tables are created and migrated between schema versions by `pg_schema.rs`.
 //! Oids are unsigned; they are stored as `oid XOR 2^63` so that bigint order is oid order (class
 //! extents stay contiguous key ranges). `bytea` compares as bytes, like LMDB keys.
 //!
@@ -31,21 +34,9 @@ use postgres::types::Type;
 use postgres::{Client, Config, NoTls, Row, Statement};
 
 use super::error::StoreError;
-use super::{Backend, DescriptorTable, IdVisitor, SettingVisitor, Store, META_TID};
-use crate::format::{encode_root_record, Descriptor, Oid, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID, ROOT_TYPE_NAME};
-
-/// The schema version this code reads and writes (`format` in `copal_meta`).
-const SCHEMA_VERSION: i64 = 1;
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS copal_meta (key bytea PRIMARY KEY, value bigint NOT NULL);
-CREATE TABLE IF NOT EXISTS copal_records (oid bigint PRIMARY KEY, value bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS copal_descriptors (id bigint PRIMARY KEY, value bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS copal_log (tid bigint PRIMARY KEY, oids bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS copal_index_defs (id bigint PRIMARY KEY, value bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS copal_index_entries (key bytea PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS copal_settings (key bytea PRIMARY KEY, value bytea NOT NULL);
-";
+use super::pg_schema::{self, Goal};
+use super::{Backend, DescriptorTable, IdVisitor, MigrationReport, SettingVisitor, Store, META_TID};
+use crate::format::Oid;
 
 /// Rows read per statement by range scans: a scan that stops early reads at most this many rows
 /// too many, and a long scan costs one round trip per page.
@@ -56,7 +47,7 @@ pub(crate) fn is_url(location: &str) -> bool {
     location.starts_with("postgresql://") || location.starts_with("postgres://")
 }
 
-fn sql_oid(oid: Oid) -> i64 {
+pub(crate) fn sql_oid(oid: Oid) -> i64 {
     (oid ^ (1 << 63)) as i64
 }
 
@@ -299,66 +290,24 @@ pub(crate) struct PgBackend {
 }
 
 pub(crate) fn open(url: &str, durable: bool, log_retention: u64) -> Result<Arc<Store>, StoreError> {
-    let config = super::pg_settings::connection_config(url, &|name| std::env::var(name).ok())?;
-    let pool = Arc::new(Pool { config, durable, idle: Mutex::new(Vec::new()) });
-    let (conn, ()) = pool.start(create_schema)?;
+    let location = without_password(url);
+    let pool = Arc::new(Pool { config: connection_config(url)?, durable, idle: Mutex::new(Vec::new()) });
+    // A new database gets its tables here; an older or newer schema is refused.
+    let (conn, _) = pool.start(|conn| pg_schema::prepare(&mut conn.client, &location, Goal::Create))?;
     pool.give_back(conn, false);
-    let backend = PgBackend { pool, location: without_password(url) };
+    let backend = PgBackend { pool, location };
     Ok(Arc::new(Store::new(Backend::Postgres(backend), log_retention)?))
 }
 
-/// Creates the tables and the empty root on first open and checks the schema version. Two
-/// processes opening a new database at once may both run `CREATE TABLE IF NOT EXISTS`, which
-/// PostgreSQL does not make atomic; the loser fails and retries, then finds the tables.
-fn create_schema(conn: &mut Conn) -> Result<(), StoreError> {
-    let mut attempts = 0;
-    loop {
-        match try_create_schema(conn) {
-            Err(StoreError::Storage { .. }) if attempts < 3 && !conn.client.is_closed() => {
-                conn.client.batch_execute("ROLLBACK")?;
-                attempts += 1;
-            }
-            other => return other,
-        }
-    }
+/// Creates (`Goal::Create`) or upgrades the copal tables of the database at `url` without
+/// opening a store on it.
+pub(crate) fn migrate(url: &str, goal: Goal) -> Result<MigrationReport, StoreError> {
+    let pool = Pool { config: connection_config(url)?, durable: true, idle: Mutex::new(Vec::new()) };
+    pg_schema::prepare(&mut pool.connect()?.client, &without_password(url), goal)
 }
 
-fn try_create_schema(conn: &mut Conn) -> Result<(), StoreError> {
-    conn.client.batch_execute("BEGIN")?;
-    conn.client.batch_execute(SCHEMA)?;
-    let root = Descriptor {
-        id: ROOT_DESCRIPTOR,
-        class_no: ROOT_CLASS,
-        type_name: ROOT_TYPE_NAME.to_owned(),
-        fields: vec!["data".to_owned()],
-    };
-    let inserted = conn.client.execute(
-        "INSERT INTO copal_meta (key, value) VALUES ('format'::bytea, $1) ON CONFLICT DO NOTHING",
-        &[&SCHEMA_VERSION],
-    )?;
-    if inserted == 1 {
-        conn.client.execute("INSERT INTO copal_meta (key, value) VALUES ($1, 0)", &[&META_TID])?;
-        conn.client.execute(
-            "INSERT INTO copal_descriptors (id, value) VALUES ($1, $2)",
-            &[&i64::from(ROOT_DESCRIPTOR), &root.encode()],
-        )?;
-        conn.client.execute(
-            "INSERT INTO copal_records (oid, value) VALUES ($1, $2)",
-            &[&sql_oid(ROOT_OID), &super::checksum::seal(&encode_root_record(0))],
-        )?;
-    }
-    let version: i64 = conn.client.query_one("SELECT value FROM copal_meta WHERE key = 'format'::bytea", &[])?.get(0);
-    if version != SCHEMA_VERSION {
-        conn.client.batch_execute("ROLLBACK")?;
-        return Err(StoreError::Incompatible {
-            message: format!(
-                "the copal schema in this PostgreSQL database has version {version}; this copal reads version \
-                 {SCHEMA_VERSION}: use the copal release that created it"
-            ),
-        });
-    }
-    conn.client.batch_execute("COMMIT")?;
-    Ok(())
+fn connection_config(url: &str) -> Result<Config, StoreError> {
+    super::pg_settings::connection_config(url, &|name| std::env::var(name).ok())
 }
 
 /// The URL without its password, for messages and `repr`.
@@ -542,11 +491,18 @@ pub(crate) struct PgWrite {
 }
 
 impl PgWrite {
-    /// Waits for the commit lock (other writers, in any process).
+    /// Waits for the commit lock (other writers, in any process, and upgrades of the schema),
+    /// then checks that the schema is still the one this process opened.
     pub(crate) fn begin(backend: &PgBackend) -> Result<PgWrite, StoreError> {
         let (conn, ()) = backend.pool.start(|conn| {
             conn.client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")?;
-            conn.query("SELECT value FROM copal_meta WHERE key = $1 FOR UPDATE", &[&META_TID]).map(drop)
+            // One statement: locking both rows costs no round trip more than locking the tid.
+            let rows = conn.query(
+                "SELECT key, value FROM copal_meta WHERE key = $1 OR key = $2 FOR UPDATE",
+                &[&META_TID, &pg_schema::META_FORMAT],
+            )?;
+            let version = rows.iter().find(|row| row.get::<_, &[u8]>(0) == pg_schema::META_FORMAT);
+            pg_schema::check_unchanged(version.map(|row| row.get(1)), &backend.location)
         })?;
         Ok(PgWrite {
             conn: RefCell::new(Some(conn)),
