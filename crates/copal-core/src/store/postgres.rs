@@ -38,6 +38,10 @@ use super::pg_schema::{self, Goal};
 use super::{Backend, DescriptorTable, IdVisitor, MigrationReport, SettingVisitor, Store, META_TID};
 use crate::format::Oid;
 
+/// Wanted ids at most this far apart are read as one key range by `records_near`: the few rows
+/// between them that nobody asked for cost less than another range's index descent.
+const RANGE_GAP: u64 = 4;
+
 /// Rows read per statement by range scans: a scan that stops early reads at most this many rows
 /// too many, and a long scan costs one round trip per page.
 const PAGE: i64 = 1000;
@@ -123,6 +127,32 @@ impl Conn {
     fn get(&mut self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
         let rows = self.query("SELECT value FROM copal_records WHERE oid = $1", &[&sql_oid(oid)])?;
         Ok(rows.into_iter().next().map(|row| row.get(0)))
+    }
+
+    /// The records of `oids` (in any order), and perhaps some between them, in one round trip.
+    /// They are read as key ranges, each run of nearby ids one range: `oid = ANY(list)` costs a
+    /// B-tree descent and a recheck per id, and for the 4,096 mostly consecutive ids of a
+    /// `load_closure` batch took ten times as long on the server as their ranges.
+    fn records_near(&mut self, oids: &[Oid]) -> Result<Vec<Row>, StoreError> {
+        let mut sorted = oids.to_vec();
+        sorted.sort_unstable();
+        let (mut starts, mut ends) = (Vec::new(), Vec::<Oid>::new());
+        for oid in sorted {
+            match ends.last_mut() {
+                Some(end) if oid - *end <= RANGE_GAP => *end = oid,
+                _ => {
+                    starts.push(oid);
+                    ends.push(oid);
+                }
+            }
+        }
+        let starts: Vec<i64> = starts.into_iter().map(sql_oid).collect();
+        let ends: Vec<i64> = ends.into_iter().map(sql_oid).collect();
+        self.query(
+            "SELECT r.oid, r.value FROM unnest($1::bigint[], $2::bigint[]) AS k (lo, hi) \
+             JOIN copal_records r ON r.oid >= k.lo AND r.oid <= k.hi",
+            &[&starts, &ends],
+        )
     }
 
     fn descriptors_after(&mut self, known: u32) -> Result<Vec<Row>, StoreError> {
@@ -393,10 +423,7 @@ impl PgRead {
         // Bounds the statement's size; a batch of the binding is usually smaller.
         const BATCH: usize = 10_000;
         for (chunk_no, chunk) in oids.chunks(BATCH).enumerate() {
-            let keys: Vec<i64> = chunk.iter().map(|&oid| sql_oid(oid)).collect();
-            let rows = self
-                .with(|conn| conn.query("SELECT oid, value FROM copal_records WHERE oid = ANY($1)", &[&keys]))
-                .map_err(&failed)?;
+            let rows = self.with(|conn| conn.records_near(chunk)).map_err(&failed)?;
             let found: HashMap<Oid, &[u8]> = rows.iter().map(|row| (from_sql_oid(row.get(0)), row.get(1))).collect();
             for (i, &oid) in chunk.iter().enumerate() {
                 let value = found.get(&oid).ok_or_else(|| missing(oid))?;
@@ -583,9 +610,9 @@ impl PgWrite {
         let wanted: Vec<Oid> =
             oids.iter().copied().filter(|oid| !self.records.contains_key(oid) && !self.known.contains_key(oid)).collect();
         for chunk in wanted.chunks(10_000) {
-            let keys: Vec<i64> = chunk.iter().map(|&oid| sql_oid(oid)).collect();
-            let rows = self.with(|conn| conn.query("SELECT oid, value FROM copal_records WHERE oid = ANY($1)", &[&keys]))?;
+            let rows = self.with(|conn| conn.records_near(chunk))?;
             self.known.extend(chunk.iter().map(|&oid| (oid, None)));
+            // Rows between the wanted ones are kept too: they are as current as the others.
             self.known.extend(rows.iter().map(|row| (from_sql_oid(row.get(0)), Some(row.get(1)))));
         }
         Ok(())
