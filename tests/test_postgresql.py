@@ -12,14 +12,16 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
 import copal
 from copal import PersistentList, SchemaError, StorageError
 from helpers.models import Counter
-from helpers.pgserver import PgServer, free_port
+from helpers.pgserver import PgServer, find_binary, free_port, make_certificate, start_server
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,6 +56,83 @@ def test_server_restart_is_a_storage_error_then_the_next_transaction_reconnects(
             assert tx.root["c"].value == 4
     finally:
         db.close()
+
+
+def test_a_server_that_is_down_is_a_storage_error_until_it_is_back(pg_server: PgServer) -> None:
+    db = copal.open(pg_server.create_database())
+    try:
+        with db.transaction() as tx:
+            tx.root["c"] = Counter(1)
+        pg_server.stop()
+        try:
+            with pytest.raises(StorageError, match="PostgreSQL"):
+                db.transaction()
+            with pytest.raises(StorageError, match="PostgreSQL"):
+                copal.open(pg_server.url())
+        finally:
+            pg_server.start()
+        with db.transaction() as tx:
+            tx.root["c"].value += 1
+        with db.transaction() as tx:
+            assert tx.root["c"].value == 2
+    finally:
+        db.close()
+
+
+def test_a_statement_timeout_fails_the_commit_and_writes_nothing(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    db = copal.open(url + "?options=-c%20statement_timeout%3D300")
+    try:
+        with db.transaction() as tx:
+            tx.root["c"] = Counter(1)
+        # Another session holds the commit lock (the tid row) for longer than the timeout.
+        holder = subprocess.Popen(
+            [find_binary("psql") or "psql", "-X", "-q", url, "-c",
+             "BEGIN; SELECT 1 FROM copal_meta WHERE key = 'tid'::bytea FOR UPDATE; SELECT pg_sleep(3); COMMIT;"],
+            stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while "pg_sleep" not in pg_server.psql("SELECT query FROM pg_stat_activity WHERE state = 'active'"):
+                assert time.monotonic() < deadline, "the lock holder did not start"
+                time.sleep(0.05)
+            with pytest.raises(StorageError, match="statement timeout.*SQLSTATE 57014"):
+                with db.transaction() as tx:
+                    tx.root["c"].value = 2
+        finally:
+            holder.wait(timeout=60)
+        with db.transaction() as tx:
+            assert tx.root["c"].value == 1
+            tx.root["c"].value = 3
+        with db.transaction() as tx:
+            assert tx.root["c"].value == 3
+    finally:
+        db.close()
+
+
+def test_durable_false_turns_synchronous_commit_off_and_commits_stay_visible(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    # The server logs every statement of this database's sessions, so the test sees copal's.
+    pg_server.psql(f"ALTER DATABASE {database_name(url)} SET log_statement = 'all'")
+
+    def statements_logged_by(work: Callable[[], None]) -> str:
+        start = pg_server.log.stat().st_size
+        work()
+        with pg_server.log.open() as log:
+            log.seek(start)
+            return log.read()
+
+    def write(durable: bool, value: int) -> None:
+        with copal.open(url, durable=durable) as db:
+            with db.transaction() as tx:
+                tx.root["c"] = Counter(value)
+            with copal.open(url) as other, other.transaction() as tx:
+                assert tx.root["c"].value == value  # committed, visible to every other session
+
+    durable_log = statements_logged_by(lambda: write(True, 1))
+    fast_log = statements_logged_by(lambda: write(False, 2))
+    assert "COMMIT" in durable_log and "COMMIT" in fast_log
+    assert "synchronous_commit" not in durable_log
+    assert "SET synchronous_commit = off" in fast_log
 
 
 def test_two_databases_on_one_server_are_independent(pg_server: PgServer) -> None:
@@ -271,3 +350,65 @@ def test_info_names_a_postgresql_database_without_its_password(pg_server: PgServ
     assert info.returncode == 0, info.stderr
     assert "s3cret" not in info.stdout
     assert json.loads(info.stdout)["location"].startswith("postgresql://postgres")
+
+
+@pytest.fixture(scope="module")
+def tls_server(pg_server: PgServer) -> Iterator[PgServer]:
+    """A second cluster, with TLS on (the session's has none, so that the other tests keep
+    testing plain connections)."""
+    try:
+        server = start_server(tls=True)
+    except FileNotFoundError as error:
+        pytest.skip(f"cannot start a TLS cluster: {error}")
+    yield server
+    server.destroy()
+
+
+def tls_connections(server: PgServer, url: str) -> set[str]:
+    """Whether the connections to the database of ``url`` use TLS ('t' or 'f')."""
+    return set(server.psql("SELECT ssl FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) "
+                           f"WHERE datname = '{database_name(url)}'").split())
+
+
+def test_connections_use_tls_as_sslmode_says(tls_server: PgServer) -> None:
+    url = tls_server.create_database()
+    root = tls_server.certificate
+    # prefer (the default): TLS, since the server offers it; the certificate is not checked.
+    for query in ("", "?sslmode=require", f"?sslmode=verify-ca&sslrootcert={root}",
+                  f"?sslmode=verify-full&sslrootcert={root}"):
+        with copal.open(url + query) as db:
+            with db.transaction() as tx:
+                tx.root["query"] = query
+            assert tls_connections(tls_server, url) == {"t"}, query
+    with copal.open(url + "?sslmode=disable") as db:
+        with db.transaction() as tx:
+            assert tx.root["query"].endswith("verify-full&sslrootcert=" + str(root))
+        assert tls_connections(tls_server, url) == {"f"}
+
+
+def test_a_certificate_from_an_untrusted_authority_is_refused(tls_server: PgServer, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    url = tls_server.create_database()
+    other_root = tmp_path / "other.crt"
+    make_certificate(other_root, tmp_path / "other.key")
+    with pytest.raises(StorageError, match="certificate verify failed"):
+        copal.open(f"{url}?sslmode=verify-full&sslrootcert={other_root}")
+    monkeypatch.setenv("PGSSLMODE", "verify-ca")
+    monkeypatch.setenv("PGSSLROOTCERT", str(other_root))
+    with pytest.raises(StorageError, match="certificate verify failed"):
+        copal.open(url)
+    monkeypatch.setenv("PGSSLROOTCERT", str(tmp_path / "missing.crt"))
+    with pytest.raises(StorageError, match="missing.crt does not exist"):
+        copal.open(url)
+
+
+def test_tls_demanded_of_a_server_without_it_is_a_storage_error(pg_server: PgServer,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    url = pg_server.create_database()
+    with pytest.raises(StorageError, match="server does not support TLS"):
+        copal.open(url + "?sslmode=require")
+    monkeypatch.setenv("PGSSLMODE", "require")
+    with pytest.raises(StorageError, match="server does not support TLS"):
+        copal.init(url)
+    with copal.open(url + "?sslmode=prefer") as db, db.transaction() as tx:  # the URL's mode wins
+        tx.root["x"] = 1

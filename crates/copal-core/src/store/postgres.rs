@@ -31,7 +31,8 @@ use std::sync::{Arc, Mutex};
 use postgres::types::ToSql;
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::Type;
-use postgres::{Client, Config, NoTls, Row, Statement};
+use postgres::{Client, Config, Row, Statement};
+use postgres_openssl::MakeTlsConnector;
 
 use super::error::StoreError;
 use super::pg_schema::{self, Goal};
@@ -71,7 +72,12 @@ impl From<postgres::Error> for StoreError {
             None if error.is_closed() => {
                 "PostgreSQL: the connection to the server was lost; the next transaction reconnects".to_owned()
             }
-            None => format!("PostgreSQL: {error}"),
+            // The client's message names the kind of failure; its source says what happened
+            // ("Connection refused", "certificate verify failed").
+            None => match std::error::Error::source(&error) {
+                Some(cause) => format!("PostgreSQL: {error}: {cause}"),
+                None => format!("PostgreSQL: {error}"),
+            },
         };
         StoreError::Storage { message }
     }
@@ -262,11 +268,18 @@ fn scan_entries(
 /// Idle connections of one database, shared by its snapshots and commits.
 struct Pool {
     config: Config,
+    /// Secures new connections as the URL's `sslmode` says (pg_settings.rs).
+    tls: MakeTlsConnector,
     durable: bool,
     idle: Mutex<Vec<Conn>>,
 }
 
 impl Pool {
+    fn new(url: &str, durable: bool) -> Result<Pool, StoreError> {
+        let (config, tls) = super::pg_settings::connection_config(url, &|name| std::env::var(name).ok())?;
+        Ok(Pool { config, tls: tls.connector()?, durable, idle: Mutex::new(Vec::new()) })
+    }
+
     /// Runs `start` (which begins a transaction) on an idle connection, or on a new one when
     /// there is none or when the idle one turns out to be dead: after a server restart every
     /// idle connection is, so they are all dropped and the transaction starts on a fresh one
@@ -296,7 +309,7 @@ impl Pool {
     }
 
     fn connect(&self) -> Result<Conn, StoreError> {
-        let mut client = self.config.connect(NoTls)?;
+        let mut client = self.config.connect(self.tls.clone())?;
         if !self.durable {
             // Like LMDB's NO_SYNC: a server crash may lose the last commits, never corrupts.
             client.batch_execute("SET synchronous_commit = off")?;
@@ -321,7 +334,7 @@ pub(crate) struct PgBackend {
 
 pub(crate) fn open(url: &str, durable: bool, log_retention: u64) -> Result<Arc<Store>, StoreError> {
     let location = without_password(url);
-    let pool = Arc::new(Pool { config: connection_config(url)?, durable, idle: Mutex::new(Vec::new()) });
+    let pool = Arc::new(Pool::new(url, durable)?);
     // A new database gets its tables here; an older or newer schema is refused.
     let (conn, _) = pool.start(|conn| pg_schema::prepare(&mut conn.client, &location, Goal::Create))?;
     pool.give_back(conn, false);
@@ -332,12 +345,8 @@ pub(crate) fn open(url: &str, durable: bool, log_retention: u64) -> Result<Arc<S
 /// Creates (`Goal::Create`) or upgrades the copal tables of the database at `url` without
 /// opening a store on it.
 pub(crate) fn migrate(url: &str, goal: Goal) -> Result<MigrationReport, StoreError> {
-    let pool = Pool { config: connection_config(url)?, durable: true, idle: Mutex::new(Vec::new()) };
+    let pool = Pool::new(url, true)?;
     pg_schema::prepare(&mut pool.connect()?.client, &without_password(url), goal)
-}
-
-fn connection_config(url: &str) -> Result<Config, StoreError> {
-    super::pg_settings::connection_config(url, &|name| std::env::var(name).ok())
 }
 
 /// The URL without its password, for messages and `repr`.
