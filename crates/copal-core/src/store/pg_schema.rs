@@ -100,9 +100,14 @@ pub(crate) fn prepare(client: &mut Client, location: &str, goal: Goal) -> Result
 fn try_prepare(client: &mut Client, location: &str, goal: Goal) -> Result<MigrationReport, StoreError> {
     // Dropping the transaction without commit rolls it back.
     let mut tx = client.transaction()?;
-    let tables_before = copal_tables(&mut tx)?;
-    let from = stored_version(&mut tx)?;
+    // The usual case, an open of a current database, takes no lock and writes nothing.
+    let mut from = stored_version(&mut tx, false)?;
     check_version(from, location, goal)?;
+    if from > 0 && from < SCHEMA_VERSION {
+        // Another upgrade may have finished (or be running) since: read again under the lock.
+        from = stored_version(&mut tx, true)?;
+        check_version(from, location, goal)?;
+    }
     let mut report = MigrationReport {
         location: location.to_owned(),
         from_version: from as u32,
@@ -112,11 +117,7 @@ fn try_prepare(client: &mut Client, location: &str, goal: Goal) -> Result<Migrat
     if from == SCHEMA_VERSION {
         return Ok(report);
     }
-    if from > 0 {
-        // Waits for the commit running now and keeps later ones out until the upgrade is done
-        // (DDL of a step takes its own locks too, but only on the tables it alters).
-        tx.execute("SELECT value FROM copal_meta WHERE key = $1 FOR UPDATE", &[&META_TID])?;
-    }
+    let tables_before = copal_tables(&mut tx)?;
     for step in &MIGRATIONS[from as usize..] {
         (step.apply)(&mut tx)?;
         report.steps.push(step.summary.to_owned());
@@ -135,16 +136,21 @@ fn try_prepare(client: &mut Client, location: &str, goal: Goal) -> Result<Migrat
     Ok(report)
 }
 
-/// The schema version stored in the database (0: no copal tables). The version row is locked
-/// until the transaction ends, so that two upgrades (or an upgrade and a creation) run one
-/// after the other, the second finding the work done.
-fn stored_version(tx: &mut Transaction<'_>) -> Result<i64, StoreError> {
+/// The schema version stored in the database (0: no copal tables). With `lock`, the version
+/// and tid rows stay locked until the transaction ends: two upgrades run one after the other
+/// (the second finds the work done), and commits wait until the upgrade is over.
+fn stored_version(tx: &mut Transaction<'_>, lock: bool) -> Result<i64, StoreError> {
     let exists: bool = tx.query_one("SELECT to_regclass('copal_meta') IS NOT NULL", &[])?.get(0);
     if !exists {
         return Ok(0);
     }
-    let rows = tx.query("SELECT value FROM copal_meta WHERE key = $1 FOR UPDATE", &[&META_FORMAT])?;
-    Ok(rows.first().map_or(0, |row| row.get(0)))
+    let rows = if lock {
+        tx.query("SELECT key, value FROM copal_meta WHERE key = $1 OR key = $2 FOR UPDATE", &[&META_FORMAT, &META_TID])?
+    } else {
+        tx.query("SELECT key, value FROM copal_meta WHERE key = $1", &[&META_FORMAT])?
+    };
+    let version = rows.iter().find(|row| row.get::<_, &[u8]>(0) == META_FORMAT);
+    Ok(version.map_or(0, |row| row.get(1)))
 }
 
 fn check_version(version: i64, location: &str, goal: Goal) -> Result<(), StoreError> {
