@@ -8,12 +8,19 @@
 //! `PGSSLMODE`, `PGSSLROOTCERT`): see `Tls`.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fmt::Debug;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Mutex;
 
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
 use postgres::config::SslMode;
+use postgres::tls::{MakeTlsConnect, TlsConnect};
 use postgres::Config;
 use postgres_openssl::MakeTlsConnector;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::error::StoreError;
 
@@ -35,8 +42,20 @@ pub(crate) enum Tls {
 }
 
 impl Tls {
-    /// A connector that secures connections as `self` says.
-    pub(crate) fn connector(&self) -> Result<MakeTlsConnector, StoreError> {
+    /// The OpenSSL connector for these settings, built once per process: building one loads the
+    /// system's certificate authorities (about 60 ms here), whether they are used or not.
+    fn connector(&self) -> Result<MakeTlsConnector, StoreError> {
+        static BUILT: Mutex<Vec<(Tls, MakeTlsConnector)>> = Mutex::new(Vec::new());
+        let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, connector)) = built.iter().find(|(tls, _)| tls == self) {
+            return Ok(connector.clone());
+        }
+        let connector = self.build_connector()?;
+        built.push((self.clone(), connector.clone()));
+        Ok(connector)
+    }
+
+    fn build_connector(&self) -> Result<MakeTlsConnector, StoreError> {
         let failed = |e: openssl::error::ErrorStack| StoreError::Storage { message: format!("PostgreSQL TLS setup: {e}") };
         let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(failed)?;
         let mut check_host = false;
@@ -57,6 +76,50 @@ impl Tls {
             Ok(())
         });
         Ok(connector)
+    }
+}
+
+/// Secures connections as its `Tls` says, building the OpenSSL connector on the first TLS
+/// handshake rather than for every pool: a connection to a server without TLS (`prefer`, the
+/// default) never needs one, and would otherwise pay for loading the certificate authorities.
+#[derive(Clone)]
+pub(crate) struct LazyTls(pub(crate) Tls);
+
+/// The handshake of one connection to `domain`, for `LazyTls`.
+pub(crate) struct LazyHandshake {
+    tls: Tls,
+    domain: String,
+}
+
+impl<S> MakeTlsConnect<S> for LazyTls
+where
+    S: AsyncRead + AsyncWrite + Unpin + Debug + Send + Sync + 'static,
+{
+    type Stream = postgres_openssl::TlsStream<S>;
+    type TlsConnect = LazyHandshake;
+    type Error = Infallible;
+
+    fn make_tls_connect(&mut self, domain: &str) -> Result<LazyHandshake, Infallible> {
+        Ok(LazyHandshake { tls: self.0.clone(), domain: domain.to_owned() })
+    }
+}
+
+impl<S> TlsConnect<S> for LazyHandshake
+where
+    S: AsyncRead + AsyncWrite + Unpin + Debug + Send + Sync + 'static,
+{
+    type Stream = postgres_openssl::TlsStream<S>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Stream, Self::Error>> + Send>>;
+
+    fn connect(self, stream: S) -> Self::Future {
+        let handshake = self.tls.connector().map_err(Self::Error::from).and_then(|mut connector| {
+            MakeTlsConnect::<S>::make_tls_connect(&mut connector, &self.domain).map_err(Self::Error::from)
+        });
+        match handshake {
+            Ok(handshake) => handshake.connect(stream),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        }
     }
 }
 

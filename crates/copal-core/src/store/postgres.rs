@@ -32,9 +32,9 @@ use postgres::types::ToSql;
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::Type;
 use postgres::{Client, Config, Row, Statement};
-use postgres_openssl::MakeTlsConnector;
 
 use super::error::StoreError;
+use super::pg_settings::LazyTls;
 use super::pg_schema::{self, Goal};
 use super::{Backend, DescriptorTable, IdVisitor, MigrationReport, SettingVisitor, Store, META_TID};
 use crate::format::Oid;
@@ -269,7 +269,7 @@ fn scan_entries(
 struct Pool {
     config: Config,
     /// Secures new connections as the URL's `sslmode` says (pg_settings.rs).
-    tls: MakeTlsConnector,
+    tls: LazyTls,
     durable: bool,
     idle: Mutex<Vec<Conn>>,
 }
@@ -277,7 +277,7 @@ struct Pool {
 impl Pool {
     fn new(url: &str, durable: bool) -> Result<Pool, StoreError> {
         let (config, tls) = super::pg_settings::connection_config(url, &|name| std::env::var(name).ok())?;
-        Ok(Pool { config, tls: tls.connector()?, durable, idle: Mutex::new(Vec::new()) })
+        Ok(Pool { config, tls: LazyTls(tls), durable, idle: Mutex::new(Vec::new()) })
     }
 
     /// Runs `start` (which begins a transaction) on an idle connection, or on a new one when
