@@ -13,15 +13,16 @@
 //! | `copal_schema_history`| version bigint PK, applied_at, copal_version | (none)              |
 //!
 //! The tables are created and migrated between schema versions by `pg_schema.rs`.
+//!
 //! Oids are unsigned; they are stored as `oid XOR 2^63` so that bigint order is oid order (class
 //! extents stay contiguous key ranges). `bytea` compares as bytes, like LMDB keys.
 //!
 //! Snapshots are REPEATABLE READ READ ONLY transactions; their first statement (reading the last
 //! tid) fixes the snapshot. Commits run at READ COMMITTED and start with `SELECT ... FOR UPDATE`
-//! of the `tid` row of `copal_meta`: that row lock serializes commits as LMDB's write lock does,
-//! and every later statement of the commit sees everything committed before it. Record and index
-//! entry writes are buffered and sent as one multi-row statement per table (before any range read
-//! of the commit, and at its end).
+//! of the `tid` (and `format`) rows of `copal_meta`: that lock serializes commits as LMDB's write
+//! lock does, and every later statement of the commit sees everything committed before it.
+//! Record and index entry writes are buffered and sent as one multi-row statement per table
+//! (before any range read of the commit, and at its end).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
