@@ -13,13 +13,14 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 
 import copal
-from copal import PersistentList, SchemaError, StorageError
+from copal import PersistentList, StorageError
 from helpers.models import Counter
 from helpers.pgserver import PgServer, find_binary, free_port, make_certificate, start_server
 
@@ -94,10 +95,7 @@ def test_a_statement_timeout_fails_the_commit_and_writes_nothing(pg_server: PgSe
              "BEGIN; SELECT 1 FROM copal_meta WHERE key = 'tid'::bytea FOR UPDATE; SELECT pg_sleep(3); COMMIT;"],
             stdout=subprocess.DEVNULL)
         try:
-            deadline = time.monotonic() + 30
-            while "pg_sleep" not in pg_server.psql("SELECT query FROM pg_stat_activity WHERE state = 'active'"):
-                assert time.monotonic() < deadline, "the lock holder did not start"
-                time.sleep(0.05)
+            wait_for_activity(pg_server, "pg_sleep")
             with pytest.raises(StorageError, match="statement timeout.*SQLSTATE 57014"):
                 with db.transaction() as tx:
                     tx.root["c"].value = 2
@@ -225,6 +223,34 @@ def test_upgrade_migrates_version_1_and_keeps_the_data(pg_server: PgServer) -> N
         with db.transaction() as tx:
             assert tx.root["c"].value == 6
         assert db.verify()["problems"] == []
+
+
+def test_concurrent_upgrades_migrate_once(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    copal.init(url)
+    make_version_1(pg_server, url)
+    # A session holds the version row, so both upgrades read version 1, then wait for it; the
+    # first to get it migrates, the second finds the work done.
+    holder = subprocess.Popen(
+        [find_binary("psql") or "psql", "-X", "-q", url, "-c",
+         "BEGIN; SELECT 1 FROM copal_meta WHERE key = 'format'::bytea FOR UPDATE; SELECT pg_sleep(2); COMMIT;"],
+        stdout=subprocess.DEVNULL)
+    try:
+        wait_for_activity(pg_server, "pg_sleep")
+        with ThreadPoolExecutor(2) as pool:
+            reports = list(pool.map(copal.upgrade, [url, url]))
+    finally:
+        holder.wait(timeout=60)
+    assert sorted(report["from_version"] for report in reports) == [1, 2]
+    assert sorted(len(report["steps"]) for report in reports) == [0, 1]
+
+
+def wait_for_activity(pg_server: PgServer, text: str) -> None:
+    """Waits until a running statement of the server contains ``text``."""
+    deadline = time.monotonic() + 30
+    while text not in pg_server.psql("SELECT query FROM pg_stat_activity WHERE state = 'active'"):
+        assert time.monotonic() < deadline, f"no statement with {text!r} started"
+        time.sleep(0.05)
 
 
 def test_a_failed_upgrade_changes_nothing(pg_server: PgServer) -> None:

@@ -165,7 +165,7 @@ pub(crate) fn connection_config(url: &str, env: &dyn Fn(&str) -> Option<String>)
         "user" => env("USER").or_else(|| env("LOGNAME")),
         _ => None,
     });
-    if config.get_ports().iter().any(|port| *port == 0) {
+    if config.get_ports().contains(&0) {
         return Err(invalid("port 0".to_owned()));
     }
     Ok((config, tls))
