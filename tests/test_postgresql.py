@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -90,17 +91,10 @@ def test_a_statement_timeout_fails_the_commit_and_writes_nothing(pg_server: PgSe
         with db.transaction() as tx:
             tx.root["c"] = Counter(1)
         # Another session holds the commit lock (the tid row) for longer than the timeout.
-        holder = subprocess.Popen(
-            [find_binary("psql") or "psql", "-X", "-q", url, "-c",
-             "BEGIN; SELECT 1 FROM copal_meta WHERE key = 'tid'::bytea FOR UPDATE; SELECT pg_sleep(3); COMMIT;"],
-            stdout=subprocess.DEVNULL)
-        try:
-            wait_for_activity(pg_server, "pg_sleep")
+        with holding_meta_row(pg_server, url, "tid", seconds=3):
             with pytest.raises(StorageError, match="statement timeout.*SQLSTATE 57014"):
                 with db.transaction() as tx:
                     tx.root["c"].value = 2
-        finally:
-            holder.wait(timeout=60)
         check_counter_then_set(db, 1, 3)
     finally:
         db.close()
@@ -231,26 +225,28 @@ def test_concurrent_upgrades_migrate_once(pg_server: PgServer) -> None:
     make_version_1(pg_server, url)
     # A session holds the version row, so both upgrades read version 1, then wait for it; the
     # first to get it migrates, the second finds the work done.
-    holder = subprocess.Popen(
-        [find_binary("psql") or "psql", "-X", "-q", url, "-c",
-         "BEGIN; SELECT 1 FROM copal_meta WHERE key = 'format'::bytea FOR UPDATE; SELECT pg_sleep(2); COMMIT;"],
-        stdout=subprocess.DEVNULL)
-    try:
-        wait_for_activity(pg_server, "pg_sleep")
-        with ThreadPoolExecutor(2) as pool:
-            reports = list(pool.map(copal.upgrade, [url, url]))
-    finally:
-        holder.wait(timeout=60)
+    with holding_meta_row(pg_server, url, "format", seconds=2), ThreadPoolExecutor(2) as pool:
+        reports = list(pool.map(copal.upgrade, [url, url]))
     assert sorted(report["from_version"] for report in reports) == [1, 2]
     assert sorted(len(report["steps"]) for report in reports) == [0, 1]
 
 
-def wait_for_activity(pg_server: PgServer, text: str) -> None:
-    """Waits until a running statement of the server contains ``text``."""
-    deadline = time.monotonic() + 30
-    while text not in pg_server.psql("SELECT query FROM pg_stat_activity WHERE state = 'active'"):
-        assert time.monotonic() < deadline, f"no statement with {text!r} started"
-        time.sleep(0.05)
+@contextmanager
+def holding_meta_row(pg_server: PgServer, url: str, key: str, seconds: float) -> Iterator[None]:
+    """Another session (psql) holds the ``copal_meta`` row ``key`` locked for ``seconds``, from
+    before the block starts; the block ends by waiting for that session to finish."""
+    holder = subprocess.Popen(
+        [find_binary("psql") or "psql", "-X", "-q", url, "-c",
+         f"BEGIN; SELECT 1 FROM copal_meta WHERE key = '{key}'::bytea FOR UPDATE; SELECT pg_sleep({seconds}); COMMIT;"],
+        stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while "pg_sleep" not in pg_server.psql("SELECT query FROM pg_stat_activity WHERE state = 'active'"):
+            assert time.monotonic() < deadline, "the session holding the lock did not start"
+            time.sleep(0.05)
+        yield
+    finally:
+        holder.wait(timeout=60)
 
 
 def test_a_failed_upgrade_changes_nothing(pg_server: PgServer) -> None:
