@@ -12,14 +12,18 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
 import copal
-from copal import PersistentList, SchemaError, StorageError
+from copal import PersistentList, StorageError
 from helpers.models import Counter
-from helpers.pgserver import PgServer, free_port
+from helpers.pgserver import PgServer, find_binary, free_port, make_certificate, start_server
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,14 +50,80 @@ def test_server_restart_is_a_storage_error_then_the_next_transaction_reconnects(
                 pg_server.restart()
                 tx.root["d"].value += tx.query(Counter).count()
         with db.transaction() as tx:
-            assert tx.root["c"].value == 2
             assert "new" not in tx.root
             assert tx.root["d"].value == 10
-            tx.root["c"].value = 4
-        with db.transaction() as tx:
-            assert tx.root["c"].value == 4
+        check_counter_then_set(db, 2, 4)
     finally:
         db.close()
+
+
+def check_counter_then_set(db: copal.Database, expected: int, new: int) -> None:
+    """``root["c"]`` of ``db`` holds ``expected``, and a commit setting it to ``new`` goes through."""
+    with db.transaction() as tx:
+        assert tx.root["c"].value == expected
+        tx.root["c"].value = new
+    with db.transaction() as tx:
+        assert tx.root["c"].value == new
+
+
+def test_a_server_that_is_down_is_a_storage_error_until_it_is_back(pg_server: PgServer) -> None:
+    db = copal.open(pg_server.create_database())
+    try:
+        with db.transaction() as tx:
+            tx.root["c"] = Counter(1)
+        pg_server.stop()
+        try:
+            with pytest.raises(StorageError, match="PostgreSQL"):
+                db.transaction()
+            with pytest.raises(StorageError, match="PostgreSQL"):
+                copal.open(pg_server.url())
+        finally:
+            pg_server.start()
+        check_counter_then_set(db, 1, 2)
+    finally:
+        db.close()
+
+
+def test_a_statement_timeout_fails_the_commit_and_writes_nothing(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    db = copal.open(url + "?options=-c%20statement_timeout%3D300")
+    try:
+        with db.transaction() as tx:
+            tx.root["c"] = Counter(1)
+        # Another session holds the commit lock (the tid row) for longer than the timeout.
+        with holding_meta_row(pg_server, url, "tid", seconds=3):
+            with pytest.raises(StorageError, match="statement timeout.*SQLSTATE 57014"):
+                with db.transaction() as tx:
+                    tx.root["c"].value = 2
+        check_counter_then_set(db, 1, 3)
+    finally:
+        db.close()
+
+
+def test_durable_false_turns_synchronous_commit_off_and_commits_stay_visible(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    # The server logs every statement of this database's sessions, so the test sees copal's.
+    pg_server.psql(f"ALTER DATABASE {database_name(url)} SET log_statement = 'all'")
+
+    def statements_logged_by(work: Callable[[], None]) -> str:
+        start = pg_server.log.stat().st_size
+        work()
+        with pg_server.log.open() as log:
+            log.seek(start)
+            return log.read()
+
+    def write(durable: bool, value: int) -> None:
+        with copal.open(url, durable=durable) as db:
+            with db.transaction() as tx:
+                tx.root["c"] = Counter(value)
+            with copal.open(url) as other, other.transaction() as tx:
+                assert tx.root["c"].value == value  # committed, visible to every other session
+
+    durable_log = statements_logged_by(lambda: write(True, 1))
+    fast_log = statements_logged_by(lambda: write(False, 2))
+    assert "COMMIT" in durable_log and "COMMIT" in fast_log
+    assert "synchronous_commit" not in durable_log
+    assert "SET synchronous_commit = off" in fast_log
 
 
 def test_two_databases_on_one_server_are_independent(pg_server: PgServer) -> None:
@@ -91,13 +161,149 @@ def test_url_forms_and_bad_locations(pg_server: PgServer) -> None:
         copal.open(pg_server.url("no_such_database"))
 
 
-def test_a_schema_of_another_version_is_refused(pg_server: PgServer) -> None:
+COPAL_TABLES = ["copal_descriptors", "copal_index_defs", "copal_index_entries", "copal_log", "copal_meta",
+                "copal_records", "copal_schema_history", "copal_settings"]
+
+
+def database_name(url: str) -> str:
+    return url.rsplit("/", 1)[1]
+
+
+def test_init_creates_the_tables_once_and_reports_it(pg_server: PgServer) -> None:
     url = pg_server.create_database()
-    copal.open(url).close()
-    database = url.rsplit("/", 1)[1]
-    pg_server.psql("UPDATE copal_meta SET value = 99 WHERE key = 'format'::bytea", database)
-    with pytest.raises(SchemaError, match="version 99"):
+    report = copal.init(url)
+    assert report["location"] == url
+    assert (report["from_version"], report["to_version"]) == (0, 2)
+    assert report["created"] == COPAL_TABLES
+    assert len(report["steps"]) == 2
+    again = copal.init(url)
+    assert again == {"location": url, "from_version": 2, "to_version": 2, "steps": [], "created": []}
+    history = pg_server.psql("SELECT version, copal_version FROM copal_schema_history ORDER BY version",
+                             database_name(url))
+    assert history.split() == [f"1|{copal.__version__}", f"2|{copal.__version__}"]
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["x"] = Counter(1)
+    assert copal.init(url)["steps"] == []  # data in the tables changes nothing
+
+
+def make_version_1(pg_server: PgServer, url: str) -> None:
+    """Turns the current schema of ``url`` into version 1's: the tables of migration step 1
+    without the history table that step 2 adds."""
+    pg_server.psql("DROP TABLE copal_schema_history; UPDATE copal_meta SET value = 1 WHERE key = 'format'::bytea",
+                   database_name(url))
+
+
+def test_upgrade_migrates_version_1_and_keeps_the_data(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["c"] = Counter(5)
+        tx.root["items"] = PersistentList([Counter(i) for i in range(3)])
+    make_version_1(pg_server, url)
+    with pytest.raises(StorageError, match=f"schema version 1; .*copal upgrade {url}"):
         copal.open(url)
+    with pytest.raises(StorageError, match="copal upgrade"):
+        copal.init(url)
+    report = copal.upgrade(url)
+    assert (report["from_version"], report["to_version"]) == (1, 2)
+    assert report["created"] == ["copal_schema_history"]
+    assert len(report["steps"]) == 1 and "copal_schema_history" in report["steps"][0]
+    assert pg_server.psql("SELECT version FROM copal_schema_history", database_name(url)).split() == ["2"]
+    assert copal.upgrade(url)["from_version"] == 2
+    with copal.open(url) as db:
+        with db.transaction() as tx:
+            assert tx.root["c"].value == 5
+            assert [item.value for item in tx.root["items"]] == [0, 1, 2]
+            tx.root["c"].value = 6
+        with db.transaction() as tx:
+            assert tx.root["c"].value == 6
+        assert db.verify()["problems"] == []
+
+
+def test_concurrent_upgrades_migrate_once(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    copal.init(url)
+    make_version_1(pg_server, url)
+    # A session holds the version row, so both upgrades read version 1, then wait for it; the
+    # first to get it migrates, the second finds the work done.
+    with holding_meta_row(pg_server, url, "format", seconds=2), ThreadPoolExecutor(2) as pool:
+        reports = list(pool.map(copal.upgrade, [url, url]))
+    assert sorted(report["from_version"] for report in reports) == [1, 2]
+    assert sorted(len(report["steps"]) for report in reports) == [0, 1]
+
+
+@contextmanager
+def holding_meta_row(pg_server: PgServer, url: str, key: str, seconds: float) -> Iterator[None]:
+    """Another session (psql) holds the ``copal_meta`` row ``key`` locked for ``seconds``, from
+    before the block starts; the block ends by waiting for that session to finish."""
+    holder = subprocess.Popen(
+        [find_binary("psql") or "psql", "-X", "-q", url, "-c",
+         f"BEGIN; SELECT 1 FROM copal_meta WHERE key = '{key}'::bytea FOR UPDATE; SELECT pg_sleep({seconds}); COMMIT;"],
+        stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while "pg_sleep" not in pg_server.psql("SELECT query FROM pg_stat_activity WHERE state = 'active'"):
+            assert time.monotonic() < deadline, "the session holding the lock did not start"
+            time.sleep(0.05)
+        yield
+    finally:
+        holder.wait(timeout=60)
+
+
+def test_a_failed_upgrade_changes_nothing(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    copal.init(url)
+    make_version_1(pg_server, url)
+    # Step 2 creates copal_schema_history; a table of that name already there makes it fail.
+    pg_server.psql("CREATE TABLE copal_schema_history (x int)", database_name(url))
+    with pytest.raises(StorageError, match="copal_schema_history"):
+        copal.upgrade(url)
+    assert pg_server.psql("SELECT value FROM copal_meta WHERE key = 'format'::bytea", database_name(url)).strip() == "1"
+
+
+def test_upgrade_needs_a_copal_database_and_newer_schemas_are_refused(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    with pytest.raises(StorageError, match=f"no copal tables to upgrade: `copal init {url}`"):
+        copal.upgrade(url)
+    assert pg_server.psql("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'copal%'", database_name(url)).strip() == "0"
+    copal.open(url).close()
+    pg_server.psql("UPDATE copal_meta SET value = 99 WHERE key = 'format'::bytea", database_name(url))
+    for attempt in (copal.open, copal.init, copal.upgrade):
+        with pytest.raises(StorageError, match="schema version 99, newer than this copal knows"):
+            attempt(url)
+
+
+def test_a_program_running_during_an_upgrade_cannot_commit_afterwards(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    with copal.open(url) as db:
+        with db.transaction() as tx:
+            tx.root["c"] = Counter(1)
+        # Another copal upgrades the tables while this program runs (simulated by a version
+        # this program does not know).
+        pg_server.psql("UPDATE copal_meta SET value = 3 WHERE key = 'format'::bytea", database_name(url))
+        with pytest.raises(StorageError, match="changed to schema version 3 while this program ran"):
+            with db.transaction() as tx:
+                tx.root["c"].value = 2
+    pg_server.psql("UPDATE copal_meta SET value = 2 WHERE key = 'format'::bytea", database_name(url))
+    with copal.open(url) as db, db.transaction() as tx:
+        assert tx.root["c"].value == 1
+
+
+def test_init_and_upgrade_of_the_embedded_store(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    with pytest.raises(StorageError, match="holds no copal database to upgrade"):
+        copal.upgrade(path)
+    assert not path.exists()
+    report = copal.init(path)
+    assert (report["from_version"], report["created"]) == (0, [str(path)])
+    version = report["to_version"]
+    assert version >= 1
+    with copal.open(path) as db, db.transaction() as tx:
+        tx.root["x"] = 1
+    assert copal.init(path) == {"location": str(path), "from_version": version, "to_version": version,
+                                "steps": [], "created": []}
+    assert copal.upgrade(path)["to_version"] == version
+    with copal.open(path) as db, db.transaction() as tx:
+        assert tx.root["x"] == 1
 
 
 def test_passwords_stay_out_of_repr(pg_server: PgServer) -> None:
@@ -165,3 +371,65 @@ def test_info_names_a_postgresql_database_without_its_password(pg_server: PgServ
     assert info.returncode == 0, info.stderr
     assert "s3cret" not in info.stdout
     assert json.loads(info.stdout)["location"].startswith("postgresql://postgres")
+
+
+@pytest.fixture(scope="module")
+def tls_server(pg_server: PgServer) -> Iterator[PgServer]:
+    """A second cluster, with TLS on (the session's has none, so that the other tests keep
+    testing plain connections)."""
+    try:
+        server = start_server(tls=True)
+    except FileNotFoundError as error:
+        pytest.skip(f"cannot start a TLS cluster: {error}")
+    yield server
+    server.destroy()
+
+
+def tls_connections(server: PgServer, url: str) -> set[str]:
+    """Whether the connections to the database of ``url`` use TLS ('t' or 'f')."""
+    return set(server.psql("SELECT ssl FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) "
+                           f"WHERE datname = '{database_name(url)}'").split())
+
+
+def test_connections_use_tls_as_sslmode_says(tls_server: PgServer) -> None:
+    url = tls_server.create_database()
+    root = tls_server.certificate
+    # prefer (the default): TLS, since the server offers it; the certificate is not checked.
+    for query in ("", "?sslmode=require", f"?sslmode=verify-ca&sslrootcert={root}",
+                  f"?sslmode=verify-full&sslrootcert={root}"):
+        with copal.open(url + query) as db:
+            with db.transaction() as tx:
+                tx.root["query"] = query
+            assert tls_connections(tls_server, url) == {"t"}, query
+    with copal.open(url + "?sslmode=disable") as db:
+        with db.transaction() as tx:
+            assert tx.root["query"].endswith("verify-full&sslrootcert=" + str(root))
+        assert tls_connections(tls_server, url) == {"f"}
+
+
+def test_a_certificate_from_an_untrusted_authority_is_refused(tls_server: PgServer, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    url = tls_server.create_database()
+    other_root = tmp_path / "other.crt"
+    make_certificate(other_root, tmp_path / "other.key")
+    with pytest.raises(StorageError, match="certificate verify failed"):
+        copal.open(f"{url}?sslmode=verify-full&sslrootcert={other_root}")
+    monkeypatch.setenv("PGSSLMODE", "verify-ca")
+    monkeypatch.setenv("PGSSLROOTCERT", str(other_root))
+    with pytest.raises(StorageError, match="certificate verify failed"):
+        copal.open(url)
+    monkeypatch.setenv("PGSSLROOTCERT", str(tmp_path / "missing.crt"))
+    with pytest.raises(StorageError, match="missing.crt does not exist"):
+        copal.open(url)
+
+
+def test_tls_demanded_of_a_server_without_it_is_a_storage_error(pg_server: PgServer,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    url = pg_server.create_database()
+    with pytest.raises(StorageError, match="server does not support TLS"):
+        copal.open(url + "?sslmode=require")
+    monkeypatch.setenv("PGSSLMODE", "require")
+    with pytest.raises(StorageError, match="server does not support TLS"):
+        copal.init(url)
+    with copal.open(url + "?sslmode=prefer") as db, db.transaction() as tx:  # the URL's mode wins
+        tx.root["x"] = 1

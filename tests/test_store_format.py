@@ -46,3 +46,12 @@ def test_a_format_1_store_is_migrated_with_everything_kept(tmp_path: Path) -> No
     with reopened.transaction() as tx:
         assert tx.query(Owner).where(name="new").one()._p_oid == added._p_oid
     reopened.close()
+
+
+def test_copal_upgrade_reports_the_migration_of_a_format_1_store(tmp_path: Path) -> None:
+    path = _copy(tmp_path)
+    report = copal.upgrade(path)
+    assert (report["from_version"], report["to_version"]) == (1, 2)
+    assert report["steps"] == ["moved every record into a table of its class (store format 1 to 2)"]
+    with copal.open(path) as db:
+        assert db.verify()["problems"] == []

@@ -10,7 +10,7 @@ in Rust over the raw records.
 ...     tx.root["accounts"] = copal.PersistentList()
 """
 
-from .database import Database, open
+from .database import Database, init, open, upgrade
 from .errors import (
     ConflictError,
     CopalError,
@@ -30,6 +30,8 @@ from .transaction import Transaction
 
 __all__ = [
     "open",
+    "init",
+    "upgrade",
     "Database",
     "Transaction",
     "Query",

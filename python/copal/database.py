@@ -14,7 +14,7 @@ from .persistent import registry, registry_generation
 from .progress import Progress, ProgressBar
 from .transaction import Transaction
 
-__all__ = ["Database", "open"]
+__all__ = ["Database", "open", "init", "upgrade"]
 
 R = TypeVar("R")
 
@@ -235,3 +235,49 @@ def open(
     >>> db = copal.open("postgresql://app@db.internal/bank")   # doctest: +SKIP
     """
     return Database(path, cache_size=cache_size, map_size=map_size, durable=durable, progress=progress)
+
+
+def init(location: str | os.PathLike[str]) -> dict[str, Any]:
+    """Creates the database at ``location`` (a directory, or a ``postgresql://`` URL whose
+    database exists on the server) unless it exists already, in which case it changes nothing.
+    :func:`open` creates a missing database too; ``init`` is for creating the tables ahead of
+    time (for instance by a deployment step with more privileges than the application).
+    See ``copal init``.
+
+    Returns:
+        ``location`` (a URL without its password), ``from_version`` (0: nothing was there),
+        ``to_version`` (the layout version now), ``steps`` (what was done, in order) and
+        ``created`` (the tables created, or the new directory).
+
+    Raises:
+        StorageError: the server or directory cannot be used, or the database has an older
+            layout (run :func:`upgrade`) or a newer one (use a newer copal).
+
+    >>> copal.init("postgresql://admin@db.internal/bank")["created"]   # doctest: +SKIP
+    ['copal_descriptors', 'copal_index_defs', ..., 'copal_schema_history', 'copal_settings']
+    """
+    report: dict[str, Any] = _core.Store.init(os.fspath(location))
+    return report
+
+
+def upgrade(location: str | os.PathLike[str]) -> dict[str, Any]:
+    """Migrates the database at ``location`` from an older layout version to this copal's, in
+    one transaction (on failure it keeps its old version, nothing half-done); a current
+    database is left unchanged. Stop the programs using the database first: a program still
+    running an older copal gets StorageError at its next commit. The embedded store migrates
+    when it opens, so for a directory this opens it and reports its version.
+    See ``copal upgrade``.
+
+    Returns:
+        the keys of :func:`init`: ``from_version`` and ``to_version`` (equal when there was
+        nothing to do), ``steps`` applied, ``created`` tables.
+
+    Raises:
+        StorageError: no copal database at ``location`` (:func:`init` creates one), a layout
+            newer than this copal knows, or the server failed (nothing was changed).
+
+    >>> copal.upgrade("postgresql://admin@db.internal/bank")   # doctest: +SKIP
+    {'location': 'postgresql://admin@db.internal/bank', 'from_version': 1, 'to_version': 2, ...}
+    """
+    report: dict[str, Any] = _core.Store.upgrade(os.fspath(location))
+    return report

@@ -1,5 +1,6 @@
 """A throwaway PostgreSQL cluster for the tests: initdb + pg_ctl on a temporary directory,
-listening on loopback only, on a free port, with trust authentication.
+listening on loopback only, on a free port, with trust authentication; with ``tls``, also TLS
+with a new self-signed certificate for 127.0.0.1 (made by the ``openssl`` command).
 
 PostgreSQL refuses to run as root; when the tests run as root (as CI does) the cluster belongs to
 the ``postgres`` system user and its commands run through ``runuser``.
@@ -39,7 +40,7 @@ def free_port() -> int:
 class PgServer:
     """One cluster; :meth:`url` gives URLs of databases created on it with :meth:`create_database`."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: bool = False) -> None:
         initdb, pg_ctl = find_binary("initdb"), find_binary("pg_ctl")
         if not initdb or not pg_ctl:
             raise FileNotFoundError("PostgreSQL's initdb and pg_ctl were not found")
@@ -61,6 +62,10 @@ class PgServer:
                 os.chown(path, user.pw_uid, user.pw_gid)
             self._as_user = ["runuser", "-u", "postgres", "--"]
         self._databases = 0
+        self.tls = tls
+        # The server's certificate, which clients of a TLS cluster trust as their root.
+        self.certificate = self.root / "server.crt"
+        self._key = self.root / "server.key"
 
     def _run(self, *command: str) -> None:
         result = subprocess.run([*self._as_user, *command], capture_output=True, text=True, timeout=120)
@@ -71,12 +76,23 @@ class PgServer:
     def init(self) -> None:
         self._run(self.initdb, "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
                   "--no-sync")
+        if self.tls:
+            self._make_certificate()
         self.start()
+
+    def _make_certificate(self) -> None:
+        make_certificate(self.certificate, self._key)
+        if self._as_user:
+            user = pwd.getpwnam("postgres")
+            for path in (self.certificate, self._key):
+                os.chown(path, user.pw_uid, user.pw_gid)
 
     def start(self) -> None:
         # fsync off: a test cluster is thrown away, and fsync would dominate every commit.
         options = (f"-c listen_addresses=127.0.0.1 -c port={self.port} "
                    f"-c unix_socket_directories={self.sockets} -c fsync=off -c max_connections=200")
+        if self.tls:
+            options += f" -c ssl=on -c ssl_cert_file={self.certificate} -c ssl_key_file={self._key}"
         self._run(self.pg_ctl, "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
 
     def stop(self, mode: str = "fast") -> None:
@@ -111,8 +127,20 @@ class PgServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_server() -> PgServer:
-    server = PgServer()
+def make_certificate(certificate: Path, key: Path) -> None:
+    """A new self-signed certificate for 127.0.0.1 and its private key (readable by its owner only,
+    as the server demands)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise FileNotFoundError("the openssl command was not found")
+    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(certificate)], check=True, capture_output=True, timeout=60)
+    key.chmod(0o600)
+
+
+def start_server(tls: bool = False) -> PgServer:
+    server = PgServer(tls)
     try:
         server.init()
     except BaseException:

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use copal_core::store::StoreStats;
+use copal_core::store::{MigrationReport, StoreStats};
 use copal_core::{Snapshot, StoreOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -30,6 +30,21 @@ impl Store {
         }
         let store = py.detach(|| copal_core::Store::open(&path, options)).py_err()?;
         Ok(Store { store, stats: Arc::default() })
+    }
+
+    /// Creates the database at `location` unless it exists (`copal init`); a dict saying what
+    /// was done (see `migration_report`).
+    #[staticmethod]
+    fn init<'py>(py: Python<'py>, location: String) -> PyResult<Bound<'py, PyDict>> {
+        let report = py.detach(|| copal_core::Store::init(&location)).py_err()?;
+        migration_report(py, &report)
+    }
+
+    /// Migrates the database at `location` to this copal's layout version (`copal upgrade`).
+    #[staticmethod]
+    fn upgrade<'py>(py: Python<'py>, location: String) -> PyResult<Bound<'py, PyDict>> {
+        let report = py.detach(|| copal_core::Store::upgrade(&location)).py_err()?;
+        migration_report(py, &report)
     }
 
     /// A new connection (identity map + snapshot) on this store; `registry` maps type names to
@@ -165,4 +180,15 @@ impl Store {
         commit.put_raw(oid, data, sealed).py_err()?;
         commit.finish().py_err()
     }
+}
+
+/// `location`, `from_version`, `to_version`, `steps` and `created` of `report` as a dict.
+fn migration_report<'py>(py: Python<'py>, report: &MigrationReport) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("location", &report.location)?;
+    out.set_item("from_version", report.from_version)?;
+    out.set_item("to_version", report.to_version)?;
+    out.set_item("steps", &report.steps)?;
+    out.set_item("created", &report.created)?;
+    Ok(out)
 }

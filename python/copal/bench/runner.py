@@ -49,7 +49,7 @@ COPAL_DIR = str(Path(__file__).resolve().parent.parent)
 _BOOTSTRAP = """\
 import json, sys, types
 spec = json.loads(sys.argv[1])
-if spec["system"] != "copal":
+if not spec["system"].startswith("copal"):
     pkg = types.ModuleType("copal")
     pkg.__path__ = [spec["copal_dir"]]
     sys.modules["copal"] = pkg
@@ -511,7 +511,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--systems", metavar="A,B,...",
         help="systems to run, in column order (default: " + ",".join(DEFAULT_SYSTEMS)
-        + "; also: relstorage, with --store postgresql://...)",
+        + "; also: relstorage, with --store postgresql://..., and copal-embedded, copal on its "
+        "embedded store whatever --store says)",
     )
     parser.add_argument(
         "--store", metavar="URL_OR_PATH_PREFIX",

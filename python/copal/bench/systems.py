@@ -339,6 +339,17 @@ class CopalSystem(System):
         return self._finish(db, t0)
 
 
+class CopalEmbeddedSystem(CopalSystem):
+    """copal on its embedded store whatever ``--store`` says, so that one run compares the
+    PostgreSQL store (``copal`` with ``--store postgresql://...``) with the embedded one."""
+
+    name = "copal-embedded"
+    label = "copal (embedded)"
+
+    def __init__(self, store: str | None = None) -> None:
+        super().__init__(None)
+
+
 # --------------------------------------------------------------------------- ZODB
 
 
@@ -744,9 +755,11 @@ class SqliteDictSystem(_KeyValueSystem):
 #: The adapters by ``--systems`` name, in the default column order.
 SYSTEMS: dict[str, type[System]] = {
     cls.name: cls
-    for cls in (CopalSystem, ZODBSystem, RelStorageSystem, PickleSystem, ShelveSystem, SqliteDictSystem)
+    for cls in (CopalSystem, CopalEmbeddedSystem, ZODBSystem, RelStorageSystem, PickleSystem, ShelveSystem, SqliteDictSystem)
 }
 
 #: The systems run when ``--systems`` is not given: RelStorage needs a PostgreSQL server
 #: (``--systems copal,relstorage --store postgresql://...``).
-DEFAULT_SYSTEMS: tuple[str, ...] = tuple(name for name in SYSTEMS if name != RelStorageSystem.name)
+DEFAULT_SYSTEMS: tuple[str, ...] = tuple(
+    name for name in SYSTEMS if name not in (RelStorageSystem.name, CopalEmbeddedSystem.name)
+)

@@ -41,7 +41,7 @@ type Table = Database<Bytes, Bytes>;
 
 const META_FORMAT: &[u8] = b"format";
 /// Format 2: one record table per class. Format 1 (one shared `records` table) is migrated.
-const STORE_FORMAT: u32 = 2;
+pub(crate) const STORE_FORMAT: u32 = 2;
 const SHARED_RECORDS_FORMAT: u32 = 1;
 /// `descriptors`, `log`, `meta`, `index_defs`, `index_entries`.
 const FIXED_TABLES: u32 = 5;
@@ -90,6 +90,9 @@ pub(crate) struct LmdbBackend {
     /// ends.
     opening: Mutex<()>,
     path: PathBuf,
+    /// The store format the directory held when this process opened it (0: none, created), for
+    /// `copal upgrade` to report a migration done by the open.
+    pub(crate) found_format: u32,
 }
 
 /// LMDB refuses to open one environment twice in a process, so every `open` of the same
@@ -142,7 +145,12 @@ impl LmdbBackend {
             index_entries: env.create_database(&mut wtxn, Some("index_entries"))?,
         };
         let mut records = RecordTables::default();
-        match tables.meta.get(&wtxn, META_FORMAT)? {
+        let found = tables.meta.get(&wtxn, META_FORMAT)?;
+        let found_format = match found {
+            None => 0,
+            Some(bytes) => bytes.try_into().map(u32::from_be_bytes).unwrap_or(u32::MAX),
+        };
+        match found {
             None => {
                 let root = Descriptor {
                     id: ROOT_DESCRIPTOR,
@@ -164,7 +172,10 @@ impl LmdbBackend {
             }
             Some(_) => {
                 return Err(StoreError::Incompatible {
-                    message: format!("{} was written by an incompatible copal store format", path.display()),
+                    message: format!(
+                        "{} has store format {found_format}, which this copal (format {STORE_FORMAT}) cannot read",
+                        path.display()
+                    ),
                 })
             }
         }
@@ -178,6 +189,7 @@ impl LmdbBackend {
             records: RwLock::new(Arc::new(records)),
             opening: Mutex::new(()),
             path: path.to_owned(),
+            found_format,
         })
     }
 

@@ -14,9 +14,11 @@ mod commit;
 mod error;
 mod index;
 mod lmdb;
+mod pg_schema;
 mod pg_settings;
 mod postgres;
 mod schema;
+mod setup;
 mod snapshot;
 mod stats;
 mod verify;
@@ -31,6 +33,7 @@ pub use error::StoreError;
 pub use index::{entry_oid, prefix_end, IndexDef};
 pub use lmdb::StoreOptions;
 pub use schema::{DescriptorUse, RemovedValues, SchemaGcReport, SchemaSummary};
+pub use setup::MigrationReport;
 pub use snapshot::Snapshot;
 pub use stats::StoreStats;
 pub use verify::VerifyReport;
@@ -62,7 +65,8 @@ impl Store {
     }
 
     /// Opens the database at `location`: a `postgresql://` (or `postgres://`) URL, creating
-    /// copal's tables on first open, or else a directory for the embedded LMDB store. Of the
+    /// copal's tables on first open (an older schema version is refused: see `Store::upgrade`),
+    /// or else a directory for the embedded LMDB store. Of the
     /// options, a PostgreSQL store uses `durable` (off: `synchronous_commit = off`) and
     /// `log_retention`.
     pub fn open(location: &str, options: StoreOptions) -> Result<Arc<Store>, StoreError> {

@@ -3,24 +3,152 @@
 //! connection service named by `?service=` or `PGSERVICE` (a section of `PGSERVICEFILE`, else
 //! `~/.pg_service.conf`), then from the environment (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`,
 //! `PGDATABASE`), then from libpq's defaults (localhost, port 5432, the user's login name).
+//!
+//! TLS is set up as libpq does too, from `sslmode` and `sslrootcert` (URL, service, then
+//! `PGSSLMODE`, `PGSSLROOTCERT`): see `Tls`.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fmt::Debug;
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Mutex;
 
+use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
+use postgres::config::SslMode;
+use postgres::tls::{MakeTlsConnect, TlsConnect};
 use postgres::Config;
+use postgres_openssl::MakeTlsConnector;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::error::StoreError;
 
+/// How connections are secured, from libpq's `sslmode` (default `prefer`) and `sslrootcert`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Tls {
+    /// `disable`: plain text.
+    Off,
+    /// `prefer` and `allow`: TLS when the server offers it, else plain text; the server's
+    /// certificate is not checked (libpq's `allow` tries plain text first; copal tries TLS).
+    Prefer,
+    /// `require`: TLS or no connection; the certificate is not checked (it protects against
+    /// eavesdropping, not against a server that impersonates another).
+    Require,
+    /// `verify-ca` (`check_host` false) and `verify-full`: TLS with the server's certificate
+    /// checked against the authorities in `root` (a PEM file; None: the system's, for
+    /// `sslrootcert=system`), and for `verify-full` its host name too.
+    Verify { root: Option<PathBuf>, check_host: bool },
+}
+
+impl Tls {
+    /// The OpenSSL connector for these settings, built once per process: building one loads the
+    /// system's certificate authorities (about 60 ms here), whether they are used or not.
+    fn connector(&self) -> Result<MakeTlsConnector, StoreError> {
+        static BUILT: Mutex<Vec<(Tls, MakeTlsConnector)>> = Mutex::new(Vec::new());
+        let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, connector)) = built.iter().find(|(tls, _)| tls == self) {
+            return Ok(connector.clone());
+        }
+        let connector = self.build_connector()?;
+        built.push((self.clone(), connector.clone()));
+        Ok(connector)
+    }
+
+    fn build_connector(&self) -> Result<MakeTlsConnector, StoreError> {
+        let failed = |e: openssl::error::ErrorStack| StoreError::Storage { message: format!("PostgreSQL TLS setup: {e}") };
+        let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(failed)?;
+        let mut check_host = false;
+        match self {
+            Tls::Off | Tls::Prefer | Tls::Require => builder.set_verify(SslVerifyMode::NONE),
+            Tls::Verify { root, check_host: host } => {
+                if let Some(root) = root {
+                    builder.set_ca_file(root).map_err(|e| StoreError::Storage {
+                        message: format!("PostgreSQL TLS: cannot read the root certificates in {}: {e}", root.display()),
+                    })?;
+                }
+                check_host = *host;
+            }
+        }
+        let mut connector = MakeTlsConnector::new(builder.build());
+        connector.set_callback(move |connection, _| {
+            connection.set_verify_hostname(check_host);
+            Ok(())
+        });
+        Ok(connector)
+    }
+}
+
+/// Secures connections as its `Tls` says, building the OpenSSL connector on the first TLS
+/// handshake rather than for every pool: a connection to a server without TLS (`prefer`, the
+/// default) never needs one, and would otherwise pay for loading the certificate authorities.
+#[derive(Clone)]
+pub(crate) struct LazyTls(pub(crate) Tls);
+
+/// The handshake of one connection to `domain`, for `LazyTls`.
+pub(crate) struct LazyHandshake {
+    tls: Tls,
+    domain: String,
+}
+
+impl<S> MakeTlsConnect<S> for LazyTls
+where
+    S: AsyncRead + AsyncWrite + Unpin + Debug + Send + Sync + 'static,
+{
+    type Stream = postgres_openssl::TlsStream<S>;
+    type TlsConnect = LazyHandshake;
+    type Error = Infallible;
+
+    fn make_tls_connect(&mut self, domain: &str) -> Result<LazyHandshake, Infallible> {
+        Ok(LazyHandshake { tls: self.0.clone(), domain: domain.to_owned() })
+    }
+}
+
+impl<S> TlsConnect<S> for LazyHandshake
+where
+    S: AsyncRead + AsyncWrite + Unpin + Debug + Send + Sync + 'static,
+{
+    type Stream = postgres_openssl::TlsStream<S>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Stream, Self::Error>> + Send>>;
+
+    fn connect(self, stream: S) -> Self::Future {
+        let handshake = self.tls.connector().map_err(Self::Error::from).and_then(|mut connector| {
+            MakeTlsConnect::<S>::make_tls_connect(&mut connector, &self.domain).map_err(Self::Error::from)
+        });
+        match handshake {
+            Ok(handshake) => handshake.connect(stream),
+            Err(error) => Box::pin(std::future::ready(Err(error))),
+        }
+    }
+}
+
 /// The connection settings of `url`; `env` reads an environment variable (a parameter so tests
 /// need not change the process's environment).
-pub(crate) fn connection_config(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, StoreError> {
+pub(crate) fn connection_config(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<(Config, Tls), StoreError> {
     let invalid = |message: String| StoreError::Storage { message: format!("invalid PostgreSQL URL {}: {message}", super::postgres::without_password(url)) };
-    let (url, service) = take_service(url);
+    let (url, mut taken) = take_params(url, &["service", "sslmode", "sslrootcert"]);
     let mut config: Config = url.parse().map_err(|e| invalid(format!("{e}")))?;
-    if let Some(service) = service.or_else(|| env("PGSERVICE")) {
+    if let Some(service) = taken.remove("service").or_else(|| env("PGSERVICE")) {
         let settings = service_settings(&service, env)?;
         complete(&mut config, &|name| settings.get(name).cloned());
+        for name in ["sslmode", "sslrootcert"] {
+            if let Some(value) = settings.get(name) {
+                taken.entry(name.to_owned()).or_insert_with(|| value.clone());
+            }
+        }
     }
+    let from_env = |variable| env(variable).filter(|value: &String| !value.is_empty());
+    let tls = tls_settings(
+        taken.remove("sslmode").or_else(|| from_env("PGSSLMODE")).as_deref(),
+        taken.remove("sslrootcert").or_else(|| from_env("PGSSLROOTCERT")),
+        env,
+    )?;
+    config.ssl_mode(match tls {
+        Tls::Off => SslMode::Disable,
+        Tls::Prefer => SslMode::Prefer,
+        Tls::Require | Tls::Verify { .. } => SslMode::Require,
+    });
     complete(&mut config, &|name| {
         let variable = match name {
             "host" => "PGHOST",
@@ -37,29 +165,64 @@ pub(crate) fn connection_config(url: &str, env: &dyn Fn(&str) -> Option<String>)
         "user" => env("USER").or_else(|| env("LOGNAME")),
         _ => None,
     });
-    if config.get_ports().iter().any(|port| *port == 0) {
+    if config.get_ports().contains(&0) {
         return Err(invalid("port 0".to_owned()));
     }
-    Ok(config)
+    Ok((config, tls))
 }
 
-/// `url` without its `service=` query parameter (which the URL parser does not know), and the
-/// service's name.
-fn take_service(url: &str) -> (String, Option<String>) {
-    let Some((base, query)) = url.split_once('?') else { return (url.to_owned(), None) };
-    let mut service = None;
+/// `url` without the query parameters `names` (which the URL parser does not know, or knows
+/// only in part), and their values.
+fn take_params(url: &str, names: &[&str]) -> (String, HashMap<String, String>) {
+    let Some((base, query)) = url.split_once('?') else { return (url.to_owned(), HashMap::new()) };
+    let mut taken = HashMap::new();
     let rest: Vec<&str> = query
         .split('&')
-        .filter(|param| match param.strip_prefix("service=") {
-            Some(name) => {
-                service = Some(name.to_owned());
+        .filter(|param| match param.split_once('=') {
+            Some((name, value)) if names.contains(&name) => {
+                taken.insert(name.to_owned(), value.to_owned());
                 false
             }
-            None => true,
+            _ => true,
         })
         .collect();
     let url = if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) };
-    (url, service)
+    (url, taken)
+}
+
+/// The TLS settings of libpq's `mode` and `root` (`sslrootcert`; default
+/// `~/.postgresql/root.crt`, as libpq's).
+fn tls_settings(mode: Option<&str>, root: Option<String>, env: &dyn Fn(&str) -> Option<String>) -> Result<Tls, StoreError> {
+    let check_host = match mode {
+        Some("disable") => return Ok(Tls::Off),
+        None | Some("allow" | "prefer") => return Ok(Tls::Prefer),
+        Some("require") => return Ok(Tls::Require),
+        Some("verify-ca") => false,
+        Some("verify-full") => true,
+        Some(other) => {
+            return Err(StoreError::Storage {
+                message: format!(
+                    "PostgreSQL: invalid sslmode {other:?} (disable, allow, prefer, require, verify-ca or verify-full)"
+                ),
+            })
+        }
+    };
+    let root = match root {
+        Some(root) if root == "system" => None,
+        Some(root) => Some(PathBuf::from(root)),
+        None => Some(env("HOME").map(PathBuf::from).unwrap_or_default().join(".postgresql/root.crt")),
+    };
+    if let Some(file) = root.as_ref().filter(|file| !file.is_file()) {
+        return Err(StoreError::Storage {
+            message: format!(
+                "PostgreSQL: sslmode={} checks the server's certificate, but the root certificate file {} does not \
+                 exist: set sslrootcert to a PEM file of the authorities to trust, or to 'system'",
+                mode.unwrap_or_default(),
+                file.display()
+            ),
+        });
+    }
+    Ok(Tls::Verify { root, check_host })
 }
 
 /// Sets the options that `config` lacks from `source(option name)`.
@@ -137,11 +300,11 @@ mod tests {
     #[test]
     fn the_url_wins_then_the_environment_then_the_defaults() {
         let env = env_of(&[("PGHOST", "envhost"), ("PGPORT", "6000"), ("PGUSER", "envuser"), ("PGDATABASE", "envdb"), ("USER", "login")]);
-        let config = connection_config("postgresql://urluser@urlhost:5555/urldb", &env).unwrap();
+        let config = connection_config("postgresql://urluser@urlhost:5555/urldb", &env).unwrap().0;
         assert_eq!((host(&config), config.get_ports(), config.get_user(), config.get_dbname()), ("urlhost".into(), &[5555][..], Some("urluser"), Some("urldb")));
-        let config = connection_config("postgresql://", &env).unwrap();
+        let config = connection_config("postgresql://", &env).unwrap().0;
         assert_eq!((host(&config), config.get_ports(), config.get_user(), config.get_dbname()), ("envhost".into(), &[6000][..], Some("envuser"), Some("envdb")));
-        let config = connection_config("postgres://", &env_of(&[("USER", "login")])).unwrap();
+        let config = connection_config("postgres://", &env_of(&[("USER", "login")])).unwrap().0;
         assert_eq!((host(&config), config.get_user()), ("localhost".into(), Some("login")));
     }
 
@@ -153,8 +316,10 @@ mod tests {
         std::fs::write(&file, "# services\n[other]\nhost=wrong\n\n[copal]\nhost = svchost\nport=7000\ndbname=svcdb\n").unwrap();
         let file_name = file.display().to_string();
         let env = env_of(&[("PGSERVICEFILE", &file_name), ("PGHOST", "envhost"), ("PGUSER", "envuser")]);
-        let config = connection_config("postgresql:///urldb?service=copal", &env).unwrap();
+        let config = connection_config("postgresql:///urldb?service=copal", &env).unwrap().0;
         assert_eq!((host(&config), config.get_ports(), config.get_user(), config.get_dbname()), ("svchost".into(), &[7000][..], Some("envuser"), Some("urldb")));
+        std::fs::write(&file, "[tls]\nhost=svchost\nsslmode=require\n").unwrap();
+        assert_eq!(connection_config("postgresql://?service=tls", &env).unwrap().1, Tls::Require);
         let missing = connection_config("postgresql://?service=nope", &env).unwrap_err();
         assert!(missing.to_string().contains("no [nope] section"), "{missing}");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -162,7 +327,25 @@ mod tests {
 
     #[test]
     fn other_query_parameters_stay() {
-        let (url, service) = take_service("postgresql://h/db?connect_timeout=5&service=s&application_name=x");
-        assert_eq!((url.as_str(), service.as_deref()), ("postgresql://h/db?connect_timeout=5&application_name=x", Some("s")));
+        let (url, taken) = take_params("postgresql://h/db?connect_timeout=5&service=s&application_name=x", &["service"]);
+        assert_eq!((url.as_str(), taken.get("service").map(String::as_str)), ("postgresql://h/db?connect_timeout=5&application_name=x", Some("s")));
+    }
+
+    #[test]
+    fn tls_comes_from_sslmode_in_the_url_the_service_or_the_environment() {
+        let tls = |url: &str, env: &[(&str, &str)]| connection_config(url, &env_of(env)).map(|(_, tls)| tls);
+        assert_eq!(tls("postgresql://h/db", &[]).unwrap(), Tls::Prefer);
+        assert_eq!(tls("postgresql://h/db?sslmode=require&connect_timeout=5", &[]).unwrap(), Tls::Require);
+        assert_eq!(tls("postgresql://h/db", &[("PGSSLMODE", "disable")]).unwrap(), Tls::Off);
+        // The URL's mode comes before the environment's, as with libpq.
+        assert_eq!(tls("postgresql://h/db?sslmode=require", &[("PGSSLMODE", "disable")]).unwrap(), Tls::Require);
+        assert_eq!(
+            tls("postgresql://h/db?sslmode=verify-full&sslrootcert=system", &[]).unwrap(),
+            Tls::Verify { root: None, check_host: true }
+        );
+        let error = tls("postgresql://h/db", &[("PGSSLMODE", "verify-ca"), ("HOME", "/nonexistent")]).unwrap_err();
+        assert!(error.to_string().contains("/nonexistent/.postgresql/root.crt does not exist"), "{error}");
+        let error = tls("postgresql://h/db?sslmode=sometimes", &[]).unwrap_err();
+        assert!(error.to_string().contains("invalid sslmode"), "{error}");
     }
 }
