@@ -19,6 +19,8 @@ mod postgres;
 mod schema;
 mod snapshot;
 mod stats;
+mod transfer;
+mod transfer_text;
 mod verify;
 
 use std::path::Path;
@@ -33,6 +35,7 @@ pub use lmdb::StoreOptions;
 pub use schema::{DescriptorUse, RemovedValues, SchemaGcReport, SchemaSummary};
 pub use snapshot::Snapshot;
 pub use stats::StoreStats;
+pub use transfer::{ExportFormat, TransferError, TransferReport};
 pub use verify::VerifyReport;
 
 use crate::format::{Descriptor, Oid};
