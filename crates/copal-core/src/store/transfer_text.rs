@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
+use std::sync::Arc;
 
 use super::index::IndexDef;
 use super::transfer::{malformed, Entry, EntryReader, EntryWriter, TransferError, EXPORT_VERSION};
@@ -60,6 +61,16 @@ impl<'w> TextWriter<'w> {
             out.write_all(b"\n")?;
         }
         Ok(TextWriter { out, xml, known: Known::default() })
+    }
+
+    /// The JSON document of one stored record, as an export writes it, decoded with the
+    /// store's `descriptors` (for `copal show`).
+    pub(crate) fn record_json(descriptors: &[Arc<Descriptor>], oid: Oid, record: &[u8]) -> Result<String, TransferError> {
+        let known = Known(descriptors.iter().map(|d| (d.id, (**d).clone())).collect());
+        let mut sink = Vec::new();
+        let mut writer = TextWriter { out: &mut sink, xml: false, known };
+        writer.write_entry(&Entry::Record { oid, record: record.into() })?;
+        Ok(String::from_utf8(sink).expect("JSON is UTF-8").trim_end().to_owned())
     }
 
     fn body(&mut self, entry: &Entry<'_>) -> Result<Body, TransferError> {
