@@ -213,7 +213,9 @@ fn reporter<'a>(progress: Option<&'a Py<PyAny>>, what: &'a str, raised: &'a Rais
     }
 }
 
-fn transfer_error(error: TransferError, raised: &Raised) -> PyErr {
+/// The Python exception of a failed transfer. `reading`: an I/O error that the file did not
+/// raise comes from decompressing the input, so the input is damaged.
+fn transfer_error(error: TransferError, raised: &Raised, reading: bool) -> PyErr {
     if let Some(first) = raised.lock().unwrap_or_else(|p| p.into_inner()).take() {
         return first;
     }
@@ -227,9 +229,7 @@ fn transfer_error(error: TransferError, raised: &Raised) -> PyErr {
             let mapped = store_error(e);
             Python::attach(|py| PyErr::from_type(mapped.get_type(py), message))
         }
-        TransferError::Io(e) if e.kind() == io::ErrorKind::InvalidData || e.kind() == io::ErrorKind::UnexpectedEof => {
-            CorruptRecordError::new_err(format!("not a valid copal export: {e}"))
-        }
+        TransferError::Io(e) if reading => CorruptRecordError::new_err(format!("not a valid copal export: {e}")),
         TransferError::Io(_) => pyo3::exceptions::PyOSError::new_err(message),
         TransferError::NotEmpty { .. } => DatabaseNotEmpty::new_err(message),
         TransferError::UnknownType { .. } => SchemaError::new_err(message),
@@ -280,7 +280,7 @@ pub fn export_raw<'py>(
         out.finish()?;
         Ok(report)
     });
-    let report = result.map_err(|e| transfer_error(e, &raised))?;
+    let report = result.map_err(|e| transfer_error(e, &raised, false))?;
     report_dict(py, &report)
 }
 
@@ -305,7 +305,7 @@ pub fn import_raw<'py>(py: Python<'py>, store: PyRef<'_, Store>, file: Py<PyAny>
         };
         store.import(&mut input, &mut progress)
     });
-    let report = result.map_err(|e| transfer_error(e, &raised))?;
+    let report = result.map_err(|e| transfer_error(e, &raised, true))?;
     report_dict(py, &report)
 }
 
@@ -313,7 +313,7 @@ pub fn import_raw<'py>(py: Python<'py>, store: PyRef<'_, Store>, file: Py<PyAny>
 #[pyfunction]
 pub fn record_json(py: Python<'_>, store: PyRef<'_, Store>, oid: u64) -> PyResult<Option<String>> {
     let store = Arc::clone(&store.store);
-    py.detach(move || store.record_json(oid)).map_err(|e| transfer_error(e, &Raised::default()))
+    py.detach(move || store.record_json(oid)).map_err(|e| transfer_error(e, &Raised::default(), false))
 }
 
 /// `(oid, type name, size)` of the records of `oids` (None for a missing one).

@@ -178,6 +178,14 @@ impl<'s> Commit<'s> {
         self.put(oid, record)
     }
 
+    /// Raises the high-water mark of `class` to `next` (if below): `allocate_oid` then never
+    /// gives a sequence number below `next` (an import keeps the ids its export gave out).
+    pub fn raise_high_water_mark(&mut self, class: ClassNo, next: u64) -> Result<(), StoreError> {
+        let next = self.next_free_seq(class)?.max(next);
+        self.next_seq.insert(class, next);
+        Ok(())
+    }
+
     /// The descriptor of `type_name` with exactly these fields, registering it (and a class
     /// number for a new type name) in this commit if the database does not have it yet.
     pub fn descriptor(&mut self, type_name: &str, fields: &[String]) -> Result<Arc<Descriptor>, StoreError> {
@@ -467,7 +475,7 @@ impl DescriptorNames for WithPending<'_> {
 }
 
 /// The `meta` key of a class's high-water mark: `seq` and the class number, big-endian.
-fn high_water_key(class: ClassNo) -> [u8; 5] {
+pub(crate) fn high_water_key(class: ClassNo) -> [u8; 5] {
     let [hi, lo] = class.to_be_bytes();
     [b's', b'e', b'q', hi, lo]
 }

@@ -122,6 +122,9 @@ pub enum Entry<'a> {
     Descriptor(Descriptor),
     /// Fields that the class stored as `type_name` declared removed.
     Removed { type_name: String, fields: Vec<String> },
+    /// The high-water mark of a class: the sequence number its next new object gets at least,
+    /// so that ids of deleted objects are not given again.
+    HighWater { class: ClassNo, next: u64 },
     /// An index definition (its id is not kept: the importer numbers indexes itself).
     Index(IndexDef),
     /// A record (without the store's checksum) and its oid.
@@ -131,7 +134,7 @@ pub enum Entry<'a> {
 }
 
 fn phase_name(phase: u8) -> &'static str {
-    ["header", "descriptor", "removed-fields declaration", "index definition", "record", "end"][usize::from(phase)]
+    ["header", "descriptor", "removed-fields declaration or high-water mark", "index definition", "record", "end"][usize::from(phase)]
 }
 
 impl Entry<'_> {
@@ -140,7 +143,7 @@ impl Entry<'_> {
         match self {
             Entry::Header { .. } => 0,
             Entry::Descriptor(_) => 1,
-            Entry::Removed { .. } => 2,
+            Entry::Removed { .. } | Entry::HighWater { .. } => 2,
             Entry::Index(_) => 3,
             Entry::Record { .. } => 4,
             Entry::End { .. } => 5,
@@ -211,6 +214,11 @@ impl Store {
         for (type_name, fields) in snapshot.removed_fields()? {
             writer.write_entry(&Entry::Removed { type_name, fields })?;
         }
+        for &class in &classes {
+            if let Some(next) = snapshot.high_water_mark(class)? {
+                writer.write_entry(&Entry::HighWater { class, next })?;
+            }
+        }
         for def in snapshot.index_defs()? {
             writer.write_entry(&Entry::Index((**def).clone()))?;
             report.indexes += 1;
@@ -241,7 +249,7 @@ impl Store {
     }
 
     /// Reads an export (any format, detected from its first bytes) into this database, which
-    /// must be empty (a new database: the root mapping empty, no class, no index). Commits in
+    /// must be empty (a new database: the root mapping empty, no class). Commits in
     /// batches; a failure after the first commit leaves a partial import, marked as such and
     /// reported as `TransferError::Partial`.
     pub fn import(self: &Arc<Self>, input: &mut dyn BufRead, progress: &mut dyn FnMut(u64, u64)) -> Result<TransferReport, TransferError> {
@@ -255,16 +263,17 @@ impl Store {
         }
     }
 
-    /// Fails with `NotEmpty` unless the database is as `copal.open` creates it.
+    /// Fails with `NotEmpty` unless the database holds no object and no class (only an empty
+    /// root mapping), as `copal.open` creates it.
     fn check_empty(self: &Arc<Self>) -> Result<(), TransferError> {
         let snapshot = Snapshot::new(self)?;
         let not_empty = |what: &str| Err(TransferError::NotEmpty { message: format!("the target database is not empty: {what}") });
         if let Some(other) = snapshot.all_descriptors()?.iter().find(|d| d.id != ROOT_DESCRIPTOR) {
             return not_empty(&format!("it stores objects of type {}", other.type_name));
         }
-        if let Some(def) = snapshot.index_defs()?.first() {
-            return not_empty(&format!("it has an index on {}({})", def.type_name, def.fields.join(", ")));
-        }
+        // Index definitions may exist (an application declares its indexes when it opens a
+        // transaction, objects or not): with no records they hold no entries, and the import
+        // fills them as it writes the records.
         let mut records = 0;
         snapshot.scan_extent_unverified(ROOT_CLASS, |_, _, _| {
             records += 1;
@@ -347,6 +356,7 @@ impl<'s> Import<'s> {
                 Entry::Removed { type_name, fields } => {
                     self.commit()?.declare_removed(&type_name, &fields)?;
                 }
+                Entry::HighWater { class, next } => self.commit()?.raise_high_water_mark(class, next)?,
                 Entry::Index(def) => {
                     self.commit()?.ensure_index(&def.type_name, &def.covered, &def.fields, def.unique, &def.renamed, &mut |_, _| {})?;
                     self.report.indexes += 1;
@@ -430,6 +440,7 @@ const KIND_REMOVED: u8 = 3;
 const KIND_INDEX: u8 = 4;
 const KIND_RECORD: u8 = 5;
 const KIND_END: u8 = 6;
+const KIND_HIGH_WATER: u8 = 7;
 /// Reserved flag bits of the header: none is defined.
 const FLAGS: u8 = 0;
 
@@ -475,6 +486,11 @@ impl EntryWriter for CopalWriter<'_> {
                 w.length_prefixed(type_name.as_bytes());
                 write_names(w, fields);
                 KIND_REMOVED
+            }
+            Entry::HighWater { class, next } => {
+                w.varint(u64::from(*class));
+                w.varint(*next);
+                KIND_HIGH_WATER
             }
             Entry::Index(def) => {
                 w.bytes(&def.encode());
@@ -580,6 +596,11 @@ fn decode_entry(kind: u8, r: &mut Reader<'_>) -> Result<Entry<'static>, DecodeEr
             Entry::Record { oid, record: Cow::Owned(r.bytes(r.remaining())?.to_vec()) }
         }
         KIND_END => Entry::End { records: r.varint()? },
+        KIND_HIGH_WATER => {
+            let offset = r.position();
+            let class = ClassNo::try_from(r.varint()?).map_err(|_| DecodeError::OutOfRange { offset, what: "class number" })?;
+            Entry::HighWater { class, next: r.varint()? }
+        }
         other => return Err(DecodeError::UnknownTag { offset: 0, tag: other }),
     })
 }

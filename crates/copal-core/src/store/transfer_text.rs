@@ -88,6 +88,7 @@ impl<'w> TextWriter<'w> {
                 ])
             }
             Entry::Removed { type_name, fields } => dict(vec![("removed", Value::Str(type_name.clone())), ("fields", str_list(fields))]),
+            Entry::HighWater { class, next } => dict(vec![("high_water", int((*class).into())), ("next", int(*next))]),
             Entry::Index(def) => dict(vec![
                 ("index", Value::Str(def.type_name.clone())),
                 ("covered", str_list(&def.covered)),
@@ -242,6 +243,10 @@ impl<'r> TextReader<'r> {
                 Entry::Descriptor(d)
             }
             Some("removed") => Entry::Removed { type_name: members.string("removed")?, fields: members.names("fields")? },
+            Some("high_water") => {
+                let class = u16::try_from(members.uint("high_water")?).map_err(|_| malformed("class number out of range"))?;
+                Entry::HighWater { class, next: members.uint("next")? }
+            }
             Some("index") => {
                 let renamed = match members.take("renamed")? {
                     Value::List(items) => items.into_iter().map(|item| match names_of(item)?.as_slice() {
