@@ -237,6 +237,8 @@ def test_export_import_through_a_pipe_and_files(tmp_path: Path) -> None:
     imported = subprocess.run(
         [sys.executable, "-m", "copal", "import", str(tmp_path / "copy"), "--json"], stdin=export.stdout, capture_output=True, text=True, timeout=120
     )
+    assert export.stdout is not None
+    export.stdout.close()
     assert export.wait(60) == 0 and imported.returncode == 0, imported.stderr
     assert json.loads(imported.stdout)["records"] == 22
     assert _copal("verify", str(tmp_path / "copy")).returncode == 0
