@@ -70,6 +70,15 @@ def _fill(db: copal.Database, accounts: int = 50) -> None:
         tx.delete(tx.root.pop("gone"))
 
 
+def _exported(where: Path, accounts: int = 50, **options: Any) -> bytes:
+    """Fills a new database at `where` (`_fill`) and returns its export."""
+    with copal.open(where) as db:
+        _fill(db, accounts)
+        buffer = io.BytesIO()
+        db.export(buffer, **options)
+    return buffer.getvalue()
+
+
 def _persistents(value: Any, seen: set[int]) -> Iterator[Persistent]:
     """The persistent objects `value` refers to, directly or through plain values."""
     if id(value) in seen:
@@ -151,13 +160,10 @@ def test_every_format_round_trips_the_database_exactly(tmp_path: Path, format: s
 
 
 def test_round_trip_through_postgresql_and_back(tmp_path: Path, pg_server: PgServer) -> None:
-    source = copal.open(tmp_path / "source")
-    _fill(source)
-    buffer = io.BytesIO()
-    source.export(buffer)
+    exported = _exported(tmp_path / "source")
     url = pg_server.create_database()
     postgres = copal.open(url)
-    postgres.import_from(io.BytesIO(buffer.getvalue()))
+    postgres.import_from(io.BytesIO(exported))
     assert postgres.verify()["problems"] == []
     back_text = io.BytesIO()
     postgres.export(back_text, format="json")
@@ -166,8 +172,8 @@ def test_round_trip_through_postgresql_and_back(tmp_path: Path, pg_server: PgSer
     count = assert_same_database(tmp_path / "source", url)
     assert assert_same_database(tmp_path / "source", tmp_path / "back") == count == 56
     assert back.verify()["problems"] == []
-    for db in (source, postgres, back):
-        db.close()
+    postgres.close()
+    back.close()
 
 
 def test_export_is_one_snapshot_while_writers_commit(tmp_path: Path) -> None:
@@ -205,12 +211,10 @@ def test_export_is_one_snapshot_while_writers_commit(tmp_path: Path) -> None:
 
 
 def test_a_class_export_keeps_references_out_of_it_as_ids(tmp_path: Path) -> None:
+    exported = _exported(tmp_path / "source", accounts=5, classes=[Dog])
     source = copal.open(tmp_path / "source")
-    _fill(source, accounts=5)
-    buffer = io.BytesIO()
-    assert source.export(buffer, classes=[Dog])["records"] == 1
     target = copal.open(tmp_path / "target")
-    target.import_from(io.BytesIO(buffer.getvalue()))
+    assert target.import_from(io.BytesIO(exported))["records"] == 1
     with source.transaction() as stx, target.transaction() as ttx:
         dog = stx.root["values"].friends[0]
         assert ttx.get(dog._p_oid).name == "rex"
@@ -223,23 +227,21 @@ def test_a_class_export_keeps_references_out_of_it_as_ids(tmp_path: Path) -> Non
 
 
 def test_a_database_that_is_not_empty_is_refused_and_left_alone(tmp_path: Path) -> None:
+    exported = _exported(tmp_path / "source", accounts=3)
     source = copal.open(tmp_path / "source")
-    _fill(source, accounts=3)
-    buffer = io.BytesIO()
-    source.export(buffer)
     with pytest.raises(copal.DatabaseNotEmpty, match="not empty"):
-        source.import_from(io.BytesIO(buffer.getvalue()))
+        source.import_from(io.BytesIO(exported))
     assert source.verify()["problems"] == []
     plain = copal.open(tmp_path / "plain")
     with plain.transaction() as tx:
         tx.root["x"] = 1  # a root entry alone makes a database not empty
     with pytest.raises(copal.DatabaseNotEmpty, match="root mapping"):
-        plain.import_from(io.BytesIO(buffer.getvalue()))
+        plain.import_from(io.BytesIO(exported))
     # A new database in which a transaction ran (declaring the classes' indexes) is empty.
     declared = copal.open(tmp_path / "declared")
     with declared.transaction() as tx:
         assert tx.query(Account).count() == 0
-    declared.import_from(io.BytesIO(buffer.getvalue()))
+    declared.import_from(io.BytesIO(exported))
     assert declared.verify()["problems"] == []
     declared.close()
     source.close()
@@ -247,12 +249,7 @@ def test_a_database_that_is_not_empty_is_refused_and_left_alone(tmp_path: Path) 
 
 
 def test_damaged_input_is_a_typed_error_and_a_partial_import_says_so(tmp_path: Path) -> None:
-    source = copal.open(tmp_path / "source")
-    _fill(source, accounts=30)
-    buffer = io.BytesIO()
-    source.export(buffer)
-    data = buffer.getvalue()
-    source.close()
+    data = _exported(tmp_path / "source", accounts=30)
     # Damaged before anything is committed: nothing is written.
     early = copal.open(tmp_path / "early")
     with pytest.raises(copal.CorruptRecordError, match="truncated"):
@@ -268,16 +265,12 @@ def test_damaged_input_is_a_typed_error_and_a_partial_import_says_so(tmp_path: P
     with pytest.raises(copal.DatabaseNotEmpty):
         late.import_from(io.BytesIO(data))
     # Damaged compressed data is corrupt input too, not an I/O error.
-    compressed = io.BytesIO()
-    zstd_source = copal.open(tmp_path / "zsource")
-    _fill(zstd_source, accounts=3)
-    zstd_source.export(compressed, compress="zstd")
-    damaged = bytearray(compressed.getvalue())
+    damaged = bytearray(_exported(tmp_path / "zsource", accounts=3, compress="zstd"))
     damaged[len(damaged) // 2] ^= 0xFF
     with pytest.raises(copal.CorruptRecordError):
         copal.open(tmp_path / "ztarget").import_from(io.BytesIO(bytes(damaged)))
-    for db in (early, late, zstd_source):
-        db.close()
+    early.close()
+    late.close()
 
 
 def test_progress_is_reported_up_to_the_total(tmp_path: Path) -> None:

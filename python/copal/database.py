@@ -10,11 +10,11 @@ from . import _core
 from .errors import ConflictError
 from .evolution import declared_removals
 from .indexes import declared_indexes
-from .persistent import registry, registry_generation
+from .persistent import registry, registry_generation, type_name_of
 from .progress import Progress, ProgressBar
-from .serialize import Compression
+from .serialize import Compression, _compression
 from .transaction import Transaction
-from .transfer import ExportFormat, Target, export_database, import_database
+from .transfer import ExportFormat, Target, opened
 
 __all__ = ["Database", "open"]
 
@@ -175,9 +175,11 @@ class Database:
         >>> db.export("bank.export", compress="zstd")      # doctest: +SKIP
         {'records': 1200, 'descriptors': 4, 'indexes': 1, 'tid': 57}
         """
-        return export_database(
-            self, out, format=format, compress=compress, classes=classes, progress=self._progress if progress is None else progress
-        )
+        codec, level = _compression(compress)
+        types = None if classes is None else [c if isinstance(c, str) else type_name_of(c) for c in classes]
+        with opened(out, "wb") as file:
+            report: dict[str, Any] = _core.export_raw(self._store, file, format, codec, level, types, progress or self._progress)
+        return report
 
     def import_from(self, source: Target, *, progress: Progress | None = None) -> dict[str, Any]:
         """Reads an export (any format and compression, detected from its first bytes) into
@@ -195,7 +197,9 @@ class Database:
         >>> copal.open("copy.copal").import_from("bank.export")   # doctest: +SKIP
         {'records': 1200, 'descriptors': 4, 'indexes': 1, 'tid': 57}
         """
-        return import_database(self, source, progress=self._progress if progress is None else progress)
+        with opened(source, "rb") as file:
+            report: dict[str, Any] = _core.import_raw(self._store, file, progress or self._progress)
+        return report
 
     def disk_size(self) -> int:
         """Bytes used by the database files (for PostgreSQL: by copal's tables)."""

@@ -64,29 +64,25 @@ fn summary(snapshot: &Snapshot, oid: Oid, record: &[u8]) -> Result<RecordSummary
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{Value, Writer, ROOT_OID};
-    use crate::store::{Commit, StoreOptions};
+    use crate::format::{Value, ROOT_OID};
+    use crate::store::test_support::{record, temp_store};
+    use crate::store::Commit;
 
     #[test]
     fn records_are_summarised_and_shown_without_classes() {
-        let dir = std::env::temp_dir().join(format!("copal-core-inspect-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let store = Store::lmdb(&dir, StoreOptions { durable: false, ..StoreOptions::default() }).unwrap();
+        let store = temp_store("inspect");
         let mut commit = Commit::begin(&store).unwrap();
         let pet = commit.descriptor("app.Pet", &["name".into(), "owner".into()]).unwrap();
         let oid = commit.allocate_oid(pet.class_no).unwrap();
-        let mut w = Writer::new();
-        RecordHeader { flags: 0, descriptor: pet.id, tid: commit.tid() }.write(&mut w);
-        Value::Str("rex".into()).encode(&mut w);
-        Value::Ref(ROOT_OID).encode(&mut w);
-        commit.put(oid, &w.buf).unwrap();
+        let rex = record(pet.id, commit.tid(), &[Value::Str("rex".into()), Value::Ref(ROOT_OID)]);
+        commit.put(oid, &rex).unwrap();
         commit.finish().unwrap();
 
         let shown = store.record_json(oid).unwrap().unwrap();
         assert!(shown.contains(r#""$persistent":"app.Pet","name":"rex","owner":{"$enum":"copal.Oid","$member":"0x1000000000000"}"#), "{shown}");
         assert_eq!(store.record_json(oid + 1).unwrap(), None);
         let listed = store.extent_summaries("app.Pet", 10).unwrap().unwrap();
-        assert_eq!(listed, vec![RecordSummary { oid, type_name: "app.Pet".into(), size: w.buf.len() }]);
+        assert_eq!(listed, vec![RecordSummary { oid, type_name: "app.Pet".into(), size: rex.len() }]);
         assert_eq!(store.summaries(&[oid, oid + 1]).unwrap(), vec![Some(listed[0].clone()), None]);
         assert_eq!(store.extent_summaries("app.Nothing", 10).unwrap(), None);
     }

@@ -20,6 +20,8 @@ mod postgres;
 mod schema;
 mod snapshot;
 mod stats;
+#[cfg(test)]
+mod test_support;
 mod transfer;
 mod transfer_text;
 mod verify;

@@ -233,7 +233,7 @@ impl Store {
                     return Ok(false);
                 }
                 report.records += 1;
-                if report.records % PROGRESS_EVERY == 0 {
+                if report.records.is_multiple_of(PROGRESS_EVERY) {
                     progress(report.records, total);
                 }
                 Ok(true)
@@ -394,7 +394,7 @@ impl<'s> Import<'s> {
         self.report.records += 1;
         self.batch_records += 1;
         self.batch_bytes += record.len();
-        if self.report.records % PROGRESS_EVERY == 0 {
+        if self.report.records.is_multiple_of(PROGRESS_EVERY) {
             progress(self.report.records, self.total);
         }
         if self.batch_records >= BATCH_RECORDS || self.batch_bytes >= BATCH_BYTES {

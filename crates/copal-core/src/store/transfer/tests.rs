@@ -4,20 +4,7 @@ use std::io::Cursor;
 
 use super::*;
 use crate::format::{make_oid, Value};
-use crate::store::StoreOptions;
-
-fn temp_store(name: &str) -> Arc<Store> {
-    let dir = std::env::temp_dir().join(format!("copal-core-transfer-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    Store::lmdb(&dir, StoreOptions { durable: false, ..StoreOptions::default() }).unwrap()
-}
-
-fn record(descriptor: u32, tid: u64, fields: &[Value]) -> Vec<u8> {
-    let mut w = Writer::new();
-    RecordHeader { flags: 0, descriptor, tid }.write(&mut w);
-    fields.iter().for_each(|v| v.encode(&mut w));
-    w.buf
-}
+use crate::store::test_support::{record, temp_store};
 
 /// A store with people referring to each other (one through a shared list), an index, a
 /// removed-field declaration, a deleted object and a root naming the first person.
@@ -74,7 +61,7 @@ fn every_format_round_trips_oids_descriptors_indexes_and_declarations() {
     let source = populated("source", 50);
     for format in [ExportFormat::Copal, ExportFormat::Json, ExportFormat::Xml] {
         let exported = export(&source, format, None);
-        let target = temp_store(&format!("target-{format:?}"));
+        let target = temp_store(&format!("transfer-target-{format:?}"));
         let report = target.import(&mut Cursor::new(&exported), &mut |_, _| {}).unwrap();
         assert_eq!((report.records, report.indexes), (51, 1), "{format:?}");
         assert_eq!(states(&target), states(&source), "{format:?}");
@@ -93,7 +80,7 @@ fn every_format_round_trips_oids_descriptors_indexes_and_declarations() {
 #[test]
 fn imported_classes_continue_their_oid_sequences() {
     let source = populated("sequence-source", 3);
-    let target = temp_store("sequence-target");
+    let target = temp_store("transfer-sequence-target");
     target.import(&mut Cursor::new(export(&source, ExportFormat::Copal, None)), &mut |_, _| {}).unwrap();
     let class = Snapshot::new(&target).unwrap().all_descriptors().unwrap()[1].class_no;
     let mut commit = Commit::begin(&target).unwrap();
@@ -108,7 +95,7 @@ fn a_class_export_holds_that_extent_and_every_descriptor() {
     let text = String::from_utf8(exported.clone()).unwrap();
     assert_eq!(text.lines().filter(|l| l.contains("\"oid\"")).count(), 5, "the root is not exported");
     assert!(text.contains(r#"{"$enum":"copal.Oid","$member":"0x"#), "references are written as copal.Oid members");
-    let target = temp_store("class-target");
+    let target = temp_store("transfer-class-target");
     target.import(&mut Cursor::new(exported), &mut |_, _| {}).unwrap();
     assert_eq!(states(&target)[1..], states(&source)[1..]);
     let unknown = source.export(ExportFormat::Json, Some(&["app.Nothing".to_owned()]), &mut Vec::new(), &mut |_, _| {});
@@ -131,14 +118,14 @@ fn truncated_and_damaged_input_is_a_typed_error_and_marks_a_partial_import() {
     let exported = export(&source, ExportFormat::Copal, None);
     // Cut inside the header or the descriptors: nothing is committed.
     for cut in [3, 10] {
-        let target = temp_store(&format!("cut-{cut}"));
+        let target = temp_store(&format!("transfer-cut-{cut}"));
         let error = target.import(&mut Cursor::new(&exported[..cut]), &mut |_, _| {}).unwrap_err();
         assert!(matches!(error, TransferError::Malformed { .. }), "{cut}: {error:?}");
         assert!(target.verify().unwrap().ok());
     }
     // Cut among the records: the descriptors were committed, so the import is partial and
     // `verify` says so.
-    let target = temp_store("cut-records");
+    let target = temp_store("transfer-cut-records");
     let error = target.import(&mut Cursor::new(&exported[..exported.len() - 40]), &mut |_, _| {}).unwrap_err();
     let TransferError::Partial { cause, .. } = &error else { panic!("{error:?}") };
     assert!(matches!(**cause, TransferError::Malformed { .. }), "{error}");
@@ -146,7 +133,7 @@ fn truncated_and_damaged_input_is_a_typed_error_and_marks_a_partial_import() {
     let problems = target.verify().unwrap().problems;
     assert!(problems.iter().any(|p| p.contains("did not finish")), "{problems:?}");
     // Not an export at all.
-    let other = temp_store("not-export");
+    let other = temp_store("transfer-not-export");
     assert!(matches!(other.import(&mut Cursor::new(b"hello"), &mut |_, _| {}), Err(TransferError::Malformed { .. })));
 }
 
@@ -158,10 +145,10 @@ fn text_entries_out_of_order_or_unknown_are_refused() {
     let removed = lines.iter().position(|l| l.contains("\"removed\"")).unwrap();
     let declaration = lines.remove(removed);
     lines.insert(lines.len() - 1, declaration);
-    let target = temp_store("order-target");
+    let target = temp_store("transfer-order-target");
     let error = target.import(&mut Cursor::new(lines.join("\n")), &mut |_, _| {}).unwrap_err();
     assert!(error.to_string().contains("high-water mark after a record"), "{error}");
     let unknown = text.replacen("\"end\"", "\"ending\"", 1);
-    let error = temp_store("unknown-target").import(&mut Cursor::new(unknown), &mut |_, _| {}).unwrap_err();
+    let error = temp_store("transfer-unknown-target").import(&mut Cursor::new(unknown), &mut |_, _| {}).unwrap_err();
     assert!(error.to_string().contains("unknown kind"), "{error}");
 }
