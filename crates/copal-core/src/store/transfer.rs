@@ -20,7 +20,7 @@ use super::index::IndexDef;
 use super::snapshot::Snapshot;
 use super::transfer_text::{TextReader, TextWriter};
 use super::Store;
-use crate::format::{ClassNo, DecodeError, Descriptor, Oid, Reader, RecordHeader, Writer, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID};
+use crate::format::{encode_root_record, ClassNo, DecodeError, Descriptor, Oid, Reader, RecordHeader, Writer, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID};
 
 /// The first bytes of a binary export (docs/EXPORT.md section 2).
 pub const MAGIC: [u8; 4] = *b"CPLX";
@@ -269,7 +269,7 @@ impl Store {
         let snapshot = Snapshot::new(self)?;
         let not_empty = |what: &str| Err(TransferError::NotEmpty { message: format!("the target database is not empty: {what}") });
         if let Some(other) = snapshot.all_descriptors()?.iter().find(|d| d.id != ROOT_DESCRIPTOR) {
-            return not_empty(&format!("it stores objects of type {}", other.type_name));
+            return not_empty(&format!("it has stored objects of type {}", other.type_name));
         }
         // Index definitions may exist (an application declares its indexes when it opens a
         // transaction, objects or not): with no records they hold no entries, and the import
@@ -279,10 +279,9 @@ impl Store {
             records += 1;
             Ok(records < 2)
         })?;
+        let state = |record: &[u8]| RecordHeader::parse(record).ok().map(|(_, start)| record[start..].to_vec());
         let root = snapshot.get(ROOT_OID)?;
-        let root_is_empty = root.is_some_and(|record| {
-            RecordHeader::parse(&record).is_ok_and(|(_, state)| record[state..] == crate::format::encode_root_record(0)[3..])
-        });
+        let root_is_empty = root.is_some_and(|record| state(&record) == state(&encode_root_record(0)));
         if records > 1 || !root_is_empty {
             return not_empty("its root mapping holds objects");
         }
