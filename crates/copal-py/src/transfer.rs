@@ -269,7 +269,12 @@ pub fn export_raw<'py>(
     let raised = Raised::default();
     let out = BufWriter::with_capacity(CHUNK, PyFileWriter { file, raised: Arc::clone(&raised) });
     let mut out = match compression {
-        COMPRESSION_ZSTD => Output::Zstd(zstd::stream::write::Encoder::new(out, level)?),
+        COMPRESSION_ZSTD => {
+            let mut encoder = zstd::stream::write::Encoder::new(out, level)?;
+            // Without the frame checksum a damaged byte could decompress to a different record.
+            encoder.include_checksum(true)?;
+            Output::Zstd(encoder)
+        }
         COMPRESSION_GZIP => Output::Gzip(GzipWriter::new(out, level, Arc::clone(&raised))?),
         _ => Output::Plain(out),
     };

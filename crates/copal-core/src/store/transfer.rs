@@ -13,7 +13,7 @@ use std::fmt;
 use std::io::{BufRead, Read, Write};
 use std::sync::Arc;
 
-use super::checksum::unseal;
+use super::checksum::{crc16, unseal};
 use super::commit::Commit;
 use super::error::StoreError;
 use super::index::IndexDef;
@@ -496,8 +496,11 @@ impl EntryWriter for CopalWriter<'_> {
                 KIND_INDEX
             }
             Entry::Record { oid, record } => {
+                // The store's checksum travels with the record: the importer checks it, so a
+                // damaged export is an error, never a silently different record.
                 w.bytes(&oid.to_le_bytes());
                 w.bytes(record);
+                w.bytes(&crc16(record).to_le_bytes());
                 KIND_RECORD
             }
             Entry::End { records } => {
@@ -575,13 +578,17 @@ impl EntryReader for CopalReader<'_> {
             return Err(malformed("the export is truncated (in an entry)"));
         }
         let mut r = Reader::new(&self.payload);
-        let entry = decode_entry(kind[0], &mut r).map_err(|e| damaged(&format!("entry of kind {}", kind[0]), e))?;
+        let entry = decode_entry(kind[0], &mut r)?;
         r.expect_end().map_err(|e| damaged("entry", e))?;
         Ok(Some(entry))
     }
 }
 
-fn decode_entry(kind: u8, r: &mut Reader<'_>) -> Result<Entry<'static>, DecodeError> {
+fn decode_entry(kind: u8, r: &mut Reader<'_>) -> Result<Entry<'static>, TransferError> {
+    decode_plain_entry(kind, r).map_err(|e| damaged(&format!("entry of kind {kind}"), e))
+}
+
+fn decode_plain_entry(kind: u8, r: &mut Reader<'_>) -> Result<Entry<'static>, DecodeError> {
     Ok(match kind {
         KIND_HEADER => Entry::Header { tid: r.varint()?, records: r.varint()? },
         KIND_DESCRIPTOR => {
@@ -592,7 +599,9 @@ fn decode_entry(kind: u8, r: &mut Reader<'_>) -> Result<Entry<'static>, DecodeEr
         KIND_INDEX => Entry::Index(IndexDef::decode(0, r.bytes(r.remaining())?)?),
         KIND_RECORD => {
             let oid = u64::from_le_bytes(r.array()?);
-            Entry::Record { oid, record: Cow::Owned(r.bytes(r.remaining())?.to_vec()) }
+            let value = r.bytes(r.remaining())?;
+            let record = unseal(oid, value).map_err(|_| DecodeError::OutOfRange { offset: 8, what: "record checksum" })?;
+            Entry::Record { oid, record: Cow::Owned(record.to_vec()) }
         }
         KIND_END => Entry::End { records: r.varint()? },
         KIND_HIGH_WATER => {

@@ -152,3 +152,14 @@ fn text_entries_out_of_order_or_unknown_are_refused() {
     let error = temp_store("transfer-unknown-target").import(&mut Cursor::new(unknown), &mut |_, _| {}).unwrap_err();
     assert!(error.to_string().contains("unknown kind"), "{error}");
 }
+
+#[test]
+fn a_damaged_record_in_a_binary_export_fails_its_checksum() {
+    let source = populated("transfer-crc-source", 3);
+    let mut exported = export(&source, ExportFormat::Copal, None);
+    let at = exported.windows(2).position(|w| w == b"p1").unwrap();
+    exported[at + 1] = b'7';
+    let target = temp_store("transfer-crc-target");
+    let error = target.import(&mut Cursor::new(exported), &mut |_, _| {}).unwrap_err();
+    assert!(error.to_string().contains("record checksum"), "{error}");
+}
