@@ -247,6 +247,9 @@ def test_export_import_through_a_pipe_and_files(tmp_path: Path) -> None:
     to_file = _copal("export", str(tmp_path / "db"), "--compress", "gzip", "--type", "test_cli.Person", "-o", str(tmp_path / "people.gz"))
     assert to_file.returncode == 0 and to_file.stdout.startswith("exported 20 objects"), to_file.stderr
     assert (tmp_path / "people.gz").read_bytes()[:2] == b"\x1f\x8b"
+    for options, message in ((["--level", "5"], "--level needs --compress"), (["--compress", "gzip", "--level", "12"], "outside 0..=9")):
+        refused = _copal("export", str(tmp_path / "db"), *options, "-o", str(tmp_path / "x"))
+        assert refused.returncode == 2 and message in refused.stderr and "Traceback" not in refused.stderr
     again = _copal("import", str(tmp_path / "copy"), str(tmp_path / "people.gz"))
     assert again.returncode == 3 and again.stderr.count("\n") == 1 and "not empty" in again.stderr
     damaged = tmp_path / "damaged"

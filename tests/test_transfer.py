@@ -176,11 +176,17 @@ def test_round_trip_through_postgresql_and_back(tmp_path: Path, pg_server: PgSer
     back.close()
 
 
-def test_export_is_one_snapshot_while_writers_commit(tmp_path: Path) -> None:
-    db = copal.open(tmp_path / "db")
+def _with_entries(where: Path, n: int) -> copal.Database:
+    """A new database at `where` whose root holds `n` accounts (`entries`) and their `count`."""
+    db = copal.open(where)
     with db.transaction() as tx:
-        tx.root["entries"] = PersistentList(Account(f"o{i}", i) for i in range(20_000))
-        tx.root["count"] = 20_000
+        tx.root["entries"] = PersistentList(Account(f"o{i}", i) for i in range(n))
+        tx.root["count"] = n
+    return db
+
+
+def test_export_is_one_snapshot_while_writers_commit(tmp_path: Path) -> None:
+    db = _with_entries(tmp_path / "db", 20_000)
     stop, first = threading.Event(), threading.Event()
 
     def write() -> None:
@@ -274,9 +280,7 @@ def test_damaged_input_is_a_typed_error_and_a_partial_import_says_so(tmp_path: P
 
 
 def test_progress_is_reported_up_to_the_total(tmp_path: Path) -> None:
-    db = copal.open(tmp_path / "db")
-    with db.transaction() as tx:
-        tx.root["entries"] = PersistentList(Account(f"o{i}", i) for i in range(20_000))
+    db = _with_entries(tmp_path / "db", 20_000)
     calls: list[tuple[str, int, int]] = []
     buffer = io.BytesIO()
     db.export(buffer, progress=lambda what, done, total: calls.append((what, done, total)))

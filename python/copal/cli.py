@@ -32,6 +32,10 @@ class CommandError(Exception):
     """A failure the command reports in one line on stderr, with exit status 3."""
 
 
+class UsageError(Exception):
+    """Arguments that do not go together, reported in one line with exit status 2."""
+
+
 def _is_url(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
@@ -345,13 +349,18 @@ def _summary(report: dict[str, Any], verb: str) -> str:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.level is not None and args.compress is None:
+        raise UsageError("--level needs --compress")
     compress = None if args.compress is None else (args.compress if args.level is None else (args.compress, args.level))
     if args.output is None and args.format == "copal" and args.compress is None and sys.stdout.isatty():
         raise CommandError("a binary export would be written to the terminal: redirect it (> FILE) or use -o FILE")
 
     def work(db: Database) -> dict[str, Any]:
         out = args.output if args.output is not None else sys.stdout.buffer
-        return db.export(out, format=args.format, compress=compress, classes=args.type_names)
+        try:
+            return db.export(out, format=args.format, compress=compress, classes=args.type_names)
+        except ValueError as e:  # a compression level out of range
+            raise UsageError(str(e)) from None
 
     report = _on_database(args.db, work)
     if args.json:
@@ -557,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
         # complaining when it flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_ERROR
+    except UsageError as e:
+        print(f"copal {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except (CommandError, CopalError, OSError) as e:
         print(f"copal {args.command}: error: {e}", file=sys.stderr)
         return EXIT_ERROR
