@@ -89,6 +89,23 @@ def test_snapshot_isolation_and_invalidation_across_processes(store: Any) -> Non
         assert list(tx.root["A"]) == [5]
 
 
+def test_a_class_first_stored_by_another_process_is_found_and_extended(store: Any) -> None:
+    db = _seed(store)
+    with db.transaction() as tx:
+        assert tx.query(Item).count() == 0  # no Item was ever stored: the name has no class yet
+    # The child registers the class (and, in the embedded store, creates its record table).
+    child(store, "add_items", "x", 3)
+    with db.transaction() as tx:
+        assert tx.query(Item).count() == 3
+        assert sorted(item.value for item in tx.query(Item)) == [0, 1, 2]
+    with db.transaction() as tx:
+        tx.add(Item("here", 9))
+    db = store.reopen(db)
+    with db.transaction() as tx:
+        assert tx.query(Item).where(name="here").one().value == 9
+        assert tx.query(Item).count() == 4
+
+
 def test_changing_an_object_another_process_deleted_conflicts(store: Any) -> None:
     db = _seed(store)
     with db.transaction() as tx:

@@ -33,7 +33,7 @@ class Connection:
     def load_many(self, oids: list[int]) -> list[Any]: ...
     def query(
         self,
-        classes: list[int],
+        names: list[str],
         filter: tuple[Any, ...],
         order: list[tuple[list[str], bool]],
         offset: int,
@@ -43,6 +43,7 @@ class Connection:
         renamed: list[tuple[str, str, str]],
     ) -> Any: ...
     def class_numbers(self, names: list[str]) -> list[int]: ...
+    def has_pending(self) -> bool: ...
     def sync_indexes(
         self,
         declared: list[tuple[str, list[str], list[str], bool, list[tuple[str, str, str]]]],

@@ -24,6 +24,8 @@ _BATCH = 1000
 
 # A filter travels to Rust as nested tuples (see crates/copal-py/src/query.rs).
 Node = tuple[Any, ...]
+#: The filter of a query without conditions.
+_ALL: Node = ("true",)
 
 
 class Expr:
@@ -269,7 +271,7 @@ class Query(Generic[T]):
         self,
         tx: Transaction,
         cls: type[T],
-        node: Node = ("true",),
+        node: Node = _ALL,
         order: tuple[tuple[tuple[str, ...], bool], ...] = (),
         offset: int = 0,
         limit: int | None = None,
@@ -295,13 +297,16 @@ class Query(Generic[T]):
     # -- building ------------------------------------------------------------------------------
     def where(self, *conditions: Expr, **equalities: Any) -> Query[T]:
         """Only objects satisfying every condition and attribute equality."""
-        nodes = [_expr(c).node for c in conditions]
-        nodes += [("cmp", tuple(name.split(".")), "==", value) for name, value in equalities.items()]
-        if self._node != ("true",):
+        nodes = [_expr(c).node for c in conditions] if conditions else []
+        for name, value in equalities.items():
+            nodes.append(("cmp", tuple(name.split(".")), "==", value))
+        if self._node != _ALL:
             nodes.insert(0, self._node)
         if not nodes:
             return self
-        return self._with(node=nodes[0] if len(nodes) == 1 else ("and", nodes))
+        # Built directly rather than by `_with`: this is the hot path of a point lookup.
+        node = nodes[0] if len(nodes) == 1 else ("and", nodes)
+        return Query(self._tx, self._cls, node, self._order, self._offset, self._limit, self._only)
 
     def order_by(self, *paths: str | Field, descending: bool = False) -> Query[T]:
         """Sorts by these paths (appended to any earlier order). Values of different kinds sort
@@ -329,6 +334,9 @@ class Query(Generic[T]):
     def _pending(self) -> tuple[list[Any], set[int]]:
         """Matching pending objects, and the ids to leave out of the stored scan."""
         tx = self._tx
+        # Checked first without building the lists: most queries run with nothing pending.
+        if not tx._added and not tx._deleted and not tx._conn.has_pending():
+            return [], set()
         pending_objects = tx._pending_objects()
         if not pending_objects and not tx._deleted:
             return [], set()
@@ -351,19 +359,18 @@ class Query(Generic[T]):
         if not overridden:
             return []
         hops = {path[:i] for path in self._paths() for i in range(1, len(path))}
-        classes = self._classes() if hops else []
-        if not classes:
+        if not hops:
             return []
         node: Node = ("or", [("in", hop, overridden) for hop in sorted(hops)])
-        oids = [oid for oid in self._ask(classes, node, [], 0, None, set(), "oids") if oid not in skip]
+        oids = [oid for oid in self._ask(node, [], 0, None, set(), "oids") if oid not in skip]
         found: list[Any] = self._tx._conn.load_many(oids)
         return found
 
-    def _ask(
-        self, classes: list[int], node: Node, order: Any, offset: int, limit: int | None, exclude: set[int], mode: str
-    ) -> Any:
-        """Runs a query in Rust over the stored records of ``classes``."""
-        return self._tx._conn.query(classes, node, order, offset, limit, exclude, mode, renamed_fields())
+    def _ask(self, node: Node, order: Any, offset: int, limit: int | None, exclude: set[int], mode: str) -> Any:
+        """Runs a query in Rust over the stored records of the queried classes (Rust resolves
+        their type names to class numbers; a type never stored has no results)."""
+        names = _extent_type_names(self._cls, self._only)
+        return self._tx._conn.query(names, node, order, offset, limit, exclude, mode, renamed_fields())
 
     def _paths(self) -> list[tuple[str, ...]]:
         paths = [path for path, _ in self._order]
@@ -387,23 +394,18 @@ class Query(Generic[T]):
         tx._check_active()
         pending, exclude = self._pending()
         limit = self._limit if limit is None else (limit if self._limit is None else min(limit, self._limit))
-        classes = self._classes()
         order = [(list(path), desc) for path, desc in self._order]
         if not pending:
-            if not classes:
-                return 0 if mode == "count" else []
-            return self._ask(classes, self._node, order, self._offset, limit, exclude, mode)
+            return self._ask(self._node, order, self._offset, limit, exclude, mode)
         if mode == "count":
             # The stored versions of pending objects are excluded: the two sets are disjoint.
-            stored_count: int = self._ask(classes, self._node, [], 0, None, exclude, "count") if classes else 0
+            stored_count: int = self._ask(self._node, [], 0, None, exclude, "count")
             return stored_count + len(pending)
         # The first `wanted` results of the union are among the first `wanted` stored results and
         # the pending matches, so only those stored results are read (and built, if ordered).
         wanted = None if limit is None else self._offset + limit
         if not self._order:
-            stored_oids: list[int] = (
-                self._ask(classes, self._node, [], 0, wanted, exclude, "oids") if classes else []
-            )
+            stored_oids: list[int] = self._ask(self._node, [], 0, wanted, exclude, "oids")
             merged: list[tuple[int | None, Any]] = sorted(
                 [(oid, None) for oid in stored_oids] + [(o._p_oid, o) for o in pending],
                 key=lambda entry: (entry[0] is None, entry[0] or 0),
@@ -413,9 +415,7 @@ class Query(Generic[T]):
             # Entries without an object are stored results: they all have an oid.
             loaded = iter(tx._conn.load_many([oid for oid, obj in merged if obj is None and oid is not None]))
             return [obj if obj is not None else next(loaded) for _, obj in merged]
-        stored: list[Any] = (
-            self._ask(classes, self._node, order, 0, wanted, exclude, "objects") if classes else []
-        )
+        stored: list[Any] = self._ask(self._node, order, 0, wanted, exclude, "objects")
         # Stored results come in object-id order; merged results keep that order, new objects last.
         combined = sorted(stored + pending, key=lambda o: (o._p_oid is None, o._p_oid or 0))
         for path, desc in reversed(self._order):
@@ -474,7 +474,7 @@ class Query(Generic[T]):
         classes = self._classes()
         order = [(list(path), desc) for path, desc in self._order]
         access: str = (
-            self._ask(classes, self._node, order, self._offset, self._limit, set(), "explain")
+            self._ask(self._node, order, self._offset, self._limit, set(), "explain")
             if classes
             else "nothing stored yet"
         )

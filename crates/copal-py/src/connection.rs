@@ -136,6 +136,22 @@ impl Connection {
         let _ = self.loaded.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_sub(1)));
     }
 
+    /// The class numbers of the stored type names `names` (unknown names are skipped). The
+    /// catalog is re-read only when a name is missing from it: a class number, once given, never
+    /// changes, but another process may have registered the name since.
+    fn resolve_classes(&self, names: &[String]) -> PyResult<Vec<u16>> {
+        {
+            let catalog = self.store.catalog();
+            let classes: Vec<u16> = names.iter().filter_map(|n| catalog.class_no(n)).collect();
+            if classes.len() == names.len() {
+                return Ok(classes);
+            }
+        }
+        self.with_snapshot(|s| s.refresh_catalog().py_err())?;
+        let catalog = self.store.catalog();
+        Ok(names.iter().filter_map(|n| catalog.class_no(n)).collect())
+    }
+
     /// Runs `f` on the transaction's snapshot (or, outside a transaction, on a fresh one).
     /// `f` must not call Python code: the snapshot stays locked while it runs.
     fn with_snapshot<T>(&self, f: impl FnOnce(&Snapshot) -> PyResult<T>) -> PyResult<T> {
@@ -650,15 +666,16 @@ impl Connection {
         PyList::new(py, objects)
     }
 
-    /// Runs a query on this snapshot, in Rust on the raw records: `mode` "objects" returns the
-    /// matching objects, "oids" their ids, "count" how many match. `exclude` leaves out objects
-    /// that are pending in the running transaction (the caller tests those in Python).
-    #[pyo3(signature = (classes, filter, order, offset, limit, exclude, mode, renamed))]
+    /// Runs a query on this snapshot, in Rust on the raw records of the objects stored under the
+    /// type names `names`: `mode` "objects" returns the matching objects, "oids" their ids,
+    /// "count" how many match. `exclude` leaves out objects that are pending in the running
+    /// transaction (the caller tests those in Python).
+    #[pyo3(signature = (names, filter, order, offset, limit, exclude, mode, renamed))]
     #[allow(clippy::too_many_arguments)]
     fn query<'py>(
         &self,
         py: Python<'py>,
-        classes: Vec<u16>,
+        names: Vec<String>,
         filter: &Bound<'py, PyAny>,
         order: Vec<(Vec<String>, bool)>,
         offset: usize,
@@ -667,6 +684,11 @@ impl Connection {
         mode: &str,
         renamed: Vec<(String, String, String)>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let classes = self.resolve_classes(&names)?;
+        if classes.is_empty() && mode != "explain" {
+            // Nothing of these types was ever stored.
+            return if mode == "count" { 0.into_bound_py_any(py) } else { Ok(PyList::empty(py).into_any()) };
+        }
         let mut sink = ReadOnlySink { conn: self, unknown_class: false };
         let filter = OperandConverter { sink: &mut sink }.expr(filter)?;
         let mut query = Query::new(classes, filter);
@@ -762,9 +784,14 @@ impl Connection {
 
     /// The class numbers of the stored type names `names` (unknown names are skipped).
     fn class_numbers(&self, names: Vec<String>) -> PyResult<Vec<u16>> {
-        self.with_snapshot(|s| s.refresh_catalog().py_err())?;
-        let catalog = self.store.catalog();
-        Ok(names.iter().filter_map(|n| catalog.class_no(n)).collect())
+        self.resolve_classes(&names)
+    }
+
+    /// Whether the running transaction has changed objects, or loaded objects whose state holds
+    /// mutable containers (which may have changed in place): without them a query needs no
+    /// read-your-writes work.
+    fn has_pending(&self) -> PyResult<bool> {
+        Ok(!self.changed.lock()?.is_empty() || !self.watched.lock()?.is_empty())
     }
 
     /// Persistent objects not stored yet that are reachable from `objects` (through plain

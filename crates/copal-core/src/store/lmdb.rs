@@ -1,32 +1,50 @@
-//! The embedded backend: one LMDB environment (a directory) holding six named databases.
+//! The embedded backend: one LMDB environment (a directory) holding five named databases and one
+//! record table per class that has stored records.
 //!
-//! | database        | key                                  | value                                   |
-//! |-----------------|--------------------------------------|-----------------------------------------|
-//! | `records`       | oid, u64 big-endian                  | record bytes + checksum (FORMAT.md)     |
-//! | `descriptors`   | descriptor id, u32 BE                | descriptor bytes                        |
-//! | `log`           | tid, u64 BE                          | changed oids, delta-varints             |
-//! | `meta`          | ASCII name                           | format version, last tid, high-water    |
-//! | `index_defs`    | index id, u32 BE                     | index definition                        |
-//! | `index_entries` | index id ++ index key ++ oid         | empty                                   |
+//! | database          | key                                  | value                                   |
+//! |-------------------|--------------------------------------|-----------------------------------------|
+//! | `records/<class>` | oid, u64 big-endian                  | record bytes + checksum (FORMAT.md)     |
+//! | `descriptors`     | descriptor id, u32 BE                | descriptor bytes                        |
+//! | `log`             | tid, u64 BE                          | changed oids, delta-varints             |
+//! | `meta`            | ASCII name                           | format version, last tid, high-water    |
+//! | `index_defs`      | index id, u32 BE                     | index definition                        |
+//! | `index_entries`   | index id ++ index key ++ oid         | empty                                   |
+//!
+//! `<class>` is the class number in decimal. A class's new objects get ids past every stored one,
+//! so their records are appended (MDB_APPEND) to the end of their own table, which fills pages
+//! completely; in one shared table they would land mid-tree and LMDB would split pages in half
+//! (docs/ARCHITECTURE.md "Storage layout", measured by `examples/record_layout.rs`). Store format
+//! 1 kept every record in one `records` table; it is migrated when opened.
 //!
 //! Reads borrow straight from the memory map: a record handed to a visitor is never copied.
 
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, TryLockError, Weak};
 
 use heed::types::Bytes;
-use heed::{Database, Env, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
+use heed::{Database, Env, EnvOpenOptions, PutFlags, RoTxn, RwTxn, WithoutTls};
 
 use super::error::StoreError;
 use super::{read_u32_key, read_u64_key, Backend, DescriptorTable, IdVisitor, SettingVisitor, Store, META_TID};
-use crate::format::{encode_root_record, oid_class, Descriptor, Oid, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID, ROOT_TYPE_NAME};
+use crate::format::{
+    encode_root_record, oid_class, ClassNo, Descriptor, Oid, ROOT_CLASS, ROOT_DESCRIPTOR,
+    ROOT_OID, ROOT_TYPE_NAME,
+};
+
+use record_tables::{migrate_shared_records, record_table_name, too_many_classes, RecordTables, MAX_RECORD_TABLES};
+#[cfg(test)]
+use record_tables::SHARED_RECORDS;
 
 type Table = Database<Bytes, Bytes>;
 
 const META_FORMAT: &[u8] = b"format";
-const STORE_FORMAT: u32 = 1;
+/// Format 2: one record table per class. Format 1 (one shared `records` table) is migrated.
+const STORE_FORMAT: u32 = 2;
+const SHARED_RECORDS_FORMAT: u32 = 1;
+/// `descriptors`, `log`, `meta`, `index_defs`, `index_entries`.
+const FIXED_TABLES: u32 = 5;
 
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -48,11 +66,12 @@ impl Default for StoreOptions {
     }
 }
 
-/// The table handles of an environment. Handles are plain numbers, so read and write
+/// The fixed table handles of an environment. Handles are plain numbers, so read and write
 /// transactions carry their own copy.
 #[derive(Clone, Copy)]
 pub(crate) struct Tables {
-    records: Table,
+    /// LMDB's unnamed database, whose keys are the names of the others.
+    main: Table,
     descriptors: Table,
     log: Table,
     meta: Table,
@@ -63,6 +82,13 @@ pub(crate) struct Tables {
 pub(crate) struct LmdbBackend {
     env: Env<WithoutTls>,
     tables: Tables,
+    /// The handles of the record tables opened so far, for the transactions that begin from
+    /// now on; replaced (never changed in place) when tables are opened.
+    records: RwLock<Arc<RecordTables>>,
+    /// Held while table handles may be opened: LMDB forbids opening tables in two transactions
+    /// of a process at once, and a write transaction may create a table at any point until it
+    /// ends.
+    opening: Mutex<()>,
     path: PathBuf,
 }
 
@@ -93,7 +119,9 @@ pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<Arc<Store>, Sto
 impl LmdbBackend {
     fn open(path: &Path, options: &StoreOptions) -> Result<LmdbBackend, StoreError> {
         let mut env_options = EnvOpenOptions::new().read_txn_without_tls();
-        env_options.map_size(options.map_size).max_readers(options.max_readers).max_dbs(8);
+        // One more than the tables of format 2, for the shared table of a format-1 store.
+        let max_dbs = FIXED_TABLES + MAX_RECORD_TABLES as u32 + 1;
+        env_options.map_size(options.map_size).max_readers(options.max_readers).max_dbs(max_dbs);
         if !options.durable {
             // SAFETY: NO_SYNC only changes when LMDB calls fsync; it does not affect memory safety.
             unsafe { env_options.flags(heed::EnvFlags::NO_SYNC) };
@@ -104,13 +132,16 @@ impl LmdbBackend {
         env.clear_stale_readers()?;
         let mut wtxn = env.write_txn()?;
         let tables = Tables {
-            records: env.create_database(&mut wtxn, Some("records"))?,
+            main: env.open_database(&wtxn, None)?.ok_or_else(|| StoreError::Storage {
+                message: format!("{}: LMDB has no unnamed database", path.display()),
+            })?,
             descriptors: env.create_database(&mut wtxn, Some("descriptors"))?,
             log: env.create_database(&mut wtxn, Some("log"))?,
             meta: env.create_database(&mut wtxn, Some("meta"))?,
             index_defs: env.create_database(&mut wtxn, Some("index_defs"))?,
             index_entries: env.create_database(&mut wtxn, Some("index_entries"))?,
         };
+        let mut records = RecordTables::default();
         match tables.meta.get(&wtxn, META_FORMAT)? {
             None => {
                 let root = Descriptor {
@@ -121,21 +152,33 @@ impl LmdbBackend {
                 };
                 tables.descriptors.put(&mut wtxn, &ROOT_DESCRIPTOR.to_be_bytes()[..], &root.encode()[..])?;
                 let root_value = super::checksum::seal(&encode_root_record(0));
-                tables.records.put(&mut wtxn, &ROOT_OID.to_be_bytes()[..], &root_value[..])?;
+                let root_table: Table = env.create_database(&mut wtxn, Some(&record_table_name(ROOT_CLASS)))?;
+                root_table.put(&mut wtxn, &ROOT_OID.to_be_bytes()[..], &root_value[..])?;
                 tables.meta.put(&mut wtxn, META_FORMAT, &STORE_FORMAT.to_be_bytes()[..])?;
                 tables.meta.put(&mut wtxn, META_TID, &0u64.to_be_bytes()[..])?;
             }
             Some(bytes) if bytes == STORE_FORMAT.to_be_bytes() => {}
+            Some(bytes) if bytes == SHARED_RECORDS_FORMAT.to_be_bytes() => {
+                migrate_shared_records(&env, &mut wtxn, &mut records)?;
+                tables.meta.put(&mut wtxn, META_FORMAT, &STORE_FORMAT.to_be_bytes()[..])?;
+            }
             Some(_) => {
                 return Err(StoreError::Incompatible {
                     message: format!("{} was written by an incompatible copal store format", path.display()),
                 })
             }
         }
+        records.open_listed(&env, tables.main, &wtxn)?;
         // Committed even when nothing was written: LMDB closes database handles opened in a
         // transaction that aborts.
         wtxn.commit()?;
-        Ok(LmdbBackend { env, tables, path: path.to_owned() })
+        Ok(LmdbBackend {
+            env,
+            tables,
+            records: RwLock::new(Arc::new(records)),
+            opening: Mutex::new(()),
+            path: path.to_owned(),
+        })
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -148,6 +191,31 @@ impl LmdbBackend {
 
     pub(crate) fn disk_size(&self) -> Result<u64, StoreError> {
         Ok(self.env.real_disk_size()?)
+    }
+
+    fn record_tables(&self) -> Arc<RecordTables> {
+        Arc::clone(&self.records.read().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    /// Makes `records` the set of open record tables; the caller holds the `opening` lock.
+    fn publish(&self, records: Arc<RecordTables>) {
+        *self.records.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = records;
+    }
+
+    fn lock_opening(&self) -> MutexGuard<'_, ()> {
+        self.opening.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Opens the record tables that other processes created since this one last looked. The
+    /// caller holds the `opening` lock.
+    fn open_new_record_tables(&self, _opening: &MutexGuard<'_, ()>) -> Result<(), StoreError> {
+        let mut records = RecordTables::clone(&self.record_tables());
+        let txn = self.env.read_txn()?;
+        records.open_listed(&self.env, self.tables.main, &txn)?;
+        // Committed, so that the handles it opened stay open for every later transaction.
+        txn.commit()?;
+        self.publish(Arc::new(records));
+        Ok(())
     }
 }
 
@@ -193,28 +261,6 @@ impl Tables {
         }
     }
 
-    /// Calls `visit(oid, stored value)` for the records with `first <= oid < end` (no end: to
-    /// the last record), in oid order, until it returns false.
-    fn scan_records(
-        &self,
-        txn: &RoTxn<'_>,
-        first: Oid,
-        end: Option<Oid>,
-        mut visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
-    ) -> Result<(), StoreError> {
-        let first = first.to_be_bytes();
-        // Open-ended, stopping at `end` by comparing ids: a bounded range would compare every
-        // key with the end key (a memcmp per record of a scan).
-        for entry in self.records.range(txn, &(Bound::Included(&first[..]), Bound::Unbounded))? {
-            let (key, value) = entry?;
-            let oid = read_u64_key(key, "record")?;
-            if end.is_some_and(|end| oid >= end) || !visit(oid, value)? {
-                break;
-            }
-        }
-        Ok(())
-    }
-
     fn index_defs(&self, txn: &RoTxn<'_>, visit: IdVisitor<'_>) -> Result<(), StoreError> {
         visit_ids(self.index_defs, txn, 0, visit)
     }
@@ -254,11 +300,29 @@ impl Tables {
 pub(crate) struct LmdbRead {
     txn: RoTxn<'static, WithoutTls>,
     tables: Tables,
+    records: Arc<RecordTables>,
 }
 
 impl LmdbRead {
     pub(crate) fn begin(backend: &LmdbBackend) -> Result<LmdbRead, StoreError> {
-        Ok(LmdbRead { txn: backend.env.clone().static_read_txn()?, tables: backend.tables })
+        loop {
+            // Taken before the transaction begins (the invariant of `RecordTables`).
+            let records = backend.record_tables();
+            let txn = backend.env.clone().static_read_txn()?;
+            if backend.tables.main.len(&txn)? <= records.tables_seen {
+                return Ok(LmdbRead { txn, tables: backend.tables, records });
+            }
+            // Another process created record tables. A reader never waits for the `opening`
+            // lock: a write transaction holds it while its thread may need the GIL that this
+            // one holds. The writer opens every committed table as it begins, so by the time
+            // the lock is busy the tables this view lacks are open or about to be.
+            drop(txn);
+            match backend.opening.try_lock() {
+                Ok(opening) => backend.open_new_record_tables(&opening)?,
+                Err(TryLockError::Poisoned(poisoned)) => backend.open_new_record_tables(&poisoned.into_inner())?,
+                Err(TryLockError::WouldBlock) => std::thread::sleep(std::time::Duration::from_micros(50)),
+            }
+        }
     }
 
     pub(crate) fn last_tid(&self) -> Result<u64, StoreError> {
@@ -275,7 +339,7 @@ impl LmdbRead {
 
     /// The stored value of `oid`, borrowed from the map.
     pub(crate) fn get(&self, oid: Oid) -> Result<Option<&[u8]>, StoreError> {
-        Ok(self.tables.records.get(&self.txn, &oid.to_be_bytes())?)
+        self.records.get_record(&self.txn, oid)
     }
 
     /// Calls `visit(i, stored value)` for each `oids[i]` (sorted ascending), reading runs of
@@ -291,14 +355,16 @@ impl LmdbRead {
         const MAX_GAP: u64 = 32;
         let mut start = 0;
         while start < oids.len() {
+            let class = oid_class(oids[start]);
             let mut end = start + 1;
-            while end < oids.len() && oids[end] - oids[end - 1] <= MAX_GAP && oid_class(oids[end]) == oid_class(oids[start]) {
+            while end < oids.len() && oids[end] - oids[end - 1] <= MAX_GAP && oid_class(oids[end]) == class {
                 end += 1;
             }
+            let Some(table) = self.records.get(class) else { return Err(missing(oids[start])) };
             let (first, last) = (oids[start].to_be_bytes(), oids[end - 1].to_be_bytes());
             let mut wanted = start;
             let range = (Bound::Included(&first[..]), Bound::Included(&last[..]));
-            for entry in self.tables.records.range(&self.txn, &range).map_err(|e| failed(e.into()))? {
+            for entry in table.range(&self.txn, &range).map_err(|e| failed(e.into()))? {
                 let (key, value) = entry.map_err(|e| failed(e.into()))?;
                 let oid = read_u64_key(key, "record").map_err(&failed)?;
                 if oids[wanted] < oid {
@@ -327,17 +393,12 @@ impl LmdbRead {
         end: Option<Oid>,
         visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        self.tables.scan_records(&self.txn, first, end, visit)
+        self.records.scan(&self.txn, first, end, visit)
     }
 
-    /// How many records have ids in `[first, end)`: a walk over the keys of the range.
+    /// How many records have ids in `[first, end)`.
     pub(crate) fn count_records(&self, first: Oid, end: Oid) -> Result<u64, StoreError> {
-        let mut n = 0;
-        self.tables.scan_records(&self.txn, first, Some(end), |_, _| {
-            n += 1;
-            Ok(true)
-        })?;
-        Ok(n)
+        self.records.count(&self.txn, first, end)
     }
 
     /// The first tid the commit log still holds (None: the log is empty).
@@ -391,14 +452,49 @@ impl DescriptorTable for LmdbRead {
 /// A commit's LMDB write transaction: holding it is holding the environment's write lock, which
 /// serializes commits of every process.
 pub(crate) struct LmdbWrite<'s> {
+    // Field order is load-bearing: `txn` must end (commit or abort) before `_opening` lets
+    // another transaction of the process open tables.
     txn: RwTxn<'s>,
     tables: Tables,
+    /// The record tables this transaction may use, including those it created.
+    records: Arc<RecordTables>,
+    /// Whether it created record tables (published when it commits).
+    opened_tables: bool,
+    backend: &'s LmdbBackend,
+    _opening: MutexGuard<'s, ()>,
 }
 
 impl<'s> LmdbWrite<'s> {
     /// Waits for the write lock (other writers, in any process).
     pub(crate) fn begin(backend: &'s LmdbBackend) -> Result<LmdbWrite<'s>, StoreError> {
-        Ok(LmdbWrite { txn: backend.env.write_txn()?, tables: backend.tables })
+        // Held for the whole transaction: it may create a record table at any point, and no
+        // other transaction may open tables between its begin and its end.
+        let opening = backend.lock_opening();
+        loop {
+            let records = backend.record_tables();
+            let txn = backend.env.write_txn()?;
+            if backend.tables.main.len(&txn)? <= records.tables_seen {
+                return Ok(LmdbWrite { txn, tables: backend.tables, records, opened_tables: false, backend, _opening: opening });
+            }
+            // Tables created by another process are opened (and published) outside this
+            // transaction, so that snapshots begun while it runs find them open.
+            drop(txn);
+            backend.open_new_record_tables(&opening)?;
+        }
+    }
+
+    /// The record table of `class`, created if the class has none yet.
+    fn record_table(&mut self, class: ClassNo) -> Result<Table, StoreError> {
+        if let Some(table) = self.records.get(class) {
+            return Ok(table);
+        }
+        if self.records.count >= MAX_RECORD_TABLES {
+            return Err(too_many_classes());
+        }
+        let table = self.backend.env.create_database(&mut self.txn, Some(&record_table_name(class)))?;
+        Arc::make_mut(&mut self.records).insert(class, table);
+        self.opened_tables = true;
+        Ok(table)
     }
 
     pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<Option<u64>, StoreError> {
@@ -425,25 +521,41 @@ impl<'s> LmdbWrite<'s> {
     }
 
     pub(crate) fn get(&self, oid: Oid) -> Result<Option<&[u8]>, StoreError> {
-        Ok(self.tables.records.get(&self.txn, &oid.to_be_bytes())?)
+        self.records.get_record(&self.txn, oid)
     }
 
     /// The greatest oid stored in `[first, end)`.
     pub(crate) fn last_oid(&self, first: Oid, end: Oid) -> Result<Option<Oid>, StoreError> {
-        let (first, end) = (first.to_be_bytes(), end.to_be_bytes());
-        match self.tables.records.rev_range(&self.txn, &key_range(&first, &end))?.next().transpose()? {
-            Some((key, _)) => Ok(Some(read_u64_key(key, "record")?)),
-            None => Ok(None),
+        let (first_key, end_key) = (first.to_be_bytes(), end.to_be_bytes());
+        let last_class = oid_class(end.saturating_sub(1));
+        for (_, table) in self.records.between(oid_class(first), last_class).rev() {
+            if let Some((key, _)) = table.rev_range(&self.txn, &key_range(&first_key, &end_key))?.next().transpose()? {
+                return Ok(Some(read_u64_key(key, "record")?));
+            }
         }
+        Ok(None)
     }
 
-    /// Writes the stored value of `oid` (`fresh`: it has no record yet, which LMDB need not know).
-    pub(crate) fn put_record(&mut self, oid: Oid, value: &[u8], _fresh: bool) -> Result<(), StoreError> {
-        Ok(self.tables.records.put(&mut self.txn, &oid.to_be_bytes(), value)?)
+    /// Writes the stored value of `oid`. A `fresh` one (allocated by this commit, so past every
+    /// stored id of its class) is appended: LMDB then fills the last page instead of splitting
+    /// it in half.
+    pub(crate) fn put_record(&mut self, oid: Oid, value: &[u8], fresh: bool) -> Result<(), StoreError> {
+        let table = self.record_table(oid_class(oid))?;
+        let key = oid.to_be_bytes();
+        if fresh {
+            match table.put_with_flags(&mut self.txn, PutFlags::APPEND, &key, value) {
+                // Fresh ids written out of allocation order are not past the last key.
+                Err(heed::Error::Mdb(heed::MdbError::KeyExist)) => {}
+                result => return Ok(result?),
+            }
+        }
+        Ok(table.put(&mut self.txn, &key, value)?)
     }
 
     pub(crate) fn delete_record(&mut self, oid: Oid) -> Result<(), StoreError> {
-        self.tables.records.delete(&mut self.txn, &oid.to_be_bytes())?;
+        if let Some(table) = self.records.get(oid_class(oid)) {
+            table.delete(&mut self.txn, &oid.to_be_bytes())?;
+        }
         Ok(())
     }
 
@@ -453,7 +565,7 @@ impl<'s> LmdbWrite<'s> {
         end: Option<Oid>,
         visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        self.tables.scan_records(&self.txn, first, end, visit)
+        self.records.scan(&self.txn, first, end, visit)
     }
 
     pub(crate) fn put_descriptor(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
@@ -505,9 +617,18 @@ impl<'s> LmdbWrite<'s> {
         Ok(())
     }
 
-    /// Commits durably (unless the store was opened with `durable` false).
+    /// Commits durably (unless the store was opened with `durable` false), then lets later
+    /// transactions use the record tables it opened or created.
     pub(crate) fn commit(self) -> Result<(), StoreError> {
-        Ok(self.txn.commit()?)
+        let LmdbWrite { txn, mut records, opened_tables, backend, _opening, .. } = self;
+        if opened_tables {
+            Arc::make_mut(&mut records).tables_seen = backend.tables.main.len(&txn)?;
+        }
+        txn.commit()?;
+        if opened_tables {
+            backend.publish(records);
+        }
+        Ok(())
     }
 }
 
@@ -520,3 +641,7 @@ impl DescriptorTable for LmdbWrite<'_> {
         self.tables.descriptors_after(&self.txn, known, visit)
     }
 }
+
+mod record_tables;
+#[cfg(test)]
+mod tests;
