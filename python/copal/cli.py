@@ -246,12 +246,12 @@ def _query(args: argparse.Namespace) -> int:
         try:
             conn.begin()
             try:
-                classes = conn.class_numbers([args.type_name])
-                if not classes:
+                names = [args.type_name]
+                if not conn.class_numbers(names):
                     raise CommandError(f"the database stores no objects of type {args.type_name!r}")
                 if args.count:
-                    return conn.query(classes, node, [], 0, None, set(), "count", [])
-                oids = conn.query(classes, node, [], 0, args.limit, set(), "oids", [])
+                    return conn.query(names, node, [], 0, None, set(), "count", [])
+                oids = conn.query(names, node, [], 0, args.limit, set(), "oids", [])
             finally:
                 conn.end(True)
         finally:
