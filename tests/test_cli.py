@@ -158,3 +158,117 @@ def test_backup_command_refuses_a_destination_in_use(tmp_path: Path) -> None:
     assert again.returncode != 0
     assert "not empty" in again.stderr
     assert "copal backup" in _copal("backup", "--help").stdout
+
+
+class Person(Persistent):
+    def __init__(self, name: str, age: int, city: str) -> None:
+        self.name = name
+        self.age = age
+        self.city = city
+        self.friends: list[Person] = []
+
+
+def _people(path: Path) -> list[int]:
+    """A database of people (test_cli.Person) whose friends refer to each other; returns their
+    oids."""
+    db = copal.open(path)
+    with db.transaction() as tx:
+        people = [Person(f"p{i}", 20 + i, "Paris" if i % 2 else "Lyon") for i in range(20)]
+        for i, p in enumerate(people):
+            p.friends.append(people[(i + 1) % 20])
+        tx.root["people"] = PersistentList(people)
+        tx.root["answer"] = 42
+    with db.transaction() as tx:
+        oids = [p._p_oid for p in tx.root["people"]]
+    db.close()
+    return oids
+
+
+def test_ls_lists_roots_and_the_objects_of_a_type(tmp_path: Path) -> None:
+    oids = _people(tmp_path / "db")
+    roots = _copal("ls", str(tmp_path / "db"), "--json")
+    assert roots.returncode == 0, roots.stderr
+    listed = {r["name"]: r for r in json.loads(roots.stdout)}
+    assert listed["people"]["type"] == "copal.PersistentList" and listed["people"]["size"] > 0
+    assert listed["answer"] == {"name": "answer", "oid": None, "type": "(value)", "value": "42"}
+    extent = _copal("ls", str(tmp_path / "db"), "--type", "test_cli.Person", "--limit", "5", "--json")
+    assert [r["oid"] for r in json.loads(extent.stdout)] == [hex(oid) for oid in oids[:5]]
+    table = _copal("ls", str(tmp_path / "db"), "--type", "test_cli.Person", "--limit", "3").stdout.splitlines()
+    assert table[0].split() == ["OID", "TYPE", "SIZE"] and table[1].startswith(hex(oids[0])) and "--limit" in table[-1]
+    missing = _copal("ls", str(tmp_path / "db"), "--type", "app.Nope")
+    assert missing.returncode == 3 and missing.stderr.strip() == "copal ls: error: the database stores no objects of type 'app.Nope'"
+
+
+def test_show_prints_a_record_without_the_classes(tmp_path: Path) -> None:
+    oids = _people(tmp_path / "db")
+    shown = _copal("show", str(tmp_path / "db"), hex(oids[3]), "--json")
+    assert shown.returncode == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    assert record["type"] == "test_cli.Person"
+    assert record["fields"] == {"name": "p3", "age": 23, "city": "Paris", "friends": [{"$enum": "copal.Oid", "$member": hex(oids[4])}]}
+    lines = _copal("show", str(tmp_path / "db"), str(oids[3])).stdout.splitlines()
+    assert lines[0] == f"{hex(oids[3])}  test_cli.Person"
+    assert lines[1:] == ["  name     'p3'", "  age      23", "  city     'Paris'", f"  friends  [-> {hex(oids[4])}]"]
+    absent = _copal("show", str(tmp_path / "db"), hex(oids[-1] + 100))
+    assert absent.returncode == 3 and "there is no object" in absent.stderr and "Traceback" not in absent.stderr
+    bad = _copal("show", str(tmp_path / "db"), "zz")
+    assert bad.returncode == 2 and "not an object id" in bad.stderr
+
+
+def test_query_filters_on_raw_records_without_the_classes(tmp_path: Path) -> None:
+    _people(tmp_path / "db")
+    found = _copal("query", str(tmp_path / "db"), "test_cli.Person", "--where", 'age >= 30 and city == "Paris"', "--json")
+    assert found.returncode == 0, found.stderr
+    assert [r["fields"]["name"] for r in json.loads(found.stdout)] == ["p11", "p13", "p15", "p17", "p19"]
+    count = _copal("query", str(tmp_path / "db"), "test_cli.Person", "--where", "not (city == 'Lyon') or name in ['p0']", "--count")
+    assert count.stdout.strip() == "11"
+    limited = _copal("query", str(tmp_path / "db"), "test_cli.Person", "--where", "name startswith 'p1'", "--limit", "2")
+    lines = limited.stdout.splitlines()
+    assert lines[0].split()[:4] == ["OID", "name", "age", "city"] and len(lines) == 4 and "--limit 2 reached" in lines[-1]
+    syntax = _copal("query", str(tmp_path / "db"), "test_cli.Person", "--where", "age >= ")
+    assert syntax.returncode == 2 and "expected a value" in syntax.stderr
+    code = _copal("query", str(tmp_path / "db"), "test_cli.Person", "--where", "__import__('os').system('true')")
+    assert code.returncode == 2 and "expected" in code.stderr
+
+
+def test_export_import_through_a_pipe_and_files(tmp_path: Path) -> None:
+    oids = _people(tmp_path / "db")
+    export = subprocess.Popen([sys.executable, "-m", "copal", "export", str(tmp_path / "db"), "--format", "json"], stdout=subprocess.PIPE)
+    imported = subprocess.run(
+        [sys.executable, "-m", "copal", "import", str(tmp_path / "copy"), "--json"], stdin=export.stdout, capture_output=True, text=True, timeout=120
+    )
+    assert export.stdout is not None
+    export.stdout.close()
+    assert export.wait(60) == 0 and imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout)["records"] == 22
+    assert _copal("verify", str(tmp_path / "copy")).returncode == 0
+    assert _copal("show", str(tmp_path / "copy"), hex(oids[0]), "--json").stdout == _copal("show", str(tmp_path / "db"), hex(oids[0]), "--json").stdout
+
+    to_file = _copal("export", str(tmp_path / "db"), "--compress", "gzip", "--type", "test_cli.Person", "-o", str(tmp_path / "people.gz"))
+    assert to_file.returncode == 0 and to_file.stdout.startswith("exported 20 objects"), to_file.stderr
+    assert (tmp_path / "people.gz").read_bytes()[:2] == b"\x1f\x8b"
+    for options, message in ((["--level", "5"], "--level needs --compress"), (["--compress", "gzip", "--level", "12"], "outside 0..=9")):
+        refused = _copal("export", str(tmp_path / "db"), *options, "-o", str(tmp_path / "x"))
+        assert refused.returncode == 2 and message in refused.stderr and "Traceback" not in refused.stderr
+    again = _copal("import", str(tmp_path / "copy"), str(tmp_path / "people.gz"))
+    assert again.returncode == 3 and again.stderr.count("\n") == 1 and "not empty" in again.stderr
+    damaged = tmp_path / "damaged"
+    damaged.write_bytes(b"CPLX\x01\x00\x01")
+    broken = _copal("import", str(tmp_path / "new"), str(damaged))
+    assert broken.returncode == 3 and "truncated" in broken.stderr and "Traceback" not in broken.stderr
+
+
+def test_every_command_documents_examples_and_exit_codes() -> None:
+    top = _copal("--help")
+    assert top.returncode == 0 and "exit status:" in top.stdout
+    for command in ["info", "ls", "show", "query", "verify", "schema", "gc", "backup", "export", "import"]:
+        out = _copal(command, "--help")
+        assert out.returncode == 0 and "examples:" in out.stdout and f"copal {command}" in out.stdout, command
+        assert "3  database, input or output error" in out.stdout, command
+    assert _copal("frobnicate").returncode == 2
+
+
+def test_commands_refuse_a_database_that_does_not_exist(tmp_path: Path) -> None:
+    out = _copal("info", str(tmp_path / "typo"))
+    assert out.returncode == 3 and out.stderr.strip() == f"copal info: error: no database at {tmp_path / 'typo'}"
+    assert not (tmp_path / "typo").exists()

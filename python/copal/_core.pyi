@@ -2,7 +2,7 @@
 
 from collections.abc import Iterable, Iterator
 from os import PathLike
-from typing import Any, Callable, overload
+from typing import IO, Any, Callable, overload
 
 ROOT_OID: int
 
@@ -92,3 +92,17 @@ class Archive:
     @overload
     def __getitem__(self, key: slice) -> list[Any]: ...
     def __iter__(self) -> Iterator[Any]: ...
+
+def export_raw(
+    store: Store,
+    file: IO[bytes],
+    format: str,
+    compression: int,
+    level: int | None,
+    types: list[str] | None,
+    progress: Callable[[str, int, int], None] | None,
+) -> dict[str, Any]: ...
+def import_raw(store: Store, file: IO[bytes], progress: Callable[[str, int, int], None] | None) -> dict[str, Any]: ...
+def record_json(store: Store, oid: int) -> str | None: ...
+def record_summaries(store: Store, oids: list[int]) -> list[tuple[int, str, int] | None]: ...
+def extent_summaries(store: Store, type_name: str, limit: int) -> list[tuple[int, str, int]] | None: ...

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 if TYPE_CHECKING:
     from .database import Database
@@ -14,45 +15,275 @@ __all__ = ["main"]
 
 T = TypeVar("T")
 
+#: Exit statuses (documented in ``copal --help`` and the README).
+EXIT_OK = 0
+EXIT_PROBLEMS = 1  # the command ran and found problems (verify)
+EXIT_USAGE = 2  # bad arguments (argparse's own status)
+EXIT_ERROR = 3  # the database, the input or the output failed
 
-def _info(args: argparse.Namespace) -> int:
+EXIT_CODES = """exit status:
+  0  success
+  1  problems found (copal verify)
+  2  usage error (unknown command, bad option or argument)
+  3  database, input or output error (the message on stderr says which)"""
+
+
+class CommandError(Exception):
+    """A failure the command reports in one line on stderr, with exit status 3."""
+
+
+class UsageError(Exception):
+    """Arguments that do not go together, reported in one line with exit status 2."""
+
+
+def _is_url(location: str) -> bool:
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+def _open(path: str, *, create: bool = False) -> Database:
+    """Opens the database at `path`; a directory that does not exist is an error unless the
+    command creates databases (``copal import``), so that a typo does not create one."""
     import copal
 
-    db = copal.open(args.db)
-    try:
-        with db.transaction() as tx:
-            info = {"location": db.location, "disk_bytes": db.disk_size(), "last_tid": tx.tid_seen, "roots": sorted(map(str, tx.root.keys()))}
-        print(json.dumps(info, indent=2) if args.json else "\n".join(f"{k}: {v}" for k, v in info.items()))
-    finally:
-        db.close()
-    return 0
+    if not create and not _is_url(path) and not os.path.exists(path):
+        raise CommandError(f"no database at {path}")
+    return copal.open(path, progress=copal.ProgressBar())
 
 
-def _on_database(path: str, work: Callable[[Database], T]) -> T:
+def _on_database(path: str, work: Callable[[Database], T], *, create: bool = False) -> T:
     """Opens the database at `path`, runs `work` on it and closes it."""
-    import copal
-
-    db = copal.open(path)
+    db = _open(path, create=create)
     try:
         return work(db)
     finally:
         db.close()
 
 
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2))
+
+
+def _table(rows: list[list[Any]], headers: list[str]) -> None:
+    """Prints `rows` as aligned columns under `headers` (numbers right-aligned)."""
+    cells = [headers] + [[f"{c:,}" if isinstance(c, int) and not isinstance(c, bool) else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    numeric = [bool(rows) and all(isinstance(row[i], int) for row in rows) for i in range(len(headers))]
+    for row in cells:
+        line = "  ".join(c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        print(line.rstrip())
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _oid_text(oid: int) -> str:
+    return f"{oid:#x}"
+
+
+def _parse_oid(text: str) -> int:
+    try:
+        return int(text, 16) if text.lower().startswith("0x") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an object id (0x1000000000003 or a decimal number)") from None
+
+
+# -- values as `copal show` prints them --------------------------------------------------------
+
+
+def _reference(value: Any) -> int | None:
+    """The oid a value of the export's JSON form refers to, if it is a reference."""
+    if isinstance(value, dict) and value.get("$enum") == "copal.Oid":
+        return int(value["$member"], 16)
+    return None
+
+
+def _members(value: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The fields or keys of a JSON object of the export form, without its `$` tags."""
+    for key, item in value.items():
+        if key.startswith("$$"):
+            yield key[1:], item
+        elif not key.startswith("$"):
+            yield key, item
+
+
+def _render(value: Any) -> str:
+    """A short, Python-like text of a value of the JSON form (docs/TEXT_FORMATS.md)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_render, value)) + "]"
+    oid = _reference(value)
+    if oid is not None:
+        return f"-> {_oid_text(oid)}"
+    assert isinstance(value, dict)
+    if "$ref" in value:
+        return f"<shared value #{value['$ref']}>"
+    if "$list" in value:
+        return _render(value["$list"])
+    for tag, (left, right) in {"$tuple": ("(", ")"), "$set": ("{", "}"), "$frozenset": ("frozenset({", "})")}.items():
+        if tag in value:
+            return left + ", ".join(map(_render, value[tag])) + right
+    if "$dict" in value:
+        return "{" + ", ".join(f"{_render(k)}: {_render(v)}" for k, v in value["$dict"]) + "}"
+    if "$enum" in value:
+        return f"{value['$enum']}.{value['$member']}"
+    for tag in ("$type", "$persistent", "$subclass"):
+        if tag in value:
+            base = [_render(value["$base"])] if "$base" in value else []
+            fields = [f"{k}={_render(v)}" for k, v in _members(value)]
+            return f"{value[tag]}({', '.join(base + fields)})"
+    tags = [k for k in value if k.startswith("$") and not k.startswith("$$") and k != "$id"]
+    if tags:
+        return f"{tags[0][1:]}({json.dumps(value[tags[0]])})"
+    return "{" + ", ".join(f"{k!r}: {_render(v)}" for k, v in _members(value)) + "}"
+
+
+def _record(db: Database, oid: int) -> dict[str, Any]:
+    """The record of `oid` in the export's JSON form: oid, flags and the record object."""
+    from . import _core
+
+    text = _core.record_json(db._store, oid)
+    if text is None:
+        raise CommandError(f"there is no object {_oid_text(oid)}")
+    document: dict[str, Any] = json.loads(text)["value"]
+    return document
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+def _info(args: argparse.Namespace) -> int:
+    def work(db: Database) -> dict[str, Any]:
+        with db.transaction() as tx:
+            return {"location": db.location, "disk_bytes": db.disk_size(), "last_tid": tx.tid_seen, "roots": sorted(map(str, tx.root.keys()))}
+
+    info = _on_database(args.db, work)
+    if args.json:
+        _print_json(info)
+    else:
+        print("\n".join(f"{k}: {v}" for k, v in info.items()))
+    return EXIT_OK
+
+
+def _extent(db: Database, type_name: str, limit: int) -> list[dict[str, Any]]:
+    """The first `limit` objects of a stored type: oid, type and record size."""
+    from . import _core
+
+    listed = _core.extent_summaries(db._store, type_name, limit)
+    if listed is None:
+        raise CommandError(f"the database stores no objects of type {type_name!r}")
+    return [{"oid": _oid_text(oid), "type": name, "size": size} for oid, name, size in listed]
+
+
+def _roots(db: Database) -> list[dict[str, Any]]:
+    """The entries of the root mapping: for a stored object, its oid, type and size; for a
+    plain value, the value."""
+    from . import _core
+
+    data = _record(db, _core.ROOT_OID)["record"]["data"]
+    pairs = list(data["$dict"]) if "$dict" in data else list(_members(data))
+    oids = [oid for _, v in pairs if (oid := _reference(v)) is not None]
+    summaries = {s[0]: s for s in _core.record_summaries(db._store, oids) if s is not None}
+    out = []
+    for key, value in pairs:
+        name = key if isinstance(key, str) else _render(key)
+        oid = _reference(value)
+        if oid is not None and oid in summaries:
+            out.append({"name": name, "oid": _oid_text(oid), "type": summaries[oid][1], "size": summaries[oid][2]})
+        else:
+            out.append({"name": name, "oid": None, "type": "(value)", "value": _render(value)})
+    return out
+
+
+def _ls(args: argparse.Namespace) -> int:
+    if args.type_name is None:
+        roots = _on_database(args.db, _roots)
+        if args.json:
+            _print_json(roots)
+        else:
+            _table([[r["name"], r["oid"] or "-", r["type"], r.get("size", r.get("value"))] for r in roots], ["ROOT", "OID", "TYPE", "SIZE/VALUE"])
+        return EXIT_OK
+    objects = _on_database(args.db, lambda db: _extent(db, args.type_name, args.limit))
+    if args.json:
+        _print_json(objects)
+        return EXIT_OK
+    _table([[r["oid"], r["type"], r["size"]] for r in objects], ["OID", "TYPE", "SIZE"])
+    if len(objects) == args.limit:
+        print(f"(the first {args.limit:,}; --limit N lists more)")
+    return EXIT_OK
+
+
+def _show(args: argparse.Namespace) -> int:
+    document = _on_database(args.db, lambda db: _record(db, args.oid))
+    record = document["record"]
+    type_name = record["$persistent"]
+    fields = dict(_members(record))
+    if args.json:
+        _print_json({"oid": document["oid"], "type": type_name, "flags": document["flags"], "fields": fields})
+        return EXIT_OK
+    print(f"{document['oid']}  {type_name}")
+    width = max((len(name) for name in fields), default=0)
+    for name, value in fields.items():
+        print(f"  {name.ljust(width)}  {_render(value)}")
+    return EXIT_OK
+
+
+def _query(args: argparse.Namespace) -> int:
+    from . import _core
+    from .cli_query import FilterSyntaxError, parse_filter
+
+    try:
+        node = parse_filter(args.where or "")
+    except FilterSyntaxError as e:
+        print(f"copal query: error: --where: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+    def work(db: Database) -> Any:
+        conn = db._store.connect({}, 0)
+        try:
+            conn.begin()
+            try:
+                names = [args.type_name]
+                if not conn.class_numbers(names):
+                    raise CommandError(f"the database stores no objects of type {args.type_name!r}")
+                if args.count:
+                    return conn.query(names, node, [], 0, None, set(), "count", [])
+                oids = conn.query(names, node, [], 0, args.limit, set(), "oids", [])
+            finally:
+                conn.end(True)
+        finally:
+            conn.close()
+        return [_record(db, oid) for oid in oids]
+
+    found = _on_database(args.db, work)
+    if args.count:
+        print(json.dumps({"count": found}) if args.json else found)
+        return EXIT_OK
+    rows = [{"oid": d["oid"], "type": d["record"]["$persistent"], "fields": dict(_members(d["record"]))} for d in found]
+    if args.json:
+        _print_json(rows)
+        return EXIT_OK
+    names: list[str] = []
+    for row in rows:
+        names.extend(n for n in row["fields"] if n not in names)
+    _table([[row["oid"]] + [_render(row["fields"][n]) if n in row["fields"] else "" for n in names] for row in rows], ["OID"] + names)
+    print(f"({_plural(len(rows), 'object')}{'' if len(rows) < args.limit else f'; --limit {args.limit:,} reached'})")
+    return EXIT_OK
+
+
 def _verify(args: argparse.Namespace) -> int:
     report = _on_database(args.db, lambda db: db.verify())
     if args.json:
-        print(json.dumps(report, indent=2))
+        _print_json(report)
     else:
         print(f"{report['records']} records, {report['references']} references, {report['index_entries']} index entries")
         for problem in report["problems"]:
             print(f"problem: {problem}")
         print("OK" if not report["problems"] else f"{len(report['problems'])} problem(s) found")
-    return 0 if not report["problems"] else 1
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    return EXIT_OK if not report["problems"] else EXIT_PROBLEMS
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -69,8 +300,8 @@ def _schema(args: argparse.Namespace) -> int:
     listed = sorted(types.values(), key=lambda t: (t["class"], t["type_name"]))
     total = sum(t["records"] for t in listed)
     if args.json:
-        print(json.dumps({"types": listed, "records": total, "unreadable": raw["unreadable"]}, indent=2))
-        return 0
+        _print_json({"types": listed, "records": total, "unreadable": raw["unreadable"]})
+        return EXIT_OK
     for t in listed:
         gone = f"; removed fields: {', '.join(t['removed'])}" if t["removed"] else ""
         print(f"{t['type_name']} (class {t['class']}): {_plural(t['records'], 'record')}{gone}")
@@ -79,14 +310,14 @@ def _schema(args: argparse.Namespace) -> int:
     print(f"total: {_plural(total, 'record')} in {_plural(len(listed), 'type')}")
     if raw["unreadable"]:
         print(f"{_plural(raw['unreadable'], 'record')} with an unreadable header (run copal verify)")
-    return 0
+    return EXIT_OK
 
 
 def _gc_schema(args: argparse.Namespace) -> int:
     report = _on_database(args.db, lambda db: db.gc_schema(purge=args.purge))
     if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
+        _print_json(report)
+        return EXIT_OK
     for values in report["removed"]:
         print(f"{values['type_name']}.{values['field']}: removed, still held by {_plural(values['records'], 'record')}")
     if not report["records"]:
@@ -98,7 +329,7 @@ def _gc_schema(args: argparse.Namespace) -> int:
     else:
         holds = "holds" if report["records"] == 1 else "hold"
         print(f"{_plural(report['records'], 'record')} {holds} removed values; run with --purge to drop them")
-    return 0
+    return EXIT_OK
 
 
 def _backup(args: argparse.Namespace) -> int:
@@ -107,7 +338,49 @@ def _backup(args: argparse.Namespace) -> int:
         print(json.dumps({"dest": args.dest, "bytes": size}))
     else:
         print(f"backed up {args.db} to {args.dest} ({size:,} bytes, compacted); restore by opening it")
-    return 0
+    return EXIT_OK
+
+
+def _summary(report: dict[str, Any], verb: str) -> str:
+    return (
+        f"{verb} {_plural(report['records'], 'object')}, {_plural(report['descriptors'], 'descriptor')} and "
+        f"{_plural(report['indexes'], 'index')} (snapshot of transaction {report['tid']})"
+    ).replace("indexs", "indexes")
+
+
+def _export(args: argparse.Namespace) -> int:
+    if args.level is not None and args.compress is None:
+        raise UsageError("--level needs --compress")
+    compress = None if args.compress is None else (args.compress if args.level is None else (args.compress, args.level))
+    if args.output is None and args.format == "copal" and args.compress is None and sys.stdout.isatty():
+        raise CommandError("a binary export would be written to the terminal: redirect it (> FILE) or use -o FILE")
+
+    def work(db: Database) -> dict[str, Any]:
+        out = args.output if args.output is not None else sys.stdout.buffer
+        try:
+            return db.export(out, format=args.format, compress=compress, classes=args.type_names)
+        except ValueError as e:  # a compression level out of range
+            raise UsageError(str(e)) from None
+
+    report = _on_database(args.db, work)
+    if args.json:
+        print(json.dumps(report), file=sys.stderr if args.output is None else sys.stdout)
+    elif args.output is not None:
+        print(_summary(report, "exported"))
+    return EXIT_OK
+
+
+def _import(args: argparse.Namespace) -> int:
+    source = args.input if args.input is not None else sys.stdin.buffer
+    report = _on_database(args.db, lambda db: db.import_from(source), create=True)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(_summary(report, "imported"))
+    return EXIT_OK
+
+
+# -- the parser --------------------------------------------------------------------------------
 
 
 def _command(
@@ -122,29 +395,69 @@ def _command(
         name,
         help=help,
         description=description or help,
-        epilog="examples:\n" + "\n".join(f"  {example}" for example in examples),
+        epilog="examples:\n" + "\n".join(f"  {example}" for example in examples) + "\n\n" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("db")
+    parser.add_argument("db", help="database directory, or postgresql://user:password@host/dbname")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``copal`` command; returns the exit status."""
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:
-        from .bench.runner import main as bench_main
-
-        result = bench_main(argv[1:])
-        return int(result or 0)
-    parser = argparse.ArgumentParser(prog="copal", description="copal object database tools")
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("bench", help="run the white-paper benchmark suite (copal bench --help)")
-    _command(commands, "info", "summary of a database", "copal info bank.copal --json")
-    _command(
-        commands, "verify", "check records, references and indexes; exit status 1 on problems", "copal verify bank.copal"
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="copal",
+        description="copal object database tools. Every command works without the application's classes.",
+        epilog="run copal COMMAND --help for a command's options and examples\n\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("bench", help="run the white-paper benchmark suite (copal bench --help)")
+    _command(commands, "info", "summary of a database: location, size, last transaction, roots", "copal info bank.copal", "copal info bank.copal --json")
+    ls = _command(
+        commands,
+        "ls",
+        "list the roots, or the objects of a type (oid, type, size)",
+        "copal ls bank.copal",
+        "copal ls bank.copal --type bank.Account --limit 20",
+        "copal ls bank.copal --type bank.Account --json",
+        description="Without --type: the entries of the root mapping, with the oid, type and record size "
+        "of each stored object they name. With --type: the objects of that stored type name (its "
+        "extent, in oid order): oid, type and record size in bytes.",
+    )
+    ls.add_argument("--type", dest="type_name", metavar="TYPE", help="a stored type name (copal schema lists them)")
+    ls.add_argument("--limit", type=int, default=100, help="list at most this many objects (default 100)")
+    show = _command(
+        commands,
+        "show",
+        "print one stored object: type, fields and values, references as oids",
+        "copal show bank.copal 0x2000000000005",
+        "copal show bank.copal 0x2000000000005 --json",
+        description="Prints the record of one object without the application's classes: its type name, "
+        "then each field and its value; a reference to another stored object is shown as -> OID "
+        "(copal show that OID to follow it). --json prints the fields in the JSON mapping of "
+        "docs/TEXT_FORMATS.md, references as {\"$enum\": \"copal.Oid\", \"$member\": OID}.",
+    )
+    show.add_argument("oid", type=_parse_oid, help="the object id, 0x... (as copal ls prints it) or decimal")
+    query = _command(
+        commands,
+        "query",
+        "find objects of a type with a filter, evaluated in Rust on the stored records",
+        "copal query people.copal app.Person --where 'age >= 30 and city == \"Paris\"' --limit 10",
+        "copal query people.copal app.Person --where 'name startswith \"A\" or tags is None' --json",
+        "copal query people.copal app.Person --where 'address.zip in [\"75001\", \"75002\"]' --count",
+        description="Evaluates a filter on the objects of one stored type name (not of its subclasses: "
+        "without the classes, copal does not know them) and prints the matches as a table (--json: "
+        "a list of {oid, type, fields}). The filter is parsed, never evaluated as Python: comparisons "
+        "(==, !=, <, <=, >, >=) of a field path with a literal (numbers, 'strings', True, False, None), "
+        "PATH in [v1, v2], PATH is None, PATH is not None, PATH startswith 'text', combined with and, "
+        "or, not and parentheses. A path is field names separated by dots; it goes into embedded "
+        "objects, dict keys and referenced objects, as copal.field does.",
+    )
+    query.add_argument("type_name", metavar="TYPE", help="a stored type name (copal schema lists them)")
+    query.add_argument("--where", metavar="FILTER", help="the filter (default: every object)")
+    query.add_argument("--limit", type=int, default=100, help="print at most this many objects (default 100)")
+    query.add_argument("--count", action="store_true", help="print how many objects match instead")
+    _command(commands, "verify", "check records, references and indexes; exit status 1 on problems", "copal verify bank.copal", "copal verify bank.copal --json")
     _command(
         commands,
         "schema",
@@ -180,19 +493,87 @@ def main(argv: list[str] | None = None) -> int:
         "into place while no process has the database open).",
     )
     backup.add_argument("dest", help="new directory for the copy")
-    args = parser.parse_args(argv)
-    if args.command == "backup":
-        return _backup(args)
-    if args.command == "info":
-        return _info(args)
-    if args.command == "verify":
-        return _verify(args)
-    if args.command == "schema":
-        return _schema(args)
-    if args.command == "gc":
-        return _gc_schema(args)
-    parser.error(f"unknown command {args.command}")
-    return 2
+    export = _command(
+        commands,
+        "export",
+        "write a database (or some types' objects) to a file or stdout",
+        "copal export bank.copal > bank.export",
+        "copal export bank.copal --format json --compress zstd -o bank.jsonl.zst",
+        "copal export bank.copal --format xml --type bank.Account > accounts.xml",
+        "copal export bank.copal | copal import copy.copal",
+        "copal export postgresql://app@db/bank -o bank.export   # PostgreSQL to a file",
+        description="Streams the database from one snapshot (consistent while writers commit; memory "
+        "stays constant): descriptors, removed-field declarations, index definitions and every "
+        "record with its oid. copal import recreates it exactly. Formats (docs/EXPORT.md): copal "
+        "(binary, compact), json (JSON Lines, one document per line) and xml. --compress wraps the "
+        "whole export in standard zstd or gzip. With --type, only those types' objects are "
+        "exported, and references to other objects stay as ids (copal verify reports them after "
+        "an import). A progress bar is drawn on a terminal; --json prints the counts (on stderr "
+        "when the export goes to stdout).",
+    )
+    export.add_argument("--format", choices=["copal", "json", "xml"], default="copal", help="encoding (default copal, binary)")
+    export.add_argument("--compress", choices=["zstd", "gzip"], help="compress the export")
+    export.add_argument("--level", type=int, help="compression level (zstd 1-22, default 3; gzip 0-9, default 6)")
+    export.add_argument("--type", dest="type_names", metavar="TYPE", action="append", help="export only this stored type's objects (repeatable)")
+    export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    imp = _command(
+        commands,
+        "import",
+        "read an export into a new database",
+        "copal import copy.copal < bank.export",
+        "copal import copy.copal bank.jsonl.zst",
+        "copal import postgresql://app@db/bank bank.export   # a file into PostgreSQL",
+        description="Reads an export (format and compression detected from its first bytes) into a "
+        "database that must be new (created if it does not exist, or empty): objects keep their "
+        "ids, references, indexes and removed-field declarations. Records are committed in batches "
+        "so memory stays constant; if the input turns out damaged or truncated after the first "
+        "batch, the database holds a partial import, which the error says and copal verify reports: "
+        "delete it and import again.",
+    )
+    imp.add_argument("input", nargs="?", help="the export file (default: stdin)")
+    return parser
+
+
+_HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "info": _info,
+    "ls": _ls,
+    "show": _show,
+    "query": _query,
+    "verify": _verify,
+    "schema": _schema,
+    "gc": _gc_schema,
+    "backup": _backup,
+    "export": _export,
+    "import": _import,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``copal`` command; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        from .bench.runner import main as bench_main
+
+        result = bench_main(argv[1:])
+        return int(result or 0)
+    args = _parser().parse_args(argv)
+    from .errors import CopalError
+
+    try:
+        return _HANDLERS[args.command](args)
+    except BrokenPipeError:
+        # The reader went away (copal ls ... | head): stop quietly, and keep Python from
+        # complaining when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+    except UsageError as e:
+        print(f"copal {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (CommandError, CopalError, OSError) as e:
+        print(f"copal {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ __all__ = [
     "UniqueViolation",
     "DanglingReference",
     "StorageError",
+    "DatabaseNotEmpty",
 ]
 
 
@@ -42,3 +43,10 @@ class DanglingReference(CopalError):
 
 class StorageError(CopalError):
     """The storage engine failed (I/O error, disk or map full, ...); nothing was half-written."""
+
+
+class DatabaseNotEmpty(CopalError):
+    """An import was asked to fill a database that already holds data; nothing was written.
+
+    Imports recreate a database with the same object ids, so they go into a new database.
+    """

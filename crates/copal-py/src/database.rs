@@ -15,7 +15,7 @@ use crate::stats::SharedStats;
 
 #[pyclass(module = "copal._core", frozen)]
 pub struct Store {
-    store: Arc<copal_core::Store>,
+    pub(crate) store: Arc<copal_core::Store>,
     stats: Arc<SharedStats>,
 }
 

@@ -10,6 +10,7 @@ pyo3::import_exception!(copal.errors, SchemaError);
 pyo3::import_exception!(copal.errors, DanglingReference);
 pyo3::import_exception!(copal.errors, StorageError);
 pyo3::import_exception!(copal.errors, UniqueViolation);
+pyo3::import_exception!(copal.errors, DatabaseNotEmpty);
 
 pub fn store_error(error: StoreError) -> PyErr {
     let message = error.to_string();

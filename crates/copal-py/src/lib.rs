@@ -18,6 +18,7 @@ mod stats;
 mod standalone;
 mod strings;
 mod text;
+mod transfer;
 
 use pyo3::prelude::*;
 
@@ -34,5 +35,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<archive::Archive>()?;
     m.add_function(wrap_pyfunction!(text::dumps_text_raw, m)?)?;
     m.add_function(wrap_pyfunction!(text::loads_text_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(transfer::export_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(transfer::import_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(transfer::record_json, m)?)?;
+    m.add_function(wrap_pyfunction!(transfer::record_summaries, m)?)?;
+    m.add_function(wrap_pyfunction!(transfer::extent_summaries, m)?)?;
     Ok(())
 }

@@ -47,7 +47,7 @@ use copal_core::text::PERSISTENT as DESCRIPTOR_PERSISTENT;
 const DEFAULT_ZSTD_LEVEL: i32 = 3;
 const DEFAULT_GZIP_LEVEL: i32 = 6;
 /// zlib's window-bits value selecting the gzip container (RFC 1952) with a 32 KiB window.
-const GZIP_WBITS: i32 = 31;
+pub(crate) const GZIP_WBITS: i32 = 31;
 
 // -- writing ------------------------------------------------------------------------------------
 

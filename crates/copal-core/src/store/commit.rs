@@ -17,7 +17,7 @@ use super::postgres::PgWrite;
 use super::snapshot::encode_oid_list;
 use super::stats::StoreStats;
 use super::{IdVisitor, Backend, DescriptorTable, Store, META_TID};
-use crate::format::{class_extent, make_oid, oid_seq, ClassNo, DecodeError, Descriptor, DescriptorSource, Oid, RecordHeader, MAX_SEQ};
+use crate::format::{class_extent, make_oid, oid_class, oid_seq, ClassNo, DecodeError, Descriptor, DescriptorSource, Oid, RecordHeader, MAX_SEQ};
 
 /// A backend's write transaction.
 pub(crate) enum Write<'s> {
@@ -145,16 +145,7 @@ impl<'s> Commit<'s> {
     /// ever given out in the class (the class's high-water mark in `meta`), so that the id of a
     /// deleted object is never reused and a stale reference can never reach a new object.
     pub fn allocate_oid(&mut self, class: ClassNo) -> Result<Oid, StoreError> {
-        let seq = match self.next_seq.get(&class) {
-            Some(&seq) => seq,
-            None => {
-                let (first, end) = class_extent(class);
-                let last = with_write!(&mut self.write, w => w.last_oid(first, end))?;
-                let after_last = last.map_or(0, |oid| oid_seq(oid) + 1);
-                let high_water = with_write!(&self.write, w => w.meta_u64(&high_water_key(class)))?.unwrap_or(0);
-                after_last.max(high_water)
-            }
-        };
+        let seq = self.next_free_seq(class)?;
         if seq > MAX_SEQ {
             return Err(StoreError::Exhausted { message: format!("class {class} has no object ids left") });
         }
@@ -162,6 +153,37 @@ impl<'s> Commit<'s> {
         let oid = make_oid(class, seq);
         self.fresh.insert(oid);
         Ok(oid)
+    }
+
+    /// The sequence number `allocate_oid` gives next in `class`.
+    fn next_free_seq(&mut self, class: ClassNo) -> Result<u64, StoreError> {
+        if let Some(&seq) = self.next_seq.get(&class) {
+            return Ok(seq);
+        }
+        let (first, end) = class_extent(class);
+        let last = with_write!(&mut self.write, w => w.last_oid(first, end))?;
+        let after_last = last.map_or(0, |oid| oid_seq(oid) + 1);
+        let high_water = with_write!(&self.write, w => w.meta_u64(&high_water_key(class)))?.unwrap_or(0);
+        Ok(after_last.max(high_water))
+    }
+
+    /// Stores the record of a new object under the id it already has (an import keeps the ids
+    /// of its export): `oid` must have no stored record. Raises the class's high-water mark past
+    /// `oid`, so that `allocate_oid` never gives it (or an id below it) again.
+    pub fn put_new_with_oid(&mut self, oid: Oid, record: &[u8]) -> Result<(), StoreError> {
+        let class = oid_class(oid);
+        let next = self.next_free_seq(class)?.max(oid_seq(oid) + 1);
+        self.next_seq.insert(class, next);
+        self.fresh.insert(oid);
+        self.put(oid, record)
+    }
+
+    /// Raises the high-water mark of `class` to `next` (if below): `allocate_oid` then never
+    /// gives a sequence number below `next` (an import keeps the ids its export gave out).
+    pub fn raise_high_water_mark(&mut self, class: ClassNo, next: u64) -> Result<(), StoreError> {
+        let next = self.next_free_seq(class)?.max(next);
+        self.next_seq.insert(class, next);
+        Ok(())
     }
 
     /// The descriptor of `type_name` with exactly these fields, registering it (and a class
@@ -453,7 +475,7 @@ impl DescriptorNames for WithPending<'_> {
 }
 
 /// The `meta` key of a class's high-water mark: `seq` and the class number, big-endian.
-fn high_water_key(class: ClassNo) -> [u8; 5] {
+pub(crate) fn high_water_key(class: ClassNo) -> [u8; 5] {
     let [hi, lo] = class.to_be_bytes();
     [b's', b'e', b'q', hi, lo]
 }

@@ -345,6 +345,10 @@ impl LmdbRead {
         self.tables.settings(&self.txn, prefix, visit)
     }
 
+    pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<Option<u64>, StoreError> {
+        self.tables.meta_u64(&self.txn, key)
+    }
+
     /// The stored value of `oid`, borrowed from the map.
     pub(crate) fn get(&self, oid: Oid) -> Result<Option<&[u8]>, StoreError> {
         self.records.get_record(&self.txn, oid)

@@ -13,6 +13,7 @@ mod checksum;
 mod commit;
 mod error;
 mod index;
+mod inspect;
 mod lmdb;
 mod pg_schema;
 mod pg_settings;
@@ -21,6 +22,10 @@ mod schema;
 mod setup;
 mod snapshot;
 mod stats;
+#[cfg(test)]
+mod test_support;
+mod transfer;
+mod transfer_text;
 mod verify;
 
 use std::path::Path;
@@ -31,11 +36,13 @@ pub use checksum::unseal;
 pub use commit::Commit;
 pub use error::StoreError;
 pub use index::{entry_oid, prefix_end, IndexDef};
+pub use inspect::RecordSummary;
 pub use lmdb::StoreOptions;
 pub use schema::{DescriptorUse, RemovedValues, SchemaGcReport, SchemaSummary};
 pub use setup::MigrationReport;
 pub use snapshot::Snapshot;
 pub use stats::StoreStats;
+pub use transfer::{ExportFormat, TransferError, TransferReport};
 pub use verify::VerifyReport;
 
 use crate::format::{Descriptor, Oid};

@@ -417,6 +417,10 @@ impl PgRead {
         self.with(|conn| conn.settings(prefix, visit))
     }
 
+    pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<Option<u64>, StoreError> {
+        self.with(|conn| conn.meta_u64(key))
+    }
+
     pub(crate) fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
         Ok(self.with(|conn| conn.get(oid))?.map(Cow::Owned))
     }

@@ -294,22 +294,7 @@ fn renumber_backrefs(value: &mut Value, renumber: &impl Fn(u32) -> Option<u32>) 
 mod tests {
     use super::*;
     use crate::format::{oid_class, DescriptorSource};
-    use crate::store::StoreOptions;
-
-    /// A fresh store in a directory of its own (named after the test, as tests/store.rs does).
-    fn temp_store(name: &str) -> Arc<Store> {
-        let dir = std::env::temp_dir().join(format!("copal-core-schema-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        Store::lmdb(&dir, StoreOptions { durable: false, ..StoreOptions::default() }).unwrap()
-    }
-
-    /// A record of `descriptor` written by `tid` with these field values.
-    fn record(descriptor: u32, tid: u64, fields: &[Value]) -> Vec<u8> {
-        let mut w = Writer::new();
-        RecordHeader { flags: 0, descriptor, tid }.write(&mut w);
-        fields.iter().for_each(|v| v.encode(&mut w));
-        w.buf
-    }
+    use crate::store::test_support::{record, temp_store};
 
     /// Stores two versions of `app.Account`: two records with (owner, legacy), one with (owner).
     fn two_versions(store: &Arc<Store>) -> (Arc<Descriptor>, Arc<Descriptor>, Vec<Oid>) {
@@ -333,7 +318,7 @@ mod tests {
 
     #[test]
     fn summary_counts_records_per_descriptor_from_headers() {
-        let store = temp_store("summary");
+        let store = temp_store(concat!("schema-", "summary"));
         let (old, new, oids) = two_versions(&store);
         assert_eq!(old.class_no, new.class_no);
         assert_eq!(oid_class(oids[0]), old.class_no);
@@ -356,7 +341,7 @@ mod tests {
 
     #[test]
     fn declared_removals_are_reported_then_purged_with_indexes_kept_exact() {
-        let store = temp_store("purge");
+        let store = temp_store(concat!("schema-", "purge"));
         let (old, new, oids) = two_versions(&store);
         let mut commit = Commit::begin(&store).unwrap();
         commit.set_maintenance();
@@ -387,7 +372,7 @@ mod tests {
 
     #[test]
     fn withdrawn_declarations_are_forgotten_and_unknown_types_skipped() {
-        let store = temp_store("withdrawn");
+        let store = temp_store(concat!("schema-", "withdrawn"));
         let mut commit = Commit::begin(&store).unwrap();
         commit.descriptor("app.A", &["x".into()]).unwrap();
         commit.descriptor("app.B", &["z".into()]).unwrap();

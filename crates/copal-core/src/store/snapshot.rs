@@ -159,6 +159,12 @@ impl Snapshot {
         with_read!(&self.read, r => r.scan_records(0, None, |oid, value| visit(oid, value).map(|()| true)))
     }
 
+    /// The high-water mark of `class`: every sequence number below it was given out once
+    /// (`Commit::allocate_oid`); None if the class never recorded one.
+    pub(crate) fn high_water_mark(&self, class: ClassNo) -> Result<Option<u64>, StoreError> {
+        with_read!(&self.read, r => r.meta_u64(&super::commit::high_water_key(class)))
+    }
+
     /// Calls `visit(key, value)` for the store-level settings whose key starts with `prefix`.
     pub(crate) fn settings(&self, prefix: &[u8], visit: SettingVisitor<'_>) -> Result<(), StoreError> {
         with_read!(&self.read, r => r.settings(prefix, visit))

@@ -58,6 +58,9 @@ impl Store {
         snapshot.all_descriptors()?;
         let defs = snapshot.index_defs()?.to_vec();
         let mut report = VerifyReport::default();
+        if let Some(unfinished) = super::transfer::unfinished_import(&snapshot)? {
+            report.problem(unfinished);
+        }
         let mut oids = HashSet::new();
         let mut references: Vec<(Oid, Oid)> = Vec::new();
         let mut expected_entries: BTreeSet<Vec<u8>> = BTreeSet::new();

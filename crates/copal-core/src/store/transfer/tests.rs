@@ -1,0 +1,165 @@
+//! Export and import round trips, from Rust alone (the Python tests compare object graphs).
+
+use std::io::Cursor;
+
+use super::*;
+use crate::format::{make_oid, Value};
+use crate::store::test_support::{record, temp_store};
+
+/// A store with people referring to each other (one through a shared list), an index, a
+/// removed-field declaration, a deleted object and a root naming the first person.
+fn populated(name: &str, people: u64) -> Arc<Store> {
+    let store = temp_store(name);
+    let mut commit = Commit::begin(&store).unwrap();
+    let person = commit.descriptor("app.Person", &["name".into(), "friends".into(), "also".into()]).unwrap();
+    let point = commit.descriptor("app.Point", &["x".into()]).unwrap();
+    let tid = commit.tid();
+    let oids: Vec<Oid> = (0..people).map(|_| commit.allocate_oid(person.class_no).unwrap()).collect();
+    for (i, &oid) in oids.iter().enumerate() {
+        let friend = oids[(i + 1) % oids.len()];
+        let friends = Value::List(vec![Value::Ref(friend), Value::Object { descriptor: point.id, fields: vec![Value::Float(0.5)] }]);
+        commit.put(oid, &record(person.id, tid, &[Value::Str(format!("p{i}")), friends, Value::BackRef(0)])).unwrap();
+    }
+    let root = Value::Dict(vec![(Value::Str("first".into()), Value::Ref(oids[0]))]);
+    commit.put(ROOT_OID, &record(ROOT_DESCRIPTOR, tid, &[root])).unwrap();
+    commit.finish().unwrap();
+    let mut commit = Commit::begin(&store).unwrap();
+    commit.ensure_index("app.Person", &["app.Person".into()], &["name".into()], true, &[], &mut |_, _| {}).unwrap();
+    commit.declare_removed("app.Person", &["age".into()]).unwrap();
+    let gone = commit.allocate_oid(person.class_no).unwrap();
+    commit.put(gone, &record(person.id, commit.tid(), &[Value::Str("gone".into()), Value::None, Value::None])).unwrap();
+    commit.finish().unwrap();
+    let mut commit = Commit::begin(&store).unwrap();
+    commit.delete(gone).unwrap();
+    commit.finish().unwrap();
+    store
+}
+
+fn export(store: &Arc<Store>, format: ExportFormat, types: Option<&[String]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    store.export(format, types, &mut out, &mut |_, _| {}).unwrap();
+    out
+}
+
+/// Every record's state (the record without its tid), in oid order.
+fn states(store: &Arc<Store>) -> Vec<(Oid, Vec<u8>)> {
+    let snapshot = Snapshot::new(store).unwrap();
+    let mut out = Vec::new();
+    snapshot
+        .scan_all_values(|oid, value| {
+            let record = unseal(oid, value)?;
+            let (header, state) = RecordHeader::parse(record)?;
+            out.push((oid, [&[header.flags], &header.descriptor.to_le_bytes()[..], &record[state..]].concat()));
+            Ok(())
+        })
+        .unwrap();
+    out
+}
+
+#[test]
+fn every_format_round_trips_oids_descriptors_indexes_and_declarations() {
+    let source = populated("source", 50);
+    for format in [ExportFormat::Copal, ExportFormat::Json, ExportFormat::Xml] {
+        let exported = export(&source, format, None);
+        let target = temp_store(&format!("transfer-target-{format:?}"));
+        let report = target.import(&mut Cursor::new(&exported), &mut |_, _| {}).unwrap();
+        assert_eq!((report.records, report.indexes), (51, 1), "{format:?}");
+        assert_eq!(states(&target), states(&source), "{format:?}");
+        let (source_snapshot, target_snapshot) = (Snapshot::new(&source).unwrap(), Snapshot::new(&target).unwrap());
+        assert_eq!(target_snapshot.all_descriptors().unwrap(), source_snapshot.all_descriptors().unwrap());
+        assert_eq!(target_snapshot.removed_fields().unwrap(), source_snapshot.removed_fields().unwrap());
+        let verify = target.verify().unwrap();
+        assert!(verify.ok(), "{format:?}: {:?}", verify.problems);
+        assert_eq!(verify.index_entries, 50);
+        // Exporting the import gives the same export (tids aside: the header names the snapshot).
+        let again = export(&target, format, None);
+        assert_eq!(again.len(), exported.len(), "{format:?}");
+    }
+}
+
+#[test]
+fn imported_classes_continue_their_oid_sequences() {
+    let source = populated("sequence-source", 3);
+    let target = temp_store("transfer-sequence-target");
+    target.import(&mut Cursor::new(export(&source, ExportFormat::Copal, None)), &mut |_, _| {}).unwrap();
+    let class = Snapshot::new(&target).unwrap().all_descriptors().unwrap()[1].class_no;
+    let mut commit = Commit::begin(&target).unwrap();
+    // Three people, then a fourth deleted: its id is not given again.
+    assert_eq!(commit.allocate_oid(class).unwrap(), make_oid(class, 4));
+}
+
+#[test]
+fn a_class_export_holds_that_extent_and_every_descriptor() {
+    let source = populated("class-source", 5);
+    let exported = export(&source, ExportFormat::Json, Some(&["app.Person".to_owned()]));
+    let text = String::from_utf8(exported.clone()).unwrap();
+    assert_eq!(text.lines().filter(|l| l.contains("\"oid\"")).count(), 5, "the root is not exported");
+    assert!(text.contains(r#"{"$enum":"copal.Oid","$member":"0x"#), "references are written as copal.Oid members");
+    let target = temp_store("transfer-class-target");
+    target.import(&mut Cursor::new(exported), &mut |_, _| {}).unwrap();
+    assert_eq!(states(&target)[1..], states(&source)[1..]);
+    let unknown = source.export(ExportFormat::Json, Some(&["app.Nothing".to_owned()]), &mut Vec::new(), &mut |_, _| {});
+    assert!(matches!(unknown, Err(TransferError::UnknownType { .. })));
+}
+
+#[test]
+fn a_database_that_is_not_empty_is_refused_untouched() {
+    let source = populated("busy-source", 2);
+    let exported = export(&source, ExportFormat::Copal, None);
+    let before = states(&source);
+    let refused = source.import(&mut Cursor::new(&exported), &mut |_, _| {});
+    assert!(matches!(refused, Err(TransferError::NotEmpty { .. })), "{refused:?}");
+    assert_eq!(states(&source), before);
+}
+
+#[test]
+fn truncated_and_damaged_input_is_a_typed_error_and_marks_a_partial_import() {
+    let source = populated("damaged-source", 30);
+    let exported = export(&source, ExportFormat::Copal, None);
+    // Cut inside the header or the descriptors: nothing is committed.
+    for cut in [3, 10] {
+        let target = temp_store(&format!("transfer-cut-{cut}"));
+        let error = target.import(&mut Cursor::new(&exported[..cut]), &mut |_, _| {}).unwrap_err();
+        assert!(matches!(error, TransferError::Malformed { .. }), "{cut}: {error:?}");
+        assert!(target.verify().unwrap().ok());
+    }
+    // Cut among the records: the descriptors were committed, so the import is partial and
+    // `verify` says so.
+    let target = temp_store("transfer-cut-records");
+    let error = target.import(&mut Cursor::new(&exported[..exported.len() - 40]), &mut |_, _| {}).unwrap_err();
+    let TransferError::Partial { cause, .. } = &error else { panic!("{error:?}") };
+    assert!(matches!(**cause, TransferError::Malformed { .. }), "{error}");
+    assert!(error.to_string().contains("partial import"));
+    let problems = target.verify().unwrap().problems;
+    assert!(problems.iter().any(|p| p.contains("did not finish")), "{problems:?}");
+    // Not an export at all.
+    let other = temp_store("transfer-not-export");
+    assert!(matches!(other.import(&mut Cursor::new(b"hello"), &mut |_, _| {}), Err(TransferError::Malformed { .. })));
+}
+
+#[test]
+fn text_entries_out_of_order_or_unknown_are_refused() {
+    let source = populated("order-source", 2);
+    let text = String::from_utf8(export(&source, ExportFormat::Json, None)).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let removed = lines.iter().position(|l| l.contains("\"removed\"")).unwrap();
+    let declaration = lines.remove(removed);
+    lines.insert(lines.len() - 1, declaration);
+    let target = temp_store("transfer-order-target");
+    let error = target.import(&mut Cursor::new(lines.join("\n")), &mut |_, _| {}).unwrap_err();
+    assert!(error.to_string().contains("high-water mark after a record"), "{error}");
+    let unknown = text.replacen("\"end\"", "\"ending\"", 1);
+    let error = temp_store("transfer-unknown-target").import(&mut Cursor::new(unknown), &mut |_, _| {}).unwrap_err();
+    assert!(error.to_string().contains("unknown kind"), "{error}");
+}
+
+#[test]
+fn a_damaged_record_in_a_binary_export_fails_its_checksum() {
+    let source = populated("transfer-crc-source", 3);
+    let mut exported = export(&source, ExportFormat::Copal, None);
+    let at = exported.windows(2).position(|w| w == b"p1").unwrap();
+    exported[at + 1] = b'7';
+    let target = temp_store("transfer-crc-target");
+    let error = target.import(&mut Cursor::new(exported), &mut |_, _| {}).unwrap_err();
+    assert!(error.to_string().contains("record checksum"), "{error}");
+}

@@ -1,0 +1,171 @@
+"""The filter language of ``copal query``: a small parser of expressions such as
+``age >= 30 and city == "Paris"`` into the query filters the Rust engine evaluates on raw
+records. Nothing is evaluated by Python: the text is tokenized and parsed, never passed to
+``eval``.
+
+Grammar (``not`` binds tighter than ``and``, which binds tighter than ``or``)::
+
+    expr    := conj ("or" conj)*
+    conj    := neg ("and" neg)*
+    neg     := "not" neg | "(" expr ")" | test
+    test    := path op literal | path "in" "[" [literal ("," literal)*] "]"
+             | path "is" ["not"] "None" | path "startswith" string
+    path    := name ("." name)*           (fields, then fields or dict keys of what they hold)
+    op      := "==" | "!=" | "<" | "<=" | ">" | ">="
+    literal := integer | float | string ('...' or "...") | True | False | None
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["FilterSyntaxError", "parse_filter"]
+
+Node = tuple[Any, ...]
+
+
+class FilterSyntaxError(ValueError):
+    """The filter text does not follow the grammar; the message says where."""
+
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+        (?P<number>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)
+      | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+      | (?P<op>==|!=|<=|>=|<|>|\(|\)|\[|\]|,|\.)
+      | (?P<name>[A-Za-z_][A-Za-z_0-9]*)
+    )""",
+    re.VERBOSE,
+)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"}
+_CONSTANTS = {"True": True, "False": False, "None": None}
+_KEYWORDS = {"and", "or", "not", "in", "is", "startswith", *_CONSTANTS}
+
+
+def _unquote(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), text[1:-1])
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens: list[tuple[str, Any, int]] = []
+        at = 0
+        while at < len(text):
+            match = _TOKEN.match(text, at)
+            if match is None or match.end() == at:
+                if text[at:].strip() == "":
+                    break
+                raise FilterSyntaxError(f"unexpected character {text[at:].lstrip()[:1]!r} at column {at + 1}")
+            kind = match.lastgroup
+            assert kind is not None
+            value: Any = match.group(kind)
+            if kind == "number":
+                value = float(value) if any(c in value for c in ".eE") else int(value)
+            elif kind == "string":
+                value = _unquote(value)
+            self.tokens.append((kind, value, match.start(kind) + 1))
+            at = match.end()
+        self.at = 0
+
+    def peek(self) -> tuple[str, Any, int] | None:
+        return self.tokens[self.at] if self.at < len(self.tokens) else None
+
+    def accept(self, value: str) -> bool:
+        token = self.peek()
+        if token is not None and token[0] in ("op", "name") and token[1] == value:
+            self.at += 1
+            return True
+        return False
+
+    def fail(self, expected: str) -> FilterSyntaxError:
+        token = self.peek()
+        where = f"{token[1]!r} at column {token[2]}" if token else "the end of the filter"
+        return FilterSyntaxError(f"expected {expected}, found {where}")
+
+    def expect(self, value: str) -> None:
+        if not self.accept(value):
+            raise self.fail(repr(value))
+
+    def expr(self) -> Node:
+        items = [self.conj()]
+        while self.accept("or"):
+            items.append(self.conj())
+        return items[0] if len(items) == 1 else ("or", items)
+
+    def conj(self) -> Node:
+        items = [self.neg()]
+        while self.accept("and"):
+            items.append(self.neg())
+        return items[0] if len(items) == 1 else ("and", items)
+
+    def neg(self) -> Node:
+        if self.accept("not"):
+            return ("not", self.neg())
+        if self.accept("("):
+            inner = self.expr()
+            self.expect(")")
+            return inner
+        return self.test()
+
+    def path(self) -> list[str]:
+        names = [self.name()]
+        while self.accept("."):
+            names.append(self.name())
+        return names
+
+    def name(self) -> str:
+        token = self.peek()
+        if token is None or token[0] != "name" or token[1] in _KEYWORDS:
+            raise self.fail("a field name")
+        self.at += 1
+        return str(token[1])
+
+    def literal(self) -> Any:
+        token = self.peek()
+        if token is not None and (token[0] in ("number", "string") or (token[0] == "name" and token[1] in _CONSTANTS)):
+            self.at += 1
+            return _CONSTANTS[token[1]] if token[0] == "name" else token[1]
+        raise self.fail("a value (number, 'string', True, False or None)")
+
+    def test(self) -> Node:
+        path = self.path()
+        token = self.peek()
+        if token is not None and token[0] == "op" and token[1] in ("==", "!=", "<", "<=", ">", ">="):
+            self.at += 1
+            return ("cmp", path, token[1], self.literal())
+        if self.accept("in"):
+            self.expect("[")
+            values = []
+            if not self.accept("]"):
+                values.append(self.literal())
+                while self.accept(","):
+                    values.append(self.literal())
+                self.expect("]")
+            return ("in", path, values)
+        if self.accept("is"):
+            negated = self.accept("not")
+            self.expect("None")
+            return ("not", ("none", path)) if negated else ("none", path)
+        if self.accept("startswith"):
+            prefix = self.literal()
+            if not isinstance(prefix, str):
+                raise FilterSyntaxError("startswith takes a string")
+            return ("prefix", path, prefix)
+        raise self.fail("a comparison (==, !=, <, <=, >, >=, in, is None, startswith)")
+
+
+def parse_filter(text: str) -> Node:
+    """The query filter of `text` (the nested tuples of crates/copal-py/src/query.rs).
+
+    >>> parse_filter('age >= 30 and city == "Paris"')
+    ('and', [('cmp', ['age'], '>=', 30), ('cmp', ['city'], '==', 'Paris')])
+    """
+    parser = _Parser(text)
+    if not parser.tokens:
+        return ("true",)
+    node = parser.expr()
+    if parser.peek() is not None:
+        raise parser.fail("'and', 'or' or the end of the filter")
+    return node

@@ -1,0 +1,47 @@
+"""The filter language of copal query (python/copal/cli_query.py)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from copal.cli_query import FilterSyntaxError, parse_filter
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("", ("true",)),
+        ("age >= 30", ("cmp", ["age"], ">=", 30)),
+        ("a.b.c != 'x\\'y'", ("cmp", ["a", "b", "c"], "!=", "x'y")),
+        ('x == 1.5e3 or y == -2', ("or", [("cmp", ["x"], "==", 1500.0), ("cmp", ["y"], "==", -2)])),
+        ("a == 1 or b == 2 and c == 3", ("or", [("cmp", ["a"], "==", 1), ("and", [("cmp", ["b"], "==", 2), ("cmp", ["c"], "==", 3)])])),
+        ("not (a == True) and b is None", ("and", [("not", ("cmp", ["a"], "==", True)), ("none", ["b"])])),
+        ("b is not None", ("not", ("none", ["b"]))),
+        ("tag in ['a', \"b\", None]", ("in", ["tag"], ["a", "b", None])),
+        ("tag in []", ("in", ["tag"], [])),
+        ("name startswith \"An\"", ("prefix", ["name"], "An")),
+    ],
+)
+def test_filters_parse_into_query_nodes(text: str, parsed: tuple[object, ...]) -> None:
+    assert parse_filter(text) == parsed
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("age >=", "expected a value"),
+        ("age 30", "expected a comparison"),
+        ("(a == 1", "expected ')'"),
+        ("a == 1 b == 2", "expected 'and', 'or' or the end"),
+        ("a == x", "expected a value"),
+        ("and == 1", "expected a field name"),
+        ("a == 1 ; b", "unexpected character ';'"),
+        ("name startswith 3", "startswith takes a string"),
+        ("__import__('os')", "expected a comparison"),
+    ],
+)
+def test_malformed_filters_are_refused_with_the_place(text: str, message: str) -> None:
+    with pytest.raises(FilterSyntaxError, match=re.escape(message)):
+        parse_filter(text)
