@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -261,7 +262,8 @@ def test_export_import_through_a_pipe_and_files(tmp_path: Path) -> None:
 def test_every_command_documents_examples_and_exit_codes() -> None:
     top = _copal("--help")
     assert top.returncode == 0 and "exit status:" in top.stdout
-    for command in ["info", "ls", "show", "query", "verify", "schema", "gc", "backup", "export", "import"]:
+    for command in ["info", "ls", "show", "query", "verify", "schema", "gc", "backup", "export", "import", "init",
+                    "upgrade"]:
         out = _copal(command, "--help")
         assert out.returncode == 0 and "examples:" in out.stdout and f"copal {command}" in out.stdout, command
         assert "3  database, input or output error" in out.stdout, command
@@ -272,3 +274,24 @@ def test_commands_refuse_a_database_that_does_not_exist(tmp_path: Path) -> None:
     out = _copal("info", str(tmp_path / "typo"))
     assert out.returncode == 3 and out.stderr.strip() == f"copal info: error: no database at {tmp_path / 'typo'}"
     assert not (tmp_path / "typo").exists()
+
+
+def test_init_and_upgrade_of_an_embedded_database(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    missing = _copal("upgrade", str(path))
+    assert missing.returncode == 3 and missing.stderr.strip() == f"copal upgrade: error: no database at {path}"
+    created = _copal("init", str(path))
+    assert created.returncode == 0 and created.stdout.startswith(f"created {path} in {path} (layout version 2)")
+    again = _copal("init", str(path), "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["created"] == []
+    current = _copal("upgrade", str(path))
+    assert current.returncode == 0 and current.stdout.strip() == f"{path} is at layout version 2: nothing to do"
+    old = tmp_path / "old"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "store-format-1", old)
+    upgraded = _copal("upgrade", str(old))
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert upgraded.stdout.splitlines() == [
+        f"upgraded {old} from layout version 1 to 2:",
+        "  moved every record into a table of its class (store format 1 to 2)",
+    ]
+    assert _copal("verify", str(old)).returncode == 0

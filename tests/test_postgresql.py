@@ -219,6 +219,22 @@ def test_upgrade_migrates_version_1_and_keeps_the_data(pg_server: PgServer) -> N
         assert db.verify()["problems"] == []
 
 
+def test_upgrade_command_migrates_what_open_refuses(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["c"] = Counter(5)
+    make_version_1(pg_server, url)
+    copal_command = [sys.executable, "-m", "copal"]
+    refused = subprocess.run([*copal_command, "info", url], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 3 and f"copal upgrade {url}" in refused.stderr, refused.stderr
+    upgraded = subprocess.run([*copal_command, "upgrade", url], capture_output=True, text=True, timeout=120)
+    assert upgraded.returncode == 0, upgraded.stderr
+    lines = upgraded.stdout.splitlines()
+    assert lines[0] == f"upgraded {url} from layout version 1 to 2:" and "copal_schema_history" in lines[1]
+    with copal.open(url) as db, db.transaction() as tx:
+        assert tx.root["c"].value == 5
+
+
 def test_concurrent_upgrades_migrate_once(pg_server: PgServer) -> None:
     url = pg_server.create_database()
     copal.init(url)

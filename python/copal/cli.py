@@ -380,6 +380,36 @@ def _import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _init(args: argparse.Namespace) -> int:
+    import copal
+
+    report = copal.init(args.db)
+    if args.json:
+        _print_json(report)
+    elif report["created"]:
+        print(f"created {', '.join(report['created'])} in {report['location']} (layout version {report['to_version']})")
+    else:
+        print(f"{report['location']} already holds a copal database (layout version {report['to_version']}): nothing to do")
+    return EXIT_OK
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    import copal
+
+    if not _is_url(args.db) and not os.path.exists(args.db):
+        raise CommandError(f"no database at {args.db}")
+    report = copal.upgrade(args.db)
+    if args.json:
+        _print_json(report)
+    elif report["steps"]:
+        print(f"upgraded {report['location']} from layout version {report['from_version']} to {report['to_version']}:")
+        for step in report["steps"]:
+            print(f"  {step}")
+    else:
+        print(f"{report['location']} is at layout version {report['to_version']}: nothing to do")
+    return EXIT_OK
+
+
 # -- the parser --------------------------------------------------------------------------------
 
 
@@ -531,6 +561,29 @@ def _parser() -> argparse.ArgumentParser:
         "delete it and import again.",
     )
     imp.add_argument("input", nargs="?", help="the export file (default: stdin)")
+    _command(
+        commands,
+        "init",
+        "create copal's tables (PostgreSQL) or directory (embedded) ahead of the first open",
+        "copal init postgresql://app@db.example.com/bank",
+        "copal init bank.copal --json",
+        description="Creates an empty copal database and says what it created; a database that "
+        "already exists at the current layout version is left as it is (exit status 0). Opening a "
+        "database creates it too: init is for deployments that create the tables ahead of time, for "
+        "example with a role allowed to create tables that the application's role is not.",
+    )
+    _command(
+        commands,
+        "upgrade",
+        "migrate a database written by an older copal to this copal's layout",
+        "copal upgrade postgresql://app@db.example.com/bank",
+        "copal upgrade bank.copal --json",
+        description="Applies the layout migrations between the database's version and this copal's, "
+        "in one transaction, and lists them; a current database is left as it is (exit status 0). "
+        "A PostgreSQL database of an older layout is refused by copal.open until it is upgraded; "
+        "stop the programs of the older copal first (their next commit fails instead of writing). "
+        "An embedded database is migrated by its first open; upgrade reports what that did.",
+    )
     return parser
 
 
@@ -545,6 +598,8 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "backup": _backup,
     "export": _export,
     "import": _import,
+    "init": _init,
+    "upgrade": _upgrade,
 }
 
 
