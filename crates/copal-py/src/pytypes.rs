@@ -28,3 +28,15 @@ pub fn evolution_plan(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     static CELL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     CELL.import(py, "copal.evolution", "plan")
 }
+
+/// Whether this interpreter is a free-threaded build (`Py_GIL_DISABLED`), where an object's
+/// reference count is split between threads and cannot be read as a whole.
+pub fn free_threaded(py: Python<'_>) -> bool {
+    static CELL: PyOnceLock<bool> = PyOnceLock::new();
+    *CELL.get_or_init(py, || {
+        py.import("sysconfig")
+            .and_then(|sysconfig| sysconfig.call_method1("get_config_var", ("Py_GIL_DISABLED",)))
+            .and_then(|flag| flag.is_truthy())
+            .unwrap_or(true)
+    })
+}
