@@ -108,11 +108,10 @@ pub struct ClassCache {
 
 impl ClassCache {
     pub fn entry(&mut self, class: &Bound<'_, PyType>) -> PyResult<&mut ClassEntry> {
-        let key = class.as_ptr() as usize;
-        if !self.by_type.contains_key(&key) {
-            self.by_type.insert(key, ClassEntry::new(class)?);
-        }
-        Ok(self.by_type.get_mut(&key).expect("inserted above"))
+        Ok(match self.by_type.entry(class.as_ptr() as usize) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(ClassEntry::new(class)?),
+        })
     }
 }
 

@@ -86,6 +86,8 @@ pub struct Encoder<'s> {
     kinds: IntMap<usize, Kind>,
     /// Keeps the classes of `kinds` alive, so that their addresses cannot be reused.
     kind_classes: Vec<Py<PyType>>,
+    /// Whether reference counts can be read (see `is_unshared`), found out on first use.
+    refcounts_readable: Option<bool>,
     /// Set for streams of version 2 (standalone.rs): equal strings are written once. Records and
     /// archives never share strings.
     pub strings: Option<StringTable>,
@@ -124,6 +126,7 @@ impl<'s> Encoder<'s> {
             root: 0,
             kinds: IntMap::default(),
             kind_classes: Vec::new(),
+            refcounts_readable: None,
             strings: None,
         }
     }
@@ -184,10 +187,12 @@ impl<'s> Encoder<'s> {
     /// and can add references to objects of it is the loading of a ghost, which can only add
     /// references to persistent objects: those are always tracked (`persistent_by_value`). On
     /// the free-threaded build reference counts are split between threads and are not read.
-    fn is_unshared(&self, value: &Bound<'_, PyAny>) -> bool {
+    fn is_unshared(&mut self, value: &Bound<'_, PyAny>) -> bool {
         // SAFETY: `value` is a live object; only its reference count is read.
         let references = unsafe { ffi::Py_REFCNT(value.as_ptr()) };
-        references <= 2 && value.as_ptr() as usize != self.root && !pytypes::free_threaded(value.py())
+        references <= 2
+            && value.as_ptr() as usize != self.root
+            && *self.refcounts_readable.get_or_insert_with(|| !pytypes::free_threaded(value.py()))
     }
 
     /// The memo slot of `value` if it was written before; otherwise it takes the next slot.
@@ -495,7 +500,7 @@ impl<'s> Encoder<'s> {
         if self.backref_or_slot(v)? {
             return Ok(());
         }
-        let dict = instance_dict(v)?;
+        let dict = object_dict(v)?;
         let shape = self.sink.descriptor(&v.get_type(), &dict)?;
         self.w.u8(tag::OBJECT);
         self.w.varint(u64::from(shape.descriptor));
@@ -630,6 +635,17 @@ fn classify(class: &Bound<'_, PyType>) -> PyResult<Kind> {
         return Ok(Kind::Object);
     }
     Ok(Kind::Unsupported)
+}
+
+/// The instance dict of `v`, an instance of a `Kind::Object` class (whose instances have a
+/// `__dict__` slot), taken from the slot (CPython materializes it if it keeps the attributes
+/// inline) instead of by looking `__dict__` up along the class's MRO for every object. It is
+/// the dict the decoder sets the fields in.
+fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    // SAFETY: `v` is a live object whose type has a dict slot (checked by `classify`); the call
+    // returns a new reference or null with an exception set.
+    let dict = unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyObject_GenericGetDict(v.as_ptr(), std::ptr::null_mut()))? };
+    Ok(dict.cast_into::<PyDict>()?)
 }
 
 fn unsupported_type(class: &Bound<'_, PyType>) -> Failure {

@@ -576,12 +576,12 @@ pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>
 pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], shares_strings: bool) -> PyResult<Bound<'py, PyAny>> {
     let mut r = Reader::new(body);
     let entries = read_table(&mut r, py).map_err(|e| corrupt("stream descriptor table", e))?;
-    let registry = py.import("copal.persistent")?.getattr("registry")?.cast_into::<PyDict>()?;
+    let registry = crate::pytypes::class_registry(py)?.clone();
     let resolver = StreamResolver::new(registry, &entries);
     let what = || "stream".to_owned();
     // Repeated short strings come back as one object, as from the database (strings.rs); on
     // all-distinct strings this costs about a sixth of the decoding time.
-    let mut strings = StringCache::default();
+    let mut strings = StringCache::for_input(body.len());
     // Nothing the decoder creates can become garbage before it returns (see gc.rs).
     let _gc = GcPause::new(py);
     let mut decoder = Decoder::new(py, &resolver, &what);
