@@ -287,13 +287,12 @@ def test_strings_are_shared_everywhere_in_the_graph() -> None:
     assert_same(value, copal.loads(data))
 
 
-def test_streams_without_repeated_strings_stay_version_1() -> None:
-    """Readers of version 1 (copal 0.1.0) read every stream that does not need version 2."""
-    data = copal.dumps({"a": [1, "b"], "c": Point("d", "e")})
-    assert data[4] == 1
-    # A one-byte string is shared only while its reference is shorter than itself.
-    assert copal.dumps(["a", "a"])[4] == 2
-    assert copal.dumps([str(i) for i in range(200)] + ["199"])[-3:] == b"\x1b\xc7\x01"
+def test_strings_are_shared_only_where_a_reference_is_shorter() -> None:
+    """A STRREF is a tag and the slot number: a one-byte string past slot 127 is written again."""
+    data = copal.dumps(["a", "a"])
+    assert data.endswith(b"\x0b\x02\x07\x01a\x1b\x00")
+    data = copal.dumps([f"s{i}" for i in range(200)] + ["s199", "x", "x"])
+    assert data.endswith(b"\x1b\xc7\x01\x07\x01x\x07\x01x")  # "s199" by its slot 199; "x" (slot 200) again
 
 
 def test_sets_with_shared_strings_are_deterministic() -> None:
@@ -391,7 +390,7 @@ def test_persistent_flag_must_match_the_class() -> None:
 def test_compression_roundtrip_and_detection(compress: copal.serialize.Compression) -> None:
     value = {"rows": [Point(i, f"row number {i}") for i in range(500)], "set": {1, 2, 3}}
     data = copal.dumps(value, compress=compress)
-    assert data[:4] == MAGIC and data[4] == 1
+    assert data[:4] == MAGIC and data[4] == 2
     codec = compress[0] if isinstance(compress, tuple) else compress
     assert data[5] == {None: 0, "zstd": 1, "gzip": 2, "lz4": 3}[codec]
     assert_same(value, copal.loads(data))

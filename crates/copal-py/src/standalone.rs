@@ -30,11 +30,9 @@ use crate::strings::{StringCache, StringTable};
 
 /// The first bytes of every stream (docs/STREAM.md section 2).
 pub const MAGIC: [u8; 4] = *b"CPL1";
-/// The first stream version: what version 2 writes when it has no STRREF.
-const STREAM_V1: u8 = 1;
-/// The newest stream version this build writes and reads: version 1 with shared strings
-/// (STRREF, docs/STREAM.md section 5).
-const STREAM_V2: u8 = 2;
+/// The stream version this build writes, and the newest it reads: version 1 with shared strings
+/// (STRREF, docs/STREAM.md section 5). Version 1 streams are read too.
+const STREAM_VERSION: u8 = 2;
 const VERSION_OFFSET: usize = MAGIC.len();
 const FLAGS_OFFSET: usize = VERSION_OFFSET + 1;
 
@@ -117,17 +115,14 @@ pub fn dumps_raw<'py>(
     compression: u8,
     level: Option<i32>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let ([count, table, value], shares_strings) = encode_body(py, obj, true)?;
-    // The lowest version that can hold the body, so that readers of version 1 read every
-    // stream without shared strings.
-    let version = if shares_strings { STREAM_V2 } else { STREAM_V1 };
-    framed(py, &STREAM, version, 0, &[&count, &table, &value], compression, level)
+    let [count, table, value] = encode_body(py, obj, true)?;
+    framed(py, &STREAM, STREAM_VERSION, 0, &[&count, &table, &value], compression, level)
 }
 
 /// The body of the stream of `obj` (docs/STREAM.md section 4) in three parts: the descriptor
-/// count, the descriptor entries and the value; and whether the value has shared strings
-/// (STRREF), which only `share_strings` allows.
-pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, share_strings: bool) -> PyResult<([Vec<u8>; 3], bool)> {
+/// count, the descriptor entries and the value, which has shared strings (STRREF) if
+/// `share_strings`.
+pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, share_strings: bool) -> PyResult<[Vec<u8>; 3]> {
     // Encoding allocates containers (materialized instance dicts) that cannot become garbage
     // before it ends: collections meanwhile would only walk the growing heap.
     let _gc = GcPause::new(py);
@@ -137,11 +132,10 @@ pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, share_strings:
         encoder.strings = Some(StringTable::default());
     }
     let value = encoder.standalone(obj)?;
-    let shared = encoder.strings.as_ref().is_some_and(StringTable::referenced);
     drop(encoder);
     let mut count = Writer::new();
     count.varint(u64::from(sink.count));
-    Ok(([count.buf, std::mem::take(&mut sink.table.buf), value], shared))
+    Ok([count.buf, std::mem::take(&mut sink.table.buf), value])
 }
 
 /// The concatenation of `parts` compressed with `compression` (a level checked by
@@ -340,7 +334,7 @@ pub(crate) struct Container {
     pub(crate) extra_flags: u8,
 }
 
-pub(crate) const STREAM: Container = Container { name: "stream", magic: MAGIC, newest_version: STREAM_V2, extra_flags: 0 };
+pub(crate) const STREAM: Container = Container { name: "stream", magic: MAGIC, newest_version: STREAM_VERSION, extra_flags: 0 };
 
 /// A container's header (docs/STREAM.md section 2).
 pub(crate) struct Header<'a> {
@@ -568,24 +562,26 @@ pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>
     let max_size = checked_max_size(max_size)?;
     let header = read_header(data, &STREAM)?;
     let body = decompress(py, header.flags, header.payload, max_size)?;
-    decode_body(py, body.bytes(), header.version >= STREAM_V2)
+    decode_body(py, body.bytes(), header.version >= 2)
 }
 
 /// The object graph of a stream body (docs/STREAM.md section 4), which may have shared strings
-/// (STRREF) if `shares_strings`.
+/// (STRREF) if `shares_strings` (version 2).
 pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], shares_strings: bool) -> PyResult<Bound<'py, PyAny>> {
     let mut r = Reader::new(body);
     let entries = read_table(&mut r, py).map_err(|e| corrupt("stream descriptor table", e))?;
     let registry = crate::pytypes::class_registry(py)?.clone();
     let resolver = StreamResolver::new(registry, &entries);
     let what = || "stream".to_owned();
-    // Repeated short strings come back as one object, as from the database (strings.rs); on
-    // all-distinct strings this costs about a sixth of the decoding time.
-    let mut strings = StringCache::for_input(body.len());
+    // Equal strings come back as one object. A body with shared strings has each distinct
+    // string once; in others (version 1, text documents) repeated short strings are found by
+    // the decoder's cache, as from the database (strings.rs), which costs about a sixth of the
+    // decoding time on all-distinct strings.
+    let mut cache = (!shares_strings).then(|| StringCache::for_input(body.len()));
     // Nothing the decoder creates can become garbage before it returns (see gc.rs).
     let _gc = GcPause::new(py);
     let mut decoder = Decoder::new(py, &resolver, &what);
-    decoder.strings = Some(&mut strings);
+    decoder.strings = cache.as_mut();
     if shares_strings {
         decoder.string_slots = Some(Vec::new());
     }

@@ -81,7 +81,6 @@ pub struct StringTable {
     /// Python string has to be kept alive (or released) for the table.
     bytes: Vec<u8>,
     next_slot: u64,
-    referenced: bool,
 }
 
 /// A distinct string written as a STR.
@@ -103,7 +102,6 @@ impl StringTable {
             let written = &self.written[index];
             if &self.bytes[written.bytes.clone()] == text.as_bytes() {
                 if varint_len(written.slot) < varint_len(text.len() as u64) + text.len() {
-                    self.referenced = true;
                     return Ok(Some(written.slot));
                 }
                 self.next_slot += 1;
@@ -117,11 +115,6 @@ impl StringTable {
         self.by_hash.insert(hash, self.written.len() - 1);
         self.next_slot += 1;
         Ok(None)
-    }
-
-    /// Whether a STRREF was written: the stream then needs version 2.
-    pub fn referenced(&self) -> bool {
-        self.referenced
     }
 }
 
