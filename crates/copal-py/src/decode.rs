@@ -178,10 +178,9 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 PyComplex::from_doubles(py, re, im).into_any()
             }
             tag::STR => {
-                let text = r.str()?;
                 let value = match self.strings.as_deref_mut() {
-                    Some(cache) if text.len() <= crate::strings::MAX_CACHED_LEN => cache.get(py, text).into_any(),
-                    _ => PyString::new(py, text).into_any(),
+                    Some(cache) if r.peek_u8()? as usize <= crate::strings::MAX_CACHED_LEN => cache.get(py, r.str()?).into_any(),
+                    _ => new_string(py, r.length_prefixed()?).ok_or(DecodeError::BadUtf8 { offset: offset + 1 })?,
                 };
                 if let Some(slots) = self.string_slots.as_mut() {
                     slots.push(value.clone());
@@ -549,6 +548,22 @@ pub fn new_zone<'py>(py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py,
 /// the input, so hashing costs at most a constant factor more than reading it.
 fn expansion_budget(len: usize) -> u64 {
     16 * len as u64 + 1024
+}
+
+/// The string of UTF-8 `bytes`, or None if they are not UTF-8. CPython's decoder checks them as
+/// it copies them, so they are not checked twice (this is the most frequent value).
+fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> Option<Bound<'py, PyAny>> {
+    // SAFETY: `bytes` is valid for its length (which a slice keeps below isize::MAX); the call
+    // returns a new reference, or null with an exception set, which is cleared here.
+    let string = unsafe {
+        ffi::PyUnicode_DecodeUTF8(bytes.as_ptr().cast(), bytes.len() as ffi::Py_ssize_t, c"strict".as_ptr())
+    };
+    if string.is_null() {
+        drop(PyErr::take(py));
+        return None;
+    }
+    // SAFETY: a new, non-null reference.
+    Some(unsafe { Bound::from_owned_ptr(py, string) })
 }
 
 fn unhashable(offset: usize) -> Fail {
