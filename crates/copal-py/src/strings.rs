@@ -3,8 +3,9 @@
 //!
 //! Records repeat the same short strings (status words, names of kinds, small codes) across
 //! thousands of objects; building one Python string per occurrence costs an allocation and ~55
-//! bytes each. A small direct-mapped cache hands out the same immutable string instead, as
-//! pickle does for strings it memoized. Bounded: it never holds more than `SLOTS` strings.
+//! bytes each. When decoding them, a small direct-mapped cache hands out the same immutable
+//! string instead, as pickle does for strings it memoized. Bounded: it never holds more than
+//! `SLOTS` strings. Streams do better: they store each distinct string once (`StringTable`).
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
