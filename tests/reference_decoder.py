@@ -22,6 +22,8 @@ __all__ = ["DecodeError", "decode_value", "decode_record", "decode_descriptor"]
 NONE, FALSE, TRUE, INT, BIGINT, FLOAT, COMPLEX, STR, STR_SURROGATES, BYTES = range(0x00, 0x0A)
 BYTEARRAY, LIST, TUPLE, DICT, SET, FROZENSET = range(0x0A, 0x10)
 DATETIME, DATE, TIME, TIMEDELTA, DECIMAL, UUID, ENUM, REF, OBJECT, SUBCLASS, BACKREF = range(0x10, 0x1B)
+# docs/STREAM.md section 5: a string written earlier in a stream of version 2.
+STRREF = 0x1B
 MEMO_TAGS = {BYTEARRAY, LIST, TUPLE, DICT, SET, FROZENSET, OBJECT, SUBCLASS}
 ITEM_TAGS = {LIST: "list", TUPLE: "tuple", SET: "set", FROZENSET: "frozenset"}
 SUBCLASS_BASES = {LIST, TUPLE, DICT, SET, FROZENSET}
@@ -60,10 +62,12 @@ _UNFINISHED = object()
 
 
 class _Reader:
-    def __init__(self, data: bytes, descriptors: Mapping[int, Sequence[str]]) -> None:
+    def __init__(self, data: bytes, descriptors: Mapping[int, Sequence[str]], shared_strings: bool = False) -> None:
         self.data = data
         self.pos = 0
         self.descriptors = descriptors
+        # Streams of version 2 only: the number of STR values read so far (string slots).
+        self.strings: int | None = 0 if shared_strings else None
         # One entry per memo slot taken: True once the value exists, False while an immutable
         # container (tuple, frozenset, or a subclass of them) is still reading its items.
         self.slots: list[bool] = []
@@ -156,7 +160,15 @@ class _Reader:
         if tag == COMPLEX:
             return {"complex": [self.take(8)[::-1].hex(), self.take(8)[::-1].hex()]}
         if tag == STR:
-            return {"str": self.utf8()}
+            text = self.utf8()
+            if self.strings is not None:
+                self.strings += 1
+            return {"str": text}
+        if tag == STRREF and self.strings is not None:
+            index = self.varint()
+            if index >= self.strings:
+                raise self.fail("BadBackRef", offset, f"string slot {index}")
+            return {"strref": index}
         if tag == STR_SURROGATES:
             return {"str_surrogates": self.generalized_utf8()}
         if tag == BYTES:
@@ -277,9 +289,11 @@ class _Reader:
             raise self.fail("TrailingBytes")
 
 
-def decode_value(data: bytes, descriptors: Mapping[int, Sequence[str]]) -> Any:
-    """One standalone value (memo slots from 0, depth 0); `descriptors` maps id -> field names."""
-    r = _Reader(data, descriptors)
+def decode_value(data: bytes, descriptors: Mapping[int, Sequence[str]], shared_strings: bool = False) -> Any:
+    """One standalone value (memo slots from 0, depth 0); `descriptors` maps id -> field names.
+    With `shared_strings` (the value of a stream of version 2, docs/STREAM.md section 5), every
+    STR takes the next string slot and STRREF refers to one as ``{"strref": slot}``."""
+    r = _Reader(data, descriptors, shared_strings)
     out = r.value(0)
     r.expect_end()
     return out

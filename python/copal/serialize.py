@@ -97,7 +97,8 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") 
 
     Returns:
         The stream (bytes): the magic bytes ``b"CPL1"``, a version and flags byte, the payload
-        length, and the payload (the class descriptors, then the value); or, with
+        length, and the payload (the class descriptors, then the value, in which each distinct
+        string is written once: stream version 2, docs/STREAM.md); or, with
         ``format="json"`` or ``"xml"``, the document (str).
 
     Raises:

@@ -17,9 +17,11 @@ use crate::decode::Decoder;
 use crate::encode::Encoder;
 use crate::errors::{corrupt, CorruptRecordError};
 use crate::gc::GcPause;
-use crate::standalone::{checked_max_size, decompress, DEFAULT_MAX_SIZE, framed, read_header, read_table, Body, Container, Entry, StreamResolver, StreamSink};
+use crate::standalone::{checked_max_size, decompress, DEFAULT_MAX_SIZE, framed, read_header, read_table, Body, Container, Header, Entry, StreamResolver, StreamSink};
 
-const ARCHIVE: Container = Container { name: "archive", magic: *b"CPA1", version: 1, extra_flags: WIDE_OFFSETS };
+/// Archives have one version; their values never share strings (docs/STREAM.md section 10).
+const ARCHIVE_VERSION: u8 = 1;
+const ARCHIVE: Container = Container { name: "archive", magic: *b"CPA1", newest_version: ARCHIVE_VERSION, extra_flags: WIDE_OFFSETS };
 
 /// Archive flag: index offsets are u64 (else u32).
 const WIDE_OFFSETS: u8 = 0x04;
@@ -42,9 +44,11 @@ pub fn pack_many_raw<'py>(
     {
         // As in dumps_raw: nothing encoding creates can become garbage before it ends.
         let _gc = GcPause::new(py);
+        // One encoder for all values (it keeps what it learnt about their classes);
+        // `standalone` gives each value its own memo, so that it decodes alone.
+        let mut encoder = Encoder::new(&mut sink);
         for obj in objects.try_iter()? {
-            // A fresh encoder per value: each value has its own memo, so it decodes alone.
-            let value = Encoder::new(&mut sink).standalone(&obj?)?;
+            let value = encoder.standalone(&obj?)?;
             values.extend_from_slice(&value);
             ends.push(values.len());
         }
@@ -65,7 +69,7 @@ pub fn pack_many_raw<'py>(
     let count = (index.buf.len() / if wide { 8 } else { 4 } - 1) as u64;
     let flags = if wide { WIDE_OFFSETS } else { 0 };
     let parts: [&[u8]; 5] = [&head.buf, &sink.table.buf, &values, &index.buf, &count.to_le_bytes()];
-    framed(py, &ARCHIVE, flags, &parts, compression, level)
+    framed(py, &ARCHIVE, ARCHIVE_VERSION, flags, &parts, compression, level)
 }
 
 /// Where an archive's bytes live. Fields are never mutated after construction.
@@ -160,10 +164,10 @@ impl Archive {
     }
 
     fn open(py: Python<'_>, data: Data, max_size: usize) -> PyResult<Archive> {
-        let registry = py.import("copal.persistent")?.getattr("registry")?.cast_into::<PyDict>()?.unbind();
+        let registry = crate::pytypes::class_registry(py)?.clone().unbind();
         let mut archive = Archive { data, section: 0..0, entries: Vec::new(), registry, values_start: 0, index_start: 0, width: 0, len: 0 };
         let whole = archive.bytes_all(py);
-        let (flags, payload) = read_header(whole, &ARCHIVE)?;
+        let Header { flags, payload, .. } = read_header(whole, &ARCHIVE)?;
         let payload_at = whole.len() - payload.len();
         let (section_range, owned) = match decompress(py, flags, payload, max_size)? {
             Body::Borrowed(_) => (payload_at..whole.len(), None),

@@ -7,6 +7,7 @@
 
 
 use copal_core::format::ClassNo;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
@@ -64,10 +65,25 @@ impl ClassEntry {
 }
 
 /// Whether the keys of `dict` are exactly `fields`, in order. Attribute names are interned, so
-/// the identity test almost always decides.
+/// the identity test almost always decides; it runs on borrowed keys, without the reference
+/// counting of an iterator (this is checked for every object encoded).
 pub fn keys_are(dict: &Bound<'_, PyDict>, fields: &[Py<PyString>]) -> bool {
-    dict.len() == fields.len()
-        && dict.iter().zip(fields).all(|((key, _), field)| key.is(field) || key.eq(field).unwrap_or(false))
+    if dict.len() != fields.len() {
+        return false;
+    }
+    let py = dict.py();
+    let mut position: ffi::Py_ssize_t = 0;
+    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+    fields.iter().all(|field| {
+        // SAFETY: `dict` is a dict and the GIL is held. PyDict_Next returns borrowed references
+        // and stays memory-safe if an `__eq__` below changes the dict (it re-reads its size).
+        if unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) } == 0 {
+            return false;
+        }
+        // SAFETY: `key` was just returned by PyDict_Next; the new reference keeps it alive
+        // while `__eq__` runs.
+        key == field.as_ptr() || unsafe { Bound::from_borrowed_ptr(py, key) }.eq(field).unwrap_or(false)
+    })
 }
 
 pub fn field_names(dict: &Bound<'_, PyDict>) -> PyResult<(Vec<String>, Vec<Py<PyString>>)> {
@@ -92,11 +108,10 @@ pub struct ClassCache {
 
 impl ClassCache {
     pub fn entry(&mut self, class: &Bound<'_, PyType>) -> PyResult<&mut ClassEntry> {
-        let key = class.as_ptr() as usize;
-        if !self.by_type.contains_key(&key) {
-            self.by_type.insert(key, ClassEntry::new(class)?);
-        }
-        Ok(self.by_type.get_mut(&key).expect("inserted above"))
+        Ok(match self.by_type.entry(class.as_ptr() as usize) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => entry.insert(ClassEntry::new(class)?),
+        })
     }
 }
 

@@ -63,6 +63,9 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// (`load_closure` loads them next).
     pub ghost_refs: Option<Vec<Bound<'py, PyAny>>>,
     pub strings: Option<&'r mut crate::strings::StringCache>,
+    /// Set for streams of version 2: every STR decoded so far, in order, for STRREF
+    /// (docs/STREAM.md section 5). STRREF is an unknown tag elsewhere.
+    pub string_slots: Option<Vec<Bound<'py, PyAny>>>,
     /// How many values the decoding would have visited with back-references expanded, and the
     /// same count per memo slot: a set element or dict key whose expansion exceeds
     /// `hash_budget` is refused, since hashing it would visit every expanded value (a record
@@ -93,7 +96,7 @@ type Out<'py> = Result<Bound<'py, PyAny>, Fail>;
 
 impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     pub fn new(py: Python<'py>, resolver: &'r R, what: &'r dyn Fn() -> String) -> Self {
-        Decoder { py, resolver, memo: Vec::new(), limits: Limits::default(), what, ghost_refs: None, strings: None, expanded: 0, slot_weights: Vec::new(), hash_budget: u64::MAX }
+        Decoder { py, resolver, memo: Vec::new(), limits: Limits::default(), what, ghost_refs: None, strings: None, string_slots: None, expanded: 0, slot_weights: Vec::new(), hash_budget: u64::MAX }
     }
 
     fn finish<T>(&self, result: Result<T, Fail>) -> PyResult<T> {
@@ -175,10 +178,21 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 PyComplex::from_doubles(py, re, im).into_any()
             }
             tag::STR => {
-                let text = r.str()?;
-                match self.strings.as_deref_mut() {
-                    Some(cache) if text.len() <= crate::strings::MAX_CACHED_LEN => cache.get(py, text).into_any(),
-                    _ => PyString::new(py, text).into_any(),
+                let value = match self.strings.as_deref_mut() {
+                    Some(cache) if r.peek_u8()? as usize <= crate::strings::MAX_CACHED_LEN => cache.get(py, r.str()?).into_any(),
+                    _ => new_string(py, r.length_prefixed()?).ok_or(DecodeError::BadUtf8 { offset: offset + 1 })?,
+                };
+                if let Some(slots) = self.string_slots.as_mut() {
+                    slots.push(value.clone());
+                }
+                value
+            }
+            tag::STRREF if self.string_slots.is_some() => {
+                let index = r.varint()?;
+                let slots = self.string_slots.as_ref().expect("checked by the match guard");
+                match slots.get(index as usize) {
+                    Some(value) => value.clone(),
+                    None => return Err(DecodeError::BadBackRef { offset, index }.into()),
                 }
             }
             tag::STR_SURROGATES => {
@@ -534,6 +548,22 @@ pub fn new_zone<'py>(py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py,
 /// the input, so hashing costs at most a constant factor more than reading it.
 fn expansion_budget(len: usize) -> u64 {
     16 * len as u64 + 1024
+}
+
+/// The string of UTF-8 `bytes`, or None if they are not UTF-8. CPython's decoder checks them as
+/// it copies them, so they are not checked twice (this is the most frequent value).
+fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> Option<Bound<'py, PyAny>> {
+    // SAFETY: `bytes` is valid for its length (which a slice keeps below isize::MAX); the call
+    // returns a new reference, or null with an exception set, which is cleared here.
+    let string = unsafe {
+        ffi::PyUnicode_DecodeUTF8(bytes.as_ptr().cast(), bytes.len() as ffi::Py_ssize_t, c"strict".as_ptr())
+    };
+    if string.is_null() {
+        drop(PyErr::take(py));
+        return None;
+    }
+    // SAFETY: a new, non-null reference.
+    Some(unsafe { Bound::from_owned_ptr(py, string) })
 }
 
 fn unhashable(offset: usize) -> Fail {

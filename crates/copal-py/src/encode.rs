@@ -17,6 +17,7 @@ use crate::classes::{type_name_of, ClassShape};
 use crate::hashing::IntMap;
 use crate::persistent::{instance_dict, PersistentBase};
 use crate::pytypes;
+use crate::strings::StringTable;
 
 /// Deepest nesting the encoder writes; equal to the decoders' limit so that everything written
 /// can be read back.
@@ -78,11 +79,56 @@ pub struct Encoder<'s> {
     /// Encoding a PersistentList/PersistentDict: its own top-level container (depth 0) is
     /// watched by its methods and does not make the state "mutable".
     tracks_own: bool,
+    /// The value passed to `standalone`: the caller may hold it by a borrowed reference, so its
+    /// reference count says nothing about sharing (see `is_unshared`).
+    root: usize,
+    /// How each class seen so far is written, keyed by the class object's address (see `Kind`).
+    kinds: IntMap<usize, Kind>,
+    /// Keeps the classes of `kinds` alive, so that their addresses cannot be reused.
+    kind_classes: Vec<Py<PyType>>,
+    /// Whether reference counts can be read (see `is_unshared`), found out on first use.
+    refcounts_readable: Option<bool>,
+    /// Set for streams of version 2 (standalone.rs): equal strings are written once. Records and
+    /// archives never share strings.
+    pub strings: Option<StringTable>,
+}
+
+/// How the values of one class (other than the builtin types `Encoder::value` tests first) are
+/// written. It depends on the class only, so it is decided once per class and encoder instead
+/// of by a chain of type checks and attribute lookups per value.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// datetime, date, time, timedelta, bytes, bytearray, set, frozenset, complex (exact types).
+    Builtin,
+    Persistent,
+    Decimal,
+    Uuid,
+    Broken,
+    Enum,
+    /// A Python subclass of list, dict, tuple, set or frozenset, with the tag of its base.
+    Subclass(u8),
+    /// A plain instance of a Python class, written by value as an OBJECT.
+    Object,
+    Unsupported,
 }
 
 impl<'s> Encoder<'s> {
     pub fn new(sink: &'s mut dyn Sink) -> Self {
-        Encoder { w: Writer::new(), sink, memo: IntMap::default(), memo_log: Vec::new(), next_memo: 0, unfinished: Vec::new(), mutable: false, tracks_own: false }
+        Encoder {
+            w: Writer::new(),
+            sink,
+            memo: IntMap::default(),
+            memo_log: Vec::new(),
+            next_memo: 0,
+            unfinished: Vec::new(),
+            mutable: false,
+            tracks_own: false,
+            root: 0,
+            kinds: IntMap::default(),
+            kind_classes: Vec::new(),
+            refcounts_readable: None,
+            strings: None,
+        }
     }
 
     /// Encodes the record of persistent `obj` with transaction id `tid`. Returns the record,
@@ -113,14 +159,50 @@ impl<'s> Encoder<'s> {
         Ok((std::mem::take(&mut self.w.buf), state_start, self.mutable))
     }
 
-    /// Encodes one standalone value (used for query operands).
+    /// Encodes one standalone value with its own memo (query operands, streams, each value of
+    /// an archive). The encoder can be reused for the next value.
     pub fn standalone(&mut self, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
         self.w.buf.clear();
-        self.value(value, 0).map_err(|f| into_pyerr(f, "value"))?;
+        self.memo.clear();
+        self.memo_log.clear();
+        self.next_memo = 0;
+        self.root = value.as_ptr() as usize;
+        let result = self.value(value, 0).map_err(|f| into_pyerr(f, "value"));
+        self.root = 0;
+        result?;
         Ok(std::mem::take(&mut self.w.buf))
     }
 
-    fn memo_slot(&mut self, value: &Bound<'_, PyAny>) -> Option<u64> {
+    /// Whether `value` cannot be met again in the graph being encoded, so that it needs no entry
+    /// in the identity map (a hash-map insert per container and object otherwise).
+    ///
+    /// Every value but the root reaches `value` as an owned reference taken from the container,
+    /// instance dict or set it was read from (pyo3's iterators and `builtin_iter` return new
+    /// references; copies such as `stored_state` or a dict subclass's `plain` add more). So a
+    /// reference count of 2 means: one reference from the container being encoded, one held by
+    /// the encoder, and no other anywhere in the process: no other container, attribute or
+    /// variable can lead to it again, and it cannot be on a cycle. Extra references only make
+    /// the test fail, which keeps identity tracking; the root is excluded because the caller may
+    /// hold it by a borrowed reference. The only Python code that runs while a graph is encoded
+    /// and can add references to objects of it is the loading of a ghost, which can only add
+    /// references to persistent objects: those are always tracked (`persistent_by_value`). On
+    /// the free-threaded build reference counts are split between threads and are not read.
+    fn is_unshared(&mut self, value: &Bound<'_, PyAny>) -> bool {
+        // SAFETY: `value` is a live object; only its reference count is read.
+        let references = unsafe { ffi::Py_REFCNT(value.as_ptr()) };
+        references <= 2
+            && value.as_ptr() as usize != self.root
+            && *self.refcounts_readable.get_or_insert_with(|| !pytypes::free_threaded(value.py()))
+    }
+
+    /// The memo slot of `value` if it was written before; otherwise it takes the next slot.
+    /// `may_be_unshared`: whether `is_unshared` may spare the identity-map entry.
+    fn memo_slot(&mut self, value: &Bound<'_, PyAny>, may_be_unshared: bool) -> Option<u64> {
+        if may_be_unshared && self.is_unshared(value) {
+            // It still takes its slot: the reader numbers every memo-taking tag.
+            self.next_memo += 1;
+            return None;
+        }
         let key = value.as_ptr() as usize;
         if let Some(&index) = self.memo.get(&key) {
             return Some(index);
@@ -131,8 +213,13 @@ impl<'s> Encoder<'s> {
         None
     }
 
+    /// Writes a BACKREF if `value` was written before (true), else gives it its memo slot.
     fn backref_or_slot(&mut self, value: &Bound<'_, PyAny>) -> Result<bool, Failure> {
-        match self.memo_slot(value) {
+        self.backref_or_slot_of(value, true)
+    }
+
+    fn backref_or_slot_of(&mut self, value: &Bound<'_, PyAny>, may_be_unshared: bool) -> Result<bool, Failure> {
+        match self.memo_slot(value, may_be_unshared) {
             Some(index) => {
                 if self.unfinished.contains(&(value.as_ptr() as usize)) {
                     return Err(Failure::Unsupported {
@@ -152,6 +239,7 @@ impl<'s> Encoder<'s> {
         if depth > MAX_DEPTH {
             return Err(Failure::Unsupported { path: vec![], reason: format!("values nested deeper than {MAX_DEPTH} levels") });
         }
+        // The most frequent types first, each an exact type-pointer comparison.
         let w = &mut self.w;
         if v.is_none() {
             w.u8(tag::NONE);
@@ -168,16 +256,51 @@ impl<'s> Encoder<'s> {
             self.list(list, depth)?;
         } else if let Ok(dict) = v.cast_exact::<PyDict>() {
             self.dict(dict, depth)?;
-        } else if v.is_instance_of::<PersistentBase>() {
-            if self.sink.persistent_by_value() {
-                self.persistent_by_value(v, depth)?;
-            } else {
-                let oid = self.sink.reference(v)?;
-                self.w.reference(oid_class(oid), oid_seq(oid));
-            }
         } else if let Ok(t) = v.cast_exact::<PyTuple>() {
             self.tuple(t, depth)?;
-        } else if let Ok(dt) = v.cast_exact::<PyDateTime>() {
+        } else {
+            match self.kind_of(&v.get_type())? {
+                Kind::Object => self.object(v, depth)?,
+                Kind::Persistent if self.sink.persistent_by_value() => self.persistent_by_value(v, depth)?,
+                Kind::Persistent => {
+                    let oid = self.sink.reference(v)?;
+                    self.w.reference(oid_class(oid), oid_seq(oid));
+                }
+                Kind::Builtin => self.builtin(v, depth)?,
+                Kind::Subclass(base) => self.subclass(v, base, depth)?,
+                Kind::Decimal => {
+                    let text: String = v.str()?.extract()?;
+                    self.w.u8(tag::DECIMAL);
+                    self.w.length_prefixed(text.as_bytes());
+                }
+                Kind::Uuid => {
+                    let bytes = v.getattr(pyo3::intern!(v.py(), "bytes"))?;
+                    self.w.u8(tag::UUID);
+                    self.w.bytes(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
+                }
+                Kind::Broken => self.broken_object(v, depth)?,
+                Kind::Enum => self.enum_member(v)?,
+                Kind::Unsupported => return Err(unsupported_type(&v.get_type())),
+            }
+        }
+        Ok(())
+    }
+
+    /// How values of `class` are written, decided on the first value of the class.
+    fn kind_of(&mut self, class: &Bound<'_, PyType>) -> PyResult<Kind> {
+        let key = class.as_ptr() as usize;
+        if let Some(&kind) = self.kinds.get(&key) {
+            return Ok(kind);
+        }
+        let kind = classify(class)?;
+        self.kinds.insert(key, kind);
+        self.kind_classes.push(class.clone().unbind());
+        Ok(kind)
+    }
+
+    /// A value of one of the builtin types of `Kind::Builtin`.
+    fn builtin(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
+        if let Ok(dt) = v.cast_exact::<PyDateTime>() {
             let days = days_from_civil(i64::from(dt.get_year()), u32::from(dt.get_month()), u32::from(dt.get_day()));
             let micros = days * MICROS_PER_DAY + time_of_day_micros(dt.get_hour(), dt.get_minute(), dt.get_second(), dt.get_microsecond());
             let tz = tz_info(dt.get_tzinfo())?;
@@ -223,7 +346,7 @@ impl<'s> Encoder<'s> {
             self.w.f64(c.real());
             self.w.f64(c.imag());
         } else {
-            self.other(v, depth)?;
+            return Err(unsupported_type(&v.get_type()));
         }
         Ok(())
     }
@@ -236,6 +359,18 @@ impl<'s> Encoder<'s> {
             return Ok(items);
         }
         let mut keyed = Vec::with_capacity(items.len());
+        // Sort keys are the elements' plain encodings: sharing strings with what was written
+        // before would make them depend on the context.
+        let strings = self.strings.take();
+        let trials = self.sort_keys(items, depth, &mut keyed);
+        self.strings = strings;
+        trials?;
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(keyed.into_iter().map(|(_, item)| item).collect())
+    }
+
+    /// Each of `items` with its encoding, which is undone.
+    fn sort_keys<'py>(&mut self, items: Vec<Bound<'py, PyAny>>, depth: usize, keyed: &mut Vec<(Vec<u8>, Bound<'py, PyAny>)>) -> Step {
         for item in items {
             let (start, next_memo, logged, mutable) = (self.w.buf.len(), self.next_memo, self.memo_log.len(), self.mutable);
             let result = self.value(&item, depth + 1);
@@ -248,13 +383,18 @@ impl<'s> Encoder<'s> {
             result?;
             keyed.push((key, item));
         }
-        keyed.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(keyed.into_iter().map(|(_, item)| item).collect())
+        Ok(())
     }
 
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
         match s.to_str() {
-            Ok(text) => self.w.str(text),
+            Ok(text) => match self.strings.as_mut().map(|strings| strings.earlier_slot(s, text)).transpose()?.flatten() {
+                Some(slot) => {
+                    self.w.u8(tag::STRREF);
+                    self.w.varint(slot);
+                }
+                None => self.w.str(text),
+            },
             Err(_) => {
                 // Lone surrogates are not UTF-8; "surrogatepass" writes each as its own 3-byte
                 // sequence (generalized UTF-8, docs/FORMAT.md "Strings").
@@ -330,70 +470,29 @@ impl<'s> Encoder<'s> {
         Ok(())
     }
 
-    fn other(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
-        let py = v.py();
-        let class = v.get_type();
-        if class.is(pytypes::decimal_type(py)?) {
-            let text: String = v.str()?.extract()?;
-            self.w.u8(tag::DECIMAL);
-            self.w.length_prefixed(text.as_bytes());
+    /// A BrokenObject, written back as it was read: same type name, same fields.
+    fn broken_object(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
+        let type_name: String = v.getattr("type_name")?.extract()?;
+        let state = v.getattr("state")?.cast_into::<PyDict>().map_err(PyErr::from)?;
+        self.mutable = true;
+        if self.backref_or_slot(v)? {
             return Ok(());
         }
-        if class.is(pytypes::uuid_type(py)?) {
-            let bytes = v.getattr("bytes")?;
-            self.w.u8(tag::UUID);
-            self.w.bytes(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
-            return Ok(());
-        }
-        if class.is(pytypes::broken_object_type(py)?) {
-            // Written back as it was read: same type name, same fields.
-            let type_name: String = v.getattr("type_name")?.extract()?;
-            let state = v.getattr("state")?.cast_into::<PyDict>().map_err(PyErr::from)?;
-            self.mutable = true;
-            if self.backref_or_slot(v)? {
-                return Ok(());
-            }
-            let shape = self.sink.descriptor_named(&type_name, &state)?;
-            self.w.u8(tag::OBJECT);
-            self.w.varint(u64::from(shape.descriptor));
-            return self.fields(&state, depth);
-        }
-        if v.is_instance(pytypes::enum_type(py)?)? {
-            let descriptor = self.sink.enum_descriptor(&class)?;
-            // A composite Flag is named "A|B"; an empty Flag has no name and is written as "".
-            let name: Option<String> = v.getattr("_name_")?.extract()?;
-            let name = name.unwrap_or_default();
-            self.w.u8(tag::ENUM);
-            self.w.varint(u64::from(descriptor));
-            self.w.length_prefixed(name.as_bytes());
-            return Ok(());
-        }
-        let heap_type = is_heap_type(&class);
-        let base_tag = [
-            (v.is_instance_of::<PyList>(), tag::LIST),
-            (v.is_instance_of::<PyDict>(), tag::DICT),
-            (v.is_instance_of::<PyTuple>(), tag::TUPLE),
-            (v.is_instance_of::<PySet>(), tag::SET),
-            (v.is_instance_of::<PyFrozenSet>(), tag::FROZENSET),
-        ]
-        .into_iter()
-        .find_map(|(is, t)| is.then_some(t));
-        if heap_type {
-            if let Some(base) = base_tag {
-                return self.subclass(v, base, depth);
-            }
-            if has_instance_dict(v) && new_is_object_new(&class)? && !is_builtin_subclass(v) {
-                return self.object(v, depth);
-            }
-        }
-        Err(Failure::Unsupported {
-            path: vec![],
-            reason: format!(
-                "values of type {} cannot be stored (see docs/FORMAT.md for the supported types; \
-                 make the class a copal.Persistent or a plain class with __dict__)",
-                type_name_of(&class).unwrap_or_else(|_| "?".into())
-            ),
-        })
+        let shape = self.sink.descriptor_named(&type_name, &state)?;
+        self.w.u8(tag::OBJECT);
+        self.w.varint(u64::from(shape.descriptor));
+        self.fields(&state, depth)
+    }
+
+    fn enum_member(&mut self, v: &Bound<'_, PyAny>) -> Step {
+        let descriptor = self.sink.enum_descriptor(&v.get_type())?;
+        // A composite Flag is named "A|B"; an empty Flag has no name and is written as "".
+        let name: Option<String> = v.getattr("_name_")?.extract()?;
+        let name = name.unwrap_or_default();
+        self.w.u8(tag::ENUM);
+        self.w.varint(u64::from(descriptor));
+        self.w.length_prefixed(name.as_bytes());
+        Ok(())
     }
 
     fn object(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
@@ -401,7 +500,7 @@ impl<'s> Encoder<'s> {
         if self.backref_or_slot(v)? {
             return Ok(());
         }
-        let dict = instance_dict(v)?;
+        let dict = object_dict(v)?;
         let shape = self.sink.descriptor(&v.get_type(), &dict)?;
         self.w.u8(tag::OBJECT);
         self.w.varint(u64::from(shape.descriptor));
@@ -411,7 +510,9 @@ impl<'s> Encoder<'s> {
     /// A persistent object written by value (standalone streams): an OBJECT of its stored
     /// state, with a descriptor that the sink marks as persistent. A ghost is loaded first.
     fn persistent_by_value(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
-        if self.backref_or_slot(v)? {
+        // Always in the identity map: loading a ghost met later can add references to this
+        // object (from the connection's cache), so its reference count now proves nothing.
+        if self.backref_or_slot_of(v, false)? {
             return Ok(());
         }
         if PersistentBase::of(v)?.state() == crate::persistent::GHOST {
@@ -482,6 +583,81 @@ fn builtin_iter<'py>(v: &Bound<'py, PyAny>, base: u8) -> PyResult<Vec<Bound<'py,
 }
 
 use pyo3::PyTypeInfo;
+
+/// How values of `class` are written (see `Kind`). Everything here depends on the class alone.
+fn classify(class: &Bound<'_, PyType>) -> PyResult<Kind> {
+    let py = class.py();
+    let builtins = [
+        PyDateTime::type_object(py),
+        PyDate::type_object(py),
+        PyTime::type_object(py),
+        PyDelta::type_object(py),
+        PyBytes::type_object(py),
+        PyByteArray::type_object(py),
+        PySet::type_object(py),
+        PyFrozenSet::type_object(py),
+        PyComplex::type_object(py),
+    ];
+    if builtins.iter().any(|builtin| class.is(builtin)) {
+        return Ok(Kind::Builtin);
+    }
+    if class.is_subclass_of::<PersistentBase>()? {
+        return Ok(Kind::Persistent);
+    }
+    if class.is(pytypes::decimal_type(py)?) {
+        return Ok(Kind::Decimal);
+    }
+    if class.is(pytypes::uuid_type(py)?) {
+        return Ok(Kind::Uuid);
+    }
+    if class.is(pytypes::broken_object_type(py)?) {
+        return Ok(Kind::Broken);
+    }
+    if class.is_subclass(pytypes::enum_type(py)?)? {
+        return Ok(Kind::Enum);
+    }
+    if !is_heap_type(class) {
+        return Ok(Kind::Unsupported);
+    }
+    let base_tag = [
+        (class.is_subclass_of::<PyList>()?, tag::LIST),
+        (class.is_subclass_of::<PyDict>()?, tag::DICT),
+        (class.is_subclass_of::<PyTuple>()?, tag::TUPLE),
+        (class.is_subclass_of::<PySet>()?, tag::SET),
+        (class.is_subclass_of::<PyFrozenSet>()?, tag::FROZENSET),
+    ]
+    .into_iter()
+    .find_map(|(is, t)| is.then_some(t));
+    if let Some(base) = base_tag {
+        return Ok(Kind::Subclass(base));
+    }
+    if class_has_instance_dict(class) && new_is_object_new(class)? && !is_builtin_subclass(class)? {
+        return Ok(Kind::Object);
+    }
+    Ok(Kind::Unsupported)
+}
+
+/// The instance dict of `v`, an instance of a `Kind::Object` class (whose instances have a
+/// `__dict__` slot), taken from the slot (CPython materializes it if it keeps the attributes
+/// inline) instead of by looking `__dict__` up along the class's MRO for every object. It is
+/// the dict the decoder sets the fields in.
+fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    // SAFETY: `v` is a live object whose type has a dict slot (checked by `classify`); the call
+    // returns a new reference or null with an exception set.
+    let dict = unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyObject_GenericGetDict(v.as_ptr(), std::ptr::null_mut()))? };
+    Ok(dict.cast_into::<PyDict>()?)
+}
+
+fn unsupported_type(class: &Bound<'_, PyType>) -> Failure {
+    Failure::Unsupported {
+        path: vec![],
+        reason: format!(
+            "values of type {} cannot be stored (see docs/FORMAT.md for the supported types; \
+             make the class a copal.Persistent or a plain class with __dict__)",
+            type_name_of(class).unwrap_or_else(|_| "?".into())
+        ),
+    }
+}
 
 /// The attributes of persistent `obj` that are stored: all but volatile (`_v_`) and
 /// persistence (`_p_`) ones. The instance dict itself unless it has such attributes.
@@ -555,8 +731,12 @@ pub fn is_heap_type(class: &Bound<'_, PyType>) -> bool {
 }
 
 pub fn has_instance_dict(v: &Bound<'_, PyAny>) -> bool {
-    // SAFETY: the type object of a live object is valid; only its layout field is read.
-    unsafe { (*v.get_type_ptr()).tp_dictoffset != 0 }
+    class_has_instance_dict(&v.get_type())
+}
+
+fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
+    // SAFETY: `class` is a valid type object; only its layout field is read.
+    unsafe { (*class.as_type_ptr()).tp_dictoffset != 0 }
 }
 
 /// Decoding creates plain instances with `object.__new__`, which runs no user code; classes
@@ -567,7 +747,7 @@ pub fn new_is_object_new(class: &Bound<'_, PyType>) -> PyResult<bool> {
     Ok(class.getattr(name)?.is(pytypes::object_type(py)?.getattr(name)?))
 }
 
-fn is_builtin_subclass(v: &Bound<'_, PyAny>) -> bool {
-    v.is_instance_of::<PyString>() || v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>()
-        || v.is_instance_of::<PyBytes>()
+fn is_builtin_subclass(class: &Bound<'_, PyType>) -> PyResult<bool> {
+    Ok(class.is_subclass_of::<PyString>()? || class.is_subclass_of::<PyInt>()? || class.is_subclass_of::<PyFloat>()?
+        || class.is_subclass_of::<PyBytes>()?)
 }

@@ -2,7 +2,7 @@
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyDict, PyType};
 
 macro_rules! imported_type {
     ($fn_name:ident, $module:literal, $name:literal) => {
@@ -23,8 +23,27 @@ imported_type!(object_type, "builtins", "object");
 imported_type!(broken_type, "copal.evolution", "Broken");
 imported_type!(broken_object_type, "copal.evolution", "BrokenObject");
 
+/// `copal.persistent.registry`: the persistent classes by stored type name. The module fills
+/// this one dict and never replaces it, so it is imported once.
+pub fn class_registry(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
+    static CELL: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+    CELL.import(py, "copal.persistent", "registry")
+}
+
 /// `copal.evolution.plan`: how to load a stored shape into a class.
 pub fn evolution_plan(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     static CELL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     CELL.import(py, "copal.evolution", "plan")
+}
+
+/// Whether this interpreter is a free-threaded build (`Py_GIL_DISABLED`), where an object's
+/// reference count is split between threads and cannot be read as a whole.
+pub fn free_threaded(py: Python<'_>) -> bool {
+    static CELL: PyOnceLock<bool> = PyOnceLock::new();
+    *CELL.get_or_init(py, || {
+        py.import("sysconfig")
+            .and_then(|sysconfig| sysconfig.call_method1("get_config_var", ("Py_GIL_DISABLED",)))
+            .and_then(|flag| flag.is_truthy())
+            .unwrap_or(true)
+    })
 }

@@ -26,11 +26,13 @@ use crate::errors::{corrupt, CorruptRecordError, SchemaError};
 use crate::gc::GcPause;
 use crate::hashing::IntMap;
 use crate::persistent::PersistentBase;
+use crate::strings::{StringCache, StringTable};
 
 /// The first bytes of every stream (docs/STREAM.md section 2).
 pub const MAGIC: [u8; 4] = *b"CPL1";
-/// The stream version this build writes and reads.
-pub const STREAM_VERSION: u8 = 1;
+/// The stream version this build writes, and the newest it reads: version 1 with shared strings
+/// (STRREF, docs/STREAM.md section 5). Version 1 streams are read too.
+const STREAM_VERSION: u8 = 2;
 const VERSION_OFFSET: usize = MAGIC.len();
 const FLAGS_OFFSET: usize = VERSION_OFFSET + 1;
 
@@ -113,18 +115,24 @@ pub fn dumps_raw<'py>(
     compression: u8,
     level: Option<i32>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let [count, table, value] = encode_body(py, obj)?;
-    framed(py, &STREAM, 0, &[&count, &table, &value], compression, level)
+    let [count, table, value] = encode_body(py, obj, true)?;
+    framed(py, &STREAM, STREAM_VERSION, 0, &[&count, &table, &value], compression, level)
 }
 
 /// The body of the stream of `obj` (docs/STREAM.md section 4) in three parts: the descriptor
-/// count, the descriptor entries and the value.
-pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<[Vec<u8>; 3]> {
+/// count, the descriptor entries and the value, which has shared strings (STRREF) if
+/// `share_strings`.
+pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, share_strings: bool) -> PyResult<[Vec<u8>; 3]> {
     // Encoding allocates containers (materialized instance dicts) that cannot become garbage
     // before it ends: collections meanwhile would only walk the growing heap.
     let _gc = GcPause::new(py);
     let mut sink = StreamSink::default();
-    let value = Encoder::new(&mut sink).standalone(obj)?;
+    let mut encoder = Encoder::new(&mut sink);
+    if share_strings {
+        encoder.strings = Some(StringTable::default());
+    }
+    let value = encoder.standalone(obj)?;
+    drop(encoder);
     let mut count = Writer::new();
     count.varint(u64::from(sink.count));
     Ok([count.buf, std::mem::take(&mut sink.table.buf), value])
@@ -320,16 +328,24 @@ impl<'py> Resolver<'py> for StreamResolver<'py, '_> {
 pub(crate) struct Container {
     pub(crate) name: &'static str,
     pub(crate) magic: [u8; 4],
-    pub(crate) version: u8,
+    /// The versions this build reads, all of them from 1.
+    pub(crate) newest_version: u8,
     /// Flag bits beyond the compression code that this container defines.
     pub(crate) extra_flags: u8,
 }
 
-pub(crate) const STREAM: Container = Container { name: "stream", magic: MAGIC, version: STREAM_VERSION, extra_flags: 0 };
+pub(crate) const STREAM: Container = Container { name: "stream", magic: MAGIC, newest_version: STREAM_VERSION, extra_flags: 0 };
+
+/// A container's header (docs/STREAM.md section 2).
+pub(crate) struct Header<'a> {
+    pub(crate) version: u8,
+    pub(crate) flags: u8,
+    pub(crate) payload: &'a [u8],
+}
 
 /// Reads a stream or archive header, checking its fields in the order of docs/STREAM.md section
-/// 2, and returns the flags and the payload, which must end the input.
-pub(crate) fn read_header<'a>(data: &'a [u8], kind: &Container) -> PyResult<(u8, &'a [u8])> {
+/// 2; the payload must end the input.
+pub(crate) fn read_header<'a>(data: &'a [u8], kind: &Container) -> PyResult<Header<'a>> {
     let name = kind.name;
     let magic = &data[..data.len().min(kind.magic.len())];
     if magic != &kind.magic[..magic.len()] {
@@ -342,10 +358,10 @@ pub(crate) fn read_header<'a>(data: &'a [u8], kind: &Container) -> PyResult<(u8,
     let mut r = Reader::new(data);
     r.bytes(kind.magic.len()).map_err(bad)?;
     let version = r.u8().map_err(bad)?;
-    if version != kind.version {
+    if !(1..=kind.newest_version).contains(&version) {
         return Err(CorruptRecordError::new_err(format!(
-            "corrupt {name}: {name} version {version} is not supported by this copal (reads version {})",
-            kind.version
+            "corrupt {name}: {name} version {version} is not supported by this copal (reads versions 1 to {})",
+            kind.newest_version
         )));
     }
     let flags = r.u8().map_err(bad)?;
@@ -360,15 +376,16 @@ pub(crate) fn read_header<'a>(data: &'a [u8], kind: &Container) -> PyResult<(u8,
     if length < remaining {
         return Err(bad(DecodeError::TrailingBytes { offset: r.position() + length as usize }));
     }
-    Ok((flags, &data[r.position()..]))
+    Ok(Header { version, flags, payload: &data[r.position()..] })
 }
 
-/// A stream or archive: the header, then `parts` concatenated as the payload, compressed with
-/// `compression` at `level` (the codec's default if None). `flags` holds the container's own
-/// flag bits.
+/// A stream or archive of `version`: the header, then `parts` concatenated as the payload,
+/// compressed with `compression` at `level` (the codec's default if None). `flags` holds the
+/// container's own flag bits.
 pub(crate) fn framed<'py>(
     py: Python<'py>,
     kind: &Container,
+    version: u8,
     flags: u8,
     parts: &[&[u8]],
     compression: u8,
@@ -379,7 +396,7 @@ pub(crate) fn framed<'py>(
     let payload_len = compressed.as_ref().map_or_else(|| parts.iter().map(|part| part.len()).sum(), Vec::len);
     let mut header = Writer::new();
     header.bytes(&kind.magic);
-    header.u8(kind.version);
+    header.u8(version);
     header.u8(flags | compression);
     header.varint(payload_len as u64);
     PyBytes::new_with(py, header.buf.len() + payload_len, |buf| {
@@ -543,24 +560,30 @@ pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>) -> Result<Vec<Entry
 #[pyfunction]
 pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let max_size = checked_max_size(max_size)?;
-    let (flags, payload) = read_header(data, &STREAM)?;
-    let body = decompress(py, flags, payload, max_size)?;
-    decode_body(py, body.bytes())
+    let header = read_header(data, &STREAM)?;
+    let body = decompress(py, header.flags, header.payload, max_size)?;
+    decode_body(py, body.bytes(), header.version >= 2)
 }
 
-/// The object graph of a stream body (docs/STREAM.md section 4).
-pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+/// The object graph of a stream body (docs/STREAM.md section 4), which may have shared strings
+/// (STRREF) if `shares_strings` (version 2).
+pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], shares_strings: bool) -> PyResult<Bound<'py, PyAny>> {
     let mut r = Reader::new(body);
     let entries = read_table(&mut r, py).map_err(|e| corrupt("stream descriptor table", e))?;
-    let registry = py.import("copal.persistent")?.getattr("registry")?.cast_into::<PyDict>()?;
+    let registry = crate::pytypes::class_registry(py)?.clone();
     let resolver = StreamResolver::new(registry, &entries);
     let what = || "stream".to_owned();
-    // Repeated short strings come back as one object, as from the database (strings.rs); on
-    // all-distinct strings this costs about a sixth of the decoding time.
-    let mut strings = crate::strings::StringCache::default();
+    // Equal strings come back as one object. A body with shared strings has each distinct
+    // string once; in others (version 1, text documents) repeated short strings are found by
+    // the decoder's cache, as from the database (strings.rs), which costs about a sixth of the
+    // decoding time on all-distinct strings.
+    let mut cache = (!shares_strings).then(|| StringCache::for_input(body.len()));
     // Nothing the decoder creates can become garbage before it returns (see gc.rs).
     let _gc = GcPause::new(py);
     let mut decoder = Decoder::new(py, &resolver, &what);
-    decoder.strings = Some(&mut strings);
+    decoder.strings = cache.as_mut();
+    if shares_strings {
+        decoder.string_slots = Some(Vec::new());
+    }
     decoder.standalone(&mut r)
 }

@@ -1,14 +1,23 @@
-//! Reuse of short decoded strings.
+//! Equal strings stored and rebuilt once: the encoder's table of the strings a stream has
+//! written (`StringTable`) and the decoder's cache of short decoded strings (`StringCache`).
 //!
 //! Records repeat the same short strings (status words, names of kinds, small codes) across
 //! thousands of objects; building one Python string per occurrence costs an allocation and ~55
-//! bytes each. A small direct-mapped cache hands out the same immutable string instead, as
-//! pickle does for strings it memoized. Bounded: it never holds more than `SLOTS` strings.
+//! bytes each. When decoding them, a small direct-mapped cache hands out the same immutable
+//! string instead, as pickle does for strings it memoized. Bounded: it never holds more than
+//! `SLOTS` strings. Streams do better: they store each distinct string once (`StringTable`).
+
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
+use crate::hashing::IntHasher;
+
 const SLOTS: usize = 1024;
+/// The fewest slots of a cache sized for its input (`StringCache::for_input`).
+const MIN_SLOTS: usize = 16;
 /// Longer strings are rarely repeated verbatim and cost more to compare than to build.
 pub const MAX_CACHED_LEN: usize = 32;
 
@@ -18,14 +27,27 @@ pub struct StringCache {
 
 impl Default for StringCache {
     fn default() -> Self {
-        StringCache { slots: (0..SLOTS).map(|_| None).collect() }
+        Self::with_slots(SLOTS)
     }
 }
 
 impl StringCache {
+    /// A cache for decoding an input of `len` bytes. A short input holds few strings: allocating
+    /// and dropping all the slots would cost more than decoding it (`copal.loads` of a small
+    /// stream, one value of an archive).
+    pub fn for_input(len: usize) -> Self {
+        Self::with_slots((len / 8).next_power_of_two().clamp(MIN_SLOTS, SLOTS))
+    }
+
+    /// `count` must be a power of two.
+    fn with_slots(count: usize) -> Self {
+        StringCache { slots: (0..count).map(|_| None).collect() }
+    }
+
     /// The Python string for `text` (at most MAX_CACHED_LEN bytes).
     pub fn get<'py>(&mut self, py: Python<'py>, text: &str) -> Bound<'py, PyString> {
-        let slot = &mut self.slots[slot_of(text.as_bytes())];
+        let mask = self.slots.len() - 1;
+        let slot = &mut self.slots[slot_of(text.as_bytes()) & mask];
         if let Some(cached) = slot {
             let cached = cached.bind(py);
             if cached.to_str().is_ok_and(|s| s == text) {
@@ -43,5 +65,61 @@ fn slot_of(bytes: &[u8]) -> usize {
     for &b in bytes {
         hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
-    (hash as usize) & (SLOTS - 1)
+    hash as usize
+}
+
+/// The strings a stream has written so far, for stream version 2's shared strings
+/// (docs/STREAM.md section 5): every STR of the body takes the next string slot, and a later
+/// string equal to an earlier one is written as a STRREF to that one's slot when this is
+/// shorter. Equal by content, not identity: the decoder shares equal strings anyway.
+#[derive(Default)]
+pub struct StringTable {
+    /// Python's hash of a string (computed once per string object and cached in it) -> the
+    /// latest of `written` with that hash.
+    by_hash: HashMap<isize, usize, BuildHasherDefault<IntHasher>>,
+    written: Vec<Written>,
+    /// The UTF-8 bytes of the strings of `written`, one after the other: a copy, so that no
+    /// Python string has to be kept alive (or released) for the table.
+    bytes: Vec<u8>,
+    next_slot: u64,
+}
+
+/// A distinct string written as a STR.
+struct Written {
+    bytes: std::ops::Range<usize>,
+    slot: u64,
+    /// The string written before it with the same hash, if any.
+    same_hash: Option<usize>,
+}
+
+impl StringTable {
+    /// The string slot to refer to instead of writing `s` (whose UTF-8 form is `text`), or None
+    /// when `s` is to be written as a STR, which then takes the next slot.
+    pub fn earlier_slot(&mut self, s: &Bound<'_, PyString>, text: &str) -> PyResult<Option<u64>> {
+        let hash = s.hash()?;
+        let head = self.by_hash.get(&hash).copied();
+        let mut candidate = head;
+        while let Some(index) = candidate {
+            let written = &self.written[index];
+            if &self.bytes[written.bytes.clone()] == text.as_bytes() {
+                if varint_len(written.slot) < varint_len(text.len() as u64) + text.len() {
+                    return Ok(Some(written.slot));
+                }
+                self.next_slot += 1;
+                return Ok(None);
+            }
+            candidate = written.same_hash;
+        }
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(text.as_bytes());
+        self.written.push(Written { bytes: start..self.bytes.len(), slot: self.next_slot, same_hash: head });
+        self.by_hash.insert(hash, self.written.len() - 1);
+        self.next_slot += 1;
+        Ok(None)
+    }
+}
+
+/// The size of `value` as a varint.
+fn varint_len(value: u64) -> usize {
+    (64 - value.max(1).leading_zeros() as usize).div_ceil(7)
 }

@@ -25,7 +25,8 @@ fn codec(format: &str) -> PyResult<(&'static str, Writer, Parser)> {
 #[pyfunction]
 pub fn dumps_text_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, format: &str) -> PyResult<Bound<'py, PyString>> {
     let (name, write, _) = codec(format)?;
-    let body = encode_body(py, obj)?.concat();
+    // Text has no shared strings (docs/TEXT_FORMATS.md): the body is written without them.
+    let body = encode_body(py, obj, false)?.concat();
     // The body was just written by the encoder, so it always transcodes; a failure is a bug.
     let text = py.detach(|| write(&body)).map_err(|e| PyRuntimeError::new_err(format!("{name} transcoding failed: {e}")))?;
     Ok(PyString::new(py, &text))
@@ -40,5 +41,5 @@ pub fn loads_text_raw<'py>(py: Python<'py>, text: &str, format: &str) -> PyResul
         TextError::Body(e) => corrupt(format!("{name} document"), e),
         other => CorruptRecordError::new_err(format!("corrupt {name} document: {other}")),
     })?;
-    decode_body(py, &body)
+    decode_body(py, &body, false)
 }

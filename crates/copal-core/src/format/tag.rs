@@ -37,6 +37,9 @@ pub const OBJECT: u8 = 0x18;
 /// memo
 pub const SUBCLASS: u8 = 0x19;
 pub const BACKREF: u8 = 0x1A;
+/// A string written earlier in the same stream: stream version 2 only (docs/STREAM.md section
+/// 5), never in a record or an archive.
+pub const STRREF: u8 = 0x1B;
 
 /// Whether a value with this tag takes a memo slot.
 pub const fn takes_memo_slot(tag: u8) -> bool {
