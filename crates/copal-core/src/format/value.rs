@@ -319,6 +319,7 @@ impl<'a, 's, D: DescriptorSource + ?Sized> FieldReader<'a, 's, D> {
     /// string's UTF-8 is not checked: the field is not used, and the store's checksum already
     /// vouches for the bytes); containers are decoded and dropped, which numbers their memo
     /// slots as `next_value` would.
+    #[inline]
     pub fn skip_value(&mut self) -> Result<(), DecodeError> {
         let r = &mut self.reader;
         match r.peek_u8()? {
@@ -347,6 +348,7 @@ impl<'a, 's, D: DescriptorSource + ?Sized> FieldReader<'a, 's, D> {
     /// Whether the next field is the string whose UTF-8 bytes are `expected`, moving past it.
     /// Nothing is copied or validated: bytes equal to `expected` are valid UTF-8 because
     /// `expected` is, and a value of any other tag is not that string.
+    #[inline]
     pub fn next_str_is(&mut self, expected: &[u8]) -> Result<bool, DecodeError> {
         if self.reader.peek_u8()? != tag::STR {
             self.skip_value()?;
