@@ -145,7 +145,7 @@ fn stored_version(tx: &mut Transaction<'_>, lock: bool) -> Result<i64, StoreErro
         return Ok(0);
     }
     let rows = if lock {
-        tx.query("SELECT key, value FROM copal_meta WHERE key = $1 OR key = $2 FOR UPDATE", &[&META_FORMAT, &META_TID])?
+        tx.query("SELECT key, value FROM copal_meta WHERE key = $1 OR key = $2 ORDER BY key FOR UPDATE", &[&META_FORMAT, &META_TID])?
     } else {
         tx.query("SELECT key, value FROM copal_meta WHERE key = $1", &[&META_FORMAT])?
     };

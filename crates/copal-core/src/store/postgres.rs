@@ -538,8 +538,11 @@ impl PgWrite {
         let (conn, ()) = backend.pool.start(|conn| {
             conn.client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")?;
             // One statement: locking both rows costs no round trip more than locking the tid.
+            // Sorted, because rows are locked in the order the statement returns them, and
+            // updates move the tid row around the table: two commits taking the two rows in
+            // opposite orders deadlock (PostgreSQL then aborts one of them).
             let rows = conn.query(
-                "SELECT key, value FROM copal_meta WHERE key = $1 OR key = $2 FOR UPDATE",
+                "SELECT key, value FROM copal_meta WHERE key = $1 OR key = $2 ORDER BY key FOR UPDATE",
                 &[&META_TID, &pg_schema::META_FORMAT],
             )?;
             let version = rows.iter().find(|row| row.get::<_, &[u8]>(0) == pg_schema::META_FORMAT);
