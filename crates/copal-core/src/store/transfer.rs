@@ -20,7 +20,7 @@ use super::index::IndexDef;
 use super::snapshot::Snapshot;
 use super::transfer_text::{TextReader, TextWriter};
 use super::Store;
-use crate::format::{encode_root_record, ClassNo, DecodeError, Descriptor, Oid, Reader, RecordHeader, Writer, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID};
+use crate::format::{encode_root_record, ClassNo, DecodeError, Descriptor, Oid, Reader, RecordHeader, Writer, MAX_VARINT_LEN, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID};
 
 /// The first bytes of a binary export (docs/EXPORT.md section 2).
 pub const MAGIC: [u8; 4] = *b"CPLX";
@@ -255,7 +255,7 @@ impl Store {
     pub fn import(self: &Arc<Self>, input: &mut dyn BufRead, progress: &mut dyn FnMut(u64, u64)) -> Result<TransferReport, TransferError> {
         let mut reader = entry_reader(input)?;
         self.check_empty()?;
-        let mut import = Import { store: self, commit: None, report: TransferReport::default(), commits: 0, committed: 0, phase: 0, batch_bytes: 0, batch_records: 0, total: 0 };
+        let mut import = Import { store: self, commit: None, report: TransferReport::default(), commits: 0, committed: 0, phase: 0, batch_bytes: 0, batch_records: 0, total: 0, record_buf: Vec::new() };
         match import.run(&mut *reader, progress) {
             Ok(()) => Ok(import.report),
             Err(e) if import.commits > 0 => Err(TransferError::Partial { records: import.committed, cause: Box::new(e) }),
@@ -301,6 +301,7 @@ struct Import<'s> {
     batch_records: usize,
     batch_bytes: usize,
     total: u64,
+    record_buf: Vec<u8>,
 }
 
 impl<'s> Import<'s> {
@@ -381,8 +382,10 @@ impl<'s> Import<'s> {
     /// Stores `record` as the record of `oid`, written by the import's commit.
     fn put(&mut self, oid: Oid, record: &[u8], progress: &mut dyn FnMut(u64, u64)) -> Result<(), TransferError> {
         let (header, state) = RecordHeader::parse(record).map_err(|e| damaged(&format!("record {oid:#x}"), e))?;
+        // One buffer for every record of the import: the record is rewritten with this commit's tid.
+        let mut w = Writer { buf: std::mem::take(&mut self.record_buf) };
+        w.buf.clear();
         let commit = self.commit()?;
-        let mut w = Writer { buf: Vec::with_capacity(record.len() + 4) };
         RecordHeader { tid: commit.tid(), ..header }.write(&mut w);
         w.bytes(&record[state..]);
         if oid == ROOT_OID {
@@ -390,6 +393,7 @@ impl<'s> Import<'s> {
         } else {
             commit.put_new_with_oid(oid, &w.buf)?;
         }
+        self.record_buf = w.buf;
         self.report.records += 1;
         self.batch_records += 1;
         self.batch_bytes += record.len();
@@ -545,15 +549,16 @@ impl<'r> CopalReader<'r> {
 
     /// A varint of the frame (docs/FORMAT.md section 1), read byte by byte from the input.
     fn varint(&mut self) -> Result<u64, TransferError> {
-        let mut bytes = Vec::with_capacity(10);
-        loop {
-            let mut byte = [0];
-            read_exact(self.input, &mut byte, "entry length")?;
-            bytes.push(byte[0]);
-            if byte[0] & 0x80 == 0 || bytes.len() == 10 {
-                return Reader::new(&bytes).varint().map_err(|e| damaged("entry length", e));
+        let mut bytes = [0u8; MAX_VARINT_LEN];
+        let mut len = 0;
+        while len < MAX_VARINT_LEN {
+            read_exact(self.input, &mut bytes[len..=len], "entry length")?;
+            len += 1;
+            if bytes[len - 1] & 0x80 == 0 {
+                break;
             }
         }
+        Reader::new(&bytes[..len]).varint().map_err(|e| damaged("entry length", e))
     }
 }
 
