@@ -73,8 +73,8 @@ def _table(rows: list[list[Any]], headers: list[str]) -> None:
         print(line.rstrip())
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
 
 
 def _oid_text(oid: int) -> str:
@@ -344,8 +344,8 @@ def _backup(args: argparse.Namespace) -> int:
 def _summary(report: dict[str, Any], verb: str) -> str:
     return (
         f"{verb} {_plural(report['records'], 'object')}, {_plural(report['descriptors'], 'descriptor')} and "
-        f"{_plural(report['indexes'], 'index')} (snapshot of transaction {report['tid']})"
-    ).replace("indexs", "indexes")
+        f"{_plural(report['indexes'], 'index', 'indexes')} (snapshot of transaction {report['tid']})"
+    )
 
 
 def _export(args: argparse.Namespace) -> int:
