@@ -337,7 +337,8 @@ def _backup(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"dest": args.dest, "bytes": size}))
     else:
-        print(f"backed up {args.db} to {args.dest} ({size:,} bytes, compacted); restore by opening it")
+        restore = "copal export DEST | copal import URL" if args.db.startswith(("postgresql://", "postgres://")) else "opening it"
+        print(f"backed up {args.db} to {args.dest} ({size:,} bytes, compacted); restore by {restore}")
     return EXIT_OK
 
 
@@ -517,10 +518,13 @@ def _parser() -> argparse.ArgumentParser:
         "backup",
         "consistent hot copy of a database into a new directory",
         "copal backup bank.copal /backups/bank-2026-11-22",
+        "copal backup postgresql://app@db1/bank /backups/bank-2026-11-22",
         description="Copies the database while other processes keep committing: the copy holds "
         "exactly the commits made before it started, compacted (free space left out). The "
-        "destination must be a new or empty directory; to restore, open the copy (or move it "
-        "into place while no process has the database open).",
+        "destination must be a new or empty directory, and the copy is an embedded database "
+        "(a PostgreSQL database is copied object by object from one snapshot, with the same "
+        "object ids). To restore, open the copy (or move it into place while no process has the "
+        "database open); into PostgreSQL: copal export COPY | copal import URL (a new database).",
     )
     backup.add_argument("dest", help="new directory for the copy")
     export = _command(

@@ -141,7 +141,10 @@ class Database:
         and returns the copy's size in bytes. The copy holds exactly the commits made before
         the backup started (one consistent snapshot) and is compacted (free space left out), so
         it is often smaller than the original. Open it with :func:`copal.open` to restore.
-        See ``copal backup``."""
+
+        The copy is always an embedded database: a PostgreSQL database is copied object by
+        object (same ids, descriptors and indexes) from one snapshot, and restored into a new
+        PostgreSQL database with ``copal export COPY | copal import URL``. See ``copal backup``."""
         size: int = self._store.backup(os.fspath(dest))
         return size
 

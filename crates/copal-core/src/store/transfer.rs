@@ -182,6 +182,32 @@ impl Store {
         out: &mut dyn Write,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<TransferReport, TransferError> {
+        let mut writer: Box<dyn EntryWriter + '_> = match format {
+            ExportFormat::Copal => Box::new(CopalWriter::new(out)?),
+            ExportFormat::Json | ExportFormat::Xml => Box::new(TextWriter::new(out, format == ExportFormat::Xml)?),
+        };
+        let report = self.export_entries(types, &mut *writer, progress)?;
+        writer.finish()?;
+        Ok(report)
+    }
+
+    /// Copies this whole database, from one snapshot, into `target`, which must be empty (see
+    /// `import`): the entries of an export go straight into the import, without an encoding
+    /// in between. Calls `progress(records copied, records to copy)`.
+    pub fn copy_into(self: &Arc<Self>, target: &Arc<Store>, progress: &mut dyn FnMut(u64, u64)) -> Result<TransferReport, TransferError> {
+        target.check_empty()?;
+        let mut sink = ImportSink { import: Import::new(target), progress };
+        let result = self.export_entries(None, &mut sink, &mut |_, _| {});
+        result.map_err(|e| sink.import.failed(e))
+    }
+
+    /// The entries of an export (see `export`), given to `writer`.
+    fn export_entries(
+        self: &Arc<Self>,
+        types: Option<&[String]>,
+        writer: &mut dyn EntryWriter,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<TransferReport, TransferError> {
         let snapshot = Snapshot::new(self)?;
         let descriptors = snapshot.all_descriptors()?;
         let classes: Vec<ClassNo> = match types {
@@ -201,10 +227,6 @@ impl Store {
         };
         let no_exclusions = Default::default();
         let total = classes.iter().map(|&c| snapshot.count_extent(c, &no_exclusions)).sum::<Result<u64, _>>()?;
-        let mut writer: Box<dyn EntryWriter + '_> = match format {
-            ExportFormat::Copal => Box::new(CopalWriter::new(out)?),
-            ExportFormat::Json | ExportFormat::Xml => Box::new(TextWriter::new(out, format == ExportFormat::Xml)?),
-        };
         let mut report = TransferReport { tid: snapshot.tid(), ..TransferReport::default() };
         writer.write_entry(&Entry::Header { tid: snapshot.tid(), records: total })?;
         for descriptor in &descriptors {
@@ -243,7 +265,6 @@ impl Store {
             }
         }
         writer.write_entry(&Entry::End { records: report.records })?;
-        writer.finish()?;
         progress(report.records, total);
         Ok(report)
     }
@@ -255,11 +276,10 @@ impl Store {
     pub fn import(self: &Arc<Self>, input: &mut dyn BufRead, progress: &mut dyn FnMut(u64, u64)) -> Result<TransferReport, TransferError> {
         let mut reader = entry_reader(input)?;
         self.check_empty()?;
-        let mut import = Import { store: self, commit: None, report: TransferReport::default(), commits: 0, committed: 0, phase: 0, batch_bytes: 0, batch_records: 0, total: 0, record_buf: Vec::new() };
+        let mut import = Import::new(self);
         match import.run(&mut *reader, progress) {
             Ok(()) => Ok(import.report),
-            Err(e) if import.commits > 0 => Err(TransferError::Partial { records: import.committed, cause: Box::new(e) }),
-            Err(e) => Err(e),
+            Err(e) => Err(import.failed(e)),
         }
     }
 
@@ -305,6 +325,19 @@ struct Import<'s> {
 }
 
 impl<'s> Import<'s> {
+    fn new(store: &'s Arc<Store>) -> Self {
+        Import { store, commit: None, report: TransferReport::default(), commits: 0, committed: 0, phase: 0, batch_bytes: 0, batch_records: 0, total: 0, record_buf: Vec::new() }
+    }
+
+    /// The error of an import that failed with `e`: partial once a batch was committed.
+    fn failed(&self, e: TransferError) -> TransferError {
+        if self.commits > 0 {
+            TransferError::Partial { records: self.committed, cause: Box::new(e) }
+        } else {
+            e
+        }
+    }
+
     fn commit(&mut self) -> Result<&mut Commit<'s>, TransferError> {
         if self.commit.is_none() {
             self.commit = Some(Commit::begin(self.store)?);
@@ -323,60 +356,71 @@ impl<'s> Import<'s> {
     }
 
     fn run(&mut self, reader: &mut dyn EntryReader, progress: &mut dyn FnMut(u64, u64)) -> Result<(), TransferError> {
-        let Some(Entry::Header { tid, records }) = reader.next_entry()? else {
-            return Err(malformed("the export does not start with its header entry"));
-        };
-        self.report.tid = tid;
-        self.total = records;
-        self.commit()?.put_setting(UNFINISHED_IMPORT, Some(format!("an import of the export of tid {tid} did not finish").as_bytes()))?;
-        self.phase = 1;
         while let Some(entry) = reader.next_entry()? {
-            let phase = entry.phase();
-            if phase < self.phase {
-                return Err(malformed(format!("entries out of order: a {} after a {}", phase_name(phase), phase_name(self.phase))));
-            }
-            // Descriptors are committed before anything that looks them up in the catalog.
-            if self.phase == 1 && phase > 1 {
-                self.finish_batch()?;
-            }
-            self.phase = phase;
-            match entry {
-                Entry::Header { .. } => unreachable!("phase 0 is refused above"),
-                Entry::Descriptor(d) => {
-                    let got = self.commit()?.descriptor(&d.type_name, &d.fields)?;
-                    if (got.id, got.class_no) != (d.id, d.class_no) {
-                        return Err(malformed(format!(
-                            "descriptor {} ({}) would be numbered {} (class {}) here instead of {} (class {}): \
-                             descriptors must come in id order without gaps",
-                            d.id, d.type_name, got.id, got.class_no, d.id, d.class_no
-                        )));
-                    }
-                    self.report.descriptors += 1;
-                }
-                Entry::Removed { type_name, fields } => {
-                    self.commit()?.declare_removed(&type_name, &fields)?;
-                }
-                Entry::HighWater { class, next } => self.commit()?.raise_high_water_mark(class, next)?,
-                Entry::Index(def) => {
-                    self.commit()?.ensure_index(&def.type_name, &def.covered, &def.fields, def.unique, &def.renamed, &mut |_, _| {})?;
-                    self.report.indexes += 1;
-                }
-                Entry::Record { oid, record } => self.put(oid, &record, progress)?,
-                Entry::End { records } => {
-                    if records != self.report.records {
-                        return Err(malformed(format!("the export says it holds {records} records, but {} were read", self.report.records)));
-                    }
-                    self.commit()?.put_setting(UNFINISHED_IMPORT, None)?;
-                    self.finish_batch()?;
-                    progress(self.report.records, self.total);
-                    return match reader.next_entry()? {
-                        None => Ok(()),
-                        Some(_) => Err(malformed("data follows the end of the export")),
-                    };
-                }
+            if self.accept(&entry, progress)? {
+                return match reader.next_entry()? {
+                    None => Ok(()),
+                    Some(_) => Err(malformed("data follows the end of the export")),
+                };
             }
         }
-        Err(malformed("the export is truncated (it has no end entry)"))
+        Err(malformed(if self.phase == 0 { "the export does not start with its header entry" } else { "the export is truncated (it has no end entry)" }))
+    }
+
+    /// Takes the next entry of the export; true once it was the end entry.
+    fn accept(&mut self, entry: &Entry<'_>, progress: &mut dyn FnMut(u64, u64)) -> Result<bool, TransferError> {
+        let phase = entry.phase();
+        if self.phase == 0 {
+            let Entry::Header { tid, records } = *entry else {
+                return Err(malformed("the export does not start with its header entry"));
+            };
+            self.report.tid = tid;
+            self.total = records;
+            self.commit()?.put_setting(UNFINISHED_IMPORT, Some(format!("an import of the export of tid {tid} did not finish").as_bytes()))?;
+            self.phase = 1;
+            return Ok(false);
+        }
+        if phase < self.phase {
+            return Err(malformed(format!("entries out of order: a {} after a {}", phase_name(phase), phase_name(self.phase))));
+        }
+        // Descriptors are committed before anything that looks them up in the catalog.
+        if self.phase == 1 && phase > 1 {
+            self.finish_batch()?;
+        }
+        self.phase = phase;
+        match entry {
+            Entry::Header { .. } => unreachable!("phase 0 is refused above"),
+            Entry::Descriptor(d) => {
+                let got = self.commit()?.descriptor(&d.type_name, &d.fields)?;
+                if (got.id, got.class_no) != (d.id, d.class_no) {
+                    return Err(malformed(format!(
+                        "descriptor {} ({}) would be numbered {} (class {}) here instead of {} (class {}): \
+                         descriptors must come in id order without gaps",
+                        d.id, d.type_name, got.id, got.class_no, d.id, d.class_no
+                    )));
+                }
+                self.report.descriptors += 1;
+            }
+            Entry::Removed { type_name, fields } => {
+                self.commit()?.declare_removed(type_name, fields)?;
+            }
+            Entry::HighWater { class, next } => self.commit()?.raise_high_water_mark(*class, *next)?,
+            Entry::Index(def) => {
+                self.commit()?.ensure_index(&def.type_name, &def.covered, &def.fields, def.unique, &def.renamed, &mut |_, _| {})?;
+                self.report.indexes += 1;
+            }
+            Entry::Record { oid, record } => self.put(*oid, record, progress)?,
+            Entry::End { records } => {
+                if *records != self.report.records {
+                    return Err(malformed(format!("the export says it holds {records} records, but {} were read", self.report.records)));
+                }
+                self.commit()?.put_setting(UNFINISHED_IMPORT, None)?;
+                self.finish_batch()?;
+                progress(self.report.records, self.total);
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Stores `record` as the record of `oid`, written by the import's commit.
@@ -403,6 +447,22 @@ impl<'s> Import<'s> {
         if self.batch_records >= BATCH_RECORDS || self.batch_bytes >= BATCH_BYTES {
             self.finish_batch()?;
         }
+        Ok(())
+    }
+}
+
+/// The import end of `Store::copy_into`: an export's entries, taken as they are written.
+struct ImportSink<'s, 'p> {
+    import: Import<'s>,
+    progress: &'p mut dyn FnMut(u64, u64),
+}
+
+impl EntryWriter for ImportSink<'_, '_> {
+    fn write_entry(&mut self, entry: &Entry<'_>) -> Result<(), TransferError> {
+        self.import.accept(entry, self.progress).map(drop)
+    }
+
+    fn finish(&mut self) -> Result<(), TransferError> {
         Ok(())
     }
 }

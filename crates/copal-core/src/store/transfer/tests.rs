@@ -57,6 +57,23 @@ fn states(store: &Arc<Store>) -> Vec<(Oid, Vec<u8>)> {
 }
 
 #[test]
+fn copy_into_an_empty_store_keeps_everything_and_refuses_a_store_with_data() {
+    let source = populated("copy-source", 30);
+    let target = temp_store("copy-target");
+    let mut copied = 0;
+    let report = source.copy_into(&target, &mut |done, _| copied = done).unwrap();
+    assert_eq!((report.records, report.indexes, copied), (31, 1, 31));
+    assert_eq!(states(&target), states(&source));
+    let (source_snapshot, target_snapshot) = (Snapshot::new(&source).unwrap(), Snapshot::new(&target).unwrap());
+    assert_eq!(target_snapshot.all_descriptors().unwrap(), source_snapshot.all_descriptors().unwrap());
+    assert_eq!(target_snapshot.removed_fields().unwrap(), source_snapshot.removed_fields().unwrap());
+    assert!(unfinished_import(&target_snapshot).unwrap().is_none());
+    assert!(target.verify().unwrap().ok());
+    let again = source.copy_into(&target, &mut |_, _| {});
+    assert!(matches!(again, Err(TransferError::NotEmpty { .. })), "{again:?}");
+}
+
+#[test]
 fn every_format_round_trips_oids_descriptors_indexes_and_declarations() {
     let source = populated("source", 50);
     for format in [ExportFormat::Copal, ExportFormat::Json, ExportFormat::Xml] {
