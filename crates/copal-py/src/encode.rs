@@ -171,6 +171,9 @@ impl<'s> Encoder<'s> {
         self.memo.clear();
         self.memo_log.clear();
         self.next_memo = 0;
+        if let Some(strings) = &mut self.strings {
+            strings.clear();
+        }
         self.root = value.as_ptr() as usize;
         let result = self.value(value, 0).map_err(|f| into_pyerr(f, "value"));
         self.root = 0;
@@ -395,13 +398,22 @@ impl<'s> Encoder<'s> {
     }
 
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
+        if let Some(slot) = self.strings.as_ref().and_then(|strings| strings.recent_reference(s)) {
+            self.string_reference(slot);
+            return Ok(());
+        }
         match s.to_str() {
-            Ok(text) => match self.strings.as_mut().map(|strings| strings.earlier_slot(s, text)).transpose()?.flatten() {
-                Some(slot) => {
-                    self.w.u8(tag::STRREF);
-                    self.w.varint(slot);
-                }
+            Ok(text) => match &mut self.strings {
                 None => self.w.str(text),
+                Some(strings) => match strings.earlier_slot(s, text, &self.w.buf)? {
+                    Some(slot) => self.string_reference(slot),
+                    None => {
+                        self.w.str(text);
+                        // The string's bytes end the STR just written.
+                        let end = self.w.buf.len();
+                        strings.wrote(end - text.len()..end);
+                    }
+                },
             },
             Err(_) => {
                 // Lone surrogates are not UTF-8; "surrogatepass" writes each as its own 3-byte
@@ -412,6 +424,11 @@ impl<'s> Encoder<'s> {
             }
         }
         Ok(())
+    }
+
+    fn string_reference(&mut self, slot: u64) {
+        self.w.u8(tag::STRREF);
+        self.w.varint(slot);
     }
 
     fn int(&mut self, i: &Bound<'_, PyInt>) -> Step {

@@ -78,20 +78,26 @@ fn slot_of(bytes: &[u8]) -> usize {
 /// does (a list holding one string object 10,000 times, names taken from a small vocabulary):
 /// no hashing, no byte comparison. Everything else goes to the content table `by_hash`, which
 /// also catches equal strings that are distinct objects.
+///
+/// The table keeps no copy of the strings: an entry is the place of the string's bytes in the
+/// output being written (the payload of its STR), which the encoder passes in to compare. One
+/// entry per distinct string, 24 bytes, and nothing else: a stream of 300,000 distinct strings
+/// would otherwise fill (and page-fault in) a second copy of them, and a hash-map probe followed
+/// by an entry lookup in another array would miss the cache twice per string.
 #[derive(Default)]
 pub struct StringTable {
     /// Python's hash of a string (computed once per string object and cached in it) -> the
-    /// latest of `written` with that hash.
-    by_hash: HashMap<isize, usize, BuildHasherDefault<IntHasher>>,
-    written: Vec<Written>,
-    /// The UTF-8 bytes of the strings of `written`, one after the other: a copy, so that no
-    /// Python string has to be kept alive (or released) for the table.
-    bytes: Vec<u8>,
+    /// latest distinct string written with that hash.
+    by_hash: HashMap<isize, Written, BuildHasherDefault<IntHasher>>,
+    /// Strings that a later string with the same hash replaced in `by_hash` (`Written::earlier`).
+    displaced: Vec<Written>,
     next_slot: u64,
+    /// The hash of the string `earlier_slot` last found nowhere: `wrote` enters it.
+    pending: Option<isize>,
     /// Direct-mapped by object address: string objects found again by content, with the slot of
-    /// their content's entry in `written`. Each entry holds a reference to its string, so that
-    /// the address cannot be freed and reused by another string while it is a key. Empty until
-    /// the first repeated string: a stream of distinct strings never pays for it.
+    /// their content's entry. Each entry holds a reference to its string, so that the address
+    /// cannot be freed and reused by another string while it is a key. Empty until the first
+    /// repeated string: a stream of distinct strings never pays for it.
     recent: Vec<Option<Recent>>,
 }
 
@@ -99,78 +105,101 @@ pub struct StringTable {
 struct Recent {
     string: Py<PyString>,
     slot: u64,
+    /// Whether a STRREF to `slot` is shorter than writing the string again.
+    refers: bool,
 }
 
 /// The number of entries of `StringTable::recent` (a power of two): room for a vocabulary of
 /// repeated string objects (kinds, cities, status words) with few collisions.
 const RECENT_SLOTS: usize = 256;
 
-/// A distinct string written as a STR.
+/// A distinct string written as a STR. Offsets, lengths and slots past u32 (a stream beyond
+/// 4 GiB) are not entered: such strings are written in full, which is still correct.
+#[derive(Clone, Copy)]
 struct Written {
-    bytes: std::ops::Range<usize>,
-    slot: u64,
-    /// The string written before it with the same hash, if any.
-    same_hash: Option<usize>,
+    /// Where its UTF-8 bytes are in the output.
+    start: u32,
+    len: u32,
+    slot: u32,
+    /// The index in `StringTable::displaced` of the string written before it with the same
+    /// hash, or NO_EARLIER.
+    earlier: u32,
+}
+
+const NO_EARLIER: u32 = u32::MAX;
+
+impl Written {
+    fn holds(&self, text: &str, output: &[u8]) -> bool {
+        let start = self.start as usize;
+        output.get(start..start + self.len as usize) == Some(text.as_bytes())
+    }
 }
 
 impl StringTable {
+    /// Starts a new output: slots start again from 0 and earlier offsets mean nothing.
+    pub fn clear(&mut self) {
+        self.by_hash.clear();
+        self.displaced.clear();
+        self.next_slot = 0;
+        self.pending = None;
+        self.recent.clear();
+    }
+
+    /// The slot to refer to instead of writing `s`, when `s` is a string object met before
+    /// (found without reading its text).
+    pub fn recent_reference(&self, s: &Bound<'_, PyString>) -> Option<u64> {
+        match self.recent.get(recent_index(s)) {
+            Some(Some(seen)) if seen.refers && seen.string.as_ptr() == s.as_ptr() => Some(seen.slot),
+            _ => None,
+        }
+    }
+
     /// The string slot to refer to instead of writing `s` (whose UTF-8 form is `text`), or None
-    /// when `s` is to be written as a STR, which then takes the next slot.
-    pub fn earlier_slot(&mut self, s: &Bound<'_, PyString>, text: &str) -> PyResult<Option<u64>> {
-        let recent = recent_index(s);
-        if let Some(Some(seen)) = self.recent.get(recent) {
-            if seen.string.as_ptr() == s.as_ptr() {
-                let slot = seen.slot;
-                return Ok(self.refer_or_rewrite(slot, text));
-            }
-        }
+    /// when `s` is to be written as a STR: the caller writes it to `output` and calls `wrote`.
+    pub fn earlier_slot(&mut self, s: &Bound<'_, PyString>, text: &str, output: &[u8]) -> PyResult<Option<u64>> {
         let hash = s.hash()?;
-        let head = match self.by_hash.entry(hash) {
-            Entry::Occupied(head) => *head.get(),
-            Entry::Vacant(vacant) => {
-                vacant.insert(self.written.len());
-                self.push_written(text, None);
-                return Ok(None);
+        let mut candidate = self.by_hash.get(&hash).copied();
+        while let Some(written) = candidate {
+            if written.holds(text, output) {
+                let slot = u64::from(written.slot);
+                let refers = varint_len(slot) < varint_len(text.len() as u64) + text.len();
+                self.remember(s, slot, refers);
+                return Ok(refers.then_some(slot));
             }
-        };
-        let mut candidate = Some(head);
-        while let Some(index) = candidate {
-            let written = &self.written[index];
-            if &self.bytes[written.bytes.clone()] == text.as_bytes() {
-                let slot = written.slot;
-                self.remember(recent, s, slot);
-                return Ok(self.refer_or_rewrite(slot, text));
-            }
-            candidate = written.same_hash;
+            candidate = (written.earlier != NO_EARLIER).then(|| self.displaced[written.earlier as usize]);
         }
-        self.by_hash.insert(hash, self.written.len());
-        self.push_written(text, Some(head));
+        self.pending = Some(hash);
         Ok(None)
     }
 
-    /// A string equal to the one written in `slot`: a reference to it when that is shorter than
-    /// writing it again, else None (it is written again and takes the next slot).
-    fn refer_or_rewrite(&mut self, slot: u64, text: &str) -> Option<u64> {
-        if varint_len(slot) < varint_len(text.len() as u64) + text.len() {
-            return Some(slot);
+    /// The string `earlier_slot` last answered None for was written as a STR, its UTF-8 bytes at
+    /// `bytes` of the output: it takes the next slot.
+    pub fn wrote(&mut self, bytes: std::ops::Range<usize>) {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        let Some(hash) = self.pending.take() else { return };
+        let (Ok(start), Ok(len), Ok(slot)) = (u32::try_from(bytes.start), u32::try_from(bytes.len()), u32::try_from(slot)) else {
+            return;
+        };
+        let mut written = Written { start, len, slot, earlier: NO_EARLIER };
+        match self.by_hash.entry(hash) {
+            Entry::Occupied(mut head) => {
+                let Ok(earlier) = u32::try_from(self.displaced.len()) else { return };
+                self.displaced.push(*head.get());
+                written.earlier = earlier;
+                head.insert(written);
+            }
+            Entry::Vacant(vacant) => {
+                vacant.insert(written);
+            }
         }
-        self.next_slot += 1;
-        None
     }
 
-    /// Records a string written as a STR for the first time.
-    fn push_written(&mut self, text: &str, same_hash: Option<usize>) {
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(text.as_bytes());
-        self.written.push(Written { bytes: start..self.bytes.len(), slot: self.next_slot, same_hash });
-        self.next_slot += 1;
-    }
-
-    fn remember(&mut self, index: usize, s: &Bound<'_, PyString>, slot: u64) {
+    fn remember(&mut self, s: &Bound<'_, PyString>, slot: u64, refers: bool) {
         if self.recent.is_empty() {
             self.recent.resize_with(RECENT_SLOTS, || None);
         }
-        self.recent[index] = Some(Recent { string: s.clone().unbind(), slot });
+        self.recent[recent_index(s)] = Some(Recent { string: s.clone().unbind(), slot, refers });
     }
 }
 
