@@ -164,6 +164,8 @@ impl StringTable {
                 let slot = u64::from(written.slot);
                 let refers = varint_len(slot) < varint_len(text.len() as u64) + text.len();
                 self.remember(s, slot, refers);
+                // Written again if not referred to, but as a repeat: not entered.
+                self.pending = None;
                 return Ok(refers.then_some(slot));
             }
             candidate = (written.earlier != NO_EARLIER).then(|| self.displaced[written.earlier as usize]);
