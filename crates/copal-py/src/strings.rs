@@ -80,20 +80,19 @@ fn slot_of(bytes: &[u8]) -> usize {
 /// also catches equal strings that are distinct objects.
 ///
 /// The table keeps no copy of the strings: an entry is the place of the string's bytes in the
-/// output being written (the payload of its STR), which the encoder passes in to compare. One
-/// entry per distinct string, 24 bytes, and nothing else: a stream of 300,000 distinct strings
-/// would otherwise fill (and page-fault in) a second copy of them, and a hash-map probe followed
-/// by an entry lookup in another array would miss the cache twice per string.
+/// output being written (the payload of its STR), which the encoder passes in to compare. The
+/// hash map holds 8 bytes per distinct string (part of its hash and the index of its entry), so
+/// that a stream of 300,000 distinct strings, each probed once and never found, works in a map
+/// that stays mostly in cache; the 16-byte entries are read only when a hash matches.
 #[derive(Default)]
 pub struct StringTable {
-    /// Python's hash of a string (computed once per string object and cached in it) -> the
-    /// latest distinct string written with that hash.
-    by_hash: HashMap<isize, Written, BuildHasherDefault<IntHasher>>,
-    /// Strings that a later string with the same hash replaced in `by_hash` (`Written::earlier`).
-    displaced: Vec<Written>,
+    /// The low 32 bits of Python's hash of a string (computed once per string object and cached
+    /// in it) -> the index in `written` of the latest distinct string with those bits.
+    by_hash: HashMap<u32, u32, BuildHasherDefault<IntHasher>>,
+    written: Vec<Written>,
     next_slot: u64,
     /// The hash of the string `earlier_slot` last found nowhere: `wrote` enters it.
-    pending: Option<isize>,
+    pending: Option<u32>,
     /// Direct-mapped by object address: string objects found again by content, with the slot of
     /// their content's entry. Each entry holds a reference to its string, so that the address
     /// cannot be freed and reused by another string while it is a key. Empty until the first
@@ -121,8 +120,8 @@ struct Written {
     start: u32,
     len: u32,
     slot: u32,
-    /// The index in `StringTable::displaced` of the string written before it with the same
-    /// hash, or NO_EARLIER.
+    /// The index in `StringTable::written` of the string written before it with the same
+    /// hash bits, or NO_EARLIER.
     earlier: u32,
 }
 
@@ -139,7 +138,7 @@ impl StringTable {
     /// Starts a new output: slots start again from 0 and earlier offsets mean nothing.
     pub fn clear(&mut self) {
         self.by_hash.clear();
-        self.displaced.clear();
+        self.written.clear();
         self.next_slot = 0;
         self.pending = None;
         self.recent.clear();
@@ -157,8 +156,9 @@ impl StringTable {
     /// The string slot to refer to instead of writing `s` (whose UTF-8 form is `text`), or None
     /// when `s` is to be written as a STR: the caller writes it to `output` and calls `wrote`.
     pub fn earlier_slot(&mut self, s: &Bound<'_, PyString>, text: &str, output: &[u8]) -> PyResult<Option<u64>> {
-        let hash = s.hash()?;
-        let mut candidate = self.by_hash.get(&hash).copied();
+        // Truncated on purpose: equal bits are only a hint, confirmed by comparing the bytes.
+        let hash = s.hash()? as u32;
+        let mut candidate = self.by_hash.get(&hash).map(|&index| self.written[index as usize]);
         while let Some(written) = candidate {
             if written.holds(text, output) {
                 let slot = u64::from(written.slot);
@@ -168,7 +168,7 @@ impl StringTable {
                 self.pending = None;
                 return Ok(refers.then_some(slot));
             }
-            candidate = (written.earlier != NO_EARLIER).then(|| self.displaced[written.earlier as usize]);
+            candidate = (written.earlier != NO_EARLIER).then(|| self.written[written.earlier as usize]);
         }
         self.pending = Some(hash);
         Ok(None)
@@ -183,18 +183,19 @@ impl StringTable {
         let (Ok(start), Ok(len), Ok(slot)) = (u32::try_from(bytes.start), u32::try_from(bytes.len()), u32::try_from(slot)) else {
             return;
         };
-        let mut written = Written { start, len, slot, earlier: NO_EARLIER };
-        match self.by_hash.entry(hash) {
-            Entry::Occupied(mut head) => {
-                let Ok(earlier) = u32::try_from(self.displaced.len()) else { return };
-                self.displaced.push(*head.get());
-                written.earlier = earlier;
-                head.insert(written);
-            }
-            Entry::Vacant(vacant) => {
-                vacant.insert(written);
-            }
+        if slot == NO_EARLIER {
+            return;
         }
+        // Fewer distinct strings than slots: the index is at most the slot, below NO_EARLIER.
+        let index = self.written.len() as u32;
+        let earlier = match self.by_hash.entry(hash) {
+            Entry::Occupied(mut head) => head.insert(index),
+            Entry::Vacant(vacant) => {
+                vacant.insert(index);
+                NO_EARLIER
+            }
+        };
+        self.written.push(Written { start, len, slot, earlier });
     }
 
     fn remember(&mut self, s: &Bound<'_, PyString>, slot: u64, refers: bool) {
