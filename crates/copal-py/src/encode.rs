@@ -26,6 +26,8 @@ const MAX_DEPTH: usize = 256;
 /// What the encoder needs from its surroundings: descriptor ids for classes and ids for objects
 /// that become persistent during this encoding.
 pub trait Sink {
+    /// The descriptor for objects of `class` with the keys of `fields` as field names. It must
+    /// depend on nothing else during one encoding: the encoder reuses it (`LastShape`).
     fn descriptor(&mut self, class: &Bound<'_, PyType>, fields: &Bound<'_, PyDict>) -> PyResult<ClassShape>;
     fn enum_descriptor(&mut self, class: &Bound<'_, PyType>) -> PyResult<u32>;
     /// The id to write for a reference to persistent `obj`; an object that has none yet
