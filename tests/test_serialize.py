@@ -41,7 +41,9 @@ import reference_decoder as rd  # noqa: E402
 from copal import CorruptRecordError, Persistent, PersistentDict, PersistentList, SchemaError  # noqa: E402
 from helpers.compare import assert_same  # noqa: E402
 from helpers.fuzz_alloc_limit import zstd_zeros  # noqa: E402
-from helpers.models import Color, Holder, Item, Level, Node, Point, Tagged, TaggedDict, Vector  # noqa: E402
+from helpers.models import (  # noqa: E402
+    HOOKED_CALLBACKS, Color, Holder, Hooked, Item, Level, Node, Point, Tagged, TaggedDict, Vector,
+)
 from helpers.strategies import value_graphs, values  # noqa: E402
 from test_roundtrip import CONTAINERS, SCALARS  # noqa: E402
 
@@ -293,6 +295,53 @@ def test_strings_are_shared_only_where_a_reference_is_shorter() -> None:
     assert data.endswith(b"\x0b\x02\x07\x01a\x1b\x00")
     data = copal.dumps([f"s{i}" for i in range(200)] + ["s199", "x", "x"])
     assert data.endswith(b"\x1b\xc7\x01\x07\x01x\x07\x01x")  # "s199" by its slot 199; "x" (slot 200) again
+
+
+def test_a_repeated_string_object_too_short_to_refer_to_is_written_each_time() -> None:
+    """The encoder finds a string object met before by its address; it must still write a
+    one-byte string past slot 127 again every time, each STR taking a slot of its own."""
+    data = copal.dumps([f"s{i}" for i in range(200)] + ["x", "x", "x", "s199"])
+    assert data.endswith(b"\x07\x01x\x07\x01x\x07\x01x\x1b\xc7\x01")  # slots 200, 201, 202
+    assert copal.loads(data)[-4:] == ["x", "x", "x", "s199"]
+
+
+def test_a_string_freed_during_encoding_is_not_taken_for_a_new_one() -> None:
+    """The encoder's table of string objects met before is keyed by address. It holds a
+    reference to each, so a string freed while the graph is encoded (here by Python code that
+    runs in the middle of it) cannot leave its address to a new string of other text, which
+    would then be written as a reference to the freed one."""
+    old_text, new_text = "".join(["old "] * 8), "".join(["new "] * 8)
+    value: list[Any] = [old_text, old_text, Hooked.ONLY, None]
+    old_id = id(old_text)
+    del old_text
+    reused = []
+
+    def free_and_allocate() -> None:
+        value[0] = value[1] = None  # the last references the graph held
+        fresh = "".join(["new "] * 8)
+        reused.append(id(fresh) == old_id)
+        value[3] = fresh
+
+    HOOKED_CALLBACKS.append(free_and_allocate)
+    data = copal.dumps(value)
+    assert reused == [False]  # the table kept the old string alive
+    assert copal.loads(data)[2:] == [Hooked.ONLY, new_text]
+
+
+def test_objects_with_equal_but_distinct_field_names_share_a_descriptor() -> None:
+    """The encoder reuses a class's last descriptor when the next object's keys are the same
+    objects; equal keys that are other objects (or another order) go through the full check."""
+    first = Point(1, 2)
+    second = Point(3, 4)
+    del second.x, second.y
+    second.__dict__["".join(["x"])] = 3
+    second.__dict__["".join(["y"])] = 4
+    swapped = Point(5, 6)
+    del swapped.x
+    swapped.x = 5
+    data = copal.dumps([first, second, swapped, Point(7, 8)])
+    assert data.count(b"helpers.models.Point") == 2  # (x, y) once, (y, x) once
+    assert [vars(p) for p in copal.loads(data)] == [{"x": 1, "y": 2}, {"x": 3, "y": 4}, {"y": 6, "x": 5}, {"x": 7, "y": 8}]
 
 
 def test_sets_with_shared_strings_are_deterministic() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
-from typing import Any
+from typing import Any, Callable
 
 from copal import Persistent, PersistentList
 
@@ -149,3 +149,21 @@ def tagged(cls: type, items: Any, **attributes: Any) -> Any:
     for name, value in attributes.items():
         setattr(obj, name, value)
     return obj
+
+
+class Hooked(enum.Enum):
+    """An enum whose members run ``hook`` when the encoder reads their ``_name_``: a way to run
+    Python code in the middle of an encoding (tests of the encoder's caches keyed by address)."""
+
+    ONLY = 1
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "_name_":
+            hook = HOOKED_CALLBACKS.pop() if HOOKED_CALLBACKS else None
+            if hook is not None:
+                hook()
+        return super().__getattribute__(name)
+
+
+#: Callbacks for `Hooked`, each run once, by the next read of a member's ``_name_``.
+HOOKED_CALLBACKS: list[Callable[[], None]] = []

@@ -26,6 +26,8 @@ const MAX_DEPTH: usize = 256;
 /// What the encoder needs from its surroundings: descriptor ids for classes and ids for objects
 /// that become persistent during this encoding.
 pub trait Sink {
+    /// The descriptor for objects of `class` with the keys of `fields` as field names. It must
+    /// depend on nothing else during one encoding: the encoder reuses it (`LastShape`).
     fn descriptor(&mut self, class: &Bound<'_, PyType>, fields: &Bound<'_, PyDict>) -> PyResult<ClassShape>;
     fn enum_descriptor(&mut self, class: &Bound<'_, PyType>) -> PyResult<u32>;
     /// The id to write for a reference to persistent `obj`; an object that has none yet
@@ -86,6 +88,9 @@ pub struct Encoder<'s> {
     kinds: IntMap<usize, Kind>,
     /// Keeps the classes of `kinds` alive, so that their addresses cannot be reused.
     kind_classes: Vec<Py<PyType>>,
+    /// For each `Kind::Object` class (indexed by `Kind::Object`'s number), the descriptor its
+    /// last object was written with and that object's field names.
+    object_shapes: Vec<Option<LastShape>>,
     /// Whether reference counts can be read (see `is_unshared`), found out on first use.
     refcounts_readable: Option<bool>,
     /// Set for streams of version 2 (standalone.rs): equal strings are written once. Records and
@@ -107,8 +112,9 @@ enum Kind {
     Enum,
     /// A Python subclass of list, dict, tuple, set or frozenset, with the tag of its base.
     Subclass(u8),
-    /// A plain instance of a Python class, written by value as an OBJECT.
-    Object,
+    /// A plain instance of a Python class, written by value as an OBJECT; the number of the
+    /// class's entry in `Encoder::object_shapes`.
+    Object(usize),
     Unsupported,
 }
 
@@ -126,6 +132,7 @@ impl<'s> Encoder<'s> {
             root: 0,
             kinds: IntMap::default(),
             kind_classes: Vec::new(),
+            object_shapes: Vec::new(),
             refcounts_readable: None,
             strings: None,
         }
@@ -166,6 +173,9 @@ impl<'s> Encoder<'s> {
         self.memo.clear();
         self.memo_log.clear();
         self.next_memo = 0;
+        if let Some(strings) = &mut self.strings {
+            strings.clear();
+        }
         self.root = value.as_ptr() as usize;
         let result = self.value(value, 0).map_err(|f| into_pyerr(f, "value"));
         self.root = 0;
@@ -260,7 +270,7 @@ impl<'s> Encoder<'s> {
             self.tuple(t, depth)?;
         } else {
             match self.kind_of(&v.get_type())? {
-                Kind::Object => self.object(v, depth)?,
+                Kind::Object(class_index) => self.object(v, class_index, depth)?,
                 Kind::Persistent if self.sink.persistent_by_value() => self.persistent_by_value(v, depth)?,
                 Kind::Persistent => {
                     let oid = self.sink.reference(v)?;
@@ -292,7 +302,10 @@ impl<'s> Encoder<'s> {
         if let Some(&kind) = self.kinds.get(&key) {
             return Ok(kind);
         }
-        let kind = classify(class)?;
+        let kind = classify(class, self.object_shapes.len())?;
+        if let Kind::Object(_) = kind {
+            self.object_shapes.push(None);
+        }
         self.kinds.insert(key, kind);
         self.kind_classes.push(class.clone().unbind());
         Ok(kind)
@@ -387,13 +400,22 @@ impl<'s> Encoder<'s> {
     }
 
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
+        if let Some(slot) = self.strings.as_ref().and_then(|strings| strings.recent_reference(s)) {
+            self.string_reference(slot);
+            return Ok(());
+        }
         match s.to_str() {
-            Ok(text) => match self.strings.as_mut().map(|strings| strings.earlier_slot(s, text)).transpose()?.flatten() {
-                Some(slot) => {
-                    self.w.u8(tag::STRREF);
-                    self.w.varint(slot);
-                }
+            Ok(text) => match &mut self.strings {
                 None => self.w.str(text),
+                Some(strings) => match strings.earlier_slot(s, text, &self.w.buf)? {
+                    Some(slot) => self.string_reference(slot),
+                    None => {
+                        self.w.str(text);
+                        // The string's bytes end the STR just written.
+                        let end = self.w.buf.len();
+                        strings.wrote(end - text.len()..end);
+                    }
+                },
             },
             Err(_) => {
                 // Lone surrogates are not UTF-8; "surrogatepass" writes each as its own 3-byte
@@ -404,6 +426,11 @@ impl<'s> Encoder<'s> {
             }
         }
         Ok(())
+    }
+
+    fn string_reference(&mut self, slot: u64) {
+        self.w.u8(tag::STRREF);
+        self.w.varint(slot);
     }
 
     fn int(&mut self, i: &Bound<'_, PyInt>) -> Step {
@@ -495,13 +522,20 @@ impl<'s> Encoder<'s> {
         Ok(())
     }
 
-    fn object(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
+    fn object(&mut self, v: &Bound<'_, PyAny>, class_index: usize, depth: usize) -> Step {
         self.mutable = true;
         if self.backref_or_slot(v)? {
             return Ok(());
         }
         let dict = object_dict(v)?;
-        let shape = self.sink.descriptor(&v.get_type(), &dict)?;
+        let shape = match &self.object_shapes[class_index] {
+            Some(last) if last.has_fields_of(&dict) => last.shape,
+            _ => {
+                let shape = self.sink.descriptor(&v.get_type(), &dict)?;
+                self.object_shapes[class_index] = Some(LastShape::new(&dict, shape));
+                shape
+            }
+        };
         self.w.u8(tag::OBJECT);
         self.w.varint(u64::from(shape.descriptor));
         self.fields(&dict, depth)
@@ -571,6 +605,40 @@ impl<'s> Encoder<'s> {
     }
 }
 
+/// The descriptor the sink gave for the last object of a class, and the field names (the keys
+/// of the object's dict, in order) it was given for. The instances of a class usually share one
+/// set of key objects (CPython's split dicts, interned attribute names), so the next object of
+/// the class is checked by comparing addresses instead of asking the sink (a class lookup and a
+/// comparison of names). The sink's answer depends only on the class and the field names, so
+/// it is the same for every object that passes the check.
+struct LastShape {
+    /// References to the key objects, so that their addresses cannot be reused while they are
+    /// compared against.
+    fields: Vec<Py<PyAny>>,
+    shape: ClassShape,
+}
+
+impl LastShape {
+    fn new(dict: &Bound<'_, PyDict>, shape: ClassShape) -> Self {
+        LastShape { fields: dict.keys().iter().map(Bound::unbind).collect(), shape }
+    }
+
+    /// Whether the keys of `dict` are the objects of `fields`, in order. No Python code runs.
+    fn has_fields_of(&self, dict: &Bound<'_, PyDict>) -> bool {
+        if dict.len() != self.fields.len() {
+            return false;
+        }
+        let mut position: ffi::Py_ssize_t = 0;
+        let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+        self.fields.iter().all(|field| {
+            // SAFETY: `dict` is a dict and the GIL is held; PyDict_Next returns borrowed
+            // references, which are only compared as addresses.
+            let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) } != 0;
+            more && key == field.as_ptr()
+        })
+    }
+}
+
 fn builtin_iter<'py>(v: &Bound<'py, PyAny>, base: u8) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = v.py();
     let base_type = match base {
@@ -584,8 +652,9 @@ fn builtin_iter<'py>(v: &Bound<'py, PyAny>, base: u8) -> PyResult<Vec<Bound<'py,
 
 use pyo3::PyTypeInfo;
 
-/// How values of `class` are written (see `Kind`). Everything here depends on the class alone.
-fn classify(class: &Bound<'_, PyType>) -> PyResult<Kind> {
+/// How values of `class` are written (see `Kind`). Everything here depends on the class alone;
+/// `object_index` is the number a `Kind::Object` gets.
+fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResult<Kind> {
     let py = class.py();
     let builtins = [
         PyDateTime::type_object(py),
@@ -632,7 +701,7 @@ fn classify(class: &Bound<'_, PyType>) -> PyResult<Kind> {
         return Ok(Kind::Subclass(base));
     }
     if class_has_instance_dict(class) && new_is_object_new(class)? && !is_builtin_subclass(class)? {
-        return Ok(Kind::Object);
+        return Ok(Kind::Object(object_index));
     }
     Ok(Kind::Unsupported)
 }

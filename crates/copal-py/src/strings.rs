@@ -7,6 +7,7 @@
 //! string instead, as pickle does for strings it memoized. Bounded: it never holds more than
 //! `SLOTS` strings. Streams do better: they store each distinct string once (`StringTable`).
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
@@ -72,51 +73,144 @@ fn slot_of(bytes: &[u8]) -> usize {
 /// (docs/STREAM.md section 5): every STR of the body takes the next string slot, and a later
 /// string equal to an earlier one is written as a STRREF to that one's slot when this is
 /// shorter. Equal by content, not identity: the decoder shares equal strings anyway.
+///
+/// Two levels. `recent` finds a string object met before by its address alone, as pickle's memo
+/// does (a list holding one string object 10,000 times, names taken from a small vocabulary):
+/// no hashing, no byte comparison. Everything else goes to the content table `by_hash`, which
+/// also catches equal strings that are distinct objects.
+///
+/// The table keeps no copy of the strings: an entry is the place of the string's bytes in the
+/// output being written (the payload of its STR), which the encoder passes in to compare. The
+/// hash map holds 8 bytes per distinct string (part of its hash and the index of its entry), so
+/// that a stream of 300,000 distinct strings, each probed once and never found, works in a map
+/// that stays mostly in cache; the 16-byte entries are read only when a hash matches.
 #[derive(Default)]
 pub struct StringTable {
-    /// Python's hash of a string (computed once per string object and cached in it) -> the
-    /// latest of `written` with that hash.
-    by_hash: HashMap<isize, usize, BuildHasherDefault<IntHasher>>,
+    /// The low 32 bits of Python's hash of a string (computed once per string object and cached
+    /// in it) -> the index in `written` of the latest distinct string with those bits.
+    by_hash: HashMap<u32, u32, BuildHasherDefault<IntHasher>>,
     written: Vec<Written>,
-    /// The UTF-8 bytes of the strings of `written`, one after the other: a copy, so that no
-    /// Python string has to be kept alive (or released) for the table.
-    bytes: Vec<u8>,
     next_slot: u64,
+    /// The hash of the string `earlier_slot` last found nowhere: `wrote` enters it.
+    pending: Option<u32>,
+    /// Direct-mapped by object address: string objects found again by content, with the slot of
+    /// their content's entry. Each entry holds a reference to its string, so that the address
+    /// cannot be freed and reused by another string while it is a key. Empty until the first
+    /// repeated string: a stream of distinct strings never pays for it.
+    recent: Vec<Option<Recent>>,
 }
 
-/// A distinct string written as a STR.
-struct Written {
-    bytes: std::ops::Range<usize>,
+/// A string object of `StringTable::recent`.
+struct Recent {
+    string: Py<PyString>,
     slot: u64,
-    /// The string written before it with the same hash, if any.
-    same_hash: Option<usize>,
+    /// Whether a STRREF to `slot` is shorter than writing the string again.
+    refers: bool,
+}
+
+/// The number of entries of `StringTable::recent` (a power of two): room for a vocabulary of
+/// repeated string objects (kinds, cities, status words) with few collisions.
+const RECENT_SLOTS: usize = 256;
+
+/// A distinct string written as a STR. Offsets, lengths and slots past u32 (a stream beyond
+/// 4 GiB) are not entered: such strings are written in full, which is still correct.
+#[derive(Clone, Copy)]
+struct Written {
+    /// Where its UTF-8 bytes are in the output.
+    start: u32,
+    len: u32,
+    slot: u32,
+    /// The index in `StringTable::written` of the string written before it with the same
+    /// hash bits, or NO_EARLIER.
+    earlier: u32,
+}
+
+const NO_EARLIER: u32 = u32::MAX;
+
+impl Written {
+    fn holds(&self, text: &str, output: &[u8]) -> bool {
+        let start = self.start as usize;
+        output.get(start..start + self.len as usize) == Some(text.as_bytes())
+    }
 }
 
 impl StringTable {
-    /// The string slot to refer to instead of writing `s` (whose UTF-8 form is `text`), or None
-    /// when `s` is to be written as a STR, which then takes the next slot.
-    pub fn earlier_slot(&mut self, s: &Bound<'_, PyString>, text: &str) -> PyResult<Option<u64>> {
-        let hash = s.hash()?;
-        let head = self.by_hash.get(&hash).copied();
-        let mut candidate = head;
-        while let Some(index) = candidate {
-            let written = &self.written[index];
-            if &self.bytes[written.bytes.clone()] == text.as_bytes() {
-                if varint_len(written.slot) < varint_len(text.len() as u64) + text.len() {
-                    return Ok(Some(written.slot));
-                }
-                self.next_slot += 1;
-                return Ok(None);
-            }
-            candidate = written.same_hash;
+    /// Starts a new output: slots start again from 0 and earlier offsets mean nothing.
+    pub fn clear(&mut self) {
+        self.by_hash.clear();
+        self.written.clear();
+        self.next_slot = 0;
+        self.pending = None;
+        self.recent.clear();
+    }
+
+    /// The slot to refer to instead of writing `s`, when `s` is a string object met before
+    /// (found without reading its text).
+    pub fn recent_reference(&self, s: &Bound<'_, PyString>) -> Option<u64> {
+        match self.recent.get(recent_index(s)) {
+            Some(Some(seen)) if seen.refers && seen.string.as_ptr() == s.as_ptr() => Some(seen.slot),
+            _ => None,
         }
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(text.as_bytes());
-        self.written.push(Written { bytes: start..self.bytes.len(), slot: self.next_slot, same_hash: head });
-        self.by_hash.insert(hash, self.written.len() - 1);
-        self.next_slot += 1;
+    }
+
+    /// The string slot to refer to instead of writing `s` (whose UTF-8 form is `text`), or None
+    /// when `s` is to be written as a STR: the caller writes it to `output` and calls `wrote`.
+    pub fn earlier_slot(&mut self, s: &Bound<'_, PyString>, text: &str, output: &[u8]) -> PyResult<Option<u64>> {
+        // Truncated on purpose: equal bits are only a hint, confirmed by comparing the bytes.
+        let hash = s.hash()? as u32;
+        let mut candidate = self.by_hash.get(&hash).map(|&index| self.written[index as usize]);
+        while let Some(written) = candidate {
+            if written.holds(text, output) {
+                let slot = u64::from(written.slot);
+                let refers = varint_len(slot) < varint_len(text.len() as u64) + text.len();
+                self.remember(s, slot, refers);
+                // Written again if not referred to, but as a repeat: not entered.
+                self.pending = None;
+                return Ok(refers.then_some(slot));
+            }
+            candidate = (written.earlier != NO_EARLIER).then(|| self.written[written.earlier as usize]);
+        }
+        self.pending = Some(hash);
         Ok(None)
     }
+
+    /// The string `earlier_slot` last answered None for was written as a STR, its UTF-8 bytes at
+    /// `bytes` of the output: it takes the next slot.
+    pub fn wrote(&mut self, bytes: std::ops::Range<usize>) {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        let Some(hash) = self.pending.take() else { return };
+        let (Ok(start), Ok(len), Ok(slot)) = (u32::try_from(bytes.start), u32::try_from(bytes.len()), u32::try_from(slot)) else {
+            return;
+        };
+        if slot == NO_EARLIER {
+            return;
+        }
+        // Fewer distinct strings than slots: the index is at most the slot, below NO_EARLIER.
+        let index = self.written.len() as u32;
+        let earlier = match self.by_hash.entry(hash) {
+            Entry::Occupied(mut head) => head.insert(index),
+            Entry::Vacant(vacant) => {
+                vacant.insert(index);
+                NO_EARLIER
+            }
+        };
+        self.written.push(Written { start, len, slot, earlier });
+    }
+
+    fn remember(&mut self, s: &Bound<'_, PyString>, slot: u64, refers: bool) {
+        if self.recent.is_empty() {
+            self.recent.resize_with(RECENT_SLOTS, || None);
+        }
+        self.recent[recent_index(s)] = Some(Recent { string: s.clone().unbind(), slot, refers });
+    }
+}
+
+/// The entry of `StringTable::recent` for the string at the address of `s`. Addresses are
+/// multiples of 16; Fibonacci hashing spreads them over the top bits.
+fn recent_index(s: &Bound<'_, PyString>) -> usize {
+    let spread = (s.as_ptr() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (spread >> (64 - RECENT_SLOTS.trailing_zeros())) as usize
 }
 
 /// The size of `value` as a varint.
