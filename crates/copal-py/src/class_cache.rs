@@ -49,9 +49,10 @@ pub(crate) struct ClassFacts {
     /// them. Shared so that they are matched against an instance dict outside the lock (the
     /// match may call a key's `__eq__`).
     field_lists: Arc<[Arc<FieldNames>]>,
-    /// Field lists (interned names, compared by identity) for which `decode::check_inert` passed
-    /// and whose outcome cannot change while the stamp holds (see `inert`).
-    inert_fields: Vec<Vec<usize>>,
+    /// Field lists for which `decode::check_inert` passed and whose outcome cannot change while
+    /// the stamp holds (see `check_inert`). Names are compared by identity (the decoder interns
+    /// them) and held, so that a dead name's address cannot come back as another name.
+    inert_fields: Vec<Vec<Py<PyString>>>,
     /// Whether `check_plain_class` passed: instances may be made with `object.__new__`.
     pub plain_instances: Option<()>,
 }
@@ -130,9 +131,9 @@ fn fresh_field_names(dict: &Bound<'_, PyDict>) -> PyResult<Arc<FieldNames>> {
 /// fixed, but a Python class can gain a `__set__` later without any change to `class`, so a
 /// pass is kept only if no field names an attribute whose type is a Python class.
 pub fn check_inert(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()> {
-    let fields: Vec<usize> = info.fields.iter().map(|field| field.as_ptr() as usize).collect();
     let Some(stamp) = stamp(class) else { return crate::decode::check_inert(class, info) };
-    if read(class, stamp, |facts| facts.inert_fields.contains(&fields)) == Some(true) {
+    let same = |passed: &Vec<Py<PyString>>| passed.iter().map(Py::as_ptr).eq(info.fields.iter().map(Py::as_ptr));
+    if read(class, stamp, |facts| facts.inert_fields.iter().any(same)) == Some(true) {
         return Ok(());
     }
     crate::decode::check_inert(class, info)?;
@@ -142,6 +143,7 @@ pub fn check_inert(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()>
         None => true,
     });
     if outcome_is_fixed {
+        let fields = info.fields.iter().map(|field| field.clone_ref(py)).collect();
         write(class, stamp, |facts| {
             if facts.inert_fields.len() < MAX_FIELD_LISTS {
                 facts.inert_fields.push(fields);
