@@ -164,7 +164,7 @@ def test_a_renamed_class_is_written_under_its_new_name(module: types.ModuleType,
         cls.__copal_type__ = f"{MODULE}.Renamed"  # type: ignore[attr-defined]
     try:
         obj = cls()
-        obj.x = 1  # type: ignore[attr-defined]
+        obj.x = 1
         assert type(copal.loads(copal.dumps(obj))) is renamed
     finally:
         sys.modules.pop("copal_class_cache_other_module", None)
