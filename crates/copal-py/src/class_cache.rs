@@ -143,12 +143,14 @@ pub fn check_inert(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()>
         None => true,
     });
     if outcome_is_fixed {
-        let fields = info.fields.iter().map(|field| field.clone_ref(py)).collect();
+        // A list the table has no room for is dropped after the lock is released (see `write`).
+        let mut unfiled = Some(info.fields.iter().map(|field| field.clone_ref(py)).collect());
         write(class, stamp, |facts| {
             if facts.inert_fields.len() < MAX_FIELD_LISTS {
-                facts.inert_fields.push(fields);
+                facts.inert_fields.extend(unfiled.take());
             }
         });
+        drop(unfiled);
     }
     Ok(())
 }
