@@ -23,6 +23,10 @@ pub struct ClassShape {
 }
 
 pub fn type_name_of(class: &Bound<'_, PyType>) -> PyResult<String> {
+    crate::class_cache::remembered(class, |facts| &mut facts.type_name, || stored_type_name(class))
+}
+
+fn stored_type_name(class: &Bound<'_, PyType>) -> PyResult<String> {
     let own = class.getattr("__dict__")?.get_item("__copal_type__").ok();
     if let Some(name) = own {
         return name.extract();
@@ -35,6 +39,10 @@ pub fn type_name_of(class: &Bound<'_, PyType>) -> PyResult<String> {
 /// Whether instances mark themselves changed on every mutation of their top-level container
 /// (PersistentList, PersistentDict): then only values nested inside need commit-time checks.
 pub fn tracks_own_mutations(class: &Bound<'_, PyType>) -> bool {
+    crate::class_cache::remembered(class, |facts| &mut facts.tracks_own, || Ok(declares_tracking(class))).unwrap_or(false)
+}
+
+fn declares_tracking(class: &Bound<'_, PyType>) -> bool {
     class.getattr("_p_tracks_mutations").and_then(|v| v.is_truthy()).unwrap_or(false)
 }
 
@@ -120,7 +128,7 @@ pub fn resolve<'py>(py: Python<'py>, registry: &Bound<'py, PyDict>, type_name: &
     if let Some(class) = registry.get_item(type_name)? {
         return class.cast_into::<PyType>().map_err(|_| not_a_class(type_name));
     }
-    let modules = py.import("sys")?.getattr("modules")?;
+    let modules = sys_modules(py)?;
     let mut split = type_name.len();
     while let Some(dot) = type_name[..split].rfind('.') {
         let (module_name, path) = (&type_name[..dot], &type_name[dot + 1..]);
@@ -137,6 +145,15 @@ pub fn resolve<'py>(py: Python<'py>, registry: &Bound<'py, PyDict>, type_name: &
         split = dot;
     }
     Err(unknown_class(type_name))
+}
+
+/// `sys.modules`, read as `import sys; sys.modules` would but without the import machinery
+/// (a dict lookup instead of most of the time of resolving a class).
+fn sys_modules(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    // SAFETY: the GIL is held; PySys_GetObject returns a borrowed reference or null, without
+    // setting an exception.
+    let modules = unsafe { Bound::from_borrowed_ptr_or_opt(py, ffi::PySys_GetObject(c"modules".as_ptr())) };
+    modules.ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("sys.modules is missing"))
 }
 
 fn unknown_class(type_name: &str) -> PyErr {

@@ -462,7 +462,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             tag::FROZENSET => PyFrozenSet::type_object(py),
             other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
         };
-        check_inert(&class, &info)?;
+        crate::class_cache::check_inert(&class, &info)?;
         if !crate::encode::is_heap_type(&class) || !class.is_subclass(&base)? {
             return Err(Fail::Python(SchemaError::new_err(format!(
                 "stored type {:?} is not a subclass of {}",

@@ -19,8 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString, PyTuple, PyTzInfo, PyType};
 use pyo3::PyTypeInfo;
 
-use crate::classes::{field_names, resolve, ClassCache, ClassShape};
-use crate::decode::{check_inert, check_plain_class, DecodeInfo, Decoder, Resolver};
+use crate::classes::{resolve, ClassCache, ClassShape};
+use crate::decode::{check_plain_class, DecodeInfo, Decoder, Resolver};
 use crate::encode::{is_heap_type, Encoder, Sink};
 use crate::errors::{corrupt, CorruptRecordError, SchemaError};
 use crate::gc::GcPause;
@@ -70,14 +70,15 @@ impl Sink for StreamSink {
         if let Some(shape) = entry.find_shape(dict) {
             return Ok(shape);
         }
-        let (names, interned) = field_names(dict)?;
+        let fields = crate::class_cache::field_names(class, dict)?;
+        let (names, interned) = (&fields.names, fields.interned.iter().map(|name| name.clone_ref(class.py())).collect());
         let flags = if class.is_subclass_of::<PersistentBase>()? { DESCRIPTOR_PERSISTENT } else { 0 };
         let id = self.count;
         self.count = id.checked_add(1).ok_or_else(|| PyValueError::new_err("too many classes in one stream"))?;
         self.table.u8(flags);
         self.table.length_prefixed(entry.type_name.as_bytes());
         self.table.varint(names.len() as u64);
-        for name in &names {
+        for name in names {
             self.table.length_prefixed(name.as_bytes());
         }
         let shape = ClassShape { descriptor: id, class_no: 0, tracks_own: false };
@@ -242,7 +243,7 @@ impl<'py, 'e> StreamResolver<'py, 'e> {
             return Ok(class.bind(py).clone());
         }
         let class = resolve(py, &self.registry, &entry.info.type_name)?;
-        check_inert(&class, &entry.info)?;
+        crate::class_cache::check_inert(&class, &entry.info)?;
         let _ = entry.class.set(class.clone().unbind());
         Ok(class)
     }
@@ -299,7 +300,7 @@ impl<'py> Resolver<'py> for StreamResolver<'py, '_> {
                     )));
                 }
             } else {
-                check_plain_class(class, &entry.info)?;
+                crate::class_cache::remembered(class, |facts| &mut facts.plain_instances, || check_plain_class(class, &entry.info))?;
             }
             entry.instance_checked.store(true, Ordering::Relaxed);
         }
