@@ -304,6 +304,84 @@ def test_sets_with_shared_strings_are_deterministic() -> None:
     assert copal.loads(first) == ["b", {"a", "b", "c"}, {"c", "b"}]
 
 
+# -- typed objects (stream version 3) ------------------------------------------------------------
+
+
+def test_objects_of_one_shape_are_written_without_tags() -> None:
+    """A list of objects whose values keep the types of the first one is an OBJECT_LIST of
+    untagged bodies (docs/STREAM.md section 5): per object only the values' own bytes."""
+    rows = [Point(i, f"row-{i:04}") for i in range(1000)]
+    data = copal.dumps(rows)
+    per_object = (len(data) - len(copal.dumps(rows[:1]))) / 999
+    assert per_object <= 2 + 1 + 8  # x: a 1- or 2-byte varint; y: its length and 8 bytes
+    assert_same(rows, copal.loads(data))
+
+
+def test_seed_001_shape_is_under_56_bytes_per_object() -> None:
+    """The shape of the codec benchmark's seed 001 (copal bench --suite codecs)."""
+    rows = [Cells([Point(i / 3, f"bar-{i}-{j}") for j in range(2)], i) for i in range(20_000)]
+    for row in rows:
+        row.name = f"foo-{row.count}"  # type: ignore[attr-defined]
+    data = copal.dumps(rows)
+    # count: 3 bytes; name: 1 + 9; cells: 1 + 1 (descriptor) + 2 x (8 + 1 + 11).
+    assert len(data) / len(rows) < 55
+    assert_same(rows, copal.loads(data))
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [2**70, True, "lone \udc80 surrogate", 7, Tagged([1]), (1,), None, 1.0],
+    ids=["bigint", "bool", "surrogates", "int-for-float", "list-subclass", "tuple", "none", "float-for-str"],
+)
+def test_values_that_do_not_fit_the_field_kinds_keep_their_types(odd: Any) -> None:
+    """The field kinds come from the first object of a descriptor; a later object with a value of
+    another type (even a subclass, or an int where a float was) is written tagged, as an OBJECT."""
+    first = Point(1.5, "text")
+    first.items = [1]  # type: ignore[attr-defined]
+    later = Point(odd, odd)
+    later.items = odd  # type: ignore[attr-defined]
+    graph = [first, later, Point(2.5, "x")]
+    loaded = copal.loads(copal.dumps(graph))
+    assert_same(graph, loaded)
+    assert [type(v) for v in vars(loaded[1]).values()] == [type(odd)] * 3
+
+
+def test_objects_met_twice_keep_their_identity() -> None:
+    """An OBJECT_LIST has no place for a back-reference: a list holding an object met elsewhere
+    (or twice) stays a LIST, and lists shared between fields are back-references."""
+    p = Point(1, "a")
+    shared = [p, p]
+    graph = {"twice": shared, "alone": [Point(2, "b"), Point(3, "c")], "p": p, "again": shared}
+    loaded = copal.loads(copal.dumps(graph))
+    assert loaded["twice"][0] is loaded["twice"][1] is loaded["p"]
+    assert loaded["again"] is loaded["twice"]
+    holder = Cells([], 1)
+    holder.cells.append(holder)  # a cycle through a typed list field
+    loaded_holder = copal.loads(copal.dumps([holder, Cells(holder.cells, 2)]))
+    assert loaded_holder[0].cells[0] is loaded_holder[0] and loaded_holder[1].cells is loaded_holder[0].cells
+
+
+def test_cycles_through_object_lists() -> None:
+    rows: list[Any] = []
+    rows.extend(Cells(rows, i) for i in range(3))
+    loaded = copal.loads(copal.dumps(rows))
+    assert all(row.cells is loaded for row in loaded) and [row.count for row in loaded] == [0, 1, 2]
+
+
+def test_typed_values_count_towards_the_depth_limit() -> None:
+    """Untagged values nest like tagged ones: 256 levels are written and read, 257 refused."""
+    def nested(levels: int) -> Any:
+        value: Any = 0
+        for _ in range(levels):
+            value = Cells([value], 0)
+        return value
+
+    for levels in (127, 128):  # each level is an object and its list: 2 levels of nesting
+        copal.loads(copal.dumps(nested(levels)))
+    with pytest.raises(ValueError, match="nested deeper"):
+        copal.dumps(nested(129))
+
+
 def test_descriptors_are_written_once() -> None:
     data = copal.dumps([Point(i, i) for i in range(1000)])
     assert data.count(b"helpers.models.Point") == 1
@@ -535,7 +613,24 @@ def test_load_of_a_huge_declared_length_does_not_allocate_it() -> None:
 # -- malformed input --------------------------------------------------------------------------------
 
 
-SAMPLE = {"p": Point(1.5, "x"), "e": Color.GREEN, "t": Tagged([1]), "i": Item("a"), "l": [b"b", {2, 3}]}
+class Cells:
+    """A plain class whose first instance makes its field kinds LIST and INT."""
+
+    def __init__(self, cells: list[Any], count: int) -> None:
+        self.cells = cells
+        self.count = count
+
+
+SAMPLE = {
+    "p": Point(1.5, "x"),
+    "e": Color.GREEN,
+    "t": Tagged([1]),
+    "i": Item("a"),
+    "l": [b"b", {2, 3}],
+    # Version 3's typed forms: an OBJECT_LIST, and lists of each kind in a LIST field.
+    "rows": [Point(0.5, "x"), Point(2.5, "y")],
+    "cells": Cells([Cells([], 1), Cells(["x", 2], -3)], 2**40),
+}
 
 
 @pytest.mark.parametrize("compress", [None, "zstd", "gzip", "lz4"], ids=str)
