@@ -219,9 +219,12 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         if depth + 1 > self.limits.max_depth && count > 0 {
             return Err(DecodeError::TooDeep { limit: self.limits.max_depth }.into());
         }
+        // The descriptor and class are looked up once for all the objects (and checked even
+        // for none, as the id of an OBJECT is).
+        let target = self.object_target(id)?;
         for _ in 0..count {
             let (start, own_slot) = (self.expanded, self.memo.len());
-            let item = self.object(r, id, true, depth + 1)?;
+            let item = self.object_of(r, id, &target, true, depth + 1)?;
             self.count_expanded(start, own_slot);
             list.append(item)?;
         }
@@ -451,14 +454,34 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// The object of an OBJECT (`typed` false) or TYPED_OBJECT of descriptor `id`, from its
     /// fields on. It takes the next memo slot before its fields are read.
     fn object(&mut self, r: &mut Reader<'_>, id: u32, typed: bool, depth: usize) -> Out<'py> {
+        let target = self.object_target(id)?;
+        self.object_of(r, id, &target, typed, depth)
+    }
+
+    /// The descriptor `id` and its class, None for a class that cannot be found (its objects
+    /// load as BrokenObjects).
+    fn object_target(&self, id: u32) -> Result<(std::sync::Arc<DecodeInfo>, Option<Bound<'py, PyType>>), Fail> {
         let py = self.py;
         let info = self.resolver.descriptor(py, id)?;
-        let class = match self.resolver.class_of(py, &info) {
-            Ok(class) => class,
-            Err(e) if e.is_instance_of::<SchemaError>(py) => return self.broken_object(r, &info, typed, depth),
-            Err(e) => return Err(e.into()),
-        };
-        let obj = match self.resolver.instance(py, id, &class)? {
+        match self.resolver.class_of(py, &info) {
+            Ok(class) => Ok((info, Some(class))),
+            Err(e) if e.is_instance_of::<SchemaError>(py) => Ok((info, None)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `object` with the descriptor and class looked up (`object_target`).
+    fn object_of(
+        &mut self,
+        r: &mut Reader<'_>,
+        id: u32,
+        (info, class): &(std::sync::Arc<DecodeInfo>, Option<Bound<'py, PyType>>),
+        typed: bool,
+        depth: usize,
+    ) -> Out<'py> {
+        let py = self.py;
+        let Some(class) = class else { return self.broken_object(r, info, typed, depth) };
+        let obj = match self.resolver.instance(py, id, class)? {
             Some(obj) => obj,
             None => {
                 // A class whose finalizer or property setters would run on values from the
