@@ -947,6 +947,8 @@ def _invalid() -> dict[str, tuple[bytes, str]]:
         "typed_list_reserved_form": (stream(listed + b"\x1c\x00\x03", version=3), "OutOfRange"),
         "typed_list_count_too_large": (stream(listed + b"\x1c\x00\x10\x00", version=3), "LengthTooLarge"),
         "typed_list_backref_to_no_slot": (stream(listed + b"\x1c\x00\x06", version=3), "BadBackRef"),
+        # 256 nested lists, then an OBJECT_LIST whose objects would be at depth 257.
+        "object_list_too_deep": (stream(typed + b"\x0b\x01" * 256 + b"\x1d\x01\x00\x02\x02a", version=3), "TooDeep"),
         "strref_before_its_string": (stream(table() + b"\x0b\x02\x1b\x00\x07\x01a", version=2), "BadBackRef"),
         "strref_past_the_strings": (stream(table() + b"\x0b\x02\x07\x01a\x1b\x01", version=2), "BadBackRef"),
         "backref_to_no_slot": (stream(table() + b"\x0b\x01\x1a\x01"), "BadBackRef"),
