@@ -22,9 +22,15 @@ __all__ = ["DecodeError", "decode_value", "decode_record", "decode_descriptor"]
 NONE, FALSE, TRUE, INT, BIGINT, FLOAT, COMPLEX, STR, STR_SURROGATES, BYTES = range(0x00, 0x0A)
 BYTEARRAY, LIST, TUPLE, DICT, SET, FROZENSET = range(0x0A, 0x10)
 DATETIME, DATE, TIME, TIMEDELTA, DECIMAL, UUID, ENUM, REF, OBJECT, SUBCLASS, BACKREF = range(0x10, 0x1B)
-# docs/STREAM.md section 5: a string written earlier in a stream of version 2.
+# docs/STREAM.md section 5: a string written earlier in a stream of version 2 or 3, and the
+# typed objects of version 3, whose fields are written in the forms of their field kinds (a kind
+# is the tag of the type it stands for, or ANY for a tagged value).
 STRREF = 0x1B
-MEMO_TAGS = {BYTEARRAY, LIST, TUPLE, DICT, SET, FROZENSET, OBJECT, SUBCLASS}
+TYPED_OBJECT, OBJECT_LIST = 0x1C, 0x1D
+ANY = 0x00
+FIELD_KINDS = {ANY, INT, FLOAT, STR, LIST}
+LIST_ITEMS, LIST_OBJECTS, LIST_BACKREF = range(3)
+MEMO_TAGS = {BYTEARRAY, LIST, TUPLE, DICT, SET, FROZENSET, OBJECT, SUBCLASS, TYPED_OBJECT, OBJECT_LIST}
 ITEM_TAGS = {LIST: "list", TUPLE: "tuple", SET: "set", FROZENSET: "frozenset"}
 SUBCLASS_BASES = {LIST, TUPLE, DICT, SET, FROZENSET}
 
@@ -62,12 +68,20 @@ _UNFINISHED = object()
 
 
 class _Reader:
-    def __init__(self, data: bytes, descriptors: Mapping[int, Sequence[str]], shared_strings: bool = False) -> None:
+    def __init__(
+        self,
+        data: bytes,
+        descriptors: Mapping[int, Sequence[str]],
+        shared_strings: bool = False,
+        kinds: Mapping[int, Sequence[int]] | None = None,
+    ) -> None:
         self.data = data
         self.pos = 0
         self.descriptors = descriptors
-        # Streams of version 2 only: the number of STR values read so far (string slots).
+        # Streams of version 2 and 3 only: the number of strings read so far (string slots).
         self.strings: int | None = 0 if shared_strings else None
+        # Streams of version 3 only: the field kinds of each descriptor.
+        self.kinds = kinds
         # One entry per memo slot taken: True once the value exists, False while an immutable
         # container (tuple, frozenset, or a subclass of them) is still reading its items.
         self.slots: list[bool] = []
@@ -236,11 +250,77 @@ class _Reader:
             fields = [self.value(depth + 1) for _ in range(count)]
             return {"subclass": {"descriptor": descriptor, "base": body, "fields": fields}}
         if tag == BACKREF:
-            index = self.varint()
-            if index >= len(self.slots) or not self.slots[index]:
-                raise self.fail("BadBackRef", offset, f"slot {index}")
-            return {"backref": index}
+            return self.backref(self.varint(), offset)
+        if tag == TYPED_OBJECT and self.kinds is not None:
+            at = self.pos
+            descriptor = self.descriptor_id()
+            self.field_count(descriptor, at)
+            return self.typed_object(descriptor, depth)
+        if tag == OBJECT_LIST and self.kinds is not None:
+            return self.object_list(self.length(1), depth)
         raise self.fail("UnknownTag", offset, f"0x{tag:02x}")
+
+    def backref(self, index: int, offset: int) -> Any:
+        if index >= len(self.slots) or not self.slots[index]:
+            raise self.fail("BadBackRef", offset, f"slot {index}")
+        return {"backref": index}
+
+    # -- typed objects (docs/STREAM.md section 5): decoded as the OBJECT and LIST they stand for
+    def typed_object(self, descriptor: int, depth: int) -> Any:
+        """The fields of a TYPED_OBJECT, whose memo slot is taken."""
+        assert self.kinds is not None
+        fields = [self.typed_field(kind, depth + 1) for kind in self.kinds[descriptor]]
+        return {"object": {"descriptor": descriptor, "fields": fields}}
+
+    def object_list(self, count: int, depth: int) -> Any:
+        """An OBJECT_LIST (or a typed list of objects) after its count; the list's slot is taken."""
+        at = self.pos
+        descriptor = self.descriptor_id()
+        self.field_count(descriptor, at)
+        if count and depth + 1 > MAX_DEPTH:
+            raise self.fail("TooDeep")
+        items = []
+        for _ in range(count):
+            self.slots.append(True)
+            items.append(self.typed_object(descriptor, depth + 1))
+        return {"list": items}
+
+    def typed_field(self, kind: int, depth: int) -> Any:
+        if kind == ANY:
+            return self.value(depth)
+        if depth > MAX_DEPTH:
+            raise self.fail("TooDeep")
+        if kind == INT:
+            return {"int": self.zigzag()}
+        if kind == FLOAT:
+            return {"float": self.take(8)[::-1].hex()}
+        offset = self.pos
+        head = self.varint()
+        if kind == STR:
+            assert self.strings is not None
+            if head & 1:
+                if head >> 1 >= self.strings:
+                    raise self.fail("BadBackRef", offset, f"string slot {head >> 1}")
+                return {"strref": head >> 1}
+            if head >> 1 > self.remaining():
+                raise self.fail("LengthTooLarge", offset)
+            try:
+                text = self.take(head >> 1).decode("utf-8")
+            except UnicodeDecodeError:
+                raise self.fail("BadUtf8", offset) from None
+            self.strings += 1
+            return {"str": text}
+        mode, count = head & 3, head >> 2
+        if mode == LIST_BACKREF:
+            return self.backref(count, offset)
+        if mode not in (LIST_ITEMS, LIST_OBJECTS):
+            raise self.fail("OutOfRange", offset, "list form")
+        if count > self.remaining():
+            raise self.fail("LengthTooLarge", offset)
+        self.slots.append(True)
+        if mode == LIST_ITEMS:
+            return {"list": [self.value(depth + 1) for _ in range(count)]}
+        return self.object_list(count, depth)
 
     def container(self, tag: int, slot: int | None, depth: int) -> Any:
         """The body of a container; `slot` is the memo slot of the value it belongs to."""
@@ -289,11 +369,18 @@ class _Reader:
             raise self.fail("TrailingBytes")
 
 
-def decode_value(data: bytes, descriptors: Mapping[int, Sequence[str]], shared_strings: bool = False) -> Any:
+def decode_value(
+    data: bytes,
+    descriptors: Mapping[int, Sequence[str]],
+    shared_strings: bool = False,
+    kinds: Mapping[int, Sequence[int]] | None = None,
+) -> Any:
     """One standalone value (memo slots from 0, depth 0); `descriptors` maps id -> field names.
-    With `shared_strings` (the value of a stream of version 2, docs/STREAM.md section 5), every
-    STR takes the next string slot and STRREF refers to one as ``{"strref": slot}``."""
-    r = _Reader(data, descriptors, shared_strings)
+    With `shared_strings` (the value of a stream of version 2 or 3, docs/STREAM.md section 5),
+    every STR takes the next string slot and STRREF refers to one as ``{"strref": slot}``. With
+    `kinds` (version 3: id -> field kinds), TYPED_OBJECT and OBJECT_LIST are read, as the
+    ``object`` and ``list`` they stand for."""
+    r = _Reader(data, descriptors, shared_strings, kinds)
     out = r.value(0)
     r.expect_end()
     return out

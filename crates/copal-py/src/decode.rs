@@ -3,7 +3,7 @@
 //! instances are created with `object.__new__`: decoding runs no code named by the data.
 
 use copal_core::format::calendar::{civil_from_days, MICROS_PER_DAY, MICROS_PER_SECOND};
-use copal_core::format::{tag, DecodeError, Limits, Reader, RecordHeader, TzInfo};
+use copal_core::format::{tag, DecodeError, FieldKind, Limits, ListHead, Reader, RecordHeader, StrHead, TzInfo};
 use copal_core::format::make_oid;
 use pyo3::prelude::*;
 use pyo3::types::{
@@ -37,6 +37,9 @@ pub struct DecodeInfo {
     pub type_name: String,
     pub fields: Vec<Py<PyString>>,
     pub fixup: Option<Py<PyAny>>,
+    /// The kind of each field in a TYPED_OBJECT (stream version 3, docs/STREAM.md section 5);
+    /// empty where there are none (records, older streams).
+    pub kinds: Vec<FieldKind>,
     /// Whether the class may be rebuilt by value (`check_plain_class` and `check_inert`),
     /// decided on first use.
     pub rebuildable: std::sync::OnceLock<bool>,
@@ -44,7 +47,7 @@ pub struct DecodeInfo {
 
 impl DecodeInfo {
     pub fn new(type_name: String, fields: Vec<Py<PyString>>, fixup: Option<Py<PyAny>>) -> Self {
-        DecodeInfo { type_name, fields, fixup, rebuildable: std::sync::OnceLock::new() }
+        DecodeInfo { type_name, fields, fixup, kinds: Vec::new(), rebuildable: std::sync::OnceLock::new() }
     }
 
     /// A descriptor whose fields load under their stored names, with no fix-up.
@@ -63,9 +66,12 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// (`load_closure` loads them next).
     pub ghost_refs: Option<Vec<Bound<'py, PyAny>>>,
     pub strings: Option<&'r mut crate::strings::StringCache>,
-    /// Set for streams of version 2: every STR decoded so far, in order, for STRREF
+    /// Set for streams of version 2 and 3: every STR decoded so far, in order, for STRREF
     /// (docs/STREAM.md section 5). STRREF is an unknown tag elsewhere.
     pub string_slots: Option<Vec<Bound<'py, PyAny>>>,
+    /// Set for streams of version 3: TYPED_OBJECT and OBJECT_LIST are read (docs/STREAM.md
+    /// section 5); they are unknown tags elsewhere.
+    pub typed_objects: bool,
     /// How many values the decoding would have visited with back-references expanded, and the
     /// same count per memo slot: a set element or dict key whose expansion exceeds
     /// `hash_budget` is refused, since hashing it would visit every expanded value (a record
@@ -96,7 +102,7 @@ type Out<'py> = Result<Bound<'py, PyAny>, Fail>;
 
 impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     pub fn new(py: Python<'py>, resolver: &'r R, what: &'r dyn Fn() -> String) -> Self {
-        Decoder { py, resolver, memo: Vec::new(), limits: Limits::default(), what, ghost_refs: None, strings: None, string_slots: None, expanded: 0, slot_weights: Vec::new(), hash_budget: u64::MAX }
+        Decoder { py, resolver, memo: Vec::new(), limits: Limits::default(), what, ghost_refs: None, strings: None, string_slots: None, typed_objects: false, expanded: 0, slot_weights: Vec::new(), hash_budget: u64::MAX }
     }
 
     fn finish<T>(&self, result: Result<T, Fail>) -> PyResult<T> {
@@ -115,7 +121,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             let header = RecordHeader::read(&mut r)?;
             let state_start = r.position();
             let info = self.resolver.descriptor(self.py, header.descriptor)?;
-            self.set_fields(&mut r, obj, &info, 0)?;
+            self.set_fields(&mut r, obj, &info, false, 0)?;
             r.expect_end()?;
             Ok((header, state_start))
         })();
@@ -128,13 +134,110 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     fn value(&mut self, r: &mut Reader<'_>, depth: usize) -> Out<'py> {
         let (start, own_slot) = (self.expanded, self.memo.len());
         let value = self.value_inner(r, depth)?;
+        self.count_expanded(start, own_slot);
+        Ok(value)
+    }
+
+    /// Counts a value just read (that started when `expanded` was `start` and the memo had
+    /// `own_slot` slots) for `hash_budget`.
+    fn count_expanded(&mut self, start: u64, own_slot: usize) {
         self.expanded = self.expanded.saturating_add(1);
         // A value that takes a memo slot takes it before its children do.
         if self.memo.len() > own_slot {
             self.slot_weights.resize(self.memo.len(), 0);
             self.slot_weights[own_slot] = self.expanded - start;
         }
+    }
+
+    /// A field of a TYPED_OBJECT, written in the form of its `kind` (docs/STREAM.md section 5).
+    fn typed_field(&mut self, r: &mut Reader<'_>, kind: FieldKind, depth: usize) -> Out<'py> {
+        if kind == FieldKind::Any {
+            return self.value(r, depth);
+        }
+        // Untagged values nest like tagged ones (FORMAT.md's depth limit counts values).
+        if depth > self.limits.max_depth {
+            return Err(DecodeError::TooDeep { limit: self.limits.max_depth }.into());
+        }
+        let py = self.py;
+        let (start, own_slot) = (self.expanded, self.memo.len());
+        let value = match kind {
+            FieldKind::Int => r.zigzag()?.into_bound_py_any(py)?,
+            FieldKind::Float => PyFloat::new(py, r.f64()?).into_any(),
+            FieldKind::Str => {
+                let offset = r.position();
+                let slots = self.string_slots.get_or_insert_with(Vec::new);
+                match StrHead::decode(r.varint()?) {
+                    StrHead::New(len) => {
+                        let len = r.fitting_length(offset, len, 1)?;
+                        let text = r.bytes(len)?;
+                        let value = new_string(py, text).ok_or(DecodeError::BadUtf8 { offset })?;
+                        slots.push(value.clone());
+                        value
+                    }
+                    StrHead::Slot(index) => match slots.get(index as usize) {
+                        Some(value) => value.clone(),
+                        None => return Err(DecodeError::BadBackRef { offset, index }.into()),
+                    },
+                }
+            }
+            FieldKind::List => {
+                let offset = r.position();
+                match ListHead::read(r)? {
+                    ListHead::Items(count) => {
+                        let count = r.fitting_length(offset, count, 1)?;
+                        self.list_items(r, count, depth)?
+                    }
+                    ListHead::Objects(count) => {
+                        let count = r.fitting_length(offset, count, 1)?;
+                        self.object_list(r, count, depth)?
+                    }
+                    ListHead::Backref(index) => self.backref(index, offset)?,
+                }
+            }
+            FieldKind::Any => return self.value(r, depth),
+        };
+        self.count_expanded(start, own_slot);
         Ok(value)
+    }
+
+    /// A LIST of `count` tagged items (the count already read and checked).
+    fn list_items(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Out<'py> {
+        let list = PyList::empty(self.py);
+        self.memo.push(Some(list.clone().into_any()));
+        for _ in 0..count {
+            list.append(self.value(r, depth + 1)?)?;
+        }
+        Ok(list.into_any())
+    }
+
+    /// The body of an OBJECT_LIST after its count: the descriptor id, then `count` TYPED_OBJECT
+    /// bodies, each taking its memo slot after the list's.
+    fn object_list(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Out<'py> {
+        let list = PyList::empty(self.py);
+        self.memo.push(Some(list.clone().into_any()));
+        let id = r.u32_varint()?;
+        if depth + 1 > self.limits.max_depth && count > 0 {
+            return Err(DecodeError::TooDeep { limit: self.limits.max_depth }.into());
+        }
+        // The descriptor and class are looked up once for all the objects (and checked even
+        // for none, as the id of an OBJECT is).
+        let target = self.object_target(id)?;
+        for _ in 0..count {
+            let (start, own_slot) = (self.expanded, self.memo.len());
+            let item = self.object_of(r, id, &target, true, depth + 1)?;
+            self.count_expanded(start, own_slot);
+            list.append(item)?;
+        }
+        Ok(list.into_any())
+    }
+
+    fn backref(&mut self, index: u64, offset: usize) -> Out<'py> {
+        let weight = self.slot_weights.get(index as usize).copied().unwrap_or(0);
+        self.expanded = self.expanded.saturating_add(weight);
+        match self.memo.get(index as usize) {
+            Some(Some(value)) => Ok(value.clone()),
+            _ => Err(DecodeError::BadBackRef { offset, index }.into()),
+        }
     }
 
     /// A value that will be hashed (set element, dict key, frozenset item).
@@ -206,13 +309,12 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 value
             }
             tag::LIST => {
-                let list = PyList::empty(py);
-                self.memo.push(Some(list.clone().into_any()));
                 let count = r.length(1)?;
-                for _ in 0..count {
-                    list.append(self.value(r, depth + 1)?)?;
-                }
-                list.into_any()
+                self.list_items(r, count, depth)?
+            }
+            tag::OBJECT_LIST if self.typed_objects => {
+                let count = r.length(1)?;
+                self.object_list(r, count, depth)?
             }
             tag::DICT => {
                 let dict = PyDict::new(py);
@@ -330,39 +432,16 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             tag::OBJECT => {
                 let id = r.u32_varint()?;
-                let info = self.resolver.descriptor(py, id)?;
-                let class = match self.resolver.class_of(py, &info) {
-                    Ok(class) => class,
-                    Err(e) if e.is_instance_of::<SchemaError>(py) => return self.broken_object(r, &info, depth),
-                    Err(e) => return Err(e.into()),
-                };
-                let obj = match self.resolver.instance(py, id, &class)? {
-                    Some(obj) => obj,
-                    None => {
-                        // A class whose finalizer or property setters would run on values from the
-                        // data is not rebuilt: the object loads as a BrokenObject instead.
-                        let rebuildable = *info.rebuildable.get_or_init(|| {
-                            check_plain_class(&class, &info).is_ok() && check_inert(&class, &info).is_ok()
-                        });
-                        if !rebuildable {
-                            return self.broken_object(r, &info, depth);
-                        }
-                        pytypes::object_type(py)?.call_method1("__new__", (&class,))?
-                    }
-                };
-                self.memo.push(Some(obj.clone()));
-                self.set_fields(r, &obj, &info, depth + 1)?;
-                obj
+                self.object(r, id, false, depth)?
+            }
+            tag::TYPED_OBJECT if self.typed_objects => {
+                let id = r.u32_varint()?;
+                self.object(r, id, true, depth)?
             }
             tag::SUBCLASS => self.subclass(r, depth)?,
             tag::BACKREF => {
                 let index = r.varint()?;
-                let weight = self.slot_weights.get(index as usize).copied().unwrap_or(0);
-                self.expanded = self.expanded.saturating_add(weight);
-                match self.memo.get(index as usize) {
-                    Some(Some(value)) => value.clone(),
-                    _ => return Err(DecodeError::BadBackRef { offset, index }.into()),
-                }
+                self.backref(index, offset)?
             }
             other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
         })
@@ -370,6 +449,63 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
 
     fn zone(&self, tz: &TzInfo, offset: usize) -> Result<Option<Bound<'py, PyTzInfo>>, Fail> {
         self.resolver.zone(self.py, tz).map_err(|_| DecodeError::OutOfRange { offset, what: "time zone" }.into())
+    }
+
+    /// The object of an OBJECT (`typed` false) or TYPED_OBJECT of descriptor `id`, from its
+    /// fields on. It takes the next memo slot before its fields are read.
+    fn object(&mut self, r: &mut Reader<'_>, id: u32, typed: bool, depth: usize) -> Out<'py> {
+        let target = self.object_target(id)?;
+        self.object_of(r, id, &target, typed, depth)
+    }
+
+    /// The descriptor `id` and its class, None for a class that cannot be found (its objects
+    /// load as BrokenObjects).
+    fn object_target(&self, id: u32) -> Result<(std::sync::Arc<DecodeInfo>, Option<Bound<'py, PyType>>), Fail> {
+        let py = self.py;
+        let info = self.resolver.descriptor(py, id)?;
+        match self.resolver.class_of(py, &info) {
+            Ok(class) => Ok((info, Some(class))),
+            Err(e) if e.is_instance_of::<SchemaError>(py) => Ok((info, None)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `object` with the descriptor and class looked up (`object_target`).
+    fn object_of(
+        &mut self,
+        r: &mut Reader<'_>,
+        id: u32,
+        (info, class): &(std::sync::Arc<DecodeInfo>, Option<Bound<'py, PyType>>),
+        typed: bool,
+        depth: usize,
+    ) -> Out<'py> {
+        let py = self.py;
+        let Some(class) = class else { return self.broken_object(r, info, typed, depth) };
+        let obj = match self.resolver.instance(py, id, class)? {
+            Some(obj) => obj,
+            None => {
+                // A class whose finalizer or property setters would run on values from the
+                // data is not rebuilt: the object loads as a BrokenObject instead.
+                let rebuildable = *info.rebuildable.get_or_init(|| {
+                    check_plain_class(&class, &info).is_ok() && check_inert(&class, &info).is_ok()
+                });
+                if !rebuildable {
+                    return self.broken_object(r, &info, typed, depth);
+                }
+                pytypes::object_type(py)?.call_method1("__new__", (&class,))?
+            }
+        };
+        self.memo.push(Some(obj.clone()));
+        self.set_fields(r, &obj, &info, typed, depth + 1)?;
+        Ok(obj)
+    }
+
+    /// Field `index` of `info` in an OBJECT (`typed` false) or a TYPED_OBJECT.
+    fn field(&mut self, r: &mut Reader<'_>, info: &DecodeInfo, index: usize, typed: bool, depth: usize) -> Out<'py> {
+        match info.kinds.get(index) {
+            Some(&kind) if typed => self.typed_field(r, kind, depth),
+            _ => self.value(r, depth),
+        }
     }
 
     fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<Bound<'py, PyAny>>, Fail> {
@@ -418,13 +554,13 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// memory of a separate dict.
     /// An embedded object of a class that cannot be found: a `copal.evolution.BrokenObject`
     /// holding the type name and the fields, written back as it was.
-    fn broken_object(&mut self, r: &mut Reader<'_>, info: &DecodeInfo, depth: usize) -> Out<'py> {
+    fn broken_object(&mut self, r: &mut Reader<'_>, info: &DecodeInfo, typed: bool, depth: usize) -> Out<'py> {
         let py = self.py;
         let slot = self.memo.len();
         self.memo.push(None);
         let state = PyDict::new(py);
-        for field in &info.fields {
-            let value = self.value(r, depth + 1)?;
+        for (index, field) in info.fields.iter().enumerate() {
+            let value = self.field(r, info, index, typed, depth + 1)?;
             state.set_item(field.bind(py), value)?;
         }
         let obj = pytypes::broken_object_type(py)?.call1((&info.type_name, state))?;
@@ -433,9 +569,9 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     }
 
     /// `depth` is the depth of the field values: 0 for the fields of a record.
-    fn set_fields(&mut self, r: &mut Reader<'_>, obj: &Bound<'py, PyAny>, info: &DecodeInfo, depth: usize) -> Result<(), Fail> {
-        for field in &info.fields {
-            let value = self.value(r, depth)?;
+    fn set_fields(&mut self, r: &mut Reader<'_>, obj: &Bound<'py, PyAny>, info: &DecodeInfo, typed: bool, depth: usize) -> Result<(), Fail> {
+        for (index, field) in info.fields.iter().enumerate() {
+            let value = self.field(r, info, index, typed, depth)?;
             // SAFETY: valid object, name and value pointers; the call takes its own references.
             let rc = unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), field.as_ptr(), value.as_ptr()) };
             if rc != 0 {
@@ -492,7 +628,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             obj
         };
         if crate::encode::has_instance_dict(&obj) {
-            self.set_fields(r, &obj, &info, depth + 1)?;
+            self.set_fields(r, &obj, &info, false, depth + 1)?;
         } else if !info.fields.is_empty() {
             return Err(Fail::Python(SchemaError::new_err(format!(
                 "stored type {:?} has fields but its class has no __dict__",

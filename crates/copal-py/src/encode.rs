@@ -3,7 +3,7 @@
 
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
-use copal_core::format::{oid_class, oid_seq, tag, TzInfo, Writer, FLAG_MUTABLE_STATE};
+use copal_core::format::{oid_class, oid_seq, tag, FieldKind, ListHead, StrHead, TzInfo, Writer, FLAG_MUTABLE_STATE};
 use copal_core::format::RecordHeader;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -43,6 +43,42 @@ pub trait Sink {
     fn descriptor_named(&mut self, type_name: &str, _fields: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
         Err(PyTypeError::new_err(format!("an object of the missing class {type_name:?} can only be stored back into its database")))
     }
+    /// The field kinds of `descriptor` when objects may be written as TYPED_OBJECT and lists of
+    /// them as OBJECT_LIST (stream version 3, docs/STREAM.md section 5). Records never do.
+    fn field_kinds(&self, _descriptor: u32) -> Option<std::rc::Rc<[FieldKind]>> {
+        None
+    }
+}
+
+/// The kind of field that `v` can be written in without a tag (docs/STREAM.md section 5):
+/// exact types only, since a subclass would be read back as its base type.
+pub fn field_kind_of(v: &Bound<'_, PyAny>) -> FieldKind {
+    if let Ok(s) = v.cast_exact::<PyString>() {
+        // Strings with lone surrogates have no UTF-8 form (they are STR_SURROGATES).
+        if s.to_str().is_ok() { FieldKind::Str } else { FieldKind::Any }
+    } else if v.cast_exact::<PyInt>().is_ok_and(|i| i.extract::<i64>().is_ok()) {
+        FieldKind::Int
+    } else if v.cast_exact::<PyFloat>().is_ok() {
+        FieldKind::Float
+    } else if v.cast_exact::<PyList>().is_ok() {
+        FieldKind::List
+    } else {
+        FieldKind::Any
+    }
+}
+
+/// Whether every value of `dict` has the kind of its field, so that it can be written as a
+/// TYPED_OBJECT of these `kinds`.
+fn fits_kinds(dict: &Bound<'_, PyDict>, kinds: &[FieldKind]) -> bool {
+    dict.iter().zip(kinds).all(|((_, value), &kind)| kind == FieldKind::Any || field_kind_of(&value) == kind)
+}
+
+/// A list whose items are all written as the TYPED_OBJECT bodies of one descriptor
+/// (`Encoder::uniform_objects`): the items with their instance dicts.
+struct UniformObjects<'py> {
+    descriptor: u32,
+    kinds: std::rc::Rc<[FieldKind]>,
+    objects: Vec<(Bound<'py, PyAny>, Bound<'py, PyDict>)>,
 }
 
 enum Failure {
@@ -456,8 +492,133 @@ impl<'s> Encoder<'s> {
         if self.backref_or_slot(list.as_any())? {
             return Ok(());
         }
+        if let Some(uniform) = self.uniform_objects(list, depth)? {
+            self.w.u8(tag::OBJECT_LIST);
+            self.w.varint(uniform.objects.len() as u64);
+            return self.object_bodies(uniform, depth);
+        }
         self.w.u8(tag::LIST);
         self.items(list.len(), list.iter(), depth)
+    }
+
+    /// The items of `list` if they can be written as an OBJECT_LIST (docs/STREAM.md section 5):
+    /// at least one, all plain instances of one class with one descriptor whose field kinds they
+    /// fit, none met elsewhere in the graph (an OBJECT_LIST has no place for a back-reference).
+    fn uniform_objects<'py>(&mut self, list: &Bound<'py, PyList>, depth: usize) -> PyResult<Option<UniformObjects<'py>>> {
+        // The first item is not held while the items are tested: its reference count must say
+        // whether something else holds it (`is_unshared`).
+        let Ok(class) = list.get_item(0).map(|first| first.get_type()) else { return Ok(None) };
+        if depth >= MAX_DEPTH || !matches!(self.kind_of(&class)?, Kind::Object(_)) {
+            return Ok(None);
+        }
+        let mut uniform: Option<UniformObjects<'py>> = None;
+        for item in list.iter() {
+            if !item.get_type().is(&class) || !self.is_unshared(&item) {
+                return Ok(None);
+            }
+            let dict = object_dict(&item)?;
+            let descriptor = self.sink.descriptor(&class, &dict)?.descriptor;
+            let found = match uniform.as_mut() {
+                Some(found) if found.descriptor == descriptor => found,
+                Some(_) => return Ok(None),
+                None => match self.sink.field_kinds(descriptor) {
+                    // A body of no fields is no bytes: the count could not be checked against
+                    // the input when read (the length rule), so such lists stay LISTs.
+                    Some(kinds) if !kinds.is_empty() => uniform.insert(UniformObjects { descriptor, kinds, objects: Vec::with_capacity(list.len()) }),
+                    _ => return Ok(None),
+                },
+            };
+            if !fits_kinds(&dict, &found.kinds) {
+                return Ok(None);
+            }
+            found.objects.push((item, dict));
+        }
+        Ok(uniform)
+    }
+
+    /// The descriptor id and the TYPED_OBJECT bodies of an OBJECT_LIST, after its count.
+    fn object_bodies(&mut self, uniform: UniformObjects<'_>, depth: usize) -> Step {
+        self.w.varint(u64::from(uniform.descriptor));
+        for (index, (object, dict)) in uniform.objects.iter().enumerate() {
+            // Each takes its memo slot; none was met before (`uniform_objects`).
+            self.memo_slot(object, true);
+            at(self.typed_fields(dict, &uniform.kinds, depth + 1), || format!("[{index}]"))?;
+        }
+        Ok(())
+    }
+
+    /// The fields of an object as an OBJECT, or as a TYPED_OBJECT when its descriptor has field
+    /// kinds that its values fit.
+    fn object_fields(&mut self, descriptor: u32, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
+        match self.sink.field_kinds(descriptor) {
+            Some(kinds) if fits_kinds(dict, &kinds) => {
+                self.w.u8(tag::TYPED_OBJECT);
+                self.w.varint(u64::from(descriptor));
+                self.typed_fields(dict, &kinds, depth)
+            }
+            _ => {
+                self.w.u8(tag::OBJECT);
+                self.w.varint(u64::from(descriptor));
+                self.fields(dict, depth)
+            }
+        }
+    }
+
+    /// The fields of a TYPED_OBJECT whose values fit `kinds` (`fits_kinds`), each in the form of
+    /// its kind.
+    fn typed_fields(&mut self, dict: &Bound<'_, PyDict>, kinds: &[FieldKind], depth: usize) -> Step {
+        for ((key, value), &kind) in dict.iter().zip(kinds) {
+            at(self.typed_value(&value, kind, depth + 1), || format!(".{key}"))?;
+        }
+        Ok(())
+    }
+
+    fn typed_value(&mut self, v: &Bound<'_, PyAny>, kind: FieldKind, depth: usize) -> Step {
+        if depth > MAX_DEPTH {
+            return Err(Failure::Unsupported { path: vec![], reason: format!("values nested deeper than {MAX_DEPTH} levels") });
+        }
+        match kind {
+            FieldKind::Any => self.value(v, depth)?,
+            FieldKind::Int => self.w.zigzag(v.extract::<i64>()?),
+            FieldKind::Float => self.w.f64(v.extract::<f64>()?),
+            FieldKind::Str => {
+                let s = v.cast::<PyString>().map_err(PyErr::from)?;
+                let recent = self.strings.as_ref().and_then(|strings| strings.recent_reference(s));
+                let text = if recent.is_some() { "" } else { s.to_str()? };
+                let slot = match &mut self.strings {
+                    Some(strings) if recent.is_none() => strings.earlier_slot(s, text, &self.w.buf)?,
+                    _ => recent,
+                };
+                match slot {
+                    Some(slot) => self.w.varint(StrHead::Slot(slot).encode()),
+                    None => {
+                        self.w.varint(StrHead::New(text.len() as u64).encode());
+                        self.w.bytes(text.as_bytes());
+                        if let Some(strings) = &mut self.strings {
+                            // The string's bytes end what was just written, as after a STR.
+                            let end = self.w.buf.len();
+                            strings.wrote(end - text.len()..end);
+                        }
+                    }
+                }
+            }
+            FieldKind::List => {
+                let list = v.cast::<PyList>().map_err(PyErr::from)?;
+                self.mutable = true;
+                if let Some(slot) = self.memo_slot(v, true) {
+                    self.w.varint(ListHead::Backref(slot).encode());
+                } else if let Some(uniform) = self.uniform_objects(list, depth)? {
+                    self.w.varint(ListHead::Objects(uniform.objects.len() as u64).encode());
+                    self.object_bodies(uniform, depth)?;
+                } else {
+                    self.w.varint(ListHead::Items(list.len() as u64).encode());
+                    for (index, item) in list.iter().enumerate() {
+                        at(self.value(&item, depth + 1), || format!("[{index}]"))?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn tuple(&mut self, t: &Bound<'_, PyTuple>, depth: usize) -> Step {
@@ -536,9 +697,7 @@ impl<'s> Encoder<'s> {
                 shape
             }
         };
-        self.w.u8(tag::OBJECT);
-        self.w.varint(u64::from(shape.descriptor));
-        self.fields(&dict, depth)
+        self.object_fields(shape.descriptor, &dict, depth)
     }
 
     /// A persistent object written by value (standalone streams): an OBJECT of its stored
@@ -554,9 +713,7 @@ impl<'s> Encoder<'s> {
         }
         let dict = stored_state(v)?;
         let shape = self.sink.descriptor(&v.get_type(), &dict)?;
-        self.w.u8(tag::OBJECT);
-        self.w.varint(u64::from(shape.descriptor));
-        self.fields(&dict, depth)
+        self.object_fields(shape.descriptor, &dict, depth)
     }
 
     fn fields(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {

@@ -10,9 +10,10 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
-use copal_core::format::{DecodeError, Reader, TzInfo, Writer};
+use copal_core::format::{read_field_kinds, DecodeError, FieldKind, Reader, TzInfo, Writer};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -21,7 +22,7 @@ use pyo3::PyTypeInfo;
 
 use crate::classes::{resolve, ClassCache, ClassShape};
 use crate::decode::{check_plain_class, DecodeInfo, Decoder, Resolver};
-use crate::encode::{is_heap_type, Encoder, Sink};
+use crate::encode::{field_kind_of, is_heap_type, Encoder, Sink};
 use crate::errors::{corrupt, CorruptRecordError, SchemaError};
 use crate::gc::GcPause;
 use crate::hashing::IntMap;
@@ -31,8 +32,13 @@ use crate::strings::{StringCache, StringTable};
 /// The first bytes of every stream (docs/STREAM.md section 2).
 pub const MAGIC: [u8; 4] = *b"CPL1";
 /// The stream version this build writes, and the newest it reads: version 1 with shared strings
-/// (STRREF, docs/STREAM.md section 5). Version 1 streams are read too.
-const STREAM_VERSION: u8 = 2;
+/// (STRREF, since version 2) and objects with untagged fields (TYPED_OBJECT and OBJECT_LIST,
+/// since version 3; docs/STREAM.md section 5). Versions 1 and 2 are read too.
+const STREAM_VERSION: u8 = 3;
+/// The first version whose values share strings.
+const SHARED_STRINGS_VERSION: u8 = 2;
+/// The first version whose descriptors have field kinds and whose values have typed objects.
+const TYPED_OBJECTS_VERSION: u8 = 3;
 const VERSION_OFFSET: usize = MAGIC.len();
 const FLAGS_OFFSET: usize = VERSION_OFFSET + 1;
 
@@ -62,6 +68,11 @@ pub(crate) struct StreamSink {
     /// The encoded entries (docs/STREAM.md section 4), without their count.
     pub(crate) table: Writer,
     pub(crate) count: u32,
+    /// Set for stream version 3: each descriptor's field kinds, by id, taken from the first
+    /// object written with it; `kinds_bytes` is their part of the body (docs/STREAM.md section 4).
+    typed_objects: bool,
+    kinds: Vec<Rc<[FieldKind]>>,
+    kinds_bytes: Writer,
 }
 
 impl Sink for StreamSink {
@@ -80,6 +91,11 @@ impl Sink for StreamSink {
         self.table.varint(names.len() as u64);
         for name in names {
             self.table.length_prefixed(name.as_bytes());
+        }
+        if self.typed_objects {
+            let kinds: Rc<[FieldKind]> = dict.values().iter().map(|value| field_kind_of(&value)).collect();
+            kinds.iter().for_each(|kind| self.kinds_bytes.u8(kind.byte()));
+            self.kinds.push(kinds);
         }
         let shape = ClassShape { descriptor: id, class_no: 0, tracks_own: false };
         entry.shapes.push((interned, shape));
@@ -104,6 +120,10 @@ impl Sink for StreamSink {
     fn persistent_by_value(&self) -> bool {
         true
     }
+
+    fn field_kinds(&self, descriptor: u32) -> Option<Rc<[FieldKind]>> {
+        self.kinds.get(descriptor as usize).cloned()
+    }
 }
 
 /// `copal.dumps` without the argument handling: `obj` as a stream whose payload is compressed
@@ -116,27 +136,34 @@ pub fn dumps_raw<'py>(
     compression: u8,
     level: Option<i32>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let [count, table, value] = encode_body(py, obj, true)?;
-    framed(py, &STREAM, STREAM_VERSION, 0, &[&count, &table, &value], compression, level)
+    let parts = encode_body(py, obj, true)?;
+    let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    framed(py, &STREAM, STREAM_VERSION, 0, &parts, compression, level)
 }
 
-/// The body of the stream of `obj` (docs/STREAM.md section 4) in three parts: the descriptor
-/// count, the descriptor entries and the value, which has shared strings (STRREF) if
-/// `share_strings`.
-pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, share_strings: bool) -> PyResult<[Vec<u8>; 3]> {
+/// The body of the stream of `obj` (docs/STREAM.md section 4) in parts: the descriptor count,
+/// the descriptor entries, then, if `newest` (the body of a stream of this build's version), the
+/// field kinds, and the value, which then has shared strings and typed objects (section 5).
+/// Without `newest` it is a version 1 body (text documents transcode those).
+pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, newest: bool) -> PyResult<Vec<Vec<u8>>> {
     // Encoding allocates containers (materialized instance dicts) that cannot become garbage
     // before it ends: collections meanwhile would only walk the growing heap.
     let _gc = GcPause::new(py);
-    let mut sink = StreamSink::default();
+    let mut sink = StreamSink { typed_objects: newest, ..StreamSink::default() };
     let mut encoder = Encoder::new(&mut sink);
-    if share_strings {
+    if newest {
         encoder.strings = Some(StringTable::default());
     }
     let value = encoder.standalone(obj)?;
     drop(encoder);
     let mut count = Writer::new();
     count.varint(u64::from(sink.count));
-    Ok([count.buf, std::mem::take(&mut sink.table.buf), value])
+    let mut parts = vec![count.buf, std::mem::take(&mut sink.table.buf)];
+    if newest {
+        parts.push(std::mem::take(&mut sink.kinds_bytes.buf));
+    }
+    parts.push(value);
+    Ok(parts)
 }
 
 /// The concatenation of `parts` compressed with `compression` (a level checked by
@@ -539,15 +566,23 @@ fn inflate(mut decoder: impl Read, max_size: usize) -> Result<Vec<u8>, Inflate> 
 }
 
 /// Reads the descriptor table at the start of the body (docs/STREAM.md section 4), with field
-/// names interned as the decoder sets them.
-pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>) -> Result<Vec<Entry>, DecodeError> {
+/// names interned as the decoder sets them, and the field kinds that follow it in version 3.
+pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>, version: u8) -> Result<Vec<Entry>, DecodeError> {
     let table = copal_core::text::read_table(r)?;
+    let mut kinds = if version >= TYPED_OBJECTS_VERSION {
+        read_field_kinds(r, table.iter().map(|entry| entry.fields.len()))?
+    } else {
+        Vec::new()
+    }
+    .into_iter();
     Ok(table
         .into_iter()
         .map(|entry| {
             let fields = entry.fields.iter().map(|name| PyString::intern(py, name).unbind()).collect();
+            let mut info = DecodeInfo::plain(entry.type_name, fields);
+            info.kinds = kinds.next().unwrap_or_default();
             Entry {
-                info: Arc::new(DecodeInfo::plain(entry.type_name, fields)),
+                info: Arc::new(info),
                 persistent: entry.persistent,
                 class: OnceLock::new(),
                 instance_checked: AtomicBool::new(false),
@@ -563,14 +598,15 @@ pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>
     let max_size = checked_max_size(max_size)?;
     let header = read_header(data, &STREAM)?;
     let body = decompress(py, header.flags, header.payload, max_size)?;
-    decode_body(py, body.bytes(), header.version >= 2)
+    decode_body(py, body.bytes(), header.version)
 }
 
-/// The object graph of a stream body (docs/STREAM.md section 4), which may have shared strings
-/// (STRREF) if `shares_strings` (version 2).
-pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], shares_strings: bool) -> PyResult<Bound<'py, PyAny>> {
+/// The object graph of a stream body (docs/STREAM.md section 4) of stream `version` (text
+/// documents transcode to version 1 bodies).
+pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], version: u8) -> PyResult<Bound<'py, PyAny>> {
+    let shares_strings = version >= SHARED_STRINGS_VERSION;
     let mut r = Reader::new(body);
-    let entries = read_table(&mut r, py).map_err(|e| corrupt("stream descriptor table", e))?;
+    let entries = read_table(&mut r, py, version).map_err(|e| corrupt("stream descriptor table", e))?;
     let registry = crate::pytypes::class_registry(py)?.clone();
     let resolver = StreamResolver::new(registry, &entries);
     let what = || "stream".to_owned();
@@ -586,5 +622,6 @@ pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], shares_strings: boo
     if shares_strings {
         decoder.string_slots = Some(Vec::new());
     }
+    decoder.typed_objects = version >= TYPED_OBJECTS_VERSION;
     decoder.standalone(&mut r)
 }

@@ -41,5 +41,5 @@ pub fn loads_text_raw<'py>(py: Python<'py>, text: &str, format: &str) -> PyResul
         TextError::Body(e) => corrupt(format!("{name} document"), e),
         other => CorruptRecordError::new_err(format!("corrupt {name} document: {other}")),
     })?;
-    decode_body(py, &body, false)
+    decode_body(py, &body, 1)
 }

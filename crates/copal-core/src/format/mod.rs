@@ -3,6 +3,7 @@
 pub mod calendar;
 mod descriptor;
 mod error;
+mod field_kind;
 pub mod index_key;
 mod oid;
 mod reader;
@@ -14,6 +15,7 @@ mod writer;
 
 pub use descriptor::{Descriptor, DescriptorSource};
 pub use error::DecodeError;
+pub use field_kind::{read_field_kinds, FieldKind, ListHead, StrHead};
 pub use oid::{class_extent, oid_class, oid_seq, make_oid, Oid, ClassNo, MAX_SEQ, ROOT_OID, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_TYPE_NAME};
 pub use reader::{Limits, Reader, TzInfo};
 pub use record::{RecordHeader, FORMAT_VERSION, FLAG_MUTABLE_STATE, encode_root_record};

@@ -136,6 +136,11 @@ impl<'a> Reader<'a> {
     pub fn length(&mut self, min_item_size: usize) -> Result<usize, DecodeError> {
         let offset = self.pos;
         let len = self.varint()?;
+        self.fitting_length(offset, len, min_item_size)
+    }
+
+    /// `len`, read at `offset` (as part of a larger varint), checked as `length` checks it.
+    pub fn fitting_length(&self, offset: usize, len: u64, min_item_size: usize) -> Result<usize, DecodeError> {
         let fits = (len as u128) * (min_item_size.max(1) as u128) <= self.remaining() as u128;
         if !fits {
             return Err(DecodeError::LengthTooLarge { offset, length: len });

@@ -40,6 +40,12 @@ pub const BACKREF: u8 = 0x1A;
 /// A string written earlier in the same stream: stream version 2 only (docs/STREAM.md section
 /// 5), never in a record or an archive.
 pub const STRREF: u8 = 0x1B;
+/// memo. An object whose fields are written in the forms of its descriptor's field kinds
+/// (`FieldKind`): stream version 3 only (docs/STREAM.md section 5).
+pub const TYPED_OBJECT: u8 = 0x1C;
+/// memo. A list of TYPED_OBJECT bodies of one descriptor, each taking a memo slot after the
+/// list's: stream version 3 only (docs/STREAM.md section 5).
+pub const OBJECT_LIST: u8 = 0x1D;
 
 /// Whether a value with this tag takes a memo slot.
 pub const fn takes_memo_slot(tag: u8) -> bool {
