@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use postgres::types::ToSql;
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::Type;
-use postgres::{Client, Config, Row, Statement};
+use postgres::{Client, Config, Row, SimpleQueryMessage, SimpleQueryRow, Statement};
 
 use super::error::StoreError;
 use super::pg_settings::LazyTls;
@@ -47,6 +47,40 @@ const RANGE_GAP: u64 = 4;
 /// Rows read per statement by range scans: a scan that stops early reads at most this many rows
 /// too many, and a long scan costs one round trip per page.
 const PAGE: i64 = 1000;
+
+/// Begins a snapshot and reads the last tid, in one round trip (simple-query statements sent
+/// together); the first statement after BEGIN fixes the snapshot.
+const BEGIN_SNAPSHOT: &str =
+    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT value FROM copal_meta WHERE key = 'tid'::bytea";
+
+/// Begins a commit and takes the commit lock, in one round trip: rows (is the format row,
+/// value) of the `format` and `tid` rows of `copal_meta`, locked. Sorted, because rows are
+/// locked in the order the statement returns them, and updates move the tid row around the
+/// table: two commits taking the two rows in opposite orders deadlock (PostgreSQL then aborts
+/// one of them).
+const BEGIN_COMMIT: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; \
+     SELECT key = 'format'::bytea, value FROM copal_meta WHERE key IN ('format'::bytea, 'tid'::bytea) \
+     ORDER BY key FOR UPDATE";
+
+/// Runs `sql`, one or more statements, in one round trip (the simple-query protocol: values
+/// come as text), and returns the rows they return.
+fn simple_rows(client: &mut Client, sql: &str) -> Result<Vec<SimpleQueryRow>, StoreError> {
+    let messages = client.simple_query(sql)?;
+    Ok(messages
+        .into_iter()
+        .filter_map(|message| match message {
+            SimpleQueryMessage::Row(row) => Some(row),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Column `i` of a simple-query row, parsed from its text.
+fn parse_text_column<T: std::str::FromStr>(row: &SimpleQueryRow, i: usize) -> Result<T, StoreError> {
+    row.get(i).and_then(|text| text.parse().ok()).ok_or_else(|| StoreError::Storage {
+        message: format!("PostgreSQL: unexpected value {:?} in column {i} of a reply", row.get(i)),
+    })
+}
 
 /// Whether `location` names a PostgreSQL database rather than a directory.
 pub(crate) fn is_url(location: &str) -> bool {
@@ -64,6 +98,10 @@ fn from_sql_oid(value: i64) -> Oid {
 /// Visits `(id, value)` rows of the descriptors or index definitions table.
 fn visit_id_rows(rows: &[Row], visit: IdVisitor<'_>) -> Result<(), StoreError> {
     rows.iter().try_for_each(|row| visit(row.get::<_, i64>(0) as u32, row.get(1)))
+}
+
+fn values<'a>(params: &Params<'a>) -> Vec<&'a (dyn ToSql + Sync)> {
+    params.iter().map(|(value, _)| *value).collect()
 }
 
 impl From<postgres::Error> for StoreError {
@@ -84,35 +122,54 @@ impl From<postgres::Error> for StoreError {
     }
 }
 
-/// One server connection with its prepared statements (each prepared once per connection, so a
-/// statement costs one round trip).
+/// A statement's parameters with their types: with the types a statement can run unprepared
+/// (`query_typed`: parse, bind and execute in one round trip).
+type Params<'a> = [(&'a (dyn ToSql + Sync), Type)];
+
+/// One server connection with the statements it has run.
 struct Conn {
     client: Client,
-    statements: HashMap<&'static str, Statement>,
+    /// The statements run on this connection: None after their first run, which is unprepared
+    /// (one round trip, where prepare + execute is two: most statements of a short-lived
+    /// connection run once); prepared on their second run, which costs the prepare's round trip
+    /// once and then spares the server parsing and planning them on every later run.
+    statements: HashMap<&'static str, Option<Statement>>,
 }
 
 impl Conn {
-    fn statement(&mut self, sql: &'static str) -> Result<Statement, StoreError> {
-        if let Some(statement) = self.statements.get(sql) {
-            return Ok(statement.clone());
+    /// The prepared statement of `sql`, preparing it on its second run; None on its first.
+    fn prepared(&mut self, sql: &'static str, params: &Params<'_>) -> Result<Option<Statement>, StoreError> {
+        match self.statements.get_mut(sql) {
+            None => {
+                self.statements.insert(sql, None);
+                Ok(None)
+            }
+            Some(Some(statement)) => Ok(Some(statement.clone())),
+            Some(slot @ None) => {
+                let types: Vec<Type> = params.iter().map(|(_, ty)| ty.clone()).collect();
+                let statement = self.client.prepare_typed(sql, &types)?;
+                *slot = Some(statement.clone());
+                Ok(Some(statement))
+            }
         }
-        let statement = self.client.prepare(sql)?;
-        self.statements.insert(sql, statement.clone());
-        Ok(statement)
     }
 
-    fn query(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
-        let statement = self.statement(sql)?;
-        Ok(self.client.query(&statement, params)?)
+    fn query(&mut self, sql: &'static str, params: &Params<'_>) -> Result<Vec<Row>, StoreError> {
+        Ok(match self.prepared(sql, params)? {
+            Some(statement) => self.client.query(&statement, &values(params))?,
+            None => self.client.query_typed(sql, params)?,
+        })
     }
 
-    fn execute(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
-        let statement = self.statement(sql)?;
-        Ok(self.client.execute(&statement, params)?)
+    fn execute(&mut self, sql: &'static str, params: &Params<'_>) -> Result<u64, StoreError> {
+        Ok(match self.prepared(sql, params)? {
+            Some(statement) => self.client.execute(&statement, &values(params))?,
+            None => self.client.execute_typed(sql, params)?,
+        })
     }
 
     fn meta_u64(&mut self, key: &[u8]) -> Result<Option<u64>, StoreError> {
-        let rows = self.query("SELECT value FROM copal_meta WHERE key = $1", &[&key])?;
+        let rows = self.query("SELECT value FROM copal_meta WHERE key = $1", &[(&key, Type::BYTEA)])?;
         Ok(rows.first().map(|row| row.get::<_, i64>(0) as u64))
     }
 
@@ -121,9 +178,9 @@ impl Conn {
         let rows = match super::prefix_end(prefix) {
             Some(end) => self.query(
                 "SELECT key, value FROM copal_settings WHERE key >= $1 AND key < $2 ORDER BY key",
-                &[&prefix, &end],
+                &[(&prefix, Type::BYTEA), (&end, Type::BYTEA)],
             )?,
-            None => self.query("SELECT key, value FROM copal_settings WHERE key >= $1 ORDER BY key", &[&prefix])?,
+            None => self.query("SELECT key, value FROM copal_settings WHERE key >= $1 ORDER BY key", &[(&prefix, Type::BYTEA)])?,
         };
         for row in rows {
             visit(row.get::<_, &[u8]>(0), row.get::<_, &[u8]>(1))?;
@@ -132,7 +189,7 @@ impl Conn {
     }
 
     fn get(&mut self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
-        let rows = self.query("SELECT value FROM copal_records WHERE oid = $1", &[&sql_oid(oid)])?;
+        let rows = self.query("SELECT value FROM copal_records WHERE oid = $1", &[(&sql_oid(oid), Type::INT8)])?;
         Ok(rows.into_iter().next().map(|row| row.get(0)))
     }
 
@@ -158,12 +215,12 @@ impl Conn {
         self.query(
             "SELECT r.oid, r.value FROM unnest($1::bigint[], $2::bigint[]) AS k (lo, hi) \
              JOIN copal_records r ON r.oid >= k.lo AND r.oid <= k.hi",
-            &[&starts, &ends],
+            &[(&starts, Type::INT8_ARRAY), (&ends, Type::INT8_ARRAY)],
         )
     }
 
     fn descriptors_after(&mut self, known: u32) -> Result<Vec<Row>, StoreError> {
-        self.query("SELECT id, value FROM copal_descriptors WHERE id > $1 ORDER BY id", &[&i64::from(known)])
+        self.query("SELECT id, value FROM copal_descriptors WHERE id > $1 ORDER BY id", &[(&i64::from(known), Type::INT8)])
     }
 
     fn index_defs(&mut self) -> Result<Vec<Row>, StoreError> {
@@ -174,7 +231,7 @@ impl Conn {
     fn records_page(&mut self, from: Oid, last: Oid) -> Result<Vec<Row>, StoreError> {
         self.query(
             "SELECT oid, value FROM copal_records WHERE oid >= $1 AND oid <= $2 ORDER BY oid LIMIT $3",
-            &[&sql_oid(from), &sql_oid(last), &PAGE],
+            &[(&sql_oid(from), Type::INT8), (&sql_oid(last), Type::INT8), (&PAGE, Type::INT8)],
         )
     }
 
@@ -184,18 +241,18 @@ impl Conn {
         match (hi, descending) {
             (Some(hi), false) => self.query(
                 "SELECT key FROM copal_index_entries WHERE key >= $1 AND key < $2 ORDER BY key LIMIT $3",
-                &[&lo, &hi, &PAGE],
+                &[(&lo, Type::BYTEA), (&hi, Type::BYTEA), (&PAGE, Type::INT8)],
             ),
             (None, false) => {
-                self.query("SELECT key FROM copal_index_entries WHERE key >= $1 ORDER BY key LIMIT $2", &[&lo, &PAGE])
+                self.query("SELECT key FROM copal_index_entries WHERE key >= $1 ORDER BY key LIMIT $2", &[(&lo, Type::BYTEA), (&PAGE, Type::INT8)])
             }
             (Some(hi), true) => self.query(
                 "SELECT key FROM copal_index_entries WHERE key >= $1 AND key < $2 ORDER BY key DESC LIMIT $3",
-                &[&lo, &hi, &PAGE],
+                &[(&lo, Type::BYTEA), (&hi, Type::BYTEA), (&PAGE, Type::INT8)],
             ),
             (None, true) => self.query(
                 "SELECT key FROM copal_index_entries WHERE key >= $1 ORDER BY key DESC LIMIT $2",
-                &[&lo, &PAGE],
+                &[(&lo, Type::BYTEA), (&PAGE, Type::INT8)],
             ),
         }
     }
@@ -281,14 +338,23 @@ impl Pool {
         Ok(Pool { config, tls: LazyTls(tls), durable, idle: Mutex::new(Vec::new()) })
     }
 
-    /// Runs `start` (which begins a transaction) on an idle connection, or on a new one when
-    /// there is none or when the idle one turns out to be dead: after a server restart every
-    /// idle connection is, so they are all dropped and the transaction starts on a fresh one
-    /// instead of failing.
-    fn start<T>(&self, start: impl Fn(&mut Conn) -> Result<T, StoreError>) -> Result<(Conn, T), StoreError> {
-        let idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-        if let Some(mut conn) = idle {
-            match start(&mut conn) {
+    /// Runs `start` (which begins a transaction) on `handed_over`, a snapshot's connection still
+    /// in its transaction, or else on an idle connection, or on a new one when there is none or
+    /// when the one tried turns out to be dead: after a server restart every idle connection is,
+    /// so they are all dropped and the transaction starts on a fresh one instead of failing.
+    /// `start(conn, ending)` sends `ending` first, in the same round trip: the SQL that ends
+    /// the transaction the connection is in ("ROLLBACK; " for a snapshot's, else nothing).
+    fn start<T>(
+        &self,
+        handed_over: Option<Conn>,
+        start: impl Fn(&mut Conn, &str) -> Result<T, StoreError>,
+    ) -> Result<(Conn, T), StoreError> {
+        let (tried, ending) = match handed_over {
+            Some(conn) => (Some(conn), "ROLLBACK; "),
+            None => (self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop(), ""),
+        };
+        if let Some(mut conn) = tried {
+            match start(&mut conn, ending) {
                 Ok(value) => return Ok((conn, value)),
                 Err(_) if conn.client.is_closed() => {
                     self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
@@ -300,7 +366,7 @@ impl Pool {
             }
         }
         let mut conn = self.connect()?;
-        match start(&mut conn) {
+        match start(&mut conn, "") {
             Ok(value) => Ok((conn, value)),
             Err(error) => {
                 self.give_back(conn, true);
@@ -337,7 +403,7 @@ pub(crate) fn open(url: &str, durable: bool, log_retention: u64) -> Result<Arc<S
     let location = without_password(url);
     let pool = Arc::new(Pool::new(url, durable)?);
     // A new database gets its tables here; an older or newer schema is refused.
-    let (conn, _) = pool.start(|conn| pg_schema::prepare(&mut conn.client, &location, Goal::Create))?;
+    let (conn, _) = pool.start(None, |conn, _| pg_schema::prepare(&mut conn.client, &location, Goal::Create))?;
     pool.give_back(conn, false);
     let backend = PgBackend { pool, location };
     Ok(Arc::new(Store::new(Backend::Postgres(backend), log_retention)?))
@@ -371,7 +437,7 @@ impl PgBackend {
 
     /// Bytes used by copal's tables (with their indexes and TOAST data).
     pub(crate) fn disk_size(&self) -> Result<u64, StoreError> {
-        let (conn, size) = self.pool.start(|conn| {
+        let (conn, size) = self.pool.start(None, |conn, _| {
             let row = conn.client.query_one(
                 "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c \
                  WHERE c.relname LIKE 'copal\\_%' AND c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace",
@@ -393,12 +459,21 @@ pub(crate) struct PgRead {
 
 impl PgRead {
     pub(crate) fn begin(backend: &PgBackend) -> Result<PgRead, StoreError> {
-        let (conn, last_tid) = backend.pool.start(|conn| {
-            conn.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-            // The first statement fixes the snapshot.
-            Ok(conn.meta_u64(META_TID)?.unwrap_or(0))
+        let (conn, last_tid) = backend.pool.start(None, |conn, _| {
+            // The first statement after BEGIN fixes the snapshot.
+            let rows = simple_rows(&mut conn.client, BEGIN_SNAPSHOT)?;
+            Ok(match rows.first() {
+                Some(row) => parse_text_column::<i64>(row, 0)? as u64,
+                None => 0,
+            })
         })?;
         Ok(PgRead { conn: Mutex::new(Some(conn)), pool: Arc::clone(&backend.pool), last_tid })
+    }
+
+    /// The snapshot's connection, still in the snapshot's transaction, for a commit to continue
+    /// on (PgWrite::begin ends the transaction). None if the connection is gone.
+    fn into_conn(self) -> Option<Conn> {
+        self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T, StoreError>) -> Result<T, StoreError> {
@@ -461,7 +536,7 @@ impl PgRead {
         let rows = self.with(|conn| {
             conn.query(
                 "SELECT count(*) FROM copal_records WHERE oid >= $1 AND oid <= $2",
-                &[&sql_oid(first), &sql_oid(end - 1)],
+                &[(&sql_oid(first), Type::INT8), (&sql_oid(end - 1), Type::INT8)],
             )
         })?;
         Ok(rows.first().map_or(0, |row| row.get::<_, i64>(0) as u64))
@@ -480,7 +555,7 @@ impl PgRead {
     ) -> Result<(), StoreError> {
         let (from, to) = (from as i64, to as i64);
         let rows = self.with(|conn| {
-            conn.query("SELECT tid, oids FROM copal_log WHERE tid >= $1 AND tid <= $2 ORDER BY tid", &[&from, &to])
+            conn.query("SELECT tid, oids FROM copal_log WHERE tid >= $1 AND tid <= $2 ORDER BY tid", &[(&from, Type::INT8), (&to, Type::INT8)])
         })?;
         rows.iter().try_for_each(|row| visit(row.get::<_, i64>(0) as u64, row.get(1)))
     }
@@ -520,6 +595,9 @@ impl Drop for PgRead {
 pub(crate) struct PgWrite {
     conn: RefCell<Option<Conn>>,
     pool: Arc<Pool>,
+    /// The last committed tid, read with the commit lock (which keeps it current) or written by
+    /// this commit.
+    last_tid: u64,
     /// Buffered record writes (None: delete), sent by `flush`.
     records: BTreeMap<Oid, Option<Vec<u8>>>,
     /// Buffered records of new objects (no row yet), sent by `flush` with COPY.
@@ -533,24 +611,28 @@ pub(crate) struct PgWrite {
 
 impl PgWrite {
     /// Waits for the commit lock (other writers, in any process, and upgrades of the schema),
-    /// then checks that the schema is still the one this process opened.
-    pub(crate) fn begin(backend: &PgBackend) -> Result<PgWrite, StoreError> {
-        let (conn, ()) = backend.pool.start(|conn| {
-            conn.client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")?;
-            // One statement: locking both rows costs no round trip more than locking the tid.
-            // Sorted, because rows are locked in the order the statement returns them, and
-            // updates move the tid row around the table: two commits taking the two rows in
-            // opposite orders deadlock (PostgreSQL then aborts one of them).
-            let rows = conn.query(
-                "SELECT key, value FROM copal_meta WHERE key = $1 OR key = $2 ORDER BY key FOR UPDATE",
-                &[&META_TID, &pg_schema::META_FORMAT],
-            )?;
-            let version = rows.iter().find(|row| row.get::<_, &[u8]>(0) == pg_schema::META_FORMAT);
-            pg_schema::check_unchanged(version.map(|row| row.get(1)), &backend.location)
+    /// then checks that the schema is still the one this process opened. With `snapshot`, the
+    /// commit runs on the snapshot's connection, whose transaction it ends: a transaction that
+    /// read and then commits uses one server connection, not two (a new connection costs the
+    /// server a process).
+    pub(crate) fn begin(backend: &PgBackend, snapshot: Option<PgRead>) -> Result<PgWrite, StoreError> {
+        let handed_over = snapshot.and_then(PgRead::into_conn);
+        let (conn, last_tid) = backend.pool.start(handed_over, |conn, ending| {
+            let rows = simple_rows(&mut conn.client, &format!("{ending}{BEGIN_COMMIT}"))?;
+            let (mut version, mut last_tid) = (None, 0);
+            for row in &rows {
+                match row.get(0) {
+                    Some("t") => version = Some(parse_text_column::<i64>(row, 1)?),
+                    _ => last_tid = parse_text_column::<i64>(row, 1)? as u64,
+                }
+            }
+            pg_schema::check_unchanged(version, &backend.location)?;
+            Ok(last_tid)
         })?;
         Ok(PgWrite {
             conn: RefCell::new(Some(conn)),
             pool: Arc::clone(&backend.pool),
+            last_tid,
             records: BTreeMap::new(),
             fresh_records: BTreeMap::new(),
             entries: BTreeMap::new(),
@@ -593,25 +675,25 @@ impl PgWrite {
                 }
             }
             if !deleted.is_empty() {
-                conn.execute("DELETE FROM copal_records WHERE oid = ANY($1)", &[&deleted])?;
+                conn.execute("DELETE FROM copal_records WHERE oid = ANY($1)", &[(&deleted, Type::INT8_ARRAY)])?;
             }
             if !put_oids.is_empty() {
                 conn.execute(
                     "INSERT INTO copal_records (oid, value) SELECT * FROM unnest($1::bigint[], $2::bytea[]) \
                      ON CONFLICT (oid) DO UPDATE SET value = EXCLUDED.value",
-                    &[&put_oids, &put_values],
+                    &[(&put_oids, Type::INT8_ARRAY), (&put_values, Type::BYTEA_ARRAY)],
                 )?;
             }
             let (added, removed): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, present)| **present);
             let removed: Vec<&[u8]> = removed.into_iter().map(|(key, _)| key.as_slice()).collect();
             let added: Vec<&[u8]> = added.into_iter().map(|(key, _)| key.as_slice()).collect();
             if !removed.is_empty() {
-                conn.execute("DELETE FROM copal_index_entries WHERE key = ANY($1)", &[&removed])?;
+                conn.execute("DELETE FROM copal_index_entries WHERE key = ANY($1)", &[(&removed, Type::BYTEA_ARRAY)])?;
             }
             if !added.is_empty() {
                 conn.execute(
                     "INSERT INTO copal_index_entries (key) SELECT unnest($1::bytea[]) ON CONFLICT DO NOTHING",
-                    &[&added],
+                    &[(&added, Type::BYTEA_ARRAY)],
                 )?;
             }
             Ok(())
@@ -636,11 +718,14 @@ impl PgWrite {
     }
 
     pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<Option<u64>, StoreError> {
+        if key == META_TID {
+            return Ok(Some(self.last_tid));
+        }
         self.with(|conn| conn.meta_u64(key))
     }
 
     pub(crate) fn setting(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let rows = self.with(|conn| conn.query("SELECT value FROM copal_settings WHERE key = $1", &[&key]))?;
+        let rows = self.with(|conn| conn.query("SELECT value FROM copal_settings WHERE key = $1", &[(&key, Type::BYTEA)]))?;
         Ok(rows.first().map(|row| row.get(0)))
     }
 
@@ -650,19 +735,22 @@ impl PgWrite {
             Some(value) => conn
                 .execute(
                     "INSERT INTO copal_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                    &[&key, &value],
+                    &[(&key, Type::BYTEA), (&value, Type::BYTEA)],
                 )
                 .map(drop),
-            None => conn.execute("DELETE FROM copal_settings WHERE key = $1", &[&key]).map(drop),
+            None => conn.execute("DELETE FROM copal_settings WHERE key = $1", &[(&key, Type::BYTEA)]).map(drop),
         })
     }
 
     pub(crate) fn put_meta_u64(&mut self, key: &[u8], value: u64) -> Result<(), StoreError> {
+        if key == META_TID {
+            self.last_tid = value;
+        }
         let value = value as i64;
         self.with(|conn| {
             conn.execute(
                 "INSERT INTO copal_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                &[&key, &value],
+                &[(&key, Type::BYTEA), (&value, Type::INT8)],
             )
             .map(drop)
         })
@@ -684,7 +772,7 @@ impl PgWrite {
         let rows = self.with(|conn| {
             conn.query(
                 "SELECT oid FROM copal_records WHERE oid >= $1 AND oid <= $2 ORDER BY oid DESC LIMIT 1",
-                &[&first, &last],
+                &[(&first, Type::INT8), (&last, Type::INT8)],
             )
         })?;
         Ok(rows.first().map(|row| from_sql_oid(row.get(0))))
@@ -723,7 +811,7 @@ impl PgWrite {
 
     pub(crate) fn put_descriptor(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
         self.with(|conn| {
-            conn.execute("INSERT INTO copal_descriptors (id, value) VALUES ($1, $2)", &[&i64::from(id), &bytes]).map(drop)
+            conn.execute("INSERT INTO copal_descriptors (id, value) VALUES ($1, $2)", &[(&i64::from(id), Type::INT8), (&bytes, Type::BYTEA)]).map(drop)
         })
     }
 
@@ -735,7 +823,7 @@ impl PgWrite {
         self.with(|conn| {
             conn.execute(
                 "INSERT INTO copal_index_defs (id, value) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value",
-                &[&i64::from(id), &bytes],
+                &[(&i64::from(id), Type::INT8), (&bytes, Type::BYTEA)],
             )
             .map(drop)
         })
@@ -745,8 +833,8 @@ impl PgWrite {
         self.flush()?;
         let (lo, hi) = (id.to_be_bytes().to_vec(), (id + 1).to_be_bytes().to_vec());
         self.with(|conn| {
-            conn.execute("DELETE FROM copal_index_defs WHERE id = $1", &[&i64::from(id)])?;
-            conn.execute("DELETE FROM copal_index_entries WHERE key >= $1 AND key < $2", &[&lo, &hi]).map(drop)
+            conn.execute("DELETE FROM copal_index_defs WHERE id = $1", &[(&i64::from(id), Type::INT8)])?;
+            conn.execute("DELETE FROM copal_index_entries WHERE key >= $1 AND key < $2", &[(&lo, Type::BYTEA), (&hi, Type::BYTEA)]).map(drop)
         })
     }
 
@@ -772,12 +860,12 @@ impl PgWrite {
 
     pub(crate) fn put_log(&mut self, tid: u64, entry: &[u8]) -> Result<(), StoreError> {
         let tid = tid as i64;
-        self.with(|conn| conn.execute("INSERT INTO copal_log (tid, oids) VALUES ($1, $2)", &[&tid, &entry]).map(drop))
+        self.with(|conn| conn.execute("INSERT INTO copal_log (tid, oids) VALUES ($1, $2)", &[(&tid, Type::INT8), (&entry, Type::BYTEA)]).map(drop))
     }
 
     pub(crate) fn prune_log(&mut self, cutoff: u64) -> Result<(), StoreError> {
         let cutoff = cutoff as i64;
-        self.with(|conn| conn.execute("DELETE FROM copal_log WHERE tid < $1", &[&cutoff]).map(drop))
+        self.with(|conn| conn.execute("DELETE FROM copal_log WHERE tid < $1", &[(&cutoff, Type::INT8)]).map(drop))
     }
 
     /// Sends the buffered writes and commits. On failure the server rolls the whole transaction
