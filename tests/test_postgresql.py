@@ -131,6 +131,41 @@ def test_a_transaction_that_reads_then_commits_uses_one_server_connection(pg_ser
         assert tx.root["c"].value == 1
 
 
+def logged_statements(log: str) -> list[str]:
+    """The statements (simple-query texts, or executed statements) in a server log."""
+    return re.findall(r"LOG:  (?:statement|execute [^:]*): (.*)", log)
+
+
+def test_a_new_database_gets_its_tables_in_one_round_trip(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    pg_server.psql(f"ALTER DATABASE {database_name(url)} SET log_statement = 'all'")
+    log = statements_logged_by(pg_server, lambda: copal.open(url).close())
+    creating = [statement for statement in logged_statements(log) if "CREATE TABLE" in statement]
+    # One simple-query batch, one transaction: every table, the root, the version, the history.
+    assert len(creating) == 1, log
+    batch = creating[0]
+    assert batch.startswith("BEGIN;") and batch.endswith("COMMIT")
+    assert batch.count("CREATE TABLE") == 8 and "copal_schema_history" in batch
+    with copal.open(url) as db, db.transaction() as tx:
+        assert dict(tx.root) == {}
+        tx.root["x"] = 1
+    assert pg_server.psql("SELECT version FROM copal_schema_history", database_name(url)).split() == ["1", "2"]
+
+
+def test_a_commit_sends_its_log_entry_and_tid_with_the_commit(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    pg_server.psql(f"ALTER DATABASE {database_name(url)} SET log_statement = 'all'")
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["c"] = Counter(1)
+        log = statements_logged_by(pg_server, tx.commit)
+    last = logged_statements(log)[-1]
+    # One round trip for the commit's last writes and COMMIT, which the server runs in order
+    # and stops at the first failure (then nothing of the transaction stays).
+    assert last.startswith("INSERT INTO copal_log") and "copal_meta" in last and last.endswith("COMMIT"), log
+    with copal.open(url) as db, db.transaction() as tx:
+        assert tx.root["c"].value == 1
+
+
 def test_durable_false_turns_synchronous_commit_off_and_commits_stay_visible(pg_server: PgServer) -> None:
     url = pg_server.create_database()
     # The server logs every statement of this database's sessions, so the test sees copal's.

@@ -90,9 +90,12 @@ impl<'s> Commit<'s> {
     }
 
     fn start(store: &'s Store, ending: Option<Read>) -> Result<Commit<'s>, StoreError> {
+        let known_descriptors = store.catalog().max_id;
         let write = match (&store.backend, ending) {
-            (Backend::Postgres(pg), Some(Read::Postgres(read))) => Write::Postgres(Box::new(PgWrite::begin(pg, Some(*read))?)),
-            (Backend::Postgres(pg), _) => Write::Postgres(Box::new(PgWrite::begin(pg, None)?)),
+            (Backend::Postgres(pg), Some(Read::Postgres(read))) => {
+                Write::Postgres(Box::new(PgWrite::begin(pg, Some(*read), known_descriptors)?))
+            }
+            (Backend::Postgres(pg), _) => Write::Postgres(Box::new(PgWrite::begin(pg, None, known_descriptors)?)),
             // LMDB's read transaction ends here, before the write transaction starts.
             (Backend::Lmdb(lmdb), _) => Write::Lmdb(LmdbWrite::begin(lmdb)?),
         };

@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use postgres::types::ToSql;
 use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::Type;
+use postgres::error::SqlState;
 use postgres::{Client, Config, Row, SimpleQueryMessage, SimpleQueryRow, Statement};
 
 use super::error::StoreError;
@@ -53,33 +54,68 @@ const PAGE: i64 = 1000;
 const BEGIN_SNAPSHOT: &str =
     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT value FROM copal_meta WHERE key = 'tid'::bytea";
 
-/// Begins a commit and takes the commit lock, in one round trip: rows (is the format row,
-/// value) of the `format` and `tid` rows of `copal_meta`, locked. Sorted, because rows are
-/// locked in the order the statement returns them, and updates move the tid row around the
-/// table: two commits taking the two rows in opposite orders deadlock (PostgreSQL then aborts
-/// one of them).
-const BEGIN_COMMIT: &str = "BEGIN ISOLATION LEVEL READ COMMITTED; \
-     SELECT key = 'format'::bytea, value FROM copal_meta WHERE key IN ('format'::bytea, 'tid'::bytea) \
-     ORDER BY key FOR UPDATE";
-
 /// Runs `sql`, one or more statements, in one round trip (the simple-query protocol: values
-/// come as text), and returns the rows they return.
-fn simple_rows(client: &mut Client, sql: &str) -> Result<Vec<SimpleQueryRow>, StoreError> {
-    let messages = client.simple_query(sql)?;
-    Ok(messages
-        .into_iter()
-        .filter_map(|message| match message {
-            SimpleQueryMessage::Row(row) => Some(row),
-            _ => None,
-        })
-        .collect())
+/// come as text), and returns the rows of each statement (none for those that return none).
+pub(crate) fn simple_results(client: &mut Client, sql: &str) -> Result<Vec<Vec<SimpleQueryRow>>, StoreError> {
+    let (mut results, mut rows) = (Vec::new(), Vec::new());
+    for message in client.simple_query(sql)? {
+        match message {
+            SimpleQueryMessage::Row(row) => rows.push(row),
+            SimpleQueryMessage::CommandComplete(_) => results.push(std::mem::take(&mut rows)),
+            _ => {}
+        }
+    }
+    Ok(results)
+}
+
+/// The rows of the last statement of `sql` (see `simple_results`).
+pub(crate) fn simple_rows(client: &mut Client, sql: &str) -> Result<Vec<SimpleQueryRow>, StoreError> {
+    Ok(simple_results(client, sql)?.pop().unwrap_or_default())
+}
+
+fn unexpected_reply() -> StoreError {
+    StoreError::Storage { message: "PostgreSQL: the server's reply has fewer results than statements sent".to_owned() }
 }
 
 /// Column `i` of a simple-query row, parsed from its text.
-fn parse_text_column<T: std::str::FromStr>(row: &SimpleQueryRow, i: usize) -> Result<T, StoreError> {
+pub(crate) fn parse_text_column<T: std::str::FromStr>(row: &SimpleQueryRow, i: usize) -> Result<T, StoreError> {
     row.get(i).and_then(|text| text.parse().ok()).ok_or_else(|| StoreError::Storage {
         message: format!("PostgreSQL: unexpected value {:?} in column {i} of a reply", row.get(i)),
     })
+}
+
+/// `(id, bytes)` rows of the descriptors or index definitions table.
+type IdRows = Vec<(u32, Vec<u8>)>;
+
+/// Reads the index definitions as text (`encode(value, 'hex')`), to go in a begin's batch.
+const INDEX_DEFS_AS_TEXT: &str = "SELECT id, encode(value, 'hex') FROM copal_index_defs ORDER BY id";
+
+/// The `(id, hex value)` rows of a simple query, decoded.
+fn id_rows(rows: &[SimpleQueryRow]) -> Result<IdRows, StoreError> {
+    rows.iter().map(|row| Ok((parse_text_column::<u32>(row, 0)?, hex_column(row, 1)?))).collect()
+}
+
+/// Column `i` of a simple-query row, an `encode(..., 'hex')`, as bytes.
+fn hex_column(row: &SimpleQueryRow, i: usize) -> Result<Vec<u8>, StoreError> {
+    hex_bytes(row.get(i).unwrap_or_default()).ok_or_else(|| StoreError::Storage {
+        message: format!("PostgreSQL: column {i} of a reply is not hexadecimal"),
+    })
+}
+
+/// The bytes spelled by hexadecimal `text`; None if it is not.
+fn hex_bytes(text: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
+    let pairs = text.as_bytes().chunks(2);
+    pairs
+        .map(|pair| match pair {
+            [high, low] => Some(digit(*high)? << 4 | digit(*low)?),
+            _ => None,
+        })
+        .collect()
+}
+
+fn visit_ids(rows: &IdRows, after: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+    rows.iter().filter(|(id, _)| *id > after).try_for_each(|(id, value)| visit(*id, value))
 }
 
 /// Whether `location` names a PostgreSQL database rather than a directory.
@@ -221,10 +257,6 @@ impl Conn {
 
     fn descriptors_after(&mut self, known: u32) -> Result<Vec<Row>, StoreError> {
         self.query("SELECT id, value FROM copal_descriptors WHERE id > $1 ORDER BY id", &[(&i64::from(known), Type::INT8)])
-    }
-
-    fn index_defs(&mut self) -> Result<Vec<Row>, StoreError> {
-        self.query("SELECT id, value FROM copal_index_defs ORDER BY id", &[])
     }
 
     /// A page of the records with `from <= oid <= last`, in oid order.
@@ -402,11 +434,51 @@ pub(crate) struct PgBackend {
 pub(crate) fn open(url: &str, durable: bool, log_retention: u64) -> Result<Arc<Store>, StoreError> {
     let location = without_password(url);
     let pool = Arc::new(Pool::new(url, durable)?);
-    // A new database gets its tables here; an older or newer schema is refused.
-    let (conn, _) = pool.start(None, |conn, _| pg_schema::prepare(&mut conn.client, &location, Goal::Create))?;
+    let (conn, descriptors) = pool.start(None, |conn, _| {
+        if let Some(descriptors) = descriptors_if_current(conn)? {
+            return Ok(descriptors);
+        }
+        // A new database gets its tables here; an older or newer schema is refused.
+        pg_schema::prepare(&mut conn.client, &location, Goal::Create)?;
+        descriptors_if_current(conn)?.ok_or_else(|| StoreError::Storage {
+            message: format!("the copal tables in {location} changed while they were opened: open them again"),
+        })
+    })?;
     pool.give_back(conn, false);
-    let backend = PgBackend { pool, location };
-    Ok(Arc::new(Store::new(Backend::Postgres(backend), log_retention)?))
+    let store = Store::without_catalog(Backend::Postgres(PgBackend { pool, location }), log_retention);
+    store.refresh_catalog(&DescriptorRows(descriptors))?;
+    Ok(Arc::new(store))
+}
+
+/// The schema version and every descriptor, in one statement (one round trip, where checking
+/// the version and reading the catalog took several): rows (version, descriptor id, descriptor).
+const VERSION_AND_DESCRIPTORS: &str = "SELECT m.value, d.id, d.value FROM copal_meta m \
+     LEFT JOIN copal_descriptors d ON true WHERE m.key = 'format'::bytea ORDER BY d.id";
+
+/// The descriptor rows of `VERSION_AND_DESCRIPTORS` if the database has the current schema;
+/// None if it has another version or no copal tables (then `pg_schema::prepare` decides).
+fn descriptors_if_current(conn: &mut Conn) -> Result<Option<Vec<Row>>, StoreError> {
+    let rows = match conn.client.query_typed(VERSION_AND_DESCRIPTORS, &[]) {
+        Ok(rows) => rows,
+        Err(error) if error.code() == Some(&SqlState::UNDEFINED_TABLE) => return Ok(None),
+        Err(error) => return Err(error.into()),
+    };
+    let current = rows.first().is_some_and(|row| row.get::<_, i64>(0) == pg_schema::SCHEMA_VERSION);
+    Ok(current.then_some(rows))
+}
+
+/// The descriptors read by `descriptors_if_current`, for the store's first catalog.
+struct DescriptorRows(Vec<Row>);
+
+impl DescriptorTable for DescriptorRows {
+    fn descriptors_after(&self, known: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        for row in &self.0 {
+            if let Some(id) = row.get::<_, Option<i64>>(1).filter(|&id| id > i64::from(known)) {
+                visit(id as u32, row.get(2))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Creates (`Goal::Create`) or upgrades the copal tables of the database at `url` without
@@ -455,19 +527,23 @@ pub(crate) struct PgRead {
     conn: Mutex<Option<Conn>>,
     pool: Arc<Pool>,
     last_tid: u64,
+    /// The index definitions, read with the snapshot's first statement (a query plans with
+    /// them; they cannot change within the snapshot).
+    index_defs: IdRows,
 }
 
 impl PgRead {
     pub(crate) fn begin(backend: &PgBackend) -> Result<PgRead, StoreError> {
-        let (conn, last_tid) = backend.pool.start(None, |conn, _| {
-            // The first statement after BEGIN fixes the snapshot.
-            let rows = simple_rows(&mut conn.client, BEGIN_SNAPSHOT)?;
-            Ok(match rows.first() {
+        let (conn, (last_tid, index_defs)) = backend.pool.start(None, |conn, _| {
+            let results = simple_results(&mut conn.client, &format!("{BEGIN_SNAPSHOT}; {INDEX_DEFS_AS_TEXT}"))?;
+            let [_, tid, index_defs] = results.as_slice() else { return Err(unexpected_reply()) };
+            let last_tid = match tid.first() {
                 Some(row) => parse_text_column::<i64>(row, 0)? as u64,
                 None => 0,
-            })
+            };
+            Ok((last_tid, id_rows(index_defs)?))
         })?;
-        Ok(PgRead { conn: Mutex::new(Some(conn)), pool: Arc::clone(&backend.pool), last_tid })
+        Ok(PgRead { conn: Mutex::new(Some(conn)), pool: Arc::clone(&backend.pool), last_tid, index_defs })
     }
 
     /// The snapshot's connection, still in the snapshot's transaction, for a commit to continue
@@ -561,7 +637,7 @@ impl PgRead {
     }
 
     pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {
-        visit_id_rows(&self.with(Conn::index_defs)?, visit)
+        visit_ids(&self.index_defs, 0, visit)
     }
 
     pub(crate) fn scan_entries(
@@ -590,23 +666,44 @@ impl Drop for PgRead {
     }
 }
 
+/// Stored values of records by oid (None: deleted).
+type RecordWrites = BTreeMap<Oid, Option<Vec<u8>>>;
+
+/// Stored values of the records of new objects by oid.
+type NewRecords = BTreeMap<Oid, Vec<u8>>;
+
+/// What a commit reads with its lock, in the lock's round trip; the lock keeps it current (no
+/// other commit can change it until this one ends) and the commit's own writes update it.
+struct ReadWithLock {
+    /// The last committed tid (then the one this commit writes).
+    last_tid: u64,
+    index_defs: IdRows,
+    /// The highest descriptor id the catalog knew at begin, and the descriptors above it
+    /// (with those this commit adds).
+    descriptors: (u32, IdRows),
+    /// Every setting: few rows (removed-field declarations of some classes), which the
+    /// declarations synced at a program's first transaction read one by one.
+    settings: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
 /// A commit's transaction. Holding it is holding the row lock on the last tid, which serializes
 /// commits of every process on every machine.
 pub(crate) struct PgWrite {
     conn: RefCell<Option<Conn>>,
     pool: Arc<Pool>,
-    /// The last committed tid, read with the commit lock (which keeps it current) or written by
-    /// this commit.
-    last_tid: u64,
+    /// The small tables, read with the commit lock and kept current by this commit's writes.
+    began: ReadWithLock,
     /// Buffered record writes (None: delete), sent by `flush`.
-    records: BTreeMap<Oid, Option<Vec<u8>>>,
+    records: RecordWrites,
     /// Buffered records of new objects (no row yet), sent by `flush` with COPY.
-    fresh_records: BTreeMap<Oid, Vec<u8>>,
+    fresh_records: NewRecords,
     /// Buffered index entry writes (false: delete), sent by `flush`.
     entries: BTreeMap<Vec<u8>, bool>,
     /// Stored values read ahead by `prefetch` or already flushed (None: no record). The commit
     /// lock keeps them current: no other commit can change a record until this one ends.
     known: HashMap<Oid, Option<Vec<u8>>>,
+    /// Statements (SQL text, values inline) sent with the COMMIT, in its round trip.
+    epilogue: String,
 }
 
 impl PgWrite {
@@ -615,28 +712,40 @@ impl PgWrite {
     /// commit runs on the snapshot's connection, whose transaction it ends: a transaction that
     /// read and then commits uses one server connection, not two (a new connection costs the
     /// server a process).
-    pub(crate) fn begin(backend: &PgBackend, snapshot: Option<PgRead>) -> Result<PgWrite, StoreError> {
+    /// `known_descriptors`: the highest descriptor id in the store's catalog (the commit reads the
+    /// ones above it with its lock).
+    pub(crate) fn begin(backend: &PgBackend, snapshot: Option<PgRead>, known_descriptors: u32) -> Result<PgWrite, StoreError> {
         let handed_over = snapshot.and_then(PgRead::into_conn);
-        let (conn, last_tid) = backend.pool.start(handed_over, |conn, ending| {
-            let rows = simple_rows(&mut conn.client, &format!("{ending}{BEGIN_COMMIT}"))?;
-            let (mut version, mut last_tid) = (None, 0);
-            for row in &rows {
-                match row.get(0) {
-                    Some("t") => version = Some(parse_text_column::<i64>(row, 1)?),
-                    _ => last_tid = parse_text_column::<i64>(row, 1)? as u64,
-                }
-            }
+        let (conn, began) = backend.pool.start(handed_over, |conn, ending| {
+            // One round trip: the lock, then what every commit reads as it begins (small tables),
+            // all of it after the lock and so current.
+            let sql = format!(
+                "{ending}BEGIN ISOLATION LEVEL READ COMMITTED; {}; {INDEX_DEFS_AS_TEXT}; \
+                 SELECT id, encode(value, 'hex') FROM copal_descriptors WHERE id > {known_descriptors} ORDER BY id; \
+                 SELECT encode(key, 'hex'), encode(value, 'hex') FROM copal_settings",
+                pg_schema::LOCK_META
+            );
+            let results = simple_results(&mut conn.client, &sql)?;
+            let [.., meta, index_defs, descriptors, settings] = results.as_slice() else { return Err(unexpected_reply()) };
+            let (version, last_tid) = pg_schema::locked_meta(meta)?;
             pg_schema::check_unchanged(version, &backend.location)?;
-            Ok(last_tid)
+            let settings = settings.iter().map(|row| Ok((hex_column(row, 0)?, hex_column(row, 1)?)));
+            Ok(ReadWithLock {
+                last_tid,
+                index_defs: id_rows(index_defs)?,
+                descriptors: (known_descriptors, id_rows(descriptors)?),
+                settings: settings.collect::<Result<_, StoreError>>()?,
+            })
         })?;
         Ok(PgWrite {
             conn: RefCell::new(Some(conn)),
             pool: Arc::clone(&backend.pool),
-            last_tid,
+            began,
             records: BTreeMap::new(),
             fresh_records: BTreeMap::new(),
             entries: BTreeMap::new(),
             known: HashMap::new(),
+            epilogue: String::new(),
         })
     }
 
@@ -647,12 +756,19 @@ impl PgWrite {
         }
     }
 
-    /// Sends the buffered record and index entry writes, one statement per kind.
+    /// Sends the buffered record and index entry writes (`send_buffered`), then keeps the records
+    /// sent in `known` for the reads of the rest of the commit.
     fn flush(&mut self) -> Result<(), StoreError> {
-        if self.records.is_empty() && self.entries.is_empty() && self.fresh_records.is_empty() {
-            return Ok(());
-        }
-        let mut records = std::mem::take(&mut self.records);
+        let (records, fresh) = self.send_buffered()?;
+        self.known.extend(records);
+        self.known.extend(fresh.into_iter().map(|(oid, value)| (oid, Some(value))));
+        Ok(())
+    }
+
+    /// Sends the buffered record and index entry writes, one statement per kind, and returns the
+    /// records sent: the replaced or deleted ones, and those of new objects.
+    fn send_buffered(&mut self) -> Result<(RecordWrites, NewRecords), StoreError> {
+        let records = std::mem::take(&mut self.records);
         let entries = std::mem::take(&mut self.entries);
         let fresh = std::mem::take(&mut self.fresh_records);
         self.with(|conn| {
@@ -698,9 +814,7 @@ impl PgWrite {
             }
             Ok(())
         })?;
-        records.extend(fresh.into_iter().map(|(oid, value)| (oid, Some(value))));
-        self.known.extend(records);
-        Ok(())
+        Ok((records, fresh))
     }
 
     /// Reads the stored values of `oids` in one round trip per 10,000, so that the conflict
@@ -719,18 +833,21 @@ impl PgWrite {
 
     pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<Option<u64>, StoreError> {
         if key == META_TID {
-            return Ok(Some(self.last_tid));
+            return Ok(Some(self.began.last_tid));
         }
         self.with(|conn| conn.meta_u64(key))
     }
 
     pub(crate) fn setting(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let rows = self.with(|conn| conn.query("SELECT value FROM copal_settings WHERE key = $1", &[(&key, Type::BYTEA)]))?;
-        Ok(rows.first().map(|row| row.get(0)))
+        Ok(self.began.settings.get(key).cloned())
     }
 
     /// Sets (`Some`) or removes (`None`) the setting `key`.
     pub(crate) fn put_setting(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
+        match value {
+            Some(value) => self.began.settings.insert(key.to_vec(), value.to_vec()),
+            None => self.began.settings.remove(key),
+        };
         self.with(|conn| match value {
             Some(value) => conn
                 .execute(
@@ -742,18 +859,18 @@ impl PgWrite {
         })
     }
 
+    /// Buffered until `commit`, like `put_log` and `prune_log`: only `Commit::finish` writes meta
+    /// values, after its last read.
     pub(crate) fn put_meta_u64(&mut self, key: &[u8], value: u64) -> Result<(), StoreError> {
         if key == META_TID {
-            self.last_tid = value;
+            self.began.last_tid = value;
         }
-        let value = value as i64;
-        self.with(|conn| {
-            conn.execute(
-                "INSERT INTO copal_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                &[(&key, Type::BYTEA), (&value, Type::INT8)],
-            )
-            .map(drop)
-        })
+        self.epilogue.push_str(&format!(
+            "INSERT INTO copal_meta (key, value) VALUES ({}, {}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value; ",
+            bytea_literal(key),
+            value as i64
+        ));
+        Ok(())
     }
 
     pub(crate) fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
@@ -810,16 +927,22 @@ impl PgWrite {
     }
 
     pub(crate) fn put_descriptor(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
+        self.began.descriptors.1.push((id, bytes.to_vec()));
         self.with(|conn| {
             conn.execute("INSERT INTO copal_descriptors (id, value) VALUES ($1, $2)", &[(&i64::from(id), Type::INT8), (&bytes, Type::BYTEA)]).map(drop)
         })
     }
 
     pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {
-        visit_id_rows(&self.with(Conn::index_defs)?, visit)
+        visit_ids(&self.began.index_defs, 0, visit)
     }
 
     pub(crate) fn put_index_def(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
+        let defs = &mut self.began.index_defs;
+        match defs.binary_search_by_key(&id, |(def_id, _)| *def_id) {
+            Ok(at) => defs[at].1 = bytes.to_vec(),
+            Err(at) => defs.insert(at, (id, bytes.to_vec())),
+        }
         self.with(|conn| {
             conn.execute(
                 "INSERT INTO copal_index_defs (id, value) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value",
@@ -831,6 +954,7 @@ impl PgWrite {
 
     pub(crate) fn drop_index(&mut self, id: u32) -> Result<(), StoreError> {
         self.flush()?;
+        self.began.index_defs.retain(|(def_id, _)| *def_id != id);
         let (lo, hi) = (id.to_be_bytes().to_vec(), (id + 1).to_be_bytes().to_vec());
         self.with(|conn| {
             conn.execute("DELETE FROM copal_index_defs WHERE id = $1", &[(&i64::from(id), Type::INT8)])?;
@@ -859,31 +983,62 @@ impl PgWrite {
     }
 
     pub(crate) fn put_log(&mut self, tid: u64, entry: &[u8]) -> Result<(), StoreError> {
-        let tid = tid as i64;
-        self.with(|conn| conn.execute("INSERT INTO copal_log (tid, oids) VALUES ($1, $2)", &[(&tid, Type::INT8), (&entry, Type::BYTEA)]).map(drop))
+        self.epilogue
+            .push_str(&format!("INSERT INTO copal_log (tid, oids) VALUES ({}, {}); ", tid as i64, bytea_literal(entry)));
+        Ok(())
     }
 
     pub(crate) fn prune_log(&mut self, cutoff: u64) -> Result<(), StoreError> {
-        let cutoff = cutoff as i64;
-        self.with(|conn| conn.execute("DELETE FROM copal_log WHERE tid < $1", &[(&cutoff, Type::INT8)]).map(drop))
+        self.epilogue.push_str(&format!("DELETE FROM copal_log WHERE tid < {}; ", cutoff as i64));
+        Ok(())
     }
 
-    /// Sends the buffered writes and commits. On failure the server rolls the whole transaction
-    /// back: nothing of it is visible.
+    /// Sends the buffered writes and commits: the last statements (the log entry, the meta
+    /// values) go with the COMMIT in one round trip. On failure the server rolls the whole
+    /// transaction back: nothing of it is visible.
     pub(crate) fn commit(mut self) -> Result<(), StoreError> {
-        self.flush()?;
+        // Nothing reads after this: the records sent are not kept (100,000 map entries for a
+        // large commit).
+        self.send_buffered()?;
         let conn = self.conn.get_mut().take();
         let Some(mut conn) = conn else {
             return Err(StoreError::Storage { message: "PostgreSQL: the commit's connection is gone".to_owned() });
         };
-        conn.client.batch_execute("COMMIT")?;
-        self.pool.give_back(conn, false);
-        Ok(())
+        self.epilogue.push_str("COMMIT");
+        match conn.client.batch_execute(&self.epilogue) {
+            Ok(()) => {
+                self.pool.give_back(conn, false);
+                Ok(())
+            }
+            Err(error) => {
+                // A statement before COMMIT failed: the transaction is still open, aborted.
+                self.pool.give_back(conn, true);
+                Err(error.into())
+            }
+        }
     }
+}
+
+/// `bytes` as an SQL expression, for statements sent as text (`decode` rather than a `'\x..'`
+/// literal, whose meaning depends on `standard_conforming_strings`).
+pub(crate) fn bytea_literal(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut sql = String::with_capacity(bytes.len() * 2 + 20);
+    sql.push_str("decode('");
+    for &byte in bytes {
+        sql.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        sql.push(char::from(DIGITS[usize::from(byte & 15)]));
+    }
+    sql.push_str("', 'hex')");
+    sql
 }
 
 impl DescriptorTable for PgWrite {
     fn descriptors_after(&self, known: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        let (read_after, read) = &self.began.descriptors;
+        if known >= *read_after {
+            return visit_ids(read, known, visit);
+        }
         visit_id_rows(&self.with(|conn| conn.descriptors_after(known))?, visit)
     }
 }
@@ -908,6 +1063,34 @@ mod tests {
             assert!(sql_oid(pair[0]) < sql_oid(pair[1]));
         }
         assert!(oids.iter().all(|&oid| from_sql_oid(sql_oid(oid)) == oid));
+    }
+
+    #[test]
+    fn bytea_literals_spell_every_byte_in_hex() {
+        assert_eq!(bytea_literal(&[0x00, 0x0f, 0xa5, 0xff]), "decode('000fa5ff', 'hex')");
+        assert_eq!(bytea_literal(b""), "decode('', 'hex')");
+    }
+
+    #[test]
+    fn the_begin_statements_name_the_meta_keys_of_mod_rs() {
+        for key in [META_TID, pg_schema::META_FORMAT] {
+            let literal = format!("'{}'::bytea", std::str::from_utf8(key).unwrap());
+            assert!(pg_schema::LOCK_META.contains(&literal), "{literal}");
+        }
+        assert!(BEGIN_SNAPSHOT.contains(&format!("'{}'::bytea", std::str::from_utf8(META_TID).unwrap())));
+        assert!(VERSION_AND_DESCRIPTORS.contains(&format!("'{}'::bytea", std::str::from_utf8(pg_schema::META_FORMAT).unwrap())));
+    }
+
+    #[test]
+    fn hex_text_decodes_to_its_bytes() {
+        assert_eq!(hex_bytes("000fA5ff"), Some(vec![0x00, 0x0f, 0xa5, 0xff]));
+        assert_eq!(hex_bytes(""), Some(vec![]));
+        assert_eq!(hex_bytes("abc"), None);
+        assert_eq!(hex_bytes("zz"), None);
+        let bytes: Vec<u8> = (0..=255).collect();
+        let literal = bytea_literal(&bytes);
+        let hex = literal.trim_start_matches("decode('").trim_end_matches("', 'hex')");
+        assert_eq!(hex_bytes(hex), Some(bytes));
     }
 
     #[test]
