@@ -166,6 +166,20 @@ def test_a_commit_sends_its_log_entry_and_tid_with_the_commit(pg_server: PgServe
         assert tx.root["c"].value == 1
 
 
+def test_new_objects_of_any_size_reach_the_server_through_copy(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    # The records of new objects are sent with binary COPY, encoded by copal in 64 KiB chunks:
+    # a record much larger than a chunk, an empty value and many small records in one commit.
+    values = [b"", bytes(range(256)) * 12_000, *(i.to_bytes(4, "big") for i in range(5_000))]
+    pg_server.psql(f"ALTER DATABASE {database_name(url)} SET log_statement = 'all'")
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["counters"] = PersistentList(Counter(value) for value in values)
+        log = statements_logged_by(pg_server, tx.commit)
+    assert "COPY copal_records (oid, value) FROM STDIN (FORMAT binary)" in log
+    with copal.open(url) as db, db.transaction() as tx:
+        assert [counter.value for counter in tx.root["counters"]] == values
+
+
 def test_durable_false_turns_synchronous_commit_off_and_commits_stay_visible(pg_server: PgServer) -> None:
     url = pg_server.create_database()
     # The server logs every statement of this database's sessions, so the test sees copal's.

@@ -26,11 +26,11 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::io::Write;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use postgres::types::ToSql;
-use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::Type;
 use postgres::error::SqlState;
 use postgres::{Client, Config, Row, SimpleQueryMessage, SimpleQueryRow, Statement};
@@ -773,12 +773,7 @@ impl PgWrite {
         let fresh = std::mem::take(&mut self.fresh_records);
         self.with(|conn| {
             if !fresh.is_empty() {
-                let sink = conn.client.copy_in("COPY copal_records (oid, value) FROM STDIN BINARY")?;
-                let mut writer = BinaryCopyInWriter::new(sink, &[Type::INT8, Type::BYTEA]);
-                for (oid, value) in &fresh {
-                    writer.write(&[&sql_oid(*oid), &value.as_slice()])?;
-                }
-                writer.finish()?;
+                copy_new_records(conn, &fresh)?;
             }
             let (mut put_oids, mut put_values, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
             for (oid, value) in &records {
@@ -1017,6 +1012,40 @@ impl PgWrite {
             }
         }
     }
+}
+
+/// Sends the records of new objects with binary COPY. The rows are encoded here, in the format
+/// of PostgreSQL's documentation (COPY, "Binary Format"), and handed to the connection 64 KiB at
+/// a time: the client's row writer (`BinaryCopyInWriter`) runs its async machinery once per row.
+fn copy_new_records(conn: &mut Conn, records: &NewRecords) -> Result<(), StoreError> {
+    const CHUNK: usize = 64 * 1024;
+    let io_failed = |error: std::io::Error| StoreError::Storage { message: format!("PostgreSQL: COPY failed: {error}") };
+    let mut writer = conn.client.copy_in("COPY copal_records (oid, value) FROM STDIN (FORMAT binary)")?;
+    let mut buf = Vec::with_capacity(CHUNK + 1024);
+    // Signature, flags (no oids), length of the header extension (none).
+    buf.extend_from_slice(b"PGCOPY\n\xff\r\n\0");
+    buf.extend_from_slice(&0i32.to_be_bytes());
+    buf.extend_from_slice(&0i32.to_be_bytes());
+    for (&oid, value) in records {
+        let length = i32::try_from(value.len()).map_err(|_| StoreError::Storage {
+            message: format!("PostgreSQL: the record of {oid:#x} is larger than a bytea value can be (1 GB)"),
+        })?;
+        // A row: its field count, then each field's length and bytes (bigint: 8, big-endian).
+        buf.extend_from_slice(&2i16.to_be_bytes());
+        buf.extend_from_slice(&8i32.to_be_bytes());
+        buf.extend_from_slice(&sql_oid(oid).to_be_bytes());
+        buf.extend_from_slice(&length.to_be_bytes());
+        buf.extend_from_slice(value);
+        if buf.len() >= CHUNK {
+            writer.write_all(&buf).map_err(io_failed)?;
+            buf.clear();
+        }
+    }
+    // The trailer: a field count of -1.
+    buf.extend_from_slice(&(-1i16).to_be_bytes());
+    writer.write_all(&buf).map_err(io_failed)?;
+    writer.finish()?;
+    Ok(())
 }
 
 /// `bytes` as an SQL expression, for statements sent as text (`decode` rather than a `'\x..'`
