@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -100,17 +101,89 @@ def test_a_statement_timeout_fails_the_commit_and_writes_nothing(pg_server: PgSe
         db.close()
 
 
+def statements_logged_by(pg_server: PgServer, work: Callable[[], None]) -> str:
+    """What the server logged while ``work`` ran."""
+    start = pg_server.log.stat().st_size
+    work()
+    with pg_server.log.open() as log:
+        log.seek(start)
+        return log.read()
+
+
+def test_a_transaction_that_reads_then_commits_uses_one_server_connection(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["c"] = Counter(0)
+    # Every statement is logged with the process id of its server session (one per connection).
+    pg_server.psql(f"ALTER DATABASE {database_name(url)} SET log_statement = 'all'")
+
+    def update_from_a_cold_open() -> None:
+        with copal.open(url) as db, db.transaction() as tx:
+            tx.root["c"].value += 1
+
+    log = statements_logged_by(pg_server, update_from_a_cold_open)
+    sessions = set(re.findall(r"\[(\d+)\] LOG:  (?:statement|execute)", log))
+    assert "FOR UPDATE" in log and "COMMIT" in log
+    # The open's reads, the snapshot and the commit: one connection (the commit used to open a
+    # second, a new server process, while the snapshot held the first).
+    assert len(sessions) == 1, log
+    with copal.open(url) as db, db.transaction() as tx:
+        assert tx.root["c"].value == 1
+
+
+def logged_statements(log: str) -> list[str]:
+    """The statements (simple-query texts, or executed statements) in a server log."""
+    return re.findall(r"LOG:  (?:statement|execute [^:]*): (.*)", log)
+
+
+def test_a_new_database_gets_its_tables_in_one_round_trip(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    pg_server.psql(f"ALTER DATABASE {database_name(url)} SET log_statement = 'all'")
+    log = statements_logged_by(pg_server, lambda: copal.open(url).close())
+    creating = [statement for statement in logged_statements(log) if "CREATE TABLE" in statement]
+    # One simple-query batch, one transaction: every table, the root, the version, the history.
+    assert len(creating) == 1, log
+    batch = creating[0]
+    assert batch.startswith("BEGIN;") and batch.endswith("COMMIT")
+    assert batch.count("CREATE TABLE") == 8 and "copal_schema_history" in batch
+    with copal.open(url) as db, db.transaction() as tx:
+        assert dict(tx.root) == {}
+        tx.root["x"] = 1
+    assert pg_server.psql("SELECT version FROM copal_schema_history", database_name(url)).split() == ["1", "2"]
+
+
+def test_a_commit_sends_its_log_entry_and_tid_with_the_commit(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    pg_server.psql(f"ALTER DATABASE {database_name(url)} SET log_statement = 'all'")
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["c"] = Counter(1)
+        log = statements_logged_by(pg_server, tx.commit)
+    last = logged_statements(log)[-1]
+    # One round trip for the commit's last writes and COMMIT, which the server runs in order
+    # and stops at the first failure (then nothing of the transaction stays).
+    assert last.startswith("INSERT INTO copal_log") and "copal_meta" in last and last.endswith("COMMIT"), log
+    with copal.open(url) as db, db.transaction() as tx:
+        assert tx.root["c"].value == 1
+
+
+def test_new_objects_of_any_size_reach_the_server_through_copy(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    # The records of new objects are sent with binary COPY, encoded by copal in 64 KiB chunks:
+    # a record much larger than a chunk, an empty value and many small records in one commit.
+    values = [b"", bytes(range(256)) * 12_000, *(i.to_bytes(4, "big") for i in range(5_000))]
+    pg_server.psql(f"ALTER DATABASE {database_name(url)} SET log_statement = 'all'")
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["counters"] = PersistentList(Counter(value) for value in values)
+        log = statements_logged_by(pg_server, tx.commit)
+    assert "COPY copal_records (oid, value) FROM STDIN (FORMAT binary)" in log
+    with copal.open(url) as db, db.transaction() as tx:
+        assert [counter.value for counter in tx.root["counters"]] == values
+
+
 def test_durable_false_turns_synchronous_commit_off_and_commits_stay_visible(pg_server: PgServer) -> None:
     url = pg_server.create_database()
     # The server logs every statement of this database's sessions, so the test sees copal's.
     pg_server.psql(f"ALTER DATABASE {database_name(url)} SET log_statement = 'all'")
-
-    def statements_logged_by(work: Callable[[], None]) -> str:
-        start = pg_server.log.stat().st_size
-        work()
-        with pg_server.log.open() as log:
-            log.seek(start)
-            return log.read()
 
     def write(durable: bool, value: int) -> None:
         with copal.open(url, durable=durable) as db:
@@ -119,8 +192,8 @@ def test_durable_false_turns_synchronous_commit_off_and_commits_stay_visible(pg_
             with copal.open(url) as other, other.transaction() as tx:
                 assert tx.root["c"].value == value  # committed, visible to every other session
 
-    durable_log = statements_logged_by(lambda: write(True, 1))
-    fast_log = statements_logged_by(lambda: write(False, 2))
+    durable_log = statements_logged_by(pg_server, lambda: write(True, 1))
+    fast_log = statements_logged_by(pg_server, lambda: write(False, 2))
     assert "COMMIT" in durable_log and "COMMIT" in fast_log
     assert "synchronous_commit" not in durable_log
     assert "SET synchronous_commit = off" in fast_log

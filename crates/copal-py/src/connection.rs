@@ -865,7 +865,14 @@ impl Connection {
         }
         let _pause = GcPause::new(py);
         let store = Arc::clone(&this.store);
-        let commit = without_gil(py, || Commit::begin(&store)).py_err()?;
+        // The commit ends the transaction: it takes over the snapshot, whose connection it runs
+        // on (PostgreSQL). A read while it runs (none in practice) takes a fresh snapshot.
+        let snapshot = this.snapshot.lock()?.take();
+        let commit = without_gil(py, || match snapshot {
+            Some(snapshot) => Commit::begin_after(&store, snapshot),
+            None => Commit::begin(&store),
+        })
+        .py_err()?;
         let mut sink = CommitSink { conn: this, jar, commit, new_shapes: Vec::new(), to_write: VecDeque::new(), persisted: Vec::new() };
         let result = this.write_changes(py, &mut sink, &changed, &watched, &added, &deleted);
         let result = result.and_then(|written| {

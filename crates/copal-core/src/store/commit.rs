@@ -14,7 +14,7 @@ use super::error::StoreError;
 use super::index::{entry_key, entry_oid, key_has_no_value, prefix_end, DescriptorNames, IndexDef};
 use super::lmdb::LmdbWrite;
 use super::postgres::PgWrite;
-use super::snapshot::encode_oid_list;
+use super::snapshot::{encode_oid_list, Read, Snapshot};
 use super::stats::StoreStats;
 use super::{IdVisitor, Backend, DescriptorTable, Store, META_TID};
 use crate::format::{class_extent, make_oid, oid_class, oid_seq, ClassNo, DecodeError, Descriptor, DescriptorSource, Oid, RecordHeader, MAX_SEQ};
@@ -76,9 +76,28 @@ pub struct Commit<'s> {
 impl<'s> Commit<'s> {
     /// Waits for the write lock (other writers, in any process) and starts a commit.
     pub fn begin(store: &'s Store) -> Result<Commit<'s>, StoreError> {
-        let write = match &store.backend {
-            Backend::Lmdb(lmdb) => Write::Lmdb(LmdbWrite::begin(lmdb)?),
-            Backend::Postgres(pg) => Write::Postgres(Box::new(PgWrite::begin(pg)?)),
+        Self::start(store, None)
+    }
+
+    /// Ends `snapshot`, a snapshot of `store` whose transaction is now committing, and starts
+    /// the commit as `begin` does. On PostgreSQL the commit runs on the snapshot's connection
+    /// (a transaction that reads then commits holds one server connection, not two); the
+    /// conflict checks compare each object's stored tid with the tid it was read with, so they
+    /// need nothing of the snapshot.
+    pub fn begin_after(store: &'s Store, snapshot: Snapshot) -> Result<Commit<'s>, StoreError> {
+        let same_store = std::ptr::eq(Arc::as_ptr(snapshot.store()), store);
+        Self::start(store, same_store.then(|| snapshot.into_read()))
+    }
+
+    fn start(store: &'s Store, ending: Option<Read>) -> Result<Commit<'s>, StoreError> {
+        let known_descriptors = store.catalog().max_id;
+        let write = match (&store.backend, ending) {
+            (Backend::Postgres(pg), Some(Read::Postgres(read))) => {
+                Write::Postgres(Box::new(PgWrite::begin(pg, Some(*read), known_descriptors)?))
+            }
+            (Backend::Postgres(pg), _) => Write::Postgres(Box::new(PgWrite::begin(pg, None, known_descriptors)?)),
+            // LMDB's read transaction ends here, before the write transaction starts.
+            (Backend::Lmdb(lmdb), _) => Write::Lmdb(LmdbWrite::begin(lmdb)?),
         };
         store.refresh_catalog(&write)?;
         let last_tid = with_write!(&write, w => w.meta_u64(META_TID))?.unwrap_or(0);

@@ -85,9 +85,14 @@ impl Store {
     }
 
     fn new(backend: Backend, log_retention: u64) -> Result<Store, StoreError> {
-        let store = Store { backend, catalog: RwLock::new(Catalog::default()), stats: StoreStats::default(), log_retention };
+        let store = Store::without_catalog(backend, log_retention);
         store.refresh_catalog(&snapshot::Read::begin(&store.backend)?)?;
         Ok(store)
+    }
+
+    /// A store whose catalog is still to be read (`refresh_catalog`).
+    fn without_catalog(backend: Backend, log_retention: u64) -> Store {
+        Store { backend, catalog: RwLock::new(Catalog::default()), stats: StoreStats::default(), log_retention }
     }
 
     pub fn catalog(&self) -> RwLockReadGuard<'_, Catalog> {

@@ -7,9 +7,10 @@
 //! upgrade run in one transaction (PostgreSQL's DDL is transactional), so a failure leaves the
 //! database at the version it had.
 
-use postgres::{Client, Transaction};
+use postgres::{Client, SimpleQueryRow};
 
 use super::error::StoreError;
+use super::postgres::{bytea_literal, parse_text_column, simple_results, simple_rows, sql_oid};
 use super::{MigrationReport, META_TID};
 use crate::format::{encode_root_record, Descriptor, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID, ROOT_TYPE_NAME};
 
@@ -17,14 +18,16 @@ use crate::format::{encode_root_record, Descriptor, ROOT_CLASS, ROOT_DESCRIPTOR,
 struct Migration {
     /// What the step does, as `copal init` and `copal upgrade` report it.
     summary: &'static str,
-    apply: fn(&mut Transaction<'_>) -> Result<(), postgres::Error>,
+    /// The step's statements, values inline: the steps of an init or upgrade are sent together
+    /// as text, in one round trip.
+    sql: fn() -> String,
 }
 
 const MIGRATIONS: &[Migration] = &[
-    Migration { summary: "created copal's tables and the empty root", apply: create_tables },
+    Migration { summary: "created copal's tables and the empty root", sql: create_tables },
     Migration {
         summary: "created copal_schema_history (which copal applied each later schema version, and when)",
-        apply: create_history,
+        sql: create_history,
     },
 ];
 
@@ -35,43 +38,66 @@ pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 pub(crate) const META_FORMAT: &[u8] = b"format";
 
 /// Version 1: the tables as the first release of the PostgreSQL store created them.
-fn create_tables(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
-    // IF NOT EXISTS: before schema versions were checked this carefully, a database whose first
-    // open failed half-way could hold some of the tables.
-    tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS copal_meta (key bytea PRIMARY KEY, value bigint NOT NULL);
-         CREATE TABLE IF NOT EXISTS copal_records (oid bigint PRIMARY KEY, value bytea NOT NULL);
-         CREATE TABLE IF NOT EXISTS copal_descriptors (id bigint PRIMARY KEY, value bytea NOT NULL);
-         CREATE TABLE IF NOT EXISTS copal_log (tid bigint PRIMARY KEY, oids bytea NOT NULL);
-         CREATE TABLE IF NOT EXISTS copal_index_defs (id bigint PRIMARY KEY, value bytea NOT NULL);
-         CREATE TABLE IF NOT EXISTS copal_index_entries (key bytea PRIMARY KEY);
-         CREATE TABLE IF NOT EXISTS copal_settings (key bytea PRIMARY KEY, value bytea NOT NULL);",
-    )?;
+fn create_tables() -> String {
     let root = Descriptor {
         id: ROOT_DESCRIPTOR,
         class_no: ROOT_CLASS,
         type_name: ROOT_TYPE_NAME.to_owned(),
         fields: vec!["data".to_owned()],
     };
-    tx.execute("INSERT INTO copal_meta (key, value) VALUES ($1, 0)", &[&META_TID])?;
-    tx.execute(
-        "INSERT INTO copal_descriptors (id, value) VALUES ($1, $2)",
-        &[&i64::from(ROOT_DESCRIPTOR), &root.encode()],
-    )?;
-    tx.execute(
-        "INSERT INTO copal_records (oid, value) VALUES ($1, $2)",
-        &[&super::postgres::sql_oid(ROOT_OID), &super::checksum::seal(&encode_root_record(0))],
-    )?;
-    Ok(())
+    // IF NOT EXISTS: before schema versions were checked this carefully, a database whose first
+    // open failed half-way could hold some of the tables.
+    format!(
+        "CREATE TABLE IF NOT EXISTS copal_meta (key bytea PRIMARY KEY, value bigint NOT NULL); \
+         CREATE TABLE IF NOT EXISTS copal_records (oid bigint PRIMARY KEY, value bytea NOT NULL); \
+         CREATE TABLE IF NOT EXISTS copal_descriptors (id bigint PRIMARY KEY, value bytea NOT NULL); \
+         CREATE TABLE IF NOT EXISTS copal_log (tid bigint PRIMARY KEY, oids bytea NOT NULL); \
+         CREATE TABLE IF NOT EXISTS copal_index_defs (id bigint PRIMARY KEY, value bytea NOT NULL); \
+         CREATE TABLE IF NOT EXISTS copal_index_entries (key bytea PRIMARY KEY); \
+         CREATE TABLE IF NOT EXISTS copal_settings (key bytea PRIMARY KEY, value bytea NOT NULL); \
+         INSERT INTO copal_meta (key, value) VALUES ({}, 0); \
+         INSERT INTO copal_descriptors (id, value) VALUES ({}, {}); \
+         INSERT INTO copal_records (oid, value) VALUES ({}, {}); ",
+        bytea_literal(META_TID),
+        ROOT_DESCRIPTOR,
+        bytea_literal(&root.encode()),
+        sql_oid(ROOT_OID),
+        bytea_literal(&super::checksum::seal(&encode_root_record(0))),
+    )
 }
 
 /// Version 2: a history of the migrations, for operators (who upgraded, when, with what): a row
 /// per version applied since the table exists. `copal_meta.format` stays the version that counts.
-fn create_history(tx: &mut Transaction<'_>) -> Result<(), postgres::Error> {
-    tx.batch_execute(
-        "CREATE TABLE copal_schema_history (version bigint PRIMARY KEY, applied_at timestamptz NOT NULL, \
-         copal_version text NOT NULL)",
-    )
+fn create_history() -> String {
+    "CREATE TABLE copal_schema_history (version bigint PRIMARY KEY, applied_at timestamptz NOT NULL, \
+     copal_version text NOT NULL); "
+        .to_owned()
+}
+
+/// The copal tables in the current schema, sorted (one column, the table name).
+const COPAL_TABLES: &str = "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() \
+     AND tablename LIKE 'copal\\_%' ORDER BY tablename";
+
+/// Locks the `format` and `tid` rows of `copal_meta` until the transaction ends; rows: (is the
+/// format row, value). Every commit starts with it, so that commits are serialized (as LMDB's
+/// write lock does) and wait for, then see, a schema upgrade; an upgrade too, so that two of
+/// them run one after the other (the second finds the work done). Sorted, because rows are
+/// locked in the order the statement returns them, and updates move the tid row around the
+/// table: two transactions taking the two rows in opposite orders deadlock (PostgreSQL then
+/// aborts one of them).
+pub(crate) const LOCK_META: &str = "SELECT key = 'format'::bytea, value FROM copal_meta \
+     WHERE key IN ('format'::bytea, 'tid'::bytea) ORDER BY key FOR UPDATE";
+
+/// The schema version (None: no row) and the last tid (0: no row) in the rows of `LOCK_META`.
+pub(crate) fn locked_meta(rows: &[SimpleQueryRow]) -> Result<(Option<i64>, u64), StoreError> {
+    let (mut version, mut last_tid) = (None, 0);
+    for row in rows {
+        match row.get(0) {
+            Some("t") => version = Some(parse_text_column::<i64>(row, 1)?),
+            _ => last_tid = parse_text_column::<i64>(row, 1)? as u64,
+        }
+    }
+    Ok((version, last_tid))
 }
 
 /// What the caller of `prepare` wants.
@@ -90,7 +116,13 @@ pub(crate) enum Goal {
 pub(crate) fn prepare(client: &mut Client, location: &str, goal: Goal) -> Result<MigrationReport, StoreError> {
     let mut attempts = 0;
     loop {
-        match try_prepare(client, location, goal) {
+        let result = try_prepare(client, location, goal);
+        if result.is_err() && !client.is_closed() {
+            // A failed statement leaves its transaction open and aborted (nothing of it stays);
+            // outside a transaction ROLLBACK only warns.
+            let _ = client.batch_execute("ROLLBACK");
+        }
+        match result {
             Err(StoreError::Storage { .. }) if attempts < 3 && !client.is_closed() => attempts += 1,
             other => return other,
         }
@@ -98,15 +130,17 @@ pub(crate) fn prepare(client: &mut Client, location: &str, goal: Goal) -> Result
 }
 
 fn try_prepare(client: &mut Client, location: &str, goal: Goal) -> Result<MigrationReport, StoreError> {
-    // Dropping the transaction without commit rolls it back.
-    let mut tx = client.transaction()?;
     // The usual case, an open of a current database, takes no lock and writes nothing.
-    let mut from = stored_version(&mut tx, false)?;
+    let mut from = stored_version(client)?;
     check_version(from, location, goal)?;
+    // A new database is created in one round trip: the whole migration in one transaction.
+    let mut begin = "BEGIN; ";
     if from > 0 && from < SCHEMA_VERSION {
         // Another upgrade may have finished (or be running) since: read again under the lock.
-        from = stored_version(&mut tx, true)?;
+        let rows = simple_rows(client, &format!("BEGIN; {LOCK_META}"))?;
+        from = locked_meta(&rows)?.0.unwrap_or(0);
         check_version(from, location, goal)?;
+        begin = "";
     }
     let mut report = MigrationReport {
         location: location.to_owned(),
@@ -115,42 +149,47 @@ fn try_prepare(client: &mut Client, location: &str, goal: Goal) -> Result<Migrat
         ..MigrationReport::default()
     };
     if from == SCHEMA_VERSION {
+        if begin.is_empty() {
+            client.batch_execute("ROLLBACK")?;
+        }
         return Ok(report);
     }
-    let tables_before = copal_tables(&mut tx)?;
-    for step in &MIGRATIONS[from as usize..] {
-        (step.apply)(&mut tx)?;
+    let steps = &MIGRATIONS[from as usize..];
+    let mut sql = format!("{begin}{COPAL_TABLES}; ");
+    for step in steps {
+        sql.push_str(&(step.sql)());
         report.steps.push(step.summary.to_owned());
     }
-    tx.execute(
-        "INSERT INTO copal_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-        &[&META_FORMAT, &SCHEMA_VERSION],
-    )?;
-    tx.execute(
-        "INSERT INTO copal_schema_history (version, applied_at, copal_version) \
-         SELECT version, now(), $3::text FROM generate_series($1::bigint, $2::bigint) AS version",
-        &[&(from + 1), &SCHEMA_VERSION, &env!("CARGO_PKG_VERSION")],
-    )?;
-    report.created = copal_tables(&mut tx)?.into_iter().filter(|table| !tables_before.contains(table)).collect();
-    tx.commit()?;
+    sql.push_str(&format!(
+        "INSERT INTO copal_meta (key, value) VALUES ({}, {SCHEMA_VERSION}) \
+         ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value; \
+         INSERT INTO copal_schema_history (version, applied_at, copal_version) \
+         SELECT version, now(), '{}' FROM generate_series({}, {SCHEMA_VERSION}) AS version; \
+         {COPAL_TABLES}; COMMIT",
+        bytea_literal(META_FORMAT),
+        env!("CARGO_PKG_VERSION"),
+        from + 1,
+    ));
+    let results = simple_results(client, &sql)?;
+    // One result per statement: the first and the last SELECT of the tables are the ones of
+    // COPAL_TABLES (BEGIN, if sent, comes first; COMMIT last).
+    let table_names = |rows: &Vec<SimpleQueryRow>| -> Vec<String> {
+        rows.iter().filter_map(|row| row.get(0).map(str::to_owned)).collect()
+    };
+    let before = table_names(&results[usize::from(!begin.is_empty())]);
+    let after = table_names(&results[results.len() - 2]);
+    report.created = after.into_iter().filter(|table| !before.contains(table)).collect();
     Ok(report)
 }
 
-/// The schema version stored in the database (0: no copal tables). With `lock`, the version
-/// and tid rows stay locked until the transaction ends: two upgrades run one after the other
-/// (the second finds the work done), and commits wait until the upgrade is over.
-fn stored_version(tx: &mut Transaction<'_>, lock: bool) -> Result<i64, StoreError> {
-    let exists: bool = tx.query_one("SELECT to_regclass('copal_meta') IS NOT NULL", &[])?.get(0);
+/// The schema version stored in the database (0: no copal tables), read without a lock.
+fn stored_version(client: &mut Client) -> Result<i64, StoreError> {
+    let exists: bool = client.query_typed_one("SELECT to_regclass('copal_meta') IS NOT NULL", &[])?.get(0);
     if !exists {
         return Ok(0);
     }
-    let rows = if lock {
-        tx.query("SELECT key, value FROM copal_meta WHERE key = $1 OR key = $2 ORDER BY key FOR UPDATE", &[&META_FORMAT, &META_TID])?
-    } else {
-        tx.query("SELECT key, value FROM copal_meta WHERE key = $1", &[&META_FORMAT])?
-    };
-    let version = rows.iter().find(|row| row.get::<_, &[u8]>(0) == META_FORMAT);
-    Ok(version.map_or(0, |row| row.get(1)))
+    let rows = client.query_typed("SELECT value FROM copal_meta WHERE key = $1", &[(&META_FORMAT, postgres::types::Type::BYTEA)])?;
+    Ok(rows.first().map_or(0, |row| row.get(0)))
 }
 
 fn check_version(version: i64, location: &str, goal: Goal) -> Result<(), StoreError> {
@@ -172,16 +211,6 @@ fn check_version(version: i64, location: &str, goal: Goal) -> Result<(), StoreEr
         )),
         _ => Ok(()),
     }
-}
-
-/// The names of the copal tables in the current schema, sorted.
-fn copal_tables(tx: &mut Transaction<'_>) -> Result<Vec<String>, postgres::Error> {
-    let rows = tx.query(
-        "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE 'copal\\_%' \
-         ORDER BY tablename",
-        &[],
-    )?;
-    Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
 /// Checks at the start of every commit that the schema is still the one this process opened:

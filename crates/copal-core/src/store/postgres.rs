@@ -26,13 +26,14 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::io::Write;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use postgres::types::ToSql;
-use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::Type;
-use postgres::{Client, Config, Row, Statement};
+use postgres::error::SqlState;
+use postgres::{Client, Config, Row, SimpleQueryMessage, SimpleQueryRow, Statement};
 
 use super::error::StoreError;
 use super::pg_settings::LazyTls;
@@ -47,6 +48,75 @@ const RANGE_GAP: u64 = 4;
 /// Rows read per statement by range scans: a scan that stops early reads at most this many rows
 /// too many, and a long scan costs one round trip per page.
 const PAGE: i64 = 1000;
+
+/// Begins a snapshot and reads the last tid, in one round trip (simple-query statements sent
+/// together); the first statement after BEGIN fixes the snapshot.
+const BEGIN_SNAPSHOT: &str =
+    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT value FROM copal_meta WHERE key = 'tid'::bytea";
+
+/// Runs `sql`, one or more statements, in one round trip (the simple-query protocol: values
+/// come as text), and returns the rows of each statement (none for those that return none).
+pub(crate) fn simple_results(client: &mut Client, sql: &str) -> Result<Vec<Vec<SimpleQueryRow>>, StoreError> {
+    let (mut results, mut rows) = (Vec::new(), Vec::new());
+    for message in client.simple_query(sql)? {
+        match message {
+            SimpleQueryMessage::Row(row) => rows.push(row),
+            SimpleQueryMessage::CommandComplete(_) => results.push(std::mem::take(&mut rows)),
+            _ => {}
+        }
+    }
+    Ok(results)
+}
+
+/// The rows of the last statement of `sql` (see `simple_results`).
+pub(crate) fn simple_rows(client: &mut Client, sql: &str) -> Result<Vec<SimpleQueryRow>, StoreError> {
+    Ok(simple_results(client, sql)?.pop().unwrap_or_default())
+}
+
+fn unexpected_reply() -> StoreError {
+    StoreError::Storage { message: "PostgreSQL: the server's reply has fewer results than statements sent".to_owned() }
+}
+
+/// Column `i` of a simple-query row, parsed from its text.
+pub(crate) fn parse_text_column<T: std::str::FromStr>(row: &SimpleQueryRow, i: usize) -> Result<T, StoreError> {
+    row.get(i).and_then(|text| text.parse().ok()).ok_or_else(|| StoreError::Storage {
+        message: format!("PostgreSQL: unexpected value {:?} in column {i} of a reply", row.get(i)),
+    })
+}
+
+/// `(id, bytes)` rows of the descriptors or index definitions table.
+type IdRows = Vec<(u32, Vec<u8>)>;
+
+/// Reads the index definitions as text (`encode(value, 'hex')`), to go in a begin's batch.
+const INDEX_DEFS_AS_TEXT: &str = "SELECT id, encode(value, 'hex') FROM copal_index_defs ORDER BY id";
+
+/// The `(id, hex value)` rows of a simple query, decoded.
+fn id_rows(rows: &[SimpleQueryRow]) -> Result<IdRows, StoreError> {
+    rows.iter().map(|row| Ok((parse_text_column::<u32>(row, 0)?, hex_column(row, 1)?))).collect()
+}
+
+/// Column `i` of a simple-query row, an `encode(..., 'hex')`, as bytes.
+fn hex_column(row: &SimpleQueryRow, i: usize) -> Result<Vec<u8>, StoreError> {
+    hex_bytes(row.get(i).unwrap_or_default()).ok_or_else(|| StoreError::Storage {
+        message: format!("PostgreSQL: column {i} of a reply is not hexadecimal"),
+    })
+}
+
+/// The bytes spelled by hexadecimal `text`; None if it is not.
+fn hex_bytes(text: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
+    let pairs = text.as_bytes().chunks(2);
+    pairs
+        .map(|pair| match pair {
+            [high, low] => Some(digit(*high)? << 4 | digit(*low)?),
+            _ => None,
+        })
+        .collect()
+}
+
+fn visit_ids(rows: &IdRows, after: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+    rows.iter().filter(|(id, _)| *id > after).try_for_each(|(id, value)| visit(*id, value))
+}
 
 /// Whether `location` names a PostgreSQL database rather than a directory.
 pub(crate) fn is_url(location: &str) -> bool {
@@ -64,6 +134,10 @@ fn from_sql_oid(value: i64) -> Oid {
 /// Visits `(id, value)` rows of the descriptors or index definitions table.
 fn visit_id_rows(rows: &[Row], visit: IdVisitor<'_>) -> Result<(), StoreError> {
     rows.iter().try_for_each(|row| visit(row.get::<_, i64>(0) as u32, row.get(1)))
+}
+
+fn values<'a>(params: &Params<'a>) -> Vec<&'a (dyn ToSql + Sync)> {
+    params.iter().map(|(value, _)| *value).collect()
 }
 
 impl From<postgres::Error> for StoreError {
@@ -84,35 +158,54 @@ impl From<postgres::Error> for StoreError {
     }
 }
 
-/// One server connection with its prepared statements (each prepared once per connection, so a
-/// statement costs one round trip).
+/// A statement's parameters with their types: with the types a statement can run unprepared
+/// (`query_typed`: parse, bind and execute in one round trip).
+type Params<'a> = [(&'a (dyn ToSql + Sync), Type)];
+
+/// One server connection with the statements it has run.
 struct Conn {
     client: Client,
-    statements: HashMap<&'static str, Statement>,
+    /// The statements run on this connection: None after their first run, which is unprepared
+    /// (one round trip, where prepare + execute is two: most statements of a short-lived
+    /// connection run once); prepared on their second run, which costs the prepare's round trip
+    /// once and then spares the server parsing and planning them on every later run.
+    statements: HashMap<&'static str, Option<Statement>>,
 }
 
 impl Conn {
-    fn statement(&mut self, sql: &'static str) -> Result<Statement, StoreError> {
-        if let Some(statement) = self.statements.get(sql) {
-            return Ok(statement.clone());
+    /// The prepared statement of `sql`, preparing it on its second run; None on its first.
+    fn prepared(&mut self, sql: &'static str, params: &Params<'_>) -> Result<Option<Statement>, StoreError> {
+        match self.statements.get_mut(sql) {
+            None => {
+                self.statements.insert(sql, None);
+                Ok(None)
+            }
+            Some(Some(statement)) => Ok(Some(statement.clone())),
+            Some(slot @ None) => {
+                let types: Vec<Type> = params.iter().map(|(_, ty)| ty.clone()).collect();
+                let statement = self.client.prepare_typed(sql, &types)?;
+                *slot = Some(statement.clone());
+                Ok(Some(statement))
+            }
         }
-        let statement = self.client.prepare(sql)?;
-        self.statements.insert(sql, statement.clone());
-        Ok(statement)
     }
 
-    fn query(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
-        let statement = self.statement(sql)?;
-        Ok(self.client.query(&statement, params)?)
+    fn query(&mut self, sql: &'static str, params: &Params<'_>) -> Result<Vec<Row>, StoreError> {
+        Ok(match self.prepared(sql, params)? {
+            Some(statement) => self.client.query(&statement, &values(params))?,
+            None => self.client.query_typed(sql, params)?,
+        })
     }
 
-    fn execute(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
-        let statement = self.statement(sql)?;
-        Ok(self.client.execute(&statement, params)?)
+    fn execute(&mut self, sql: &'static str, params: &Params<'_>) -> Result<u64, StoreError> {
+        Ok(match self.prepared(sql, params)? {
+            Some(statement) => self.client.execute(&statement, &values(params))?,
+            None => self.client.execute_typed(sql, params)?,
+        })
     }
 
     fn meta_u64(&mut self, key: &[u8]) -> Result<Option<u64>, StoreError> {
-        let rows = self.query("SELECT value FROM copal_meta WHERE key = $1", &[&key])?;
+        let rows = self.query("SELECT value FROM copal_meta WHERE key = $1", &[(&key, Type::BYTEA)])?;
         Ok(rows.first().map(|row| row.get::<_, i64>(0) as u64))
     }
 
@@ -121,9 +214,9 @@ impl Conn {
         let rows = match super::prefix_end(prefix) {
             Some(end) => self.query(
                 "SELECT key, value FROM copal_settings WHERE key >= $1 AND key < $2 ORDER BY key",
-                &[&prefix, &end],
+                &[(&prefix, Type::BYTEA), (&end, Type::BYTEA)],
             )?,
-            None => self.query("SELECT key, value FROM copal_settings WHERE key >= $1 ORDER BY key", &[&prefix])?,
+            None => self.query("SELECT key, value FROM copal_settings WHERE key >= $1 ORDER BY key", &[(&prefix, Type::BYTEA)])?,
         };
         for row in rows {
             visit(row.get::<_, &[u8]>(0), row.get::<_, &[u8]>(1))?;
@@ -132,7 +225,7 @@ impl Conn {
     }
 
     fn get(&mut self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
-        let rows = self.query("SELECT value FROM copal_records WHERE oid = $1", &[&sql_oid(oid)])?;
+        let rows = self.query("SELECT value FROM copal_records WHERE oid = $1", &[(&sql_oid(oid), Type::INT8)])?;
         Ok(rows.into_iter().next().map(|row| row.get(0)))
     }
 
@@ -158,23 +251,19 @@ impl Conn {
         self.query(
             "SELECT r.oid, r.value FROM unnest($1::bigint[], $2::bigint[]) AS k (lo, hi) \
              JOIN copal_records r ON r.oid >= k.lo AND r.oid <= k.hi",
-            &[&starts, &ends],
+            &[(&starts, Type::INT8_ARRAY), (&ends, Type::INT8_ARRAY)],
         )
     }
 
     fn descriptors_after(&mut self, known: u32) -> Result<Vec<Row>, StoreError> {
-        self.query("SELECT id, value FROM copal_descriptors WHERE id > $1 ORDER BY id", &[&i64::from(known)])
-    }
-
-    fn index_defs(&mut self) -> Result<Vec<Row>, StoreError> {
-        self.query("SELECT id, value FROM copal_index_defs ORDER BY id", &[])
+        self.query("SELECT id, value FROM copal_descriptors WHERE id > $1 ORDER BY id", &[(&i64::from(known), Type::INT8)])
     }
 
     /// A page of the records with `from <= oid <= last`, in oid order.
     fn records_page(&mut self, from: Oid, last: Oid) -> Result<Vec<Row>, StoreError> {
         self.query(
             "SELECT oid, value FROM copal_records WHERE oid >= $1 AND oid <= $2 ORDER BY oid LIMIT $3",
-            &[&sql_oid(from), &sql_oid(last), &PAGE],
+            &[(&sql_oid(from), Type::INT8), (&sql_oid(last), Type::INT8), (&PAGE, Type::INT8)],
         )
     }
 
@@ -184,18 +273,18 @@ impl Conn {
         match (hi, descending) {
             (Some(hi), false) => self.query(
                 "SELECT key FROM copal_index_entries WHERE key >= $1 AND key < $2 ORDER BY key LIMIT $3",
-                &[&lo, &hi, &PAGE],
+                &[(&lo, Type::BYTEA), (&hi, Type::BYTEA), (&PAGE, Type::INT8)],
             ),
             (None, false) => {
-                self.query("SELECT key FROM copal_index_entries WHERE key >= $1 ORDER BY key LIMIT $2", &[&lo, &PAGE])
+                self.query("SELECT key FROM copal_index_entries WHERE key >= $1 ORDER BY key LIMIT $2", &[(&lo, Type::BYTEA), (&PAGE, Type::INT8)])
             }
             (Some(hi), true) => self.query(
                 "SELECT key FROM copal_index_entries WHERE key >= $1 AND key < $2 ORDER BY key DESC LIMIT $3",
-                &[&lo, &hi, &PAGE],
+                &[(&lo, Type::BYTEA), (&hi, Type::BYTEA), (&PAGE, Type::INT8)],
             ),
             (None, true) => self.query(
                 "SELECT key FROM copal_index_entries WHERE key >= $1 ORDER BY key DESC LIMIT $2",
-                &[&lo, &PAGE],
+                &[(&lo, Type::BYTEA), (&PAGE, Type::INT8)],
             ),
         }
     }
@@ -281,14 +370,23 @@ impl Pool {
         Ok(Pool { config, tls: LazyTls(tls), durable, idle: Mutex::new(Vec::new()) })
     }
 
-    /// Runs `start` (which begins a transaction) on an idle connection, or on a new one when
-    /// there is none or when the idle one turns out to be dead: after a server restart every
-    /// idle connection is, so they are all dropped and the transaction starts on a fresh one
-    /// instead of failing.
-    fn start<T>(&self, start: impl Fn(&mut Conn) -> Result<T, StoreError>) -> Result<(Conn, T), StoreError> {
-        let idle = self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop();
-        if let Some(mut conn) = idle {
-            match start(&mut conn) {
+    /// Runs `start` (which begins a transaction) on `handed_over`, a snapshot's connection still
+    /// in its transaction, or else on an idle connection, or on a new one when there is none or
+    /// when the one tried turns out to be dead: after a server restart every idle connection is,
+    /// so they are all dropped and the transaction starts on a fresh one instead of failing.
+    /// `start(conn, ending)` sends `ending` first, in the same round trip: the SQL that ends
+    /// the transaction the connection is in ("ROLLBACK; " for a snapshot's, else nothing).
+    fn start<T>(
+        &self,
+        handed_over: Option<Conn>,
+        start: impl Fn(&mut Conn, &str) -> Result<T, StoreError>,
+    ) -> Result<(Conn, T), StoreError> {
+        let (tried, ending) = match handed_over {
+            Some(conn) => (Some(conn), "ROLLBACK; "),
+            None => (self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop(), ""),
+        };
+        if let Some(mut conn) = tried {
+            match start(&mut conn, ending) {
                 Ok(value) => return Ok((conn, value)),
                 Err(_) if conn.client.is_closed() => {
                     self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
@@ -300,7 +398,7 @@ impl Pool {
             }
         }
         let mut conn = self.connect()?;
-        match start(&mut conn) {
+        match start(&mut conn, "") {
             Ok(value) => Ok((conn, value)),
             Err(error) => {
                 self.give_back(conn, true);
@@ -336,11 +434,51 @@ pub(crate) struct PgBackend {
 pub(crate) fn open(url: &str, durable: bool, log_retention: u64) -> Result<Arc<Store>, StoreError> {
     let location = without_password(url);
     let pool = Arc::new(Pool::new(url, durable)?);
-    // A new database gets its tables here; an older or newer schema is refused.
-    let (conn, _) = pool.start(|conn| pg_schema::prepare(&mut conn.client, &location, Goal::Create))?;
+    let (conn, descriptors) = pool.start(None, |conn, _| {
+        if let Some(descriptors) = descriptors_if_current(conn)? {
+            return Ok(descriptors);
+        }
+        // A new database gets its tables here; an older or newer schema is refused.
+        pg_schema::prepare(&mut conn.client, &location, Goal::Create)?;
+        descriptors_if_current(conn)?.ok_or_else(|| StoreError::Storage {
+            message: format!("the copal tables in {location} changed while they were opened: open them again"),
+        })
+    })?;
     pool.give_back(conn, false);
-    let backend = PgBackend { pool, location };
-    Ok(Arc::new(Store::new(Backend::Postgres(backend), log_retention)?))
+    let store = Store::without_catalog(Backend::Postgres(PgBackend { pool, location }), log_retention);
+    store.refresh_catalog(&DescriptorRows(descriptors))?;
+    Ok(Arc::new(store))
+}
+
+/// The schema version and every descriptor, in one statement (one round trip, where checking
+/// the version and reading the catalog took several): rows (version, descriptor id, descriptor).
+const VERSION_AND_DESCRIPTORS: &str = "SELECT m.value, d.id, d.value FROM copal_meta m \
+     LEFT JOIN copal_descriptors d ON true WHERE m.key = 'format'::bytea ORDER BY d.id";
+
+/// The descriptor rows of `VERSION_AND_DESCRIPTORS` if the database has the current schema;
+/// None if it has another version or no copal tables (then `pg_schema::prepare` decides).
+fn descriptors_if_current(conn: &mut Conn) -> Result<Option<Vec<Row>>, StoreError> {
+    let rows = match conn.client.query_typed(VERSION_AND_DESCRIPTORS, &[]) {
+        Ok(rows) => rows,
+        Err(error) if error.code() == Some(&SqlState::UNDEFINED_TABLE) => return Ok(None),
+        Err(error) => return Err(error.into()),
+    };
+    let current = rows.first().is_some_and(|row| row.get::<_, i64>(0) == pg_schema::SCHEMA_VERSION);
+    Ok(current.then_some(rows))
+}
+
+/// The descriptors read by `descriptors_if_current`, for the store's first catalog.
+struct DescriptorRows(Vec<Row>);
+
+impl DescriptorTable for DescriptorRows {
+    fn descriptors_after(&self, known: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        for row in &self.0 {
+            if let Some(id) = row.get::<_, Option<i64>>(1).filter(|&id| id > i64::from(known)) {
+                visit(id as u32, row.get(2))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Creates (`Goal::Create`) or upgrades the copal tables of the database at `url` without
@@ -371,7 +509,7 @@ impl PgBackend {
 
     /// Bytes used by copal's tables (with their indexes and TOAST data).
     pub(crate) fn disk_size(&self) -> Result<u64, StoreError> {
-        let (conn, size) = self.pool.start(|conn| {
+        let (conn, size) = self.pool.start(None, |conn, _| {
             let row = conn.client.query_one(
                 "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c \
                  WHERE c.relname LIKE 'copal\\_%' AND c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace",
@@ -389,16 +527,29 @@ pub(crate) struct PgRead {
     conn: Mutex<Option<Conn>>,
     pool: Arc<Pool>,
     last_tid: u64,
+    /// The index definitions, read with the snapshot's first statement (a query plans with
+    /// them; they cannot change within the snapshot).
+    index_defs: IdRows,
 }
 
 impl PgRead {
     pub(crate) fn begin(backend: &PgBackend) -> Result<PgRead, StoreError> {
-        let (conn, last_tid) = backend.pool.start(|conn| {
-            conn.client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-            // The first statement fixes the snapshot.
-            Ok(conn.meta_u64(META_TID)?.unwrap_or(0))
+        let (conn, (last_tid, index_defs)) = backend.pool.start(None, |conn, _| {
+            let results = simple_results(&mut conn.client, &format!("{BEGIN_SNAPSHOT}; {INDEX_DEFS_AS_TEXT}"))?;
+            let [_, tid, index_defs] = results.as_slice() else { return Err(unexpected_reply()) };
+            let last_tid = match tid.first() {
+                Some(row) => parse_text_column::<i64>(row, 0)? as u64,
+                None => 0,
+            };
+            Ok((last_tid, id_rows(index_defs)?))
         })?;
-        Ok(PgRead { conn: Mutex::new(Some(conn)), pool: Arc::clone(&backend.pool), last_tid })
+        Ok(PgRead { conn: Mutex::new(Some(conn)), pool: Arc::clone(&backend.pool), last_tid, index_defs })
+    }
+
+    /// The snapshot's connection, still in the snapshot's transaction, for a commit to continue
+    /// on (PgWrite::begin ends the transaction). None if the connection is gone.
+    fn into_conn(self) -> Option<Conn> {
+        self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T, StoreError>) -> Result<T, StoreError> {
@@ -461,7 +612,7 @@ impl PgRead {
         let rows = self.with(|conn| {
             conn.query(
                 "SELECT count(*) FROM copal_records WHERE oid >= $1 AND oid <= $2",
-                &[&sql_oid(first), &sql_oid(end - 1)],
+                &[(&sql_oid(first), Type::INT8), (&sql_oid(end - 1), Type::INT8)],
             )
         })?;
         Ok(rows.first().map_or(0, |row| row.get::<_, i64>(0) as u64))
@@ -480,13 +631,13 @@ impl PgRead {
     ) -> Result<(), StoreError> {
         let (from, to) = (from as i64, to as i64);
         let rows = self.with(|conn| {
-            conn.query("SELECT tid, oids FROM copal_log WHERE tid >= $1 AND tid <= $2 ORDER BY tid", &[&from, &to])
+            conn.query("SELECT tid, oids FROM copal_log WHERE tid >= $1 AND tid <= $2 ORDER BY tid", &[(&from, Type::INT8), (&to, Type::INT8)])
         })?;
         rows.iter().try_for_each(|row| visit(row.get::<_, i64>(0) as u64, row.get(1)))
     }
 
     pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {
-        visit_id_rows(&self.with(Conn::index_defs)?, visit)
+        visit_ids(&self.index_defs, 0, visit)
     }
 
     pub(crate) fn scan_entries(
@@ -515,46 +666,86 @@ impl Drop for PgRead {
     }
 }
 
+/// Stored values of records by oid (None: deleted).
+type RecordWrites = BTreeMap<Oid, Option<Vec<u8>>>;
+
+/// Stored values of the records of new objects by oid.
+type NewRecords = BTreeMap<Oid, Vec<u8>>;
+
+/// What a commit reads with its lock, in the lock's round trip; the lock keeps it current (no
+/// other commit can change it until this one ends) and the commit's own writes update it.
+struct ReadWithLock {
+    /// The last committed tid (then the one this commit writes).
+    last_tid: u64,
+    index_defs: IdRows,
+    /// The highest descriptor id the catalog knew at begin, and the descriptors above it
+    /// (with those this commit adds).
+    descriptors: (u32, IdRows),
+    /// Every setting: few rows (removed-field declarations of some classes), which the
+    /// declarations synced at a program's first transaction read one by one.
+    settings: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
 /// A commit's transaction. Holding it is holding the row lock on the last tid, which serializes
 /// commits of every process on every machine.
 pub(crate) struct PgWrite {
     conn: RefCell<Option<Conn>>,
     pool: Arc<Pool>,
+    /// The small tables, read with the commit lock and kept current by this commit's writes.
+    began: ReadWithLock,
     /// Buffered record writes (None: delete), sent by `flush`.
-    records: BTreeMap<Oid, Option<Vec<u8>>>,
+    records: RecordWrites,
     /// Buffered records of new objects (no row yet), sent by `flush` with COPY.
-    fresh_records: BTreeMap<Oid, Vec<u8>>,
+    fresh_records: NewRecords,
     /// Buffered index entry writes (false: delete), sent by `flush`.
     entries: BTreeMap<Vec<u8>, bool>,
     /// Stored values read ahead by `prefetch` or already flushed (None: no record). The commit
     /// lock keeps them current: no other commit can change a record until this one ends.
     known: HashMap<Oid, Option<Vec<u8>>>,
+    /// Statements (SQL text, values inline) sent with the COMMIT, in its round trip.
+    epilogue: String,
 }
 
 impl PgWrite {
     /// Waits for the commit lock (other writers, in any process, and upgrades of the schema),
-    /// then checks that the schema is still the one this process opened.
-    pub(crate) fn begin(backend: &PgBackend) -> Result<PgWrite, StoreError> {
-        let (conn, ()) = backend.pool.start(|conn| {
-            conn.client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")?;
-            // One statement: locking both rows costs no round trip more than locking the tid.
-            // Sorted, because rows are locked in the order the statement returns them, and
-            // updates move the tid row around the table: two commits taking the two rows in
-            // opposite orders deadlock (PostgreSQL then aborts one of them).
-            let rows = conn.query(
-                "SELECT key, value FROM copal_meta WHERE key = $1 OR key = $2 ORDER BY key FOR UPDATE",
-                &[&META_TID, &pg_schema::META_FORMAT],
-            )?;
-            let version = rows.iter().find(|row| row.get::<_, &[u8]>(0) == pg_schema::META_FORMAT);
-            pg_schema::check_unchanged(version.map(|row| row.get(1)), &backend.location)
+    /// then checks that the schema is still the one this process opened. With `snapshot`, the
+    /// commit runs on the snapshot's connection, whose transaction it ends: a transaction that
+    /// read and then commits uses one server connection, not two (a new connection costs the
+    /// server a process).
+    /// `known_descriptors`: the highest descriptor id in the store's catalog (the commit reads the
+    /// ones above it with its lock).
+    pub(crate) fn begin(backend: &PgBackend, snapshot: Option<PgRead>, known_descriptors: u32) -> Result<PgWrite, StoreError> {
+        let handed_over = snapshot.and_then(PgRead::into_conn);
+        let (conn, began) = backend.pool.start(handed_over, |conn, ending| {
+            // One round trip: the lock, then what every commit reads as it begins (small tables),
+            // all of it after the lock and so current.
+            let sql = format!(
+                "{ending}BEGIN ISOLATION LEVEL READ COMMITTED; {}; {INDEX_DEFS_AS_TEXT}; \
+                 SELECT id, encode(value, 'hex') FROM copal_descriptors WHERE id > {known_descriptors} ORDER BY id; \
+                 SELECT encode(key, 'hex'), encode(value, 'hex') FROM copal_settings",
+                pg_schema::LOCK_META
+            );
+            let results = simple_results(&mut conn.client, &sql)?;
+            let [.., meta, index_defs, descriptors, settings] = results.as_slice() else { return Err(unexpected_reply()) };
+            let (version, last_tid) = pg_schema::locked_meta(meta)?;
+            pg_schema::check_unchanged(version, &backend.location)?;
+            let settings = settings.iter().map(|row| Ok((hex_column(row, 0)?, hex_column(row, 1)?)));
+            Ok(ReadWithLock {
+                last_tid,
+                index_defs: id_rows(index_defs)?,
+                descriptors: (known_descriptors, id_rows(descriptors)?),
+                settings: settings.collect::<Result<_, StoreError>>()?,
+            })
         })?;
         Ok(PgWrite {
             conn: RefCell::new(Some(conn)),
             pool: Arc::clone(&backend.pool),
+            began,
             records: BTreeMap::new(),
             fresh_records: BTreeMap::new(),
             entries: BTreeMap::new(),
             known: HashMap::new(),
+            epilogue: String::new(),
         })
     }
 
@@ -565,22 +756,24 @@ impl PgWrite {
         }
     }
 
-    /// Sends the buffered record and index entry writes, one statement per kind.
+    /// Sends the buffered record and index entry writes (`send_buffered`), then keeps the records
+    /// sent in `known` for the reads of the rest of the commit.
     fn flush(&mut self) -> Result<(), StoreError> {
-        if self.records.is_empty() && self.entries.is_empty() && self.fresh_records.is_empty() {
-            return Ok(());
-        }
-        let mut records = std::mem::take(&mut self.records);
+        let (records, fresh) = self.send_buffered()?;
+        self.known.extend(records);
+        self.known.extend(fresh.into_iter().map(|(oid, value)| (oid, Some(value))));
+        Ok(())
+    }
+
+    /// Sends the buffered record and index entry writes, one statement per kind, and returns the
+    /// records sent: the replaced or deleted ones, and those of new objects.
+    fn send_buffered(&mut self) -> Result<(RecordWrites, NewRecords), StoreError> {
+        let records = std::mem::take(&mut self.records);
         let entries = std::mem::take(&mut self.entries);
         let fresh = std::mem::take(&mut self.fresh_records);
         self.with(|conn| {
             if !fresh.is_empty() {
-                let sink = conn.client.copy_in("COPY copal_records (oid, value) FROM STDIN BINARY")?;
-                let mut writer = BinaryCopyInWriter::new(sink, &[Type::INT8, Type::BYTEA]);
-                for (oid, value) in &fresh {
-                    writer.write(&[&sql_oid(*oid), &value.as_slice()])?;
-                }
-                writer.finish()?;
+                copy_new_records(conn, &fresh)?;
             }
             let (mut put_oids, mut put_values, mut deleted) = (Vec::new(), Vec::new(), Vec::new());
             for (oid, value) in &records {
@@ -593,32 +786,30 @@ impl PgWrite {
                 }
             }
             if !deleted.is_empty() {
-                conn.execute("DELETE FROM copal_records WHERE oid = ANY($1)", &[&deleted])?;
+                conn.execute("DELETE FROM copal_records WHERE oid = ANY($1)", &[(&deleted, Type::INT8_ARRAY)])?;
             }
             if !put_oids.is_empty() {
                 conn.execute(
                     "INSERT INTO copal_records (oid, value) SELECT * FROM unnest($1::bigint[], $2::bytea[]) \
                      ON CONFLICT (oid) DO UPDATE SET value = EXCLUDED.value",
-                    &[&put_oids, &put_values],
+                    &[(&put_oids, Type::INT8_ARRAY), (&put_values, Type::BYTEA_ARRAY)],
                 )?;
             }
             let (added, removed): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, present)| **present);
             let removed: Vec<&[u8]> = removed.into_iter().map(|(key, _)| key.as_slice()).collect();
             let added: Vec<&[u8]> = added.into_iter().map(|(key, _)| key.as_slice()).collect();
             if !removed.is_empty() {
-                conn.execute("DELETE FROM copal_index_entries WHERE key = ANY($1)", &[&removed])?;
+                conn.execute("DELETE FROM copal_index_entries WHERE key = ANY($1)", &[(&removed, Type::BYTEA_ARRAY)])?;
             }
             if !added.is_empty() {
                 conn.execute(
                     "INSERT INTO copal_index_entries (key) SELECT unnest($1::bytea[]) ON CONFLICT DO NOTHING",
-                    &[&added],
+                    &[(&added, Type::BYTEA_ARRAY)],
                 )?;
             }
             Ok(())
         })?;
-        records.extend(fresh.into_iter().map(|(oid, value)| (oid, Some(value))));
-        self.known.extend(records);
-        Ok(())
+        Ok((records, fresh))
     }
 
     /// Reads the stored values of `oids` in one round trip per 10,000, so that the conflict
@@ -636,36 +827,45 @@ impl PgWrite {
     }
 
     pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<Option<u64>, StoreError> {
+        if key == META_TID {
+            return Ok(Some(self.began.last_tid));
+        }
         self.with(|conn| conn.meta_u64(key))
     }
 
     pub(crate) fn setting(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let rows = self.with(|conn| conn.query("SELECT value FROM copal_settings WHERE key = $1", &[&key]))?;
-        Ok(rows.first().map(|row| row.get(0)))
+        Ok(self.began.settings.get(key).cloned())
     }
 
     /// Sets (`Some`) or removes (`None`) the setting `key`.
     pub(crate) fn put_setting(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
+        match value {
+            Some(value) => self.began.settings.insert(key.to_vec(), value.to_vec()),
+            None => self.began.settings.remove(key),
+        };
         self.with(|conn| match value {
             Some(value) => conn
                 .execute(
                     "INSERT INTO copal_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                    &[&key, &value],
+                    &[(&key, Type::BYTEA), (&value, Type::BYTEA)],
                 )
                 .map(drop),
-            None => conn.execute("DELETE FROM copal_settings WHERE key = $1", &[&key]).map(drop),
+            None => conn.execute("DELETE FROM copal_settings WHERE key = $1", &[(&key, Type::BYTEA)]).map(drop),
         })
     }
 
+    /// Buffered until `commit`, like `put_log` and `prune_log`: only `Commit::finish` writes meta
+    /// values, after its last read.
     pub(crate) fn put_meta_u64(&mut self, key: &[u8], value: u64) -> Result<(), StoreError> {
-        let value = value as i64;
-        self.with(|conn| {
-            conn.execute(
-                "INSERT INTO copal_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                &[&key, &value],
-            )
-            .map(drop)
-        })
+        if key == META_TID {
+            self.began.last_tid = value;
+        }
+        self.epilogue.push_str(&format!(
+            "INSERT INTO copal_meta (key, value) VALUES ({}, {}) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value; ",
+            bytea_literal(key),
+            value as i64
+        ));
+        Ok(())
     }
 
     pub(crate) fn get(&self, oid: Oid) -> Result<Option<Cow<'_, [u8]>>, StoreError> {
@@ -684,7 +884,7 @@ impl PgWrite {
         let rows = self.with(|conn| {
             conn.query(
                 "SELECT oid FROM copal_records WHERE oid >= $1 AND oid <= $2 ORDER BY oid DESC LIMIT 1",
-                &[&first, &last],
+                &[(&first, Type::INT8), (&last, Type::INT8)],
             )
         })?;
         Ok(rows.first().map(|row| from_sql_oid(row.get(0))))
@@ -722,20 +922,26 @@ impl PgWrite {
     }
 
     pub(crate) fn put_descriptor(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
+        self.began.descriptors.1.push((id, bytes.to_vec()));
         self.with(|conn| {
-            conn.execute("INSERT INTO copal_descriptors (id, value) VALUES ($1, $2)", &[&i64::from(id), &bytes]).map(drop)
+            conn.execute("INSERT INTO copal_descriptors (id, value) VALUES ($1, $2)", &[(&i64::from(id), Type::INT8), (&bytes, Type::BYTEA)]).map(drop)
         })
     }
 
     pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {
-        visit_id_rows(&self.with(Conn::index_defs)?, visit)
+        visit_ids(&self.began.index_defs, 0, visit)
     }
 
     pub(crate) fn put_index_def(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
+        let defs = &mut self.began.index_defs;
+        match defs.binary_search_by_key(&id, |(def_id, _)| *def_id) {
+            Ok(at) => defs[at].1 = bytes.to_vec(),
+            Err(at) => defs.insert(at, (id, bytes.to_vec())),
+        }
         self.with(|conn| {
             conn.execute(
                 "INSERT INTO copal_index_defs (id, value) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET value = EXCLUDED.value",
-                &[&i64::from(id), &bytes],
+                &[(&i64::from(id), Type::INT8), (&bytes, Type::BYTEA)],
             )
             .map(drop)
         })
@@ -743,10 +949,11 @@ impl PgWrite {
 
     pub(crate) fn drop_index(&mut self, id: u32) -> Result<(), StoreError> {
         self.flush()?;
+        self.began.index_defs.retain(|(def_id, _)| *def_id != id);
         let (lo, hi) = (id.to_be_bytes().to_vec(), (id + 1).to_be_bytes().to_vec());
         self.with(|conn| {
-            conn.execute("DELETE FROM copal_index_defs WHERE id = $1", &[&i64::from(id)])?;
-            conn.execute("DELETE FROM copal_index_entries WHERE key >= $1 AND key < $2", &[&lo, &hi]).map(drop)
+            conn.execute("DELETE FROM copal_index_defs WHERE id = $1", &[(&i64::from(id), Type::INT8)])?;
+            conn.execute("DELETE FROM copal_index_entries WHERE key >= $1 AND key < $2", &[(&lo, Type::BYTEA), (&hi, Type::BYTEA)]).map(drop)
         })
     }
 
@@ -771,31 +978,96 @@ impl PgWrite {
     }
 
     pub(crate) fn put_log(&mut self, tid: u64, entry: &[u8]) -> Result<(), StoreError> {
-        let tid = tid as i64;
-        self.with(|conn| conn.execute("INSERT INTO copal_log (tid, oids) VALUES ($1, $2)", &[&tid, &entry]).map(drop))
+        self.epilogue
+            .push_str(&format!("INSERT INTO copal_log (tid, oids) VALUES ({}, {}); ", tid as i64, bytea_literal(entry)));
+        Ok(())
     }
 
     pub(crate) fn prune_log(&mut self, cutoff: u64) -> Result<(), StoreError> {
-        let cutoff = cutoff as i64;
-        self.with(|conn| conn.execute("DELETE FROM copal_log WHERE tid < $1", &[&cutoff]).map(drop))
+        self.epilogue.push_str(&format!("DELETE FROM copal_log WHERE tid < {}; ", cutoff as i64));
+        Ok(())
     }
 
-    /// Sends the buffered writes and commits. On failure the server rolls the whole transaction
-    /// back: nothing of it is visible.
+    /// Sends the buffered writes and commits: the last statements (the log entry, the meta
+    /// values) go with the COMMIT in one round trip. On failure the server rolls the whole
+    /// transaction back: nothing of it is visible.
     pub(crate) fn commit(mut self) -> Result<(), StoreError> {
-        self.flush()?;
+        // Nothing reads after this: the records sent are not kept (100,000 map entries for a
+        // large commit).
+        self.send_buffered()?;
         let conn = self.conn.get_mut().take();
         let Some(mut conn) = conn else {
             return Err(StoreError::Storage { message: "PostgreSQL: the commit's connection is gone".to_owned() });
         };
-        conn.client.batch_execute("COMMIT")?;
-        self.pool.give_back(conn, false);
-        Ok(())
+        self.epilogue.push_str("COMMIT");
+        match conn.client.batch_execute(&self.epilogue) {
+            Ok(()) => {
+                self.pool.give_back(conn, false);
+                Ok(())
+            }
+            Err(error) => {
+                // A statement before COMMIT failed: the transaction is still open, aborted.
+                self.pool.give_back(conn, true);
+                Err(error.into())
+            }
+        }
     }
+}
+
+/// Sends the records of new objects with binary COPY. The rows are encoded here, in the format
+/// of PostgreSQL's documentation (COPY, "Binary Format"), and handed to the connection 64 KiB at
+/// a time: the client's row writer (`BinaryCopyInWriter`) runs its async machinery once per row.
+fn copy_new_records(conn: &mut Conn, records: &NewRecords) -> Result<(), StoreError> {
+    const CHUNK: usize = 64 * 1024;
+    let io_failed = |error: std::io::Error| StoreError::Storage { message: format!("PostgreSQL: COPY failed: {error}") };
+    let mut writer = conn.client.copy_in("COPY copal_records (oid, value) FROM STDIN (FORMAT binary)")?;
+    let mut buf = Vec::with_capacity(CHUNK + 1024);
+    // Signature, flags (no oids), length of the header extension (none).
+    buf.extend_from_slice(b"PGCOPY\n\xff\r\n\0");
+    buf.extend_from_slice(&0i32.to_be_bytes());
+    buf.extend_from_slice(&0i32.to_be_bytes());
+    for (&oid, value) in records {
+        let length = i32::try_from(value.len()).map_err(|_| StoreError::Storage {
+            message: format!("PostgreSQL: the record of {oid:#x} is larger than a bytea value can be (1 GB)"),
+        })?;
+        // A row: its field count, then each field's length and bytes (bigint: 8, big-endian).
+        buf.extend_from_slice(&2i16.to_be_bytes());
+        buf.extend_from_slice(&8i32.to_be_bytes());
+        buf.extend_from_slice(&sql_oid(oid).to_be_bytes());
+        buf.extend_from_slice(&length.to_be_bytes());
+        buf.extend_from_slice(value);
+        if buf.len() >= CHUNK {
+            writer.write_all(&buf).map_err(io_failed)?;
+            buf.clear();
+        }
+    }
+    // The trailer: a field count of -1.
+    buf.extend_from_slice(&(-1i16).to_be_bytes());
+    writer.write_all(&buf).map_err(io_failed)?;
+    writer.finish()?;
+    Ok(())
+}
+
+/// `bytes` as an SQL expression, for statements sent as text (`decode` rather than a `'\x..'`
+/// literal, whose meaning depends on `standard_conforming_strings`).
+pub(crate) fn bytea_literal(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut sql = String::with_capacity(bytes.len() * 2 + 20);
+    sql.push_str("decode('");
+    for &byte in bytes {
+        sql.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        sql.push(char::from(DIGITS[usize::from(byte & 15)]));
+    }
+    sql.push_str("', 'hex')");
+    sql
 }
 
 impl DescriptorTable for PgWrite {
     fn descriptors_after(&self, known: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+        let (read_after, read) = &self.began.descriptors;
+        if known >= *read_after {
+            return visit_ids(read, known, visit);
+        }
         visit_id_rows(&self.with(|conn| conn.descriptors_after(known))?, visit)
     }
 }
@@ -820,6 +1092,34 @@ mod tests {
             assert!(sql_oid(pair[0]) < sql_oid(pair[1]));
         }
         assert!(oids.iter().all(|&oid| from_sql_oid(sql_oid(oid)) == oid));
+    }
+
+    #[test]
+    fn bytea_literals_spell_every_byte_in_hex() {
+        assert_eq!(bytea_literal(&[0x00, 0x0f, 0xa5, 0xff]), "decode('000fa5ff', 'hex')");
+        assert_eq!(bytea_literal(b""), "decode('', 'hex')");
+    }
+
+    #[test]
+    fn the_begin_statements_name_the_meta_keys_of_mod_rs() {
+        for key in [META_TID, pg_schema::META_FORMAT] {
+            let literal = format!("'{}'::bytea", std::str::from_utf8(key).unwrap());
+            assert!(pg_schema::LOCK_META.contains(&literal), "{literal}");
+        }
+        assert!(BEGIN_SNAPSHOT.contains(&format!("'{}'::bytea", std::str::from_utf8(META_TID).unwrap())));
+        assert!(VERSION_AND_DESCRIPTORS.contains(&format!("'{}'::bytea", std::str::from_utf8(pg_schema::META_FORMAT).unwrap())));
+    }
+
+    #[test]
+    fn hex_text_decodes_to_its_bytes() {
+        assert_eq!(hex_bytes("000fA5ff"), Some(vec![0x00, 0x0f, 0xa5, 0xff]));
+        assert_eq!(hex_bytes(""), Some(vec![]));
+        assert_eq!(hex_bytes("abc"), None);
+        assert_eq!(hex_bytes("zz"), None);
+        let bytes: Vec<u8> = (0..=255).collect();
+        let literal = bytea_literal(&bytes);
+        let hex = literal.trim_start_matches("decode('").trim_end_matches("', 'hex')");
+        assert_eq!(hex_bytes(hex), Some(bytes));
     }
 
     #[test]

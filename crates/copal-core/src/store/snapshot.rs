@@ -82,6 +82,12 @@ impl Snapshot {
         &self.store
     }
 
+    /// Ends the snapshot and returns its backend transaction, for a commit to continue on its
+    /// connection (`Commit::begin_after`).
+    pub(crate) fn into_read(self) -> Read {
+        self.read
+    }
+
     /// The id of the last transaction visible in this snapshot.
     pub fn tid(&self) -> u64 {
         self.tid
