@@ -91,16 +91,8 @@ impl<'a> JsonWriter<'a> {
         self.out.push(':');
     }
 
-    /// A dict key or field name: one more `$` in front of a name that starts with `$`, so that
-    /// it cannot be taken for a tag.
     fn escaped_key(&mut self, key: &str) {
-        if key.starts_with('$') {
-            self.out.push_str("\"$");
-            escape_into(&mut self.out, key);
-            self.out.push_str("\":");
-        } else {
-            self.key(key);
-        }
+        escaped_key(&mut self.out, key);
     }
 
     fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
@@ -132,14 +124,7 @@ impl<'a> JsonWriter<'a> {
     }
 
     fn float(&mut self, f: f64) {
-        if f.is_finite() {
-            // Debug is the shortest text that reads back as the same f64, and always has a `.`
-            // or an exponent, so it reads back as a float, not an int.
-            let _ = write!(self.out, "{f:?}");
-        } else {
-            let text = if f.is_nan() { "nan" } else if f > 0.0 { "inf" } else { "-inf" };
-            self.tagged_str("$float", text);
-        }
+        float(&mut self.out, f);
     }
 
     /// `{"$datetime"|"$time": iso, "$zone": name, "$fold": 1}`, the last two when they apply.
@@ -377,7 +362,36 @@ impl<'a> JsonWriter<'a> {
     }
 }
 
-fn string(out: &mut String, s: &str) {
+// The pieces below are shared with the binding's direct writer (crates/copal-py/src/json_writer.rs),
+// so that both write every value with the same bytes.
+
+/// A FLOAT: finite as a JSON number, the others as `{"$float": "nan"|"inf"|"-inf"}`.
+pub fn float(out: &mut String, f: f64) {
+    if f.is_finite() {
+        // Debug is the shortest text that reads back as the same f64, and always has a `.` or
+        // an exponent, so it reads back as a float, not an int.
+        let _ = write!(out, "{f:?}");
+    } else {
+        let text = if f.is_nan() { "nan" } else if f > 0.0 { "inf" } else { "-inf" };
+        out.push_str("{\"$float\":\"");
+        out.push_str(text);
+        out.push_str("\"}");
+    }
+}
+
+/// A dict key or field name and its `:`, with one more `$` in front of a name that starts with
+/// `$`, so that it cannot be taken for a tag.
+pub fn escaped_key(out: &mut String, key: &str) {
+    out.push('"');
+    if key.starts_with('$') {
+        out.push('$');
+    }
+    escape_into(out, key);
+    out.push_str("\":");
+}
+
+/// A JSON string.
+pub fn string(out: &mut String, s: &str) {
     out.push('"');
     escape_into(out, s);
     out.push('"');
