@@ -38,7 +38,7 @@ pub fn dumps_text_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, format: &st
 /// when the graph holds a value the direct writer leaves to `dumps_text_raw` (json_writer.rs).
 #[pyfunction]
 pub fn dumps_json_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
-    crate::json_writer::write(py, obj).map(|text| PyString::new(py, &text))
+    crate::json_writer::write(py, obj)
 }
 
 /// `copal.loads` of a text document: the object graph it describes.
