@@ -26,7 +26,7 @@ from copal import PersistentList, _core  # noqa: E402
 from helpers.models import Color, FrozenKey, Item, Level, Node, Point, Tagged, TaggedDict, Vector  # noqa: E402
 from helpers.strategies import value_graphs, values  # noqa: E402
 from test_roundtrip import BERLIN, CONTAINERS, SCALARS  # noqa: E402
-from test_serialize import Perm  # noqa: E402
+from test_serialize import Perm, _node_cycle, _twice  # noqa: E402
 
 
 def transcoded(value: Any) -> str:
@@ -38,17 +38,6 @@ def assert_written_directly(value: Any) -> None:
     assert direct is not None, "the direct writer left this graph to the transcoder"
     assert direct == transcoded(value)
     assert copal.dumps(value, format="json") == direct
-
-
-def _twice(value: Any) -> list[Any]:
-    """`value` twice in a new list, and referred to by nothing else once this returns."""
-    return [value, value]
-
-
-def _node_cycle() -> list[Any]:
-    a, b = Node("a"), Node("b")
-    a.next, b.next = b, a
-    return [a]
 
 
 def _self_list() -> list[Any]:
