@@ -414,8 +414,7 @@ impl JsonWriter {
         if self.slot_or_ref(dict.as_any())? {
             return Ok(());
         }
-        let plain_keys = dict.keys().iter().all(|key| key.cast_exact::<PyString>().is_ok_and(|key| key.to_str().is_ok()));
-        if plain_keys {
+        if keys_are_plain_strings(dict) {
             let mut first = !self.open_with_id();
             for (key, value) in dict.iter() {
                 if !first {
@@ -545,6 +544,30 @@ impl Zone {
 
 fn time_of_day_micros(hour: u8, minute: u8, second: u8, micro: u32) -> i64 {
     (i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second)) * MICROS_PER_SECOND + i64::from(micro)
+}
+
+/// Whether every key of `dict` is an exact str that is UTF-8 (no lone surrogates): the body
+/// holds such keys as STR, and the transcoder then writes the dict as a JSON object. Read with
+/// borrowed references, as this runs for every dict.
+fn keys_are_plain_strings(dict: &Bound<'_, PyDict>) -> bool {
+    let mut position: ffi::Py_ssize_t = 0;
+    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+    let mut length: ffi::Py_ssize_t = 0;
+    // SAFETY: `dict` is a dict and the GIL is held. The borrowed references PyDict_Next returns
+    // stay valid as no Python code runs here: a type test, and the UTF-8 form of an exact str
+    // (null with an exception set for lone surrogates, which is cleared).
+    unsafe {
+        while ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) != 0 {
+            if ffi::PyUnicode_CheckExact(key) == 0 {
+                return false;
+            }
+            if ffi::PyUnicode_AsUTF8AndSize(key, &mut length).is_null() {
+                ffi::PyErr_Clear();
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Whether the binary encoding of set element `item` is the same wherever it is written: it

@@ -397,17 +397,24 @@ fn ryu_writes_as_debug(f: f64) -> bool {
 
 /// A FLOAT: finite as a JSON number, the others as `{"$float": "nan"|"inf"|"-inf"}`.
 pub fn float(out: &mut String, f: f64) {
-    if ryu_writes_as_debug(f) {
-        out.push_str(ryu::Buffer::new().format_finite(f));
-    } else if f.is_finite() {
-        // Debug is the shortest text that reads back as the same f64, and always has a `.` or
-        // an exponent, so it reads back as a float, not an int.
-        let _ = write!(out, "{f:?}");
+    if f.is_finite() {
+        finite_float(out, f);
     } else {
         let text = if f.is_nan() { "nan" } else if f > 0.0 { "inf" } else { "-inf" };
         out.push_str("{\"$float\":\"");
         out.push_str(text);
         out.push_str("\"}");
+    }
+}
+
+/// The text of a finite float (JSON and XML): the shortest text that reads back as the same
+/// f64, always with a `.` or an exponent, so that it reads back as a float, not an int. That is
+/// Debug's text, written by ryu where ryu writes the same, faster.
+pub fn finite_float(out: &mut String, f: f64) {
+    if ryu_writes_as_debug(f) {
+        out.push_str(ryu::Buffer::new().format_finite(f));
+    } else {
+        let _ = write!(out, "{f:?}");
     }
 }
 
