@@ -675,17 +675,3 @@ fn push_i64(out: &mut String, n: i64) {
     }
     push_u64(out, n.unsigned_abs());
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn integers_are_written_in_decimal() {
-        for n in [0, 7, -7, 10, 1234567890, i64::MAX, i64::MIN] {
-            let mut out = String::new();
-            push_i64(&mut out, n);
-            assert_eq!(out, n.to_string());
-        }
-    }
-}
