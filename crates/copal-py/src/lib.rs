@@ -12,6 +12,7 @@ mod encode;
 mod errors;
 mod gc;
 mod hashing;
+mod json_writer;
 mod persistent;
 mod query;
 mod pytypes;
@@ -35,6 +36,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(archive::pack_many_raw, m)?)?;
     m.add_class::<archive::Archive>()?;
     m.add_function(wrap_pyfunction!(text::dumps_text_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(text::dumps_json_raw, m)?)?;
     m.add_function(wrap_pyfunction!(text::loads_text_raw, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::export_raw, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::import_raw, m)?)?;

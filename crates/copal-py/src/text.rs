@@ -1,6 +1,8 @@
 //! Text forms of streams (docs/TEXT_FORMATS.md) for `copal.dumps(obj, format="json"|"xml")` and
 //! `copal.loads` of such documents. Thin by design: the graph goes through the binary body
-//! (standalone.rs, the same codec as every stream) and copal_core::text transcodes the body.
+//! (standalone.rs, the same codec as every stream) and copal_core::text transcodes the body;
+//! JSON is first tried with the direct writer (json_writer.rs), which gives the same document
+//! several times faster.
 
 use copal_core::text::{json, xml, Body, TextError};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -30,6 +32,13 @@ pub fn dumps_text_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, format: &st
     // The body was just written by the encoder, so it always transcodes; a failure is a bug.
     let text = py.detach(|| write(&body)).map_err(|e| PyRuntimeError::new_err(format!("{name} transcoding failed: {e}")))?;
     Ok(PyString::new(py, &text))
+}
+
+/// `copal.dumps(obj, format="json")` written straight from the objects: the document, or None
+/// when the graph holds a value the direct writer leaves to `dumps_text_raw` (json_writer.rs).
+#[pyfunction]
+pub fn dumps_json_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
+    crate::json_writer::write(py, obj)
 }
 
 /// `copal.loads` of a text document: the object graph it describes.

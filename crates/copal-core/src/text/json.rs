@@ -91,16 +91,8 @@ impl<'a> JsonWriter<'a> {
         self.out.push(':');
     }
 
-    /// A dict key or field name: one more `$` in front of a name that starts with `$`, so that
-    /// it cannot be taken for a tag.
     fn escaped_key(&mut self, key: &str) {
-        if key.starts_with('$') {
-            self.out.push_str("\"$");
-            escape_into(&mut self.out, key);
-            self.out.push_str("\":");
-        } else {
-            self.key(key);
-        }
+        escaped_key(&mut self.out, key);
     }
 
     fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
@@ -132,14 +124,7 @@ impl<'a> JsonWriter<'a> {
     }
 
     fn float(&mut self, f: f64) {
-        if f.is_finite() {
-            // Debug is the shortest text that reads back as the same f64, and always has a `.`
-            // or an exponent, so it reads back as a float, not an int.
-            let _ = write!(self.out, "{f:?}");
-        } else {
-            let text = if f.is_nan() { "nan" } else if f > 0.0 { "inf" } else { "-inf" };
-            self.tagged_str("$float", text);
-        }
+        float(&mut self.out, f);
     }
 
     /// `{"$datetime"|"$time": iso, "$zone": name, "$fold": 1}`, the last two when they apply.
@@ -377,7 +362,75 @@ impl<'a> JsonWriter<'a> {
     }
 }
 
-fn string(out: &mut String, s: &str) {
+// The pieces below are shared with the binding's direct writer (crates/copal-py/src/json_writer.rs),
+// so that both write every value with the same bytes.
+
+/// The magnitudes for which Debug writes a float in plain decimal notation (`0.0001`,
+/// `123.0`), as ryu does. Outside it Debug uses an exponent (`1e-5`, `1e16`) from other bounds
+/// than ryu's.
+const PLAIN_FLOATS: std::ops::Range<f64> = 1e-4..1e16;
+
+/// Whether ryu writes `f` as Debug does, faster: in plain notation, and where the shortest
+/// digits that read back are unique. Both write the shortest digits closest to the value, but
+/// when two are equally close (1825382308105347.25 between ...47.2 and ...47.3), Debug rounds
+/// half up and ryu half to even. Such a tie needs the value's exact decimal expansion to be
+/// one digit longer than the shortest text, so at most 18 significant digits; the value is
+/// m * 2^e (m odd), whose expansion has the digits of m * 5^-e when e < 0, and an integer below
+/// 1e16 is its own shortest text (its neighbours are at most 2 apart).
+fn ryu_writes_as_debug(f: f64) -> bool {
+    if !PLAIN_FLOATS.contains(&f.abs()) {
+        return false;
+    }
+    const MANTISSA_BITS: u32 = 52;
+    const EXPONENT_BIAS: i32 = 1023 + MANTISSA_BITS as i32;
+    let bits = f.to_bits();
+    // Normal numbers only: PLAIN_FLOATS holds no subnormal.
+    let exponent = ((bits >> MANTISSA_BITS) & 0x7FF) as i32 - EXPONENT_BIAS;
+    let mantissa = bits & ((1 << MANTISSA_BITS) - 1) | 1 << MANTISSA_BITS;
+    let (odd, exponent) = (mantissa >> mantissa.trailing_zeros(), exponent + mantissa.trailing_zeros() as i32);
+    if exponent >= 0 {
+        return true;
+    }
+    // 5^26 > 10^18: the expansion is longer whatever `odd` is (and 5^25 * 2^53 fits in u128).
+    exponent <= -26 || u128::from(odd) * 5u128.pow(exponent.unsigned_abs()) > 10u128.pow(18)
+}
+
+/// A FLOAT: finite as a JSON number, the others as `{"$float": "nan"|"inf"|"-inf"}`.
+pub fn float(out: &mut String, f: f64) {
+    if f.is_finite() {
+        finite_float(out, f);
+    } else {
+        let text = if f.is_nan() { "nan" } else if f > 0.0 { "inf" } else { "-inf" };
+        out.push_str("{\"$float\":\"");
+        out.push_str(text);
+        out.push_str("\"}");
+    }
+}
+
+/// The text of a finite float (JSON and XML): the shortest text that reads back as the same
+/// f64, always with a `.` or an exponent, so that it reads back as a float, not an int. That is
+/// Debug's text, written by ryu where ryu writes the same, faster.
+pub fn finite_float(out: &mut String, f: f64) {
+    if ryu_writes_as_debug(f) {
+        out.push_str(ryu::Buffer::new().format_finite(f));
+    } else {
+        let _ = write!(out, "{f:?}");
+    }
+}
+
+/// A dict key or field name and its `:`, with one more `$` in front of a name that starts with
+/// `$`, so that it cannot be taken for a tag.
+pub fn escaped_key(out: &mut String, key: &str) {
+    out.push('"');
+    if key.starts_with('$') {
+        out.push('$');
+    }
+    escape_into(out, key);
+    out.push_str("\":");
+}
+
+/// A JSON string.
+pub fn string(out: &mut String, s: &str) {
     out.push('"');
     escape_into(out, s);
     out.push('"');
@@ -387,25 +440,44 @@ fn string(out: &mut String, s: &str) {
 fn escape_into(out: &mut String, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x00..=0x1F => "",
-            _ => continue,
-        };
+    while let Some(offset) = first_to_escape(&bytes[start..]) {
+        let i = start + offset;
         out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            let _ = write!(out, "\\u{b:04x}");
-        } else {
-            out.push_str(escape);
+        match bytes[i] {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            b => {
+                let _ = write!(out, "\\u{b:04x}");
+            }
         }
         start = i + 1;
     }
     out.push_str(&s[start..]);
+}
+
+/// The position of the first byte of `bytes` that JSON strings escape. Eight bytes at a time:
+/// most strings have none, and this is the inner loop of writing them.
+fn first_to_escape(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH: u64 = ONES * 0x80;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        // The high bit of each byte below 0x20, or equal to `"` or `\` (a byte is equal when
+        // the xor makes it zero). Borrows can only mark bytes above one truly marked, so the
+        // lowest mark is exact.
+        let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGH;
+        let marks = below(word, 0x20) | below(word ^ (ONES * u64::from(b'"')), 1) | below(word ^ (ONES * u64::from(b'\\')), 1);
+        if marks != 0 {
+            return Some(offset + marks.trailing_zeros() as usize / 8);
+        }
+        offset += 8;
+    }
+    chunks.remainder().iter().position(|&b| b < 0x20 || b == b'"' || b == b'\\').map(|i| offset + i)
 }
 
 // -- reading ------------------------------------------------------------------------------------
@@ -926,6 +998,59 @@ mod tests {
         let text = to_json(&bytes).unwrap();
         assert_eq!(from_json(&text).unwrap(), body, "{text}");
         text
+    }
+
+    /// `float` writes what Debug writes, the text it had before it used ryu: over random bit
+    /// patterns (every magnitude), random magnitudes around the bounds of `PLAIN_FLOATS`,
+    /// decimal fractions, whose shortest digits are short, and values in [2^43, 2^51), where
+    /// ties between two shortest texts are frequent.
+    #[test]
+    fn floats_are_written_as_debug_writes_them() {
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = move || {
+            // xorshift64*: a fixed sequence, so that a failure is reproducible.
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        };
+        let mut values = vec![0.0, -0.0, 1e-4, -1e-4, 1e16, 1e15, 9_999_999_999_999_998.0, 1_825_382_308_105_347.2, 0.1, 0.375, 5e-324, f64::MAX, f64::MIN_POSITIVE];
+        for _ in 0..200_000 {
+            let bits = next();
+            values.push(f64::from_bits(bits));
+            // Uniform in [1e-6, 1e18): both sides of both bounds.
+            values.push(10f64.powf(-6.0 + 24.0 * (bits >> 11) as f64 / (1u64 << 53) as f64));
+            values.push((bits % 1_000_000_007) as f64 / 10f64.powi((bits % 20) as i32));
+            // Just below 1e16, where ulps are fractions of a unit and ties are frequent.
+            values.push(f64::from_bits((0x42A + bits % 8) << 52 | bits & ((1 << 52) - 1)));
+        }
+        for value in values.into_iter().filter(|v| v.is_finite()) {
+            let mut out = String::new();
+            float(&mut out, value);
+            assert_eq!(out, format!("{value:?}"), "bits {:#x}", value.to_bits());
+        }
+    }
+
+    /// Every byte that needs escaping, at every position of strings longer and shorter than the
+    /// eight bytes `first_to_escape` reads at a time, after bytes close to it in value.
+    #[test]
+    fn escapes_are_found_anywhere() {
+        let special: Vec<char> = (0u8..0x20).map(char::from).chain(['"', '\\']).collect();
+        for len in 1..20 {
+            for at in 0..len {
+                for &c in &special {
+                    for filler in ['a', '!', '#', '[', ']', ' ', '\u{7f}', 'é'] {
+                        let text: String = (0..len).map(|i| if i == at { c } else { filler }).collect();
+                        let expected = text.find(c).unwrap();
+                        assert_eq!(first_to_escape(text.as_bytes()), Some(expected), "{text:?}");
+                    }
+                }
+            }
+            assert_eq!(first_to_escape("!#[]é\u{7f}~ ".repeat(len).as_bytes()), None);
+        }
+        let mut out = String::new();
+        escape_into(&mut out, "a\"b\\c\nd\re\tf\u{1}g\u{1f}");
+        assert_eq!(out, r#"a\"b\\c\nd\re\tf\u0001g\u001f"#);
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! format="json")` encodes the graph as a binary body and transcodes it here, and `copal.loads`
 //! of JSON transcodes it back to a body and decodes that.
 
-mod base64;
+pub mod base64;
 mod bigint;
-mod clock;
+pub mod clock;
 pub mod json;
 mod tree;
 pub mod xml;

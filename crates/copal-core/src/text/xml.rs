@@ -98,7 +98,9 @@ impl XmlWriter<'_> {
         } else if f.is_infinite() {
             if f > 0.0 { "inf".into() } else { "-inf".into() }
         } else {
-            format!("{f:?}")
+            let mut text = String::new();
+            super::json::finite_float(&mut text, f);
+            text
         }
     }
 

@@ -1,0 +1,677 @@
+//! `copal.dumps(obj, format="json")` written straight from the Python objects, without the
+//! binary body in between (docs/TEXT_FORMATS.md section 5).
+//!
+//! The document must be byte for byte the one the transcoder (`copal_core::text::json::to_json`
+//! of the body encode.rs writes) gives, so this writer follows encode.rs's rules wherever they
+//! show in the text: the same memo slot numbering (the `$id`s are slot numbers), the same
+//! identity test for shared values, sets in the same canonical order, and the value pieces
+//! (strings, keys, floats, dates) written by the same core functions. Values whose text depends
+//! on more of the encoder than that (persistent objects, subclasses of builtins, BrokenObjects,
+//! sets of values that take memo slots or descriptors) and every value the encoder refuses are
+//! left to the transcoder: `write` then returns `None`, and the caller takes the transcoder path,
+//! which writes the same document, or raises the encoder's error with its path.
+
+use std::cell::{Cell, RefCell};
+use std::fmt::Write as _;
+use std::rc::Rc;
+
+use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
+use copal_core::format::is_decimal_text;
+use copal_core::text::json::{escaped_key, float, string};
+use copal_core::text::{base64, clock};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyComplex, PyDate, PyDateAccess, PyDateTime, PyDelta, PyDeltaAccess, PyDict, PyFloat,
+    PyFrozenSet, PyInt, PyList, PySet, PyString, PyTime, PyTimeAccess, PyTuple, PyTzInfo, PyTzInfoAccess, PyType,
+};
+use pyo3::PyTypeInfo;
+
+use crate::classes::type_name_of;
+use crate::encode::{has_instance_dict, is_heap_type, new_is_object_new, Encoder};
+use crate::gc::GcPause;
+use crate::hashing::{IntMap, IntSet};
+use crate::persistent::PersistentBase;
+use crate::pytypes;
+use crate::standalone::StreamSink;
+
+/// Deepest nesting written; encode.rs's limit, so that deeper values go to the encoder, which
+/// refuses them.
+const MAX_DEPTH: usize = 256;
+
+/// The document of `obj`, or `None` if it holds a value this writer leaves to the transcoder
+/// (see the module comment).
+pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
+    // Reading instance dicts materializes them (one allocation per object), and nothing made
+    // here can become cyclic garbage before the end: collections meanwhile would be waste.
+    let _gc = GcPause::new(py);
+    // Taken, not borrowed: a value's Python code (an enum's `_name_`, say) may write JSON too,
+    // and then simply starts with an empty buffer.
+    let mut writer = JsonWriter::new(obj, BUFFER.take());
+    let written = writer.document(obj).is_ok() && {
+        // Which values get an `"$id"` is known only once their back-references are met: write
+        // the document again with the ids (only graphs with shared values or cycles pay this).
+        writer.referenced.is_empty() || {
+            writer.targets = std::mem::take(&mut writer.referenced);
+            writer.document(obj).is_ok()
+        }
+    };
+    let text = written.then(|| PyString::new(py, &writer.out));
+    if writer.out.capacity() <= MAX_KEPT_BUFFER {
+        BUFFER.set(writer.out);
+    }
+    text
+}
+
+thread_local! {
+    /// The output buffer, kept from one document to the next. A fresh buffer for a large
+    /// document costs a page fault per 4 KiB written (a fifth of the time of writing seed 001's
+    /// 100,000 objects), and growing it costs copies.
+    static BUFFER: Cell<String> = const { Cell::new(String::new()) };
+}
+
+/// The largest buffer kept between documents; a larger one is freed once its document is made.
+const MAX_KEPT_BUFFER: usize = 64 << 20;
+
+/// A value the writer leaves to the transcoder (and a Python error met on the way, which the
+/// encoder meets again and reports).
+struct Unhandled;
+
+impl From<PyErr> for Unhandled {
+    fn from(_: PyErr) -> Self {
+        Unhandled
+    }
+}
+
+type Step = Result<(), Unhandled>;
+
+/// How the values of one class (other than the builtin types `JsonWriter::value` tests first)
+/// are written, decided once per class as encode.rs's `classify` does. Cloned out of the map
+/// for each value (the object of a class can hold objects of the same class).
+#[derive(Clone)]
+enum Form {
+    DateTime,
+    Date,
+    Time,
+    Delta,
+    Bytes,
+    ByteArray,
+    Set,
+    FrozenSet,
+    Complex,
+    Decimal,
+    Uuid,
+    /// An enum member: `{"$enum":"<type>","$member":` is written ahead of its name.
+    Enum { opening: Rc<str> },
+    /// A plain instance of a Python class, written as `{"$type":"<type>"` and its fields.
+    Object(Rc<ObjectForm>),
+    /// Persistent classes, subclasses of builtins, BrokenObject and the unsupported.
+    Transcoded,
+}
+
+struct ObjectForm {
+    /// `"$type":"<type name>"`.
+    type_member: String,
+    /// The `,"name":` of each field, by position, with the field name it was made from: the
+    /// objects of a class almost always have the same interned names, so an identity test
+    /// replaces escaping the name.
+    fields: RefCell<Vec<(Py<PyString>, String)>>,
+}
+
+struct JsonWriter {
+    out: String,
+    /// The memo slot (docs/FORMAT.md section 7) of each value that may be met again, by
+    /// address (see `slot_or_ref`).
+    seen: IntMap<usize, u64>,
+    /// The next memo slot, counted as encode.rs counts them.
+    next_slot: u64,
+    /// Slots that `$ref`s point to, as they are met.
+    referenced: IntSet<u64>,
+    /// The slots that get an `"$id"` (the second pass of `write`).
+    targets: IntSet<u64>,
+    /// Tuples and frozensets being written: meeting one of them again is a tuple containing
+    /// itself, which the encoder refuses.
+    unfinished: Vec<usize>,
+    /// The root, which the caller may hold by a borrowed reference (see `may_be_met_again`).
+    root: usize,
+    forms: IntMap<usize, Form>,
+    /// Keeps the classes of `forms` alive, so that their addresses cannot be reused.
+    form_classes: Vec<Py<PyType>>,
+    /// Reference counts are split between threads on the free-threaded build: not read there.
+    refcounts_readable: bool,
+}
+
+impl JsonWriter {
+    fn new(root: &Bound<'_, PyAny>, out: String) -> Self {
+        JsonWriter {
+            out,
+            seen: IntMap::default(),
+            next_slot: 0,
+            referenced: IntSet::default(),
+            targets: IntSet::default(),
+            unfinished: Vec::new(),
+            root: root.as_ptr() as usize,
+            forms: IntMap::default(),
+            form_classes: Vec::new(),
+            refcounts_readable: !pytypes::free_threaded(root.py()),
+        }
+    }
+
+    fn document(&mut self, obj: &Bound<'_, PyAny>) -> Step {
+        self.out.clear();
+        self.seen.clear();
+        self.next_slot = 0;
+        self.out.push_str("{\"$copal\":1,\"value\":");
+        self.value(obj, 0)?;
+        self.out.push('}');
+        Ok(())
+    }
+
+    /// Whether `value` may be reached again in the graph: the test of encode.rs's `is_unshared`,
+    /// whose reasoning holds here too. Every value but the root is held by its container and by
+    /// one owned reference of this writer (iteration takes a new reference to each item), so a
+    /// count of 2 means nothing else can lead to it.
+    fn may_be_met_again(&self, value: &Bound<'_, PyAny>) -> bool {
+        // SAFETY: `value` is a live object; only its reference count is read.
+        let references = unsafe { ffi::Py_REFCNT(value.as_ptr()) };
+        references > 2 || value.as_ptr() as usize == self.root || !self.refcounts_readable
+    }
+
+    /// For a value that takes a memo slot: writes `{"$ref":n}` and returns true if it was
+    /// written before, else takes its slot and returns false.
+    fn slot_or_ref(&mut self, value: &Bound<'_, PyAny>) -> Result<bool, Unhandled> {
+        if self.may_be_met_again(value) {
+            let key = value.as_ptr() as usize;
+            if let Some(&slot) = self.seen.get(&key) {
+                if self.unfinished.contains(&key) {
+                    return Err(Unhandled);
+                }
+                self.referenced.insert(slot);
+                self.out.push_str("{\"$ref\":");
+                push_u64(&mut self.out, slot);
+                self.out.push('}');
+                return Ok(true);
+            }
+            self.seen.insert(key, self.next_slot);
+        }
+        self.next_slot += 1;
+        Ok(false)
+    }
+
+    /// Opens the object of a memo-taking value whose slot was just taken, with its `"$id"`
+    /// first when something refers to it. Returns whether the id was written.
+    fn open_with_id(&mut self) -> bool {
+        self.out.push('{');
+        let slot = self.next_slot - 1;
+        if self.targets.is_empty() || !self.targets.contains(&slot) {
+            return false;
+        }
+        self.out.push_str("\"$id\":");
+        push_u64(&mut self.out, slot);
+        true
+    }
+
+    /// `open_with_id`, then `tag` as the first member (after the id, if any).
+    fn open_tagged(&mut self, tag: &str) {
+        if self.open_with_id() {
+            self.out.push(',');
+        }
+        self.out.push_str(tag);
+    }
+
+    fn value(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
+        if depth > MAX_DEPTH {
+            return Err(Unhandled);
+        }
+        // The most frequent types first, each an exact type-pointer comparison.
+        if v.is_none() {
+            self.out.push_str("null");
+        } else if let Ok(s) = v.cast_exact::<PyString>() {
+            self.string(s)?;
+        } else if let Ok(i) = v.cast_exact::<PyInt>() {
+            self.int(i)?;
+        } else if let Ok(f) = v.cast_exact::<PyFloat>() {
+            float(&mut self.out, f.value());
+        } else if let Ok(b) = v.cast_exact::<PyBool>() {
+            self.out.push_str(if b.is_true() { "true" } else { "false" });
+        } else if let Ok(list) = v.cast_exact::<PyList>() {
+            self.list(list, depth)?;
+        } else if let Ok(dict) = v.cast_exact::<PyDict>() {
+            self.dict(dict, depth)?;
+        } else if let Ok(tuple) = v.cast_exact::<PyTuple>() {
+            self.tuple(tuple, depth)?;
+        } else {
+            self.by_class(v, depth)?;
+        }
+        Ok(())
+    }
+
+    fn by_class(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
+        let class = v.get_type();
+        let key = class.as_ptr() as usize;
+        let form = match self.forms.get(&key) {
+            Some(form) => form.clone(),
+            None => {
+                let form = classify(&class, v)?;
+                self.forms.insert(key, form.clone());
+                self.form_classes.push(class.unbind());
+                form
+            }
+        };
+        match form {
+            Form::Object(object) => self.object(v, &object, depth)?,
+            Form::Enum { opening } => {
+                // A composite Flag is named "A|B"; an empty Flag has no name and is written as "".
+                let name: Option<String> = v.getattr(pyo3::intern!(v.py(), "_name_"))?.extract()?;
+                self.out.push_str(&opening);
+                string(&mut self.out, name.as_deref().unwrap_or_default());
+                self.out.push('}');
+            }
+            Form::DateTime => {
+                let dt = v.cast::<PyDateTime>().map_err(PyErr::from)?;
+                let days = days_from_civil(i64::from(dt.get_year()), u32::from(dt.get_month()), u32::from(dt.get_day()));
+                let micros = days * MICROS_PER_DAY + time_of_day_micros(dt.get_hour(), dt.get_minute(), dt.get_second(), dt.get_microsecond());
+                let zone = Zone::of(dt.get_tzinfo())?;
+                self.clock_value("{\"$datetime\":\"", |out| clock::write_datetime(micros, out), &zone, dt.get_fold());
+            }
+            Form::Date => {
+                let d = v.cast::<PyDate>().map_err(PyErr::from)?;
+                self.out.push_str("{\"$date\":\"");
+                clock::write_date(days_from_civil(i64::from(d.get_year()), u32::from(d.get_month()), u32::from(d.get_day())), &mut self.out);
+                self.out.push_str("\"}");
+            }
+            Form::Time => {
+                let t = v.cast::<PyTime>().map_err(PyErr::from)?;
+                let micros = time_of_day_micros(t.get_hour(), t.get_minute(), t.get_second(), t.get_microsecond());
+                let zone = Zone::of(t.get_tzinfo())?;
+                self.clock_value("{\"$time\":\"", |out| clock::write_clock(micros as u64, out), &zone, t.get_fold());
+            }
+            Form::Delta => {
+                let td = v.cast::<PyDelta>().map_err(PyErr::from)?;
+                let (days, seconds, micros) = (td.get_days(), td.get_seconds(), td.get_microseconds());
+                let _ = write!(self.out, "{{\"$timedelta\":[{days},{seconds},{micros}]}}");
+            }
+            Form::Bytes => {
+                let bytes = v.cast::<PyBytes>().map_err(PyErr::from)?;
+                self.out.push_str("{\"$bytes\":");
+                self.base64(bytes.as_bytes());
+            }
+            Form::ByteArray => {
+                if !self.slot_or_ref(v)? {
+                    let bytes = v.cast::<PyByteArray>().map_err(PyErr::from)?.to_vec();
+                    self.open_tagged("\"$bytearray\":");
+                    self.base64(&bytes);
+                }
+            }
+            Form::Set => self.set(v, "\"$set\":", depth)?,
+            Form::FrozenSet => self.set(v, "\"$frozenset\":", depth)?,
+            Form::Complex => {
+                let c = v.cast::<PyComplex>().map_err(PyErr::from)?;
+                self.out.push_str("{\"$complex\":[");
+                float(&mut self.out, c.real());
+                self.out.push(',');
+                float(&mut self.out, c.imag());
+                self.out.push_str("]}");
+            }
+            Form::Decimal => {
+                let text = v.str()?;
+                let text = text.to_str()?;
+                if !is_decimal_text(text) {
+                    return Err(Unhandled);
+                }
+                self.out.push_str("{\"$decimal\":");
+                string(&mut self.out, text);
+                self.out.push('}');
+            }
+            Form::Uuid => {
+                let bytes = v.getattr(pyo3::intern!(v.py(), "bytes"))?;
+                let bytes: [u8; 16] = bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes().try_into().map_err(|_| Unhandled)?;
+                self.out.push_str("{\"$uuid\":\"");
+                clock::write_uuid(&bytes, &mut self.out);
+                self.out.push_str("\"}");
+            }
+            Form::Transcoded => return Err(Unhandled),
+        }
+        Ok(())
+    }
+
+    fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
+        match s.to_str() {
+            Ok(text) => string(&mut self.out, text),
+            Err(_) => {
+                // Lone surrogates are not UTF-8: the generalized UTF-8 of encode.rs, in base64.
+                let bytes = s.call_method1(pyo3::intern!(s.py(), "encode"), ("utf-8", "surrogatepass"))?;
+                self.out.push_str("{\"$surrogates\":");
+                self.base64(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    fn int(&mut self, i: &Bound<'_, PyInt>) -> Step {
+        let mut overflow = 0;
+        // SAFETY: `i` is an int; the call sets no exception for an int (overflow is reported in
+        // `overflow`).
+        let small = unsafe { ffi::PyLong_AsLongLongAndOverflow(i.as_ptr(), &mut overflow) };
+        if overflow == 0 {
+            push_i64(&mut self.out, small);
+        } else {
+            // Python's decimal text of an int is the transcoder's (bigint::to_decimal); past
+            // `sys.get_int_max_str_digits()` it raises, and the transcoder writes it.
+            self.out.push_str(i.str()?.to_str()?);
+        }
+        Ok(())
+    }
+
+    fn base64(&mut self, bytes: &[u8]) {
+        self.out.push('"');
+        base64::encode(bytes, &mut self.out);
+        self.out.push_str("\"}");
+    }
+
+    fn items<'py>(&mut self, items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize) -> Step {
+        self.out.push('[');
+        for (index, item) in items.enumerate() {
+            if index > 0 {
+                self.out.push(',');
+            }
+            self.value(&item, depth + 1)?;
+        }
+        self.out.push(']');
+        Ok(())
+    }
+
+    fn list(&mut self, list: &Bound<'_, PyList>, depth: usize) -> Step {
+        if self.slot_or_ref(list.as_any())? {
+            return Ok(());
+        }
+        let slot = self.next_slot - 1;
+        if self.targets.contains(&slot) {
+            self.open_tagged("\"$list\":");
+            self.items(list.iter(), depth)?;
+            self.out.push('}');
+        } else {
+            self.items(list.iter(), depth)?;
+        }
+        Ok(())
+    }
+
+    fn tuple(&mut self, tuple: &Bound<'_, PyTuple>, depth: usize) -> Step {
+        if self.slot_or_ref(tuple.as_any())? {
+            return Ok(());
+        }
+        self.open_tagged("\"$tuple\":");
+        self.unfinished.push(tuple.as_ptr() as usize);
+        self.items(tuple.iter(), depth)?;
+        self.unfinished.pop();
+        self.out.push('}');
+        Ok(())
+    }
+
+    /// A dict: a JSON object when every key is a str (and UTF-8: a key with lone surrogates is
+    /// not a STR in the body), else `{"$dict": [[k, v], ...]}`.
+    fn dict(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
+        if self.slot_or_ref(dict.as_any())? {
+            return Ok(());
+        }
+        if keys_are_plain_strings(dict) {
+            let mut first = !self.open_with_id();
+            for (key, value) in dict.iter() {
+                if !first {
+                    self.out.push(',');
+                }
+                first = false;
+                escaped_key(&mut self.out, key.cast_exact::<PyString>().map_err(PyErr::from)?.to_str()?);
+                self.value(&value, depth + 1)?;
+            }
+            self.out.push('}');
+        } else {
+            self.open_tagged("\"$dict\":[");
+            for (index, (key, value)) in dict.iter().enumerate() {
+                self.out.push_str(if index > 0 { ",[" } else { "[" });
+                self.value(&key, depth + 1)?;
+                self.out.push(',');
+                self.value(&value, depth + 1)?;
+                self.out.push(']');
+            }
+            self.out.push_str("]}");
+        }
+        Ok(())
+    }
+
+    /// A set or frozenset, its elements in encode.rs's canonical order: sorted by their binary
+    /// encoding. That encoding is taken from encode.rs itself, for elements whose encoding
+    /// does not depend on what was written before (no memo slot, no descriptor); other sets
+    /// are left to the transcoder.
+    fn set(&mut self, v: &Bound<'_, PyAny>, tag: &str, depth: usize) -> Step {
+        if self.slot_or_ref(v)? {
+            return Ok(());
+        }
+        let mut items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
+        if items.len() > 1 {
+            if !items.iter().all(encodes_alone) {
+                return Err(Unhandled);
+            }
+            let mut sink = StreamSink::default();
+            let mut encoder = Encoder::new(&mut sink);
+            let mut keyed = items.into_iter().map(|item| Ok((encoder.standalone(&item)?, item))).collect::<PyResult<Vec<_>>>()?;
+            keyed.sort_by(|a, b| a.0.cmp(&b.0));
+            items = keyed.into_iter().map(|(_, item)| item).collect();
+        }
+        self.open_tagged(tag);
+        // Only a frozenset can hold itself (through a mutable container); sets are unhashable.
+        self.unfinished.push(v.as_ptr() as usize);
+        self.items(items.into_iter(), depth)?;
+        self.unfinished.pop();
+        self.out.push('}');
+        Ok(())
+    }
+
+    fn object(&mut self, v: &Bound<'_, PyAny>, form: &ObjectForm, depth: usize) -> Step {
+        if self.slot_or_ref(v)? {
+            return Ok(());
+        }
+        let dict = object_dict(v)?;
+        self.open_tagged(&form.type_member);
+        for (position, (key, value)) in dict.iter().enumerate() {
+            let name = key.cast_into_exact::<PyString>().map_err(PyErr::from)?;
+            let mut fields = form.fields.borrow_mut();
+            match fields.get(position) {
+                Some((known, member)) if known.is(&name) => self.out.push_str(member),
+                _ => {
+                    let mut member = String::from(",");
+                    escaped_key(&mut member, name.to_str()?);
+                    self.out.push_str(&member);
+                    fields.truncate(position);
+                    fields.push((name.unbind(), member));
+                }
+            }
+            drop(fields);
+            self.value(&value, depth + 1)?;
+        }
+        self.out.push('}');
+        Ok(())
+    }
+
+    /// `{"$datetime"|"$time":"<iso><offset>","$zone":"<key>","$fold":1}`, the last two when they
+    /// apply; `opening` is the text up to the ISO text.
+    fn clock_value(&mut self, opening: &str, iso: impl FnOnce(&mut String), zone: &Zone, fold: bool) {
+        self.out.push_str(opening);
+        iso(&mut self.out);
+        if let Zone::Offset(micros) = zone {
+            clock::write_offset(*micros, &mut self.out);
+        }
+        self.out.push('"');
+        if let Zone::Named(key) = zone {
+            self.out.push_str(",\"$zone\":");
+            string(&mut self.out, key);
+        }
+        if fold {
+            self.out.push_str(",\"$fold\":1");
+        }
+        self.out.push('}');
+    }
+}
+
+/// The time zone of a datetime or time, as encode.rs stores it.
+enum Zone {
+    Naive,
+    Offset(i64),
+    Named(String),
+}
+
+impl Zone {
+    fn of(tz: Option<Bound<'_, PyTzInfo>>) -> Result<Zone, Unhandled> {
+        let Some(tz) = tz else { return Ok(Zone::Naive) };
+        let py = tz.py();
+        if tz.get_type().is(pytypes::timezone_type(py)?) {
+            let offset = tz.call_method1(pyo3::intern!(py, "utcoffset"), (py.None(),))?;
+            let delta = offset.cast::<PyDelta>().map_err(PyErr::from)?;
+            let micros = i64::from(delta.get_days()) * MICROS_PER_DAY
+                + i64::from(delta.get_seconds()) * MICROS_PER_SECOND
+                + i64::from(delta.get_microseconds());
+            if micros.unsigned_abs() >= MICROS_PER_DAY as u64 {
+                return Err(Unhandled);
+            }
+            return Ok(Zone::Offset(micros));
+        }
+        if tz.get_type().is(pytypes::zoneinfo_type(py)?) {
+            return Ok(Zone::Named(tz.getattr(pyo3::intern!(py, "key"))?.extract()?));
+        }
+        Err(Unhandled)
+    }
+}
+
+fn time_of_day_micros(hour: u8, minute: u8, second: u8, micro: u32) -> i64 {
+    (i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second)) * MICROS_PER_SECOND + i64::from(micro)
+}
+
+/// Whether every key of `dict` is an exact str that is UTF-8 (no lone surrogates): the body
+/// holds such keys as STR, and the transcoder then writes the dict as a JSON object. Read with
+/// borrowed references, as this runs for every dict.
+fn keys_are_plain_strings(dict: &Bound<'_, PyDict>) -> bool {
+    let mut position: ffi::Py_ssize_t = 0;
+    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+    let mut length: ffi::Py_ssize_t = 0;
+    // SAFETY: `dict` is a dict and the GIL is held. The borrowed references PyDict_Next returns
+    // stay valid as no Python code runs here: a type test, and the UTF-8 form of an exact str
+    // (null with an exception set for lone surrogates, which is cleared).
+    unsafe {
+        while ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) != 0 {
+            if ffi::PyUnicode_CheckExact(key) == 0 {
+                return false;
+            }
+            if ffi::PyUnicode_AsUTF8AndSize(key, &mut length).is_null() {
+                ffi::PyErr_Clear();
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Whether the binary encoding of set element `item` is the same wherever it is written: it
+/// takes no memo slot and names no class.
+fn encodes_alone(item: &Bound<'_, PyAny>) -> bool {
+    let py = item.py();
+    let class = item.get_type();
+    item.is_none()
+        || [
+            PyString::type_object(py),
+            PyInt::type_object(py),
+            PyFloat::type_object(py),
+            PyBool::type_object(py),
+            PyBytes::type_object(py),
+            PyComplex::type_object(py),
+            PyDateTime::type_object(py),
+            PyDate::type_object(py),
+            PyTime::type_object(py),
+            PyDelta::type_object(py),
+        ]
+        .iter()
+        .any(|simple| class.is(simple))
+        || pytypes::decimal_type(py).is_ok_and(|decimal| class.is(decimal))
+        || pytypes::uuid_type(py).is_ok_and(|uuid| class.is(uuid))
+}
+
+/// How values of `class` (of which `v` is one) are written: encode.rs's `classify`, mapped to
+/// the forms of this writer.
+fn classify(class: &Bound<'_, PyType>, v: &Bound<'_, PyAny>) -> PyResult<Form> {
+    let py = class.py();
+    let builtins = [
+        (PyDateTime::type_object(py), Form::DateTime),
+        (PyDate::type_object(py), Form::Date),
+        (PyTime::type_object(py), Form::Time),
+        (PyDelta::type_object(py), Form::Delta),
+        (PyBytes::type_object(py), Form::Bytes),
+        (PyByteArray::type_object(py), Form::ByteArray),
+        (PySet::type_object(py), Form::Set),
+        (PyFrozenSet::type_object(py), Form::FrozenSet),
+        (PyComplex::type_object(py), Form::Complex),
+    ];
+    if let Some((_, form)) = builtins.into_iter().find(|(builtin, _)| class.is(builtin)) {
+        return Ok(form);
+    }
+    if class.is_subclass_of::<PersistentBase>()? || class.is(pytypes::broken_object_type(py)?) {
+        return Ok(Form::Transcoded);
+    }
+    if class.is(pytypes::decimal_type(py)?) {
+        return Ok(Form::Decimal);
+    }
+    if class.is(pytypes::uuid_type(py)?) {
+        return Ok(Form::Uuid);
+    }
+    if class.is_subclass(pytypes::enum_type(py)?)? {
+        let mut opening = String::from("{\"$enum\":");
+        string(&mut opening, &type_name_of(class)?);
+        opening.push_str(",\"$member\":");
+        return Ok(Form::Enum { opening: opening.into() });
+    }
+    let builtin_base = class.is_subclass_of::<PyList>()?
+        || class.is_subclass_of::<PyDict>()?
+        || class.is_subclass_of::<PyTuple>()?
+        || class.is_subclass_of::<PySet>()?
+        || class.is_subclass_of::<PyFrozenSet>()?
+        || class.is_subclass_of::<PyString>()?
+        || class.is_subclass_of::<PyInt>()?
+        || class.is_subclass_of::<PyFloat>()?
+        || class.is_subclass_of::<PyBytes>()?;
+    if is_heap_type(class) && !builtin_base && has_instance_dict(v) && new_is_object_new(class)? {
+        let mut type_member = String::from("\"$type\":");
+        string(&mut type_member, &type_name_of(class)?);
+        return Ok(Form::Object(Rc::new(ObjectForm { type_member, fields: RefCell::default() })));
+    }
+    Ok(Form::Transcoded)
+}
+
+/// The instance dict of `v`, an instance of a class whose instances have a `__dict__` slot
+/// (checked by `classify`), as encode.rs reads it: from the slot, materialized if need be.
+fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    // SAFETY: `v` is a live object whose type has a dict slot; the call returns a new reference
+    // or null with an exception set.
+    let dict = unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyObject_GenericGetDict(v.as_ptr(), std::ptr::null_mut()))? };
+    Ok(dict.cast_into::<PyDict>()?)
+}
+
+fn push_u64(out: &mut String, mut n: u64) {
+    // Decimal digits from the right into a buffer that holds the longest u64 (20 digits).
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // The buffer holds ASCII digits only.
+    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
+}
+
+fn push_i64(out: &mut String, n: i64) {
+    if n < 0 {
+        out.push('-');
+    }
+    push_u64(out, n.unsigned_abs());
+}

@@ -1,0 +1,199 @@
+"""The direct JSON writer (crates/copal-py/src/json_writer.rs) against the transcoder.
+
+``copal.dumps(obj, format="json")`` writes the document straight from the objects
+(``_core.dumps_json_raw``), and hands the graphs it leaves aside to the transcoder of the binary
+body (``_core.dumps_text_raw``), which defines the document (docs/TEXT_FORMATS.md section 5).
+Both must give the same bytes for every graph: these tests compare them over the round-trip
+corpus, and pin which graphs go to the transcoder, so that neither can drift unnoticed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import copal  # noqa: E402
+from copal import PersistentList, _core  # noqa: E402
+from helpers.models import Color, FrozenKey, Item, Level, Node, Point, Tagged, TaggedDict, Vector  # noqa: E402
+from helpers.strategies import value_graphs, values  # noqa: E402
+from test_roundtrip import BERLIN, CONTAINERS, SCALARS  # noqa: E402
+from test_serialize import Perm, _node_cycle, _twice  # noqa: E402
+
+
+def transcoded(value: Any) -> str:
+    return _core.dumps_text_raw(value, "json")
+
+
+def assert_written_directly(value: Any) -> None:
+    direct = _core.dumps_json_raw(value)
+    assert direct is not None, "the direct writer left this graph to the transcoder"
+    assert direct == transcoded(value)
+    assert copal.dumps(value, format="json") == direct
+
+
+def _self_list() -> list[Any]:
+    items: list[Any] = []
+    items.append(items)
+    return items
+
+
+def _self_dict() -> dict[str, Any]:
+    mapping: dict[str, Any] = {}
+    mapping["self"] = mapping
+    mapping["$self"] = mapping
+    return mapping
+
+
+def _through_tuple() -> list[Any]:
+    items: list[Any] = []
+    items.append((items, items))
+    return items
+
+
+def _fields(**fields: Any) -> Point:
+    point = Point(1, 2)
+    vars(point).update(fields)
+    return point
+
+
+#: Graphs beyond the round-trip corpus: shared values (some shared only inside the graph, which
+#: the reference-count shortcut must not miss), cycles, `$` keys, field lists that change within
+#: a class, and the values whose text has several forms.
+GRAPHS: dict[str, Any] = {
+    "objects": [Point(1, [2, 3]), Vector(1.0, -0.0, ["a"]), FrozenKey(3, "b"), Node("n")],
+    "field_lists_change": [Point(1, 2), _fields(z=3), Point(4, 5), _fields(**{"$x": 1, "é\n": 2}), Point(6, 7)],
+    "nested_same_class": Point(Point(Point(1, 2), 3), [Point(4, 5)]),
+    "enums": [Color.RED, Level.LOW, Perm.READ | Perm.WRITE, Perm(0), Color.RED],
+    "shared_object": _twice(Point(1, 2)),
+    "shared_list": _twice([1]),
+    "shared_dict": _twice({"k": 1}),
+    "shared_empty_dict": _twice({}),
+    "shared_dict_non_str_keys": _twice({1: 2}),
+    "shared_tuple": _twice((1, [2])),
+    "empty_tuples": [(), (), ((),)],
+    "shared_set": _twice({1, 2}),
+    "shared_frozenset_in_a_set": (lambda f: [{f}, f])(frozenset({3})),
+    "shared_bytearray": _twice(bytearray(b"x")),
+    "node_cycle": _node_cycle(),
+    "list_cycle": _self_list(),
+    "dict_cycle": _self_dict(),
+    "cycle_through_tuple": _through_tuple(),
+    "dollar_keys": {"$type": 1, "$$x": 2, "$": {"$ref": 3}},
+    "escapes": ["\"\\\n\r\t\x00\x1f\x7f", "\u2028\u2029", "é😀", {"k\"\\": "\x01"}],
+    "surrogate_keys": {"\ud800": 1, "a": 2},
+    "floats": [0.1, 1e300, 1e-7, 1e16, 123456789.0, -0.0, math.nan, -math.inf, 5e-324],
+    "ints": [0, -1, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 10**40, -(10**40)],
+    "sets_of_scalars": [{3, 1, 2}, frozenset({"b", "a", "c"}), {None, 1.5, b"x", "s", False, 2}],
+    "set_of_dates": {datetime.date(2024, 1, d) for d in range(1, 6)},
+    "times": [datetime.time(0, 0), datetime.time(12, 0, 0, 1, tzinfo=BERLIN), datetime.datetime(1, 1, 1, tzinfo=BERLIN)],
+}
+
+
+@pytest.mark.parametrize("value", SCALARS.values(), ids=SCALARS.keys())
+def test_scalars_are_written_as_the_transcoder_writes_them(value: Any) -> None:
+    assert_written_directly(value)
+
+
+WRITTEN_BY_TRANSCODER = {"set", "frozenset_nested"}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [v for k, v in CONTAINERS.items() if k not in WRITTEN_BY_TRANSCODER],
+    ids=[k for k in CONTAINERS if k not in WRITTEN_BY_TRANSCODER],
+)
+def test_containers_are_written_as_the_transcoder_writes_them(value: Any) -> None:
+    assert_written_directly(value)
+
+
+@pytest.mark.parametrize("value", GRAPHS.values(), ids=GRAPHS.keys())
+def test_graphs_are_written_as_the_transcoder_writes_them(value: Any) -> None:
+    assert_written_directly(value)
+
+
+def test_shared_values_get_their_memo_slot_as_id() -> None:
+    shared = [1]
+    point = Point(shared, None)
+    value = {"a": shared, "b": (shared, point), "c": [point, {"p": point}]}
+    text = copal.dumps(value, format="json")
+    assert _core.dumps_json_raw(value) == text == transcoded(value)
+    assert '"a":{"$id":1,"$list":[1]}' in text and '{"$ref":1}' in text
+
+
+def _tuple_containing_itself() -> tuple[list[Any]]:
+    t: tuple[list[Any]] = ([],)
+    t[0].append(t)
+    return t
+
+
+def _deep(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+#: Graphs the direct writer leaves to the transcoder: their text depends on more of the binary
+#: encoder than the direct writer follows (see json_writer.rs).
+LEFT_TO_TRANSCODER: dict[str, Any] = {
+    "persistent": Item("pen", 3),
+    "persistent_list": PersistentList([1]),
+    "list_subclass": Tagged([1]),
+    "dict_subclass": TaggedDict(a=1),
+    "set_of_tuples": CONTAINERS["set"],
+    "set_of_frozensets": CONTAINERS["frozenset_nested"],
+    "set_of_objects": {FrozenKey(1, "a"), FrozenKey(2, "b")},
+    "set_of_enums": {Color.RED, Color.GREEN},
+    "int_past_str_digits": 10**5000,
+}
+
+
+@pytest.mark.parametrize("value", LEFT_TO_TRANSCODER.values(), ids=LEFT_TO_TRANSCODER.keys())
+def test_graphs_left_to_the_transcoder_are_written_by_it(value: Any) -> None:
+    assert _core.dumps_json_raw(value) is None
+    assert copal.dumps(value, format="json") == transcoded(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        ([1, {"f": lambda: None}], TypeError, r"value\[1\]\['f'\]"),
+        (_tuple_containing_itself(), TypeError, "contains itself"),
+        (_deep(300), ValueError, "nested deeper"),
+        (datetime.datetime(2024, 1, 1, tzinfo=datetime.tzinfo()), TypeError, "time zone"),
+    ],
+    ids=["unsupported", "tuple_containing_itself", "too_deep", "time_zone"],
+)
+def test_refused_values_raise_the_encoders_error(value: Any, error: type[Exception], message: str) -> None:
+    assert _core.dumps_json_raw(value) is None
+    with pytest.raises(error, match=message):
+        copal.dumps(value, format="json")
+
+
+def test_the_deepest_nesting_the_encoder_writes_is_written_directly() -> None:
+    assert_written_directly(_deep(256))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(value=values())
+def test_hypothesis_values_give_the_transcoders_document(value: Any) -> None:
+    direct = _core.dumps_json_raw(value)
+    assert direct is None or direct == transcoded(value)
+    assert copal.dumps(value, format="json") == transcoded(value)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=value_graphs())
+def test_hypothesis_value_graphs_give_the_transcoders_document(nodes: list[Any]) -> None:
+    direct = _core.dumps_json_raw(nodes)
+    assert direct is None or direct == transcoded(nodes)
+    assert copal.dumps(nodes, format="json") == transcoded(nodes)
