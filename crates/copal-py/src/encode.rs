@@ -81,7 +81,7 @@ struct UniformObjects<'py> {
     objects: Vec<(Bound<'py, PyAny>, Bound<'py, PyDict>)>,
 }
 
-enum Failure {
+pub(crate) enum Failure {
     Python(PyErr),
     /// An unsupported value: its path (innermost segment first) and the reason.
     Unsupported { path: Vec<String>, reason: String },
@@ -904,11 +904,11 @@ pub fn stored_state<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>
     Ok(stored)
 }
 
-fn time_of_day_micros(hour: u8, minute: u8, second: u8, micro: u32) -> i64 {
+pub(crate) fn time_of_day_micros(hour: u8, minute: u8, second: u8, micro: u32) -> i64 {
     (i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second)) * MICROS_PER_SECOND + i64::from(micro)
 }
 
-fn tz_info(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Failure> {
+pub(crate) fn tz_info(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Failure> {
     let Some(tz) = tz else { return Ok(TzInfo::Naive) };
     let py = tz.py();
     if tz.get_type().is(pytypes::timezone_type(py)?) {

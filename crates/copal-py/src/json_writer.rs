@@ -15,8 +15,8 @@ use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
 use std::rc::Rc;
 
-use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
-use copal_core::format::is_decimal_text;
+use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY};
+use copal_core::format::{is_decimal_text, TzInfo};
 use copal_core::text::json::{escaped_key, float, string};
 use copal_core::text::{base64, clock};
 use pyo3::ffi;
@@ -28,7 +28,7 @@ use pyo3::types::{
 use pyo3::PyTypeInfo;
 
 use crate::classes::type_name_of;
-use crate::encode::{has_instance_dict, is_heap_type, new_is_object_new, Encoder};
+use crate::encode::{has_instance_dict, is_heap_type, new_is_object_new, time_of_day_micros, tz_info, Encoder};
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
 use crate::persistent::PersistentBase;
@@ -271,7 +271,7 @@ impl JsonWriter {
                 let dt = v.cast::<PyDateTime>().map_err(PyErr::from)?;
                 let days = days_from_civil(i64::from(dt.get_year()), u32::from(dt.get_month()), u32::from(dt.get_day()));
                 let micros = days * MICROS_PER_DAY + time_of_day_micros(dt.get_hour(), dt.get_minute(), dt.get_second(), dt.get_microsecond());
-                let zone = Zone::of(dt.get_tzinfo())?;
+                let zone = zone_of(dt.get_tzinfo())?;
                 self.clock_value("{\"$datetime\":\"", |out| clock::write_datetime(micros, out), &zone, dt.get_fold());
             }
             Form::Date => {
@@ -283,7 +283,7 @@ impl JsonWriter {
             Form::Time => {
                 let t = v.cast::<PyTime>().map_err(PyErr::from)?;
                 let micros = time_of_day_micros(t.get_hour(), t.get_minute(), t.get_second(), t.get_microsecond());
-                let zone = Zone::of(t.get_tzinfo())?;
+                let zone = zone_of(t.get_tzinfo())?;
                 self.clock_value("{\"$time\":\"", |out| clock::write_clock(micros as u64, out), &zone, t.get_fold());
             }
             Form::Delta => {
@@ -495,14 +495,14 @@ impl JsonWriter {
 
     /// `{"$datetime"|"$time":"<iso><offset>","$zone":"<key>","$fold":1}`, the last two when they
     /// apply; `opening` is the text up to the ISO text.
-    fn clock_value(&mut self, opening: &str, iso: impl FnOnce(&mut String), zone: &Zone, fold: bool) {
+    fn clock_value(&mut self, opening: &str, iso: impl FnOnce(&mut String), zone: &TzInfo, fold: bool) {
         self.out.push_str(opening);
         iso(&mut self.out);
-        if let Zone::Offset(micros) = zone {
+        if let TzInfo::Offset(micros) = zone {
             clock::write_offset(*micros, &mut self.out);
         }
         self.out.push('"');
-        if let Zone::Named(key) = zone {
+        if let TzInfo::Named(key) = zone {
             self.out.push_str(",\"$zone\":");
             string(&mut self.out, key);
         }
@@ -513,37 +513,14 @@ impl JsonWriter {
     }
 }
 
-/// The time zone of a datetime or time, as encode.rs stores it.
-enum Zone {
-    Naive,
-    Offset(i64),
-    Named(String),
-}
-
-impl Zone {
-    fn of(tz: Option<Bound<'_, PyTzInfo>>) -> Result<Zone, Unhandled> {
-        let Some(tz) = tz else { return Ok(Zone::Naive) };
-        let py = tz.py();
-        if tz.get_type().is(pytypes::timezone_type(py)?) {
-            let offset = tz.call_method1(pyo3::intern!(py, "utcoffset"), (py.None(),))?;
-            let delta = offset.cast::<PyDelta>().map_err(PyErr::from)?;
-            let micros = i64::from(delta.get_days()) * MICROS_PER_DAY
-                + i64::from(delta.get_seconds()) * MICROS_PER_SECOND
-                + i64::from(delta.get_microseconds());
-            if micros.unsigned_abs() >= MICROS_PER_DAY as u64 {
-                return Err(Unhandled);
-            }
-            return Ok(Zone::Offset(micros));
-        }
-        if tz.get_type().is(pytypes::zoneinfo_type(py)?) {
-            return Ok(Zone::Named(tz.getattr(pyo3::intern!(py, "key"))?.extract()?));
-        }
-        Err(Unhandled)
+/// The time zone of a datetime or time, as encode.rs stores it; offsets of a day or more (which
+/// the transcoder refuses) are left to it.
+fn zone_of(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Unhandled> {
+    match tz_info(tz) {
+        Ok(TzInfo::Offset(micros)) if micros.unsigned_abs() >= MICROS_PER_DAY as u64 => Err(Unhandled),
+        Ok(zone) => Ok(zone),
+        Err(_) => Err(Unhandled),
     }
-}
-
-fn time_of_day_micros(hour: u8, minute: u8, second: u8, micro: u32) -> i64 {
-    (i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second)) * MICROS_PER_SECOND + i64::from(micro)
 }
 
 /// Whether every key of `dict` is an exact str that is UTF-8 (no lone surrogates): the body
