@@ -26,6 +26,7 @@ import types
 import uuid
 import zlib
 import zoneinfo
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -1295,3 +1296,22 @@ if __name__ == "__main__":
         sys.exit("usage: python tests/test_serialize.py --write-vectors")
     VECTOR_FILE.write_text(json.dumps(build_vectors(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {VECTOR_FILE}")
+
+
+@dataclass
+class _Pair:
+    a: Any
+    b: int
+
+
+def test_an_object_whose_attributes_change_while_its_list_is_written_is_refused() -> None:
+    """The objects of an OBJECT_LIST are checked before any is written; Python code run in the
+    middle (here by an enum's ``_name_``) that removes a later object's attribute must not give
+    a body shorter than its descriptor."""
+    pairs = [_Pair(Hooked.ONLY, 1), _Pair(None, 2)]
+    HOOKED_CALLBACKS.append(lambda: delattr(pairs[1], "b"))
+    try:
+        with pytest.raises(TypeError, match="changed while it was being written"):
+            copal.dumps(pairs)
+    finally:
+        HOOKED_CALLBACKS.clear()

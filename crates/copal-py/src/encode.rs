@@ -70,7 +70,7 @@ pub fn field_kind_of(v: &Bound<'_, PyAny>) -> FieldKind {
 /// Whether every value of `dict` has the kind of its field, so that it can be written as a
 /// TYPED_OBJECT of these `kinds`.
 fn fits_kinds(dict: &Bound<'_, PyDict>, kinds: &[FieldKind]) -> bool {
-    dict.iter().zip(kinds).all(|((_, value), &kind)| kind == FieldKind::Any || field_kind_of(&value) == kind)
+    dict.len() == kinds.len() && dict.iter().zip(kinds).all(|((_, value), &kind)| kind == FieldKind::Any || field_kind_of(&value) == kind)
 }
 
 /// A list whose items are all written as the TYPED_OBJECT bodies of one descriptor
@@ -567,6 +567,11 @@ impl<'s> Encoder<'s> {
     /// The fields of a TYPED_OBJECT whose values fit `kinds` (`fits_kinds`), each in the form of
     /// its kind.
     fn typed_fields(&mut self, dict: &Bound<'_, PyDict>, kinds: &[FieldKind], depth: usize) -> Step {
+        // Checked by `fits_kinds`, but Python code run by the encoder since (an enum's `_name_`,
+        // a hash) may have changed the attributes of an object of an OBJECT_LIST still to write.
+        if dict.len() != kinds.len() {
+            return Err(Failure::Unsupported { path: vec![], reason: "its attributes changed while it was being written".into() });
+        }
         for ((key, value), &kind) in dict.iter().zip(kinds) {
             at(self.typed_value(&value, kind, depth + 1), || format!(".{key}"))?;
         }
