@@ -436,37 +436,46 @@ impl<'s> Encoder<'s> {
     }
 
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
-        if let Some(slot) = self.strings.as_ref().and_then(|strings| strings.recent_reference(s)) {
-            self.string_reference(slot);
-            return Ok(());
-        }
-        match s.to_str() {
-            Ok(text) => match &mut self.strings {
-                None => self.w.str(text),
-                Some(strings) => match strings.earlier_slot(s, text, &self.w.buf)? {
-                    Some(slot) => self.string_reference(slot),
-                    None => {
-                        self.w.str(text);
-                        // The string's bytes end the STR just written.
-                        let end = self.w.buf.len();
-                        strings.wrote(end - text.len()..end);
-                    }
-                },
-            },
-            Err(_) => {
-                // Lone surrogates are not UTF-8; "surrogatepass" writes each as its own 3-byte
-                // sequence (generalized UTF-8, docs/FORMAT.md "Strings").
-                let bytes = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
-                self.w.u8(tag::STR_SURROGATES);
-                self.w.length_prefixed(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
-            }
+        let reference = |w: &mut Writer, slot: u64| {
+            w.u8(tag::STRREF);
+            w.varint(slot);
+        };
+        if !self.shared_string(s, reference, Writer::str)? {
+            // Lone surrogates are not UTF-8; "surrogatepass" writes each as its own 3-byte
+            // sequence (generalized UTF-8, docs/FORMAT.md "Strings").
+            let bytes = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
+            self.w.u8(tag::STR_SURROGATES);
+            self.w.length_prefixed(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
         }
         Ok(())
     }
 
-    fn string_reference(&mut self, slot: u64) {
-        self.w.u8(tag::STRREF);
-        self.w.varint(slot);
+    /// Writes the string `s` through the stream's string table, if the stream shares strings:
+    /// `reference(slot)` for an equal string written before, else `new(text)`, which must end
+    /// with the text's bytes (the table points at them). False, with nothing written, when `s`
+    /// is not UTF-8 (lone surrogates).
+    fn shared_string(&mut self, s: &Bound<'_, PyString>, reference: fn(&mut Writer, u64), new: fn(&mut Writer, &str)) -> PyResult<bool> {
+        // An object met again is found by address, before its text is read.
+        if let Some(slot) = self.strings.as_ref().and_then(|strings| strings.recent_reference(s)) {
+            reference(&mut self.w, slot);
+            return Ok(true);
+        }
+        let Ok(text) = s.to_str() else { return Ok(false) };
+        let slot = match &mut self.strings {
+            Some(strings) => strings.earlier_slot(s, text, &self.w.buf)?,
+            None => None,
+        };
+        match slot {
+            Some(slot) => reference(&mut self.w, slot),
+            None => {
+                new(&mut self.w, text);
+                if let Some(strings) = &mut self.strings {
+                    let end = self.w.buf.len();
+                    strings.wrote(end - text.len()..end);
+                }
+            }
+        }
+        Ok(true)
     }
 
     fn int(&mut self, i: &Bound<'_, PyInt>) -> Step {
@@ -588,23 +597,14 @@ impl<'s> Encoder<'s> {
             FieldKind::Float => self.w.f64(v.extract::<f64>()?),
             FieldKind::Str => {
                 let s = v.cast::<PyString>().map_err(PyErr::from)?;
-                let recent = self.strings.as_ref().and_then(|strings| strings.recent_reference(s));
-                let text = if recent.is_some() { "" } else { s.to_str()? };
-                let slot = match &mut self.strings {
-                    Some(strings) if recent.is_none() => strings.earlier_slot(s, text, &self.w.buf)?,
-                    _ => recent,
+                let reference = |w: &mut Writer, slot: u64| w.varint(StrHead::Slot(slot).encode());
+                let new = |w: &mut Writer, text: &str| {
+                    w.varint(StrHead::New(text.len() as u64).encode());
+                    w.bytes(text.as_bytes());
                 };
-                match slot {
-                    Some(slot) => self.w.varint(StrHead::Slot(slot).encode()),
-                    None => {
-                        self.w.varint(StrHead::New(text.len() as u64).encode());
-                        self.w.bytes(text.as_bytes());
-                        if let Some(strings) = &mut self.strings {
-                            // The string's bytes end what was just written, as after a STR.
-                            let end = self.w.buf.len();
-                            strings.wrote(end - text.len()..end);
-                        }
-                    }
+                // `fits_kinds` saw a UTF-8 str here; Python code run since may have replaced it.
+                if !self.shared_string(s, reference, new)? {
+                    return Err(Failure::Unsupported { path: vec![], reason: "a string field changed while it was being written".into() });
                 }
             }
             FieldKind::List => {
