@@ -197,3 +197,17 @@ def test_hypothesis_value_graphs_give_the_transcoders_document(nodes: list[Any])
     direct = _core.dumps_json_raw(nodes)
     assert direct is None or direct == transcoded(nodes)
     assert copal.dumps(nodes, format="json") == transcoded(nodes)
+
+
+def test_a_dict_with_other_keys_does_not_turn_a_later_empty_dict_into_dict_form() -> None:
+    """Found by hypothesis: the transcoder remembers dicts with non-string keys by body offset,
+    and its second pass (written when something is shared) read the body from another start,
+    so a later dict at the remembered offset was written in ``$dict`` form."""
+    shared: list[Any] = []
+    mixed = {"k0": None, "k1": None, "k2": shared, "k3": shared, "k4": None, None: 5}
+    graph = [None, shared, None, None, Node(""), None, mixed, None, None, {}]
+    document = transcoded(graph)
+    assert document.endswith(',null,null,{}]}'), document
+    assert _core.dumps_json_raw(graph) == document
+    back = copal.loads(document)
+    assert back[6] == mixed and back[9] == {} and back[6]["k2"] is back[1]

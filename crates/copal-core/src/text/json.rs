@@ -23,7 +23,8 @@ const MAX_JSON_DEPTH: usize = 2 * 256 + 8;
 pub fn to_json(body: &[u8]) -> Result<String, TextError> {
     let mut r = Reader::new(body);
     let table = super::read_table(&mut r)?;
-    let start = r.position();
+    // The second pass reads from the same place with the same positions: `mixed` is keyed by them.
+    let values = r.clone();
     // Only values that back-references point to get a `"$id"`, and which those are is known
     // at the end: the first pass writes the document assuming there are none (the usual case)
     // and collects them; a second pass writes the ids if there were any.
@@ -33,7 +34,7 @@ pub fn to_json(body: &[u8]) -> Result<String, TextError> {
     if w.found.is_empty() {
         return Ok(w.out);
     }
-    let mut r = Reader::new(&body[start..]);
+    let mut r = values;
     let mut w = JsonWriter { out: String::with_capacity(w.out.len() + 32), table: &table, targets: std::mem::take(&mut w.found), found: HashSet::new(), slot: 0, in_base: false, mixed: std::mem::take(&mut w.mixed) };
     w.document(&mut r)?;
     Ok(w.out)
