@@ -131,6 +131,38 @@ def test_a_transaction_that_reads_then_commits_uses_one_server_connection(pg_ser
         assert tx.root["c"].value == 1
 
 
+class Tagged(copal.Persistent):
+    """A class with an index and a removed field: declarations stored by maintenance commits."""
+
+    __copal_indexes__ = [copal.Index("tag")]
+    __copal_removed__ = ("legacy",)
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+
+def test_a_new_process_takes_no_commit_lock_when_its_declarations_are_stored(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["t"] = Tagged("a")
+    # The removal is stored once the class has records: by the next process's first transaction.
+    with copal.open(url) as db, db.transaction() as tx:
+        assert tx.root["t"].tag == "a"
+    settings = pg_server.psql("SELECT encode(key, 'escape') FROM copal_settings", database_name(url))
+    assert "removed:test_postgresql.Tagged" in settings
+    pg_server.psql(f"ALTER DATABASE {database_name(url)} SET log_statement = 'all'")
+
+    def query_from_a_cold_open() -> None:
+        with copal.open(url) as db, db.transaction() as tx:
+            assert tx.query(Tagged).where(tag="a").first() is not None
+
+    log = statements_logged_by(pg_server, query_from_a_cold_open)
+    # The declarations are compared on a snapshot: no maintenance commit locks the tid row,
+    # so a process that only reads never waits behind another's commit.
+    assert "copal_index_entries" in log
+    assert "FOR UPDATE" not in log, log
+
+
 def logged_statements(log: str) -> list[str]:
     """The statements (simple-query texts, or executed statements) in a server log."""
     return re.findall(r"LOG:  (?:statement|execute [^:]*): (.*)", log)

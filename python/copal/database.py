@@ -78,8 +78,12 @@ class Database:
         if self._indexes_synced_for == registry_generation[0]:
             return
         declared, owners = declared_indexes()
-        conn.sync_indexes(declared, owners, self._progress)
-        self._store.sync_removed(declared_removals())
+        removals = declared_removals()
+        # Checked on a snapshot first: the maintenance commits take the commit lock even when
+        # they find nothing to change, so every new process would wait behind running commits.
+        if not self._store.holds_declarations(declared, owners, removals):
+            conn.sync_indexes(declared, owners, self._progress)
+            self._store.sync_removed(removals)
         self._indexes_synced_for = registry_generation[0]
 
     def run(self, work: Callable[[Transaction], R], retries: int = 3) -> R:

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use copal_core::format::{oid_class, TzInfo, FLAG_MUTABLE_STATE};
 use copal_core::query::{self, Query};
 use copal_core::{Commit, Snapshot, Store};
+use copal_core::store::DeclaredIndex;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -62,6 +63,14 @@ impl<T> Guarded<T> {
             )),
         }
     }
+}
+
+/// An index declaration as `copal.indexes.declared_indexes` passes it: (declaring type name,
+/// covered type names, fields, unique, renamed fields).
+pub(crate) type IndexArgs = (String, Vec<String>, Vec<String>, bool, Vec<(String, String, String)>);
+
+pub(crate) fn declared_index((type_name, covered, fields, unique, renamed): &IndexArgs) -> DeclaredIndex<'_> {
+    DeclaredIndex { type_name, covered, fields, unique: *unique, renamed }
 }
 
 #[pyclass(frozen, module = "copal._core")]
@@ -743,7 +752,7 @@ impl Connection {
     fn sync_indexes(
         &self,
         py: Python<'_>,
-        declared: Vec<(String, Vec<String>, Vec<String>, bool, Vec<(String, String, String)>)>,
+        declared: Vec<IndexArgs>,
         owners: Vec<String>,
         progress: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {

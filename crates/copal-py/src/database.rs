@@ -9,7 +9,7 @@ use copal_core::{Snapshot, StoreOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use crate::connection::Connection;
+use crate::connection::{declared_index, Connection, IndexArgs};
 use crate::errors::IntoPyResult;
 use crate::stats::SharedStats;
 
@@ -115,6 +115,24 @@ impl Store {
         out.set_item("unreadable", summary.unreadable)?;
         out.set_item("removed", summary.removed.into_iter().collect::<Vec<_>>())?;
         Ok(out)
+    }
+
+    /// Whether the store already holds the declared indexes (as `Connection.sync_indexes` takes
+    /// them) and removed fields (as `sync_removed` takes them): then neither needs its
+    /// maintenance commit, whose lock would make a new process wait behind running commits.
+    fn holds_declarations(
+        &self,
+        py: Python<'_>,
+        declared: Vec<IndexArgs>,
+        owners: Vec<String>,
+        removed: Vec<(String, Vec<String>)>,
+    ) -> PyResult<bool> {
+        let store = Arc::clone(&self.store);
+        py.detach(move || {
+            let indexes: Vec<_> = declared.iter().map(declared_index).collect();
+            Snapshot::new(&store)?.holds_declarations(&indexes, &owners, &removed)
+        })
+        .py_err()
     }
 
     /// Stores the removed fields that the application's classes declare (`__copal_removed__`),

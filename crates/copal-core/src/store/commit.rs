@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::catalog::Catalog;
 use super::checksum::{seal, unseal};
 use super::error::StoreError;
-use super::index::{entry_key, entry_oid, key_has_no_value, prefix_end, DescriptorNames, IndexDef};
+use super::index::{entry_key, entry_oid, key_has_no_value, prefix_end, DeclaredIndex, DescriptorNames, IndexDef};
 use super::lmdb::LmdbWrite;
 use super::postgres::PgWrite;
 use super::snapshot::{encode_oid_list, Read, Snapshot};
@@ -341,7 +341,7 @@ impl<'s> Commit<'s> {
         let existing = self
             .indexes
             .iter()
-            .find(|d| d.type_name == type_name && d.fields == fields && d.unique == unique && d.renamed == renamed)
+            .find(|d| d.is_declared_as(&DeclaredIndex { type_name, covered, fields, unique, renamed }))
             .cloned();
         let (def, to_build): (IndexDef, Vec<String>) = match existing {
             Some(def) => {

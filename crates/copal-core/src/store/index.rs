@@ -8,6 +8,17 @@ use super::read_u64_key;
 use crate::format::index_key::push_key;
 use crate::format::{decode_record_state, DescriptorSource, Oid, Reader, Writer};
 
+/// An index as the application's classes declare it (`copal.Index`): the fields of an
+/// `IndexDef`, before the store gives it an id.
+#[derive(Debug, Clone, Copy)]
+pub struct DeclaredIndex<'a> {
+    pub type_name: &'a str,
+    pub covered: &'a [String],
+    pub fields: &'a [String],
+    pub unique: bool,
+    pub renamed: &'a [(String, String, String)],
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexDef {
     pub id: u32,
@@ -23,6 +34,14 @@ pub struct IndexDef {
 }
 
 impl IndexDef {
+    /// Whether this is the index that `declared` asks for, whichever types it covers so far.
+    pub fn is_declared_as(&self, declared: &DeclaredIndex<'_>) -> bool {
+        self.type_name == declared.type_name
+            && self.fields == declared.fields
+            && self.unique == declared.unique
+            && self.renamed == declared.renamed
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
         w.length_prefixed(self.type_name.as_bytes());

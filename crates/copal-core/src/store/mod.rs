@@ -35,7 +35,7 @@ pub use catalog::Catalog;
 pub use checksum::unseal;
 pub use commit::Commit;
 pub use error::StoreError;
-pub use index::{entry_oid, prefix_end, IndexDef};
+pub use index::{entry_oid, prefix_end, DeclaredIndex, IndexDef};
 pub use inspect::RecordSummary;
 pub use lmdb::StoreOptions;
 pub use schema::{DescriptorUse, RemovedValues, SchemaGcReport, SchemaSummary};

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::checksum::unseal;
 use super::commit::Commit;
 use super::error::StoreError;
+use super::index::DeclaredIndex;
 use super::snapshot::Snapshot;
 use super::Store;
 use crate::format::{decode_record_state, DecodeError, Descriptor, Oid, Reader, RecordHeader, Value, Writer};
@@ -57,6 +58,14 @@ pub struct SchemaGcReport {
     pub tid: Option<u64>,
 }
 
+/// Whether a removal of `fields` from `type_name` is stored as a declaration: not an empty list
+/// (it withdraws the declaration), nor for a type without descriptors in this store (no record
+/// can hold its removed fields, and an application declares its classes to every database it
+/// opens).
+fn stores_removal(store: &Store, type_name: &str, fields: &[String]) -> bool {
+    !fields.is_empty() && store.catalog().class_no(type_name).is_some()
+}
+
 fn removed_key(type_name: &str) -> Vec<u8> {
     [REMOVED_PREFIX, type_name.as_bytes()].concat()
 }
@@ -99,6 +108,36 @@ impl Snapshot {
         Ok(SchemaSummary { descriptors, unreadable, removed: self.removed_fields()? })
     }
 
+    /// Whether the store already holds what the application's classes declare: every declared
+    /// index exists and covers the types declared for it, no other index declared by a type of
+    /// `owners` is left, and the removed fields stored are `removed`'s. Then the maintenance
+    /// commits (`Commit::ensure_index`, `drop_index`, `declare_removed`) would change nothing,
+    /// and a process that opens the database need not wait for the commit lock to find it out.
+    pub fn holds_declarations(
+        &self,
+        indexes: &[DeclaredIndex<'_>],
+        owners: &[String],
+        removed: &[(String, Vec<String>)],
+    ) -> Result<bool, StoreError> {
+        let defs = self.index_defs()?;
+        let built = indexes
+            .iter()
+            .all(|index| defs.iter().any(|def| def.is_declared_as(index) && index.covered.iter().all(|c| def.covered.contains(c))));
+        let stale = defs
+            .iter()
+            .any(|def| owners.contains(&def.type_name) && !indexes.iter().any(|index| def.is_declared_as(index)));
+        if !built || stale {
+            return Ok(false);
+        }
+        // Whether a type has descriptors decides whether its declaration is stored.
+        self.refresh_catalog()?;
+        let stored = self.removed_fields()?;
+        Ok(removed.iter().all(|(type_name, fields)| {
+            let wanted = stores_removal(self.store(), type_name, fields).then_some(fields);
+            stored.get(type_name) == wanted
+        }))
+    }
+
     /// The declared removed fields, by stored type name.
     pub fn removed_fields(&self) -> Result<BTreeMap<String, Vec<String>>, StoreError> {
         let mut out = BTreeMap::new();
@@ -120,8 +159,7 @@ impl Commit<'_> {
     /// an application declares its classes to every database it opens.
     pub fn declare_removed(&mut self, type_name: &str, fields: &[String]) -> Result<bool, StoreError> {
         let key = removed_key(type_name);
-        let known = self.store.catalog().class_no(type_name).is_some();
-        let wanted = (known && !fields.is_empty()).then(|| encode_names(fields));
+        let wanted = stores_removal(self.store, type_name, fields).then(|| encode_names(fields));
         if self.setting(&key)? == wanted {
             return Ok(false);
         }
@@ -413,5 +451,43 @@ mod tests {
     fn subclass_bases_take_no_slot_of_their_own() {
         let subclass = Value::Subclass { descriptor: 9, base: Box::new(Value::List(vec![Value::ByteArray(vec![])])), fields: vec![] };
         assert_eq!(slots_taken(&subclass), 2);
+    }
+
+    #[test]
+    fn declarations_hold_only_when_maintenance_would_change_nothing() {
+        let store = temp_store(concat!("schema-", "declarations"));
+        two_versions(&store);
+        let account = ["app.Account".to_owned()];
+        let (owner, balance) = (["owner".to_owned()], ["balance".to_owned()]);
+        let by_owner = DeclaredIndex { type_name: "app.Account", covered: &account, fields: &owner, unique: true, renamed: &[] };
+        let removed = vec![("app.Account".to_owned(), vec!["legacy".to_owned()])];
+        let holds = |indexes: &[DeclaredIndex<'_>], owners: &[String], removed: &[(String, Vec<String>)]| {
+            Snapshot::new(&store).unwrap().holds_declarations(indexes, owners, removed).unwrap()
+        };
+        assert!(holds(&[], &[], &[]));
+        assert!(!holds(&[by_owner], &account, &[]), "the index is not built yet");
+        assert!(!holds(&[], &[], &removed), "the removal is not stored yet");
+
+        let mut commit = Commit::begin(&store).unwrap();
+        commit.ensure_index("app.Account", &account, &owner, true, &[], &mut |_, _| {}).unwrap();
+        commit.declare_removed("app.Account", &removed[0].1).unwrap();
+        commit.finish().unwrap();
+        assert!(holds(&[by_owner], &account, &removed));
+        // Each difference that a maintenance commit would write.
+        let not_unique = DeclaredIndex { unique: false, ..by_owner };
+        let other_field = DeclaredIndex { fields: &balance, ..by_owner };
+        let covering_more = ["app.Account".to_owned(), "app.Savings".to_owned()];
+        let wider = DeclaredIndex { covered: &covering_more, ..by_owner };
+        let renamed = [("app.Account".to_owned(), "name".to_owned(), "owner".to_owned())];
+        let with_rename = DeclaredIndex { renamed: &renamed, ..by_owner };
+        for changed in [not_unique, other_field, wider, with_rename] {
+            assert!(!holds(&[changed], &account, &removed));
+        }
+        assert!(!holds(&[], &account, &removed), "a dropped index");
+        assert!(holds(&[], &[], &removed), "an index of a class that no owner declares stays");
+        assert!(!holds(&[by_owner], &account, &[("app.Account".to_owned(), vec![])]), "a withdrawn removal");
+        assert!(!holds(&[by_owner], &account, &[("app.Account".to_owned(), balance.to_vec())]));
+        // A class with no records in this store stores no declaration: nothing to change.
+        assert!(holds(&[by_owner], &account, &[removed[0].clone(), ("app.Other".to_owned(), balance.to_vec())]));
     }
 }
