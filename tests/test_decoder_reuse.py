@@ -12,25 +12,28 @@ from __future__ import annotations
 import pickle
 import sys
 import types
-from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-import copal
-from copal.errors import CorruptRecordError
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import copal  # noqa: E402
+from copal.errors import CorruptRecordError  # noqa: E402
+from test_serialize import entry, stream, table, varint  # noqa: E402
 
 MODULE = "copal_decoder_reuse_test_module"
 
 
 @pytest.fixture
-def module() -> Iterator[types.ModuleType]:
-    """A module in ``sys.modules`` where streams find the test's classes by name."""
+def module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A module in ``sys.modules`` (for the test only) where streams find classes by name."""
     mod = types.ModuleType(MODULE)
-    sys.modules[MODULE] = mod
-    yield mod
-    del sys.modules[MODULE]
+    monkeypatch.setitem(sys.modules, MODULE, mod)
+    return mod
 
 
 def define(module: types.ModuleType, name: str, namespace: dict[str, Any] | None = None) -> type:
@@ -43,15 +46,6 @@ def instance(cls: type, **fields: Any) -> Any:
     obj = cls()
     obj.__dict__.update(fields)
     return obj
-
-
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 def stream_body(data: bytes) -> bytes:
@@ -70,12 +64,9 @@ def test_a_remembered_table_is_not_read_into_a_stream_of_another_version(module:
     cls = define(module, "Counter")
     v3 = copal.dumps(instance(cls, x=1))
     assert copal.loads(v3).x == 1  # remembers the version 3 table
-    name = f"{MODULE}.Counter".encode()
-    table = b"\x01\x00" + varint(len(name)) + name + b"\x01\x01x"
-    assert stream_body(v3).startswith(table + b"\x03")  # one descriptor, then the INT kind
-    body = table + b"\x03" + varint(10)  # INT, zigzag(5)
-    v2 = b"CPL1" + bytes([2, 0]) + varint(len(body)) + body
-    assert copal.loads(v2) == 5
+    counters = table(entry(f"{MODULE}.Counter", ["x"]))
+    assert stream_body(v3).startswith(counters + b"\x03")  # the table, then the INT kind
+    assert copal.loads(stream(counters + b"\x03" + varint(10), version=2)) == 5  # INT, zigzag(5)
 
 
 def test_tables_beyond_those_remembered_still_load(module: types.ModuleType) -> None:
