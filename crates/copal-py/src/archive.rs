@@ -160,7 +160,8 @@ impl Archive {
         let resolver = StreamResolver::new(self.registry.bind(py).clone(), &self.entries);
         let what = || format!("archive value {k}");
         let mut r = Reader::new(&section[range]);
-        Decoder::new(py, &resolver, &what).standalone(&mut r)
+        let value = Decoder::new(py, &resolver, &what).standalone(&mut r);
+        value
     }
 
     fn open(py: Python<'_>, data: Data, max_size: usize) -> PyResult<Archive> {

@@ -11,13 +11,16 @@ use pyo3::types::{
     PyString, PyTime, PyTuple, PyTzInfo, PyType,
 };
 use pyo3::{ffi, IntoPyObjectExt, PyTypeInfo};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::errors::{corrupt, SchemaError};
 use crate::pytypes;
 
 /// What a decoder needs from the connection: descriptors and objects for references.
 pub trait Resolver<'py> {
-    fn descriptor(&self, py: Python<'py>, id: u32) -> PyResult<std::sync::Arc<DecodeInfo>>;
+    fn descriptor(&self, py: Python<'py>, id: u32) -> PyResult<Arc<DecodeInfo>>;
     fn class_of(&self, py: Python<'py>, info: &DecodeInfo) -> PyResult<Bound<'py, PyType>>;
     fn object(&self, py: Python<'py>, oid: u64) -> PyResult<Bound<'py, PyAny>>;
     fn zone(&self, py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py, PyTzInfo>>>;
@@ -66,9 +69,11 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// (`load_closure` loads them next).
     pub ghost_refs: Option<Vec<Bound<'py, PyAny>>>,
     pub strings: Option<&'r mut crate::strings::StringCache>,
-    /// Set for streams of version 2 and 3: every STR decoded so far, in order, for STRREF
-    /// (docs/STREAM.md section 5). STRREF is an unknown tag elsewhere.
-    pub string_slots: Option<Vec<Bound<'py, PyAny>>>,
+    /// Set for streams of version 2 and 3 (`share_strings`): every STR decoded so far, in
+    /// order, for STRREF (docs/STREAM.md section 5). STRREF is an unknown tag elsewhere.
+    string_slots: Option<Vec<Bound<'py, PyAny>>>,
+    /// The spare buffer `share_strings` makes `string_slots` of.
+    spare_strings: Vec<Bound<'py, PyAny>>,
     /// Set for streams of version 3: TYPED_OBJECT and OBJECT_LIST are read (docs/STREAM.md
     /// section 5); they are unknown tags elsewhere.
     pub typed_objects: bool,
@@ -79,7 +84,20 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     expanded: u64,
     slot_weights: Vec<u64>,
     hash_budget: u64,
+    /// The target of each descriptor id below `MAX_REMEMBERED_TARGETS` met so far, so that the
+    /// resolver is asked once per decoding and not once per object (seed 003 has one embedded
+    /// Address per Person and one OBJECT_LIST of Phones each).
+    targets: Vec<Option<Rc<Target<'py>>>>,
 }
+
+/// A descriptor and its class, None for a class that cannot be found (its objects load as
+/// BrokenObjects).
+type Target<'py> = (Arc<DecodeInfo>, Option<Bound<'py, PyType>>);
+
+/// Descriptor ids come from the data: only small ones index `Decoder::targets`, so that a
+/// corrupt id cannot make it allocate (larger ones are looked up every time, as valid ids of a
+/// database with many classes may be).
+const MAX_REMEMBERED_TARGETS: usize = 1024;
 
 enum Fail {
     Decode(DecodeError),
@@ -102,7 +120,28 @@ type Out<'py> = Result<Bound<'py, PyAny>, Fail>;
 
 impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     pub fn new(py: Python<'py>, resolver: &'r R, what: &'r dyn Fn() -> String) -> Self {
-        Decoder { py, resolver, memo: Vec::new(), limits: Limits::default(), what, ghost_refs: None, strings: None, string_slots: None, typed_objects: false, expanded: 0, slot_weights: Vec::new(), hash_budget: u64::MAX }
+        let spare = SPARE.with(Cell::take).unwrap_or_default();
+        Decoder {
+            py,
+            resolver,
+            memo: from_spare(spare.memo),
+            limits: Limits::default(),
+            what,
+            ghost_refs: None,
+            strings: None,
+            string_slots: None,
+            spare_strings: from_spare(spare.strings),
+            typed_objects: false,
+            expanded: 0,
+            slot_weights: spare.weights,
+            hash_budget: u64::MAX,
+            targets: Vec::new(),
+        }
+    }
+
+    /// Reads STR and STRREF as streams of version 2 and 3 have them.
+    pub fn share_strings(&mut self) {
+        self.string_slots = Some(std::mem::take(&mut self.spare_strings));
     }
 
     fn finish<T>(&self, result: Result<T, Fail>) -> PyResult<T> {
@@ -458,16 +497,27 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         self.object_of(r, id, &target, typed, depth)
     }
 
-    /// The descriptor `id` and its class, None for a class that cannot be found (its objects
-    /// load as BrokenObjects).
-    fn object_target(&self, id: u32) -> Result<(std::sync::Arc<DecodeInfo>, Option<Bound<'py, PyType>>), Fail> {
+    /// The descriptor `id` and its class (see `Target`), looked up once per decoding.
+    fn object_target(&mut self, id: u32) -> Result<Rc<Target<'py>>, Fail> {
+        if let Some(Some(target)) = self.targets.get(id as usize) {
+            return Ok(Rc::clone(target));
+        }
         let py = self.py;
         let info = self.resolver.descriptor(py, id)?;
-        match self.resolver.class_of(py, &info) {
-            Ok(class) => Ok((info, Some(class))),
-            Err(e) if e.is_instance_of::<SchemaError>(py) => Ok((info, None)),
-            Err(e) => Err(e.into()),
+        let class = match self.resolver.class_of(py, &info) {
+            Ok(class) => Some(class),
+            Err(e) if e.is_instance_of::<SchemaError>(py) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let target = Rc::new((info, class));
+        let index = id as usize;
+        if index < MAX_REMEMBERED_TARGETS {
+            if self.targets.len() <= index {
+                self.targets.resize(index + 1, None);
+            }
+            self.targets[index] = Some(Rc::clone(&target));
         }
+        Ok(target)
     }
 
     /// `object` with the descriptor and class looked up (`object_target`).
@@ -475,7 +525,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         &mut self,
         r: &mut Reader<'_>,
         id: u32,
-        (info, class): &(std::sync::Arc<DecodeInfo>, Option<Bound<'py, PyType>>),
+        (info, class): &Target<'py>,
         typed: bool,
         depth: usize,
     ) -> Out<'py> {
@@ -492,7 +542,9 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 if !rebuildable {
                     return self.broken_object(r, &info, typed, depth);
                 }
-                pytypes::object_type(py)?.call_method1("__new__", (&class,))?
+                // object.__new__: `check_plain_class` (in `rebuildable`) made sure the class does
+                // not override it.
+                allocated_instance(class, std::ptr::addr_of_mut!(ffi::PyBaseObject_Type))?
             }
         };
         self.memo.push(Some(obj.clone()));
@@ -639,6 +691,65 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     }
 }
 
+impl<'py, R: Resolver<'py>> Drop for Decoder<'_, 'py, R> {
+    fn drop(&mut self) {
+        let strings = self.string_slots.take().unwrap_or_else(|| std::mem::take(&mut self.spare_strings));
+        let mut weights = std::mem::take(&mut self.slot_weights);
+        weights.clear();
+        // Emptying the buffers releases the decoded values they hold, which may run Python code
+        // (even a nested decoding, which takes and gives back its own buffers first).
+        let spare = Spare {
+            memo: to_spare(std::mem::take(&mut self.memo)),
+            strings: to_spare(strings),
+            weights: if weights.capacity() <= MAX_SPARE_SLOTS { weights } else { Vec::new() },
+        };
+        SPARE.with(|cell| cell.set(Some(spare)));
+    }
+}
+
+/// The buffers of the last decoder dropped on this thread, empty but keeping their capacity,
+/// for the next one. A large `loads` fills its memo, string slots and slot weights page by
+/// page; with fresh buffers every call paid those page faults again (1,400 pages for seed 003,
+/// at 2 to 7 µs each on a virtual machine), and a small one allocated them each time.
+/// The memo and the strings hold Python objects only while a decoder uses them: kept here they
+/// are empty, and stored as `usize`s (the same size and alignment) since they outlive the GIL
+/// token their elements were bound to.
+#[derive(Default)]
+struct Spare {
+    memo: Vec<usize>,
+    strings: Vec<usize>,
+    weights: Vec<u64>,
+}
+
+thread_local! {
+    static SPARE: Cell<Option<Spare>> = const { Cell::new(None) };
+}
+
+/// The most slots a spare buffer keeps (4 MiB each): enough for a stream of 500,000 objects
+/// and strings, without holding the memory of the largest stream a thread ever read.
+const MAX_SPARE_SLOTS: usize = 1 << 19;
+
+/// `buffer` emptied, as a spare (its capacity, if not above MAX_SPARE_SLOTS).
+fn to_spare<T>(mut buffer: Vec<T>) -> Vec<usize> {
+    assert!(size_of::<T>() == size_of::<usize>() && align_of::<T>() == align_of::<usize>());
+    buffer.clear();
+    if buffer.capacity() > MAX_SPARE_SLOTS {
+        return Vec::new();
+    }
+    let mut buffer = std::mem::ManuallyDrop::new(buffer);
+    // SAFETY: an empty buffer whose allocation is handed over whole, to a Vec of a type of the
+    // same size and alignment (asserted above), so the allocation's layout is unchanged.
+    unsafe { Vec::from_raw_parts(buffer.as_mut_ptr().cast::<usize>(), 0, buffer.capacity()) }
+}
+
+/// A spare buffer as an empty Vec of `T`.
+fn from_spare<T>(spare: Vec<usize>) -> Vec<T> {
+    assert!(size_of::<T>() == size_of::<usize>() && align_of::<T>() == align_of::<usize>());
+    let mut spare = std::mem::ManuallyDrop::new(spare);
+    // SAFETY: as in `to_spare`: empty, same layout; no element of `T` is read from it.
+    unsafe { Vec::from_raw_parts(spare.as_mut_ptr().cast::<T>(), 0, spare.capacity()) }
+}
+
 /// The member `name` of enum `class`, looked up in its member map (a plain dict: no metaclass
 /// code runs). A composite Flag is named "A|B" and is rebuilt by or-ing its members; the empty
 /// Flag is named "".
@@ -700,6 +811,22 @@ fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> Option<Bound<'py, PyAny>> {
     }
     // SAFETY: a new, non-null reference.
     Some(unsafe { Bound::from_owned_ptr(py, string) })
+}
+
+/// A new instance of `class` made by the constructor of `base` (`object` or PersistentBase),
+/// called directly: it only allocates, no `__new__` or `__init__` of `class` runs, and no Python
+/// call is made (records called `object.__new__(class)`: a method lookup, an argument tuple and
+/// the wrapper's checks per embedded object).
+pub(crate) fn allocated_instance<'py>(class: &Bound<'py, PyType>, base: *mut ffi::PyTypeObject) -> PyResult<Bound<'py, PyAny>> {
+    let py = class.py();
+    let args = PyTuple::empty(py);
+    // SAFETY: `base` is a valid static or immortal type object whose tp_new accepts any subtype
+    // of itself that does not override `__new__` (the callers check that `class` is one) with
+    // empty arguments; it returns a new reference or null with an exception set.
+    unsafe {
+        let tp_new = (*base).tp_new.ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("class cannot be instantiated"))?;
+        Bound::from_owned_ptr_or_err(py, tp_new(class.as_type_ptr(), args.as_ptr(), std::ptr::null_mut()))
+    }
 }
 
 fn unhashable(offset: usize) -> Fail {

@@ -17,7 +17,7 @@ use copal_core::format::{read_field_kinds, DecodeError, FieldKind, Reader, TzInf
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString, PyTuple, PyTzInfo, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString, PyTzInfo, PyType};
 use pyo3::PyTypeInfo;
 
 use crate::classes::{resolve, ClassCache, ClassShape};
@@ -331,7 +331,6 @@ impl<'py> Resolver<'py> for StreamResolver<'py, '_> {
             }
             entry.instance_checked.store(true, Ordering::Relaxed);
         }
-        // Both constructors below only allocate: no `__new__` or `__init__` of the class runs.
         let base = if entry.persistent {
             // PersistentBase's constructor makes an unsaved persistent object (no oid, no jar).
             PersistentBase::type_object(py).as_type_ptr()
@@ -339,14 +338,7 @@ impl<'py> Resolver<'py> for StreamResolver<'py, '_> {
             // object.__new__: `check_plain_class` made sure the class does not override it.
             std::ptr::addr_of_mut!(ffi::PyBaseObject_Type)
         };
-        let args = PyTuple::empty(py);
-        // SAFETY: `base` is a valid static or immortal type object whose tp_new accepts any
-        // subtype of itself (checked above) with empty arguments; it returns a new reference or
-        // null with an exception set.
-        unsafe {
-            let tp_new = (*base).tp_new.ok_or_else(|| PyTypeError::new_err("class cannot be instantiated"))?;
-            Bound::from_owned_ptr_or_err(py, tp_new(class.as_type_ptr(), args.as_ptr(), std::ptr::null_mut())).map(Some)
-        }
+        crate::decode::allocated_instance(class, base).map(Some)
     }
 }
 
@@ -567,7 +559,15 @@ fn inflate(mut decoder: impl Read, max_size: usize) -> Result<Vec<u8>, Inflate> 
 
 /// Reads the descriptor table at the start of the body (docs/STREAM.md section 4), with field
 /// names interned as the decoder sets them, and the field kinds that follow it in version 3.
+///
+/// A table read before (`RECENT_TABLES`) is not parsed or interned again: a small `loads` spent
+/// a fifth of its time making and interning the same field names call after call.
 pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>, version: u8) -> Result<Vec<Entry>, DecodeError> {
+    let (start, rest) = (r.position(), r.rest());
+    if let Some((len, entries)) = recent_table(version, rest) {
+        r.bytes(len)?;
+        return Ok(entries.iter().map(|entry| entry.fresh(py)).collect());
+    }
     let table = copal_core::text::read_table(r)?;
     let mut kinds = if version >= TYPED_OBJECTS_VERSION {
         read_field_kinds(r, table.iter().map(|entry| entry.fields.len()))?
@@ -575,20 +575,75 @@ pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>, version: u8) -> Res
         Vec::new()
     }
     .into_iter();
-    Ok(table
+    let parsed: Vec<TableEntry> = table
         .into_iter()
-        .map(|entry| {
-            let fields = entry.fields.iter().map(|name| PyString::intern(py, name).unbind()).collect();
-            let mut info = DecodeInfo::plain(entry.type_name, fields);
-            info.kinds = kinds.next().unwrap_or_default();
-            Entry {
-                info: Arc::new(info),
-                persistent: entry.persistent,
-                class: OnceLock::new(),
-                instance_checked: AtomicBool::new(false),
-            }
+        .map(|entry| TableEntry {
+            fields: entry.fields.iter().map(|name| PyString::intern(py, name).unbind()).collect(),
+            kinds: kinds.next().unwrap_or_default(),
+            type_name: entry.type_name,
+            persistent: entry.persistent,
         })
-        .collect())
+        .collect();
+    let entries = parsed.iter().map(|entry| entry.fresh(py)).collect();
+    remember_table(version, &rest[..r.position() - start], parsed);
+    Ok(entries)
+}
+
+/// A descriptor entry as read from a table, before any class is resolved for it.
+struct TableEntry {
+    type_name: String,
+    fields: Vec<Py<PyString>>,
+    kinds: Vec<FieldKind>,
+    persistent: bool,
+}
+
+impl TableEntry {
+    /// A new `Entry` of it: classes are resolved again by every decoding that uses it, since
+    /// a name may resolve to another class by then.
+    fn fresh(&self, py: Python<'_>) -> Entry {
+        let fields = self.fields.iter().map(|name| name.clone_ref(py)).collect();
+        let mut info = DecodeInfo::plain(self.type_name.clone(), fields);
+        info.kinds = self.kinds.clone();
+        Entry { info: Arc::new(info), persistent: self.persistent, class: OnceLock::new(), instance_checked: AtomicBool::new(false) }
+    }
+}
+
+/// A table read recently: its bytes (table and field kinds) and version, and its entries.
+struct RecentTable {
+    version: u8,
+    bytes: Vec<u8>,
+    entries: Arc<[TableEntry]>,
+}
+
+/// How many tables are kept, and the largest kept (in bytes): a program loading streams of a
+/// few shapes finds them all, and tables read from data cannot grow the process.
+const RECENT_TABLES: usize = 8;
+const MAX_REMEMBERED_TABLE: usize = 4096;
+
+static TABLES: std::sync::Mutex<Vec<RecentTable>> = std::sync::Mutex::new(Vec::new());
+
+/// The length and entries of the remembered table that `rest` (the body from its table on)
+/// starts with. Reading a table looks at its bytes in order and stops at its end, so a body that
+/// starts with the bytes of a table read before holds that same table.
+fn recent_table(version: u8, rest: &[u8]) -> Option<(usize, Arc<[TableEntry]>)> {
+    let tables = TABLES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let found = tables.iter().find(|table| table.version == version && rest.starts_with(&table.bytes))?;
+    Some((found.bytes.len(), Arc::clone(&found.entries)))
+}
+
+fn remember_table(version: u8, bytes: &[u8], entries: Vec<TableEntry>) {
+    if bytes.len() > MAX_REMEMBERED_TABLE {
+        return;
+    }
+    let table = RecentTable { version, bytes: bytes.to_vec(), entries: entries.into() };
+    let evicted = {
+        let mut tables = TABLES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let evicted = if tables.len() >= RECENT_TABLES { Some(tables.remove(0)) } else { None };
+        tables.push(table);
+        evicted
+    };
+    // Released after the lock, as class_cache.rs releases replaced entries.
+    drop(evicted);
 }
 
 /// `copal.loads` without the argument handling: the object graph of stream `data`, whose payload,
@@ -620,7 +675,7 @@ pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], version: u8) -> PyR
     let mut decoder = Decoder::new(py, &resolver, &what);
     decoder.strings = cache.as_mut();
     if shares_strings {
-        decoder.string_slots = Some(Vec::new());
+        decoder.share_strings();
     }
     decoder.typed_objects = version >= TYPED_OBJECTS_VERSION;
     decoder.standalone(&mut r)

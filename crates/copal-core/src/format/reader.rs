@@ -50,6 +50,11 @@ impl<'a> Reader<'a> {
         self.data.len() - self.pos
     }
 
+    /// The bytes not read yet.
+    pub fn rest(&self) -> &'a [u8] {
+        &self.data[self.pos..]
+    }
+
     pub fn is_empty(&self) -> bool {
         self.pos == self.data.len()
     }
