@@ -285,6 +285,40 @@ def test_equal_strings_are_stored_once() -> None:
     assert all(s is loaded[0] for s in loaded)  # read back as one object
 
 
+def distinct_copy(text: str) -> str:
+    """An equal string that is another object (the encoder cannot find it by address)."""
+    return "".join(list(text))
+
+
+def test_equal_but_distinct_strings_are_stored_once_at_scale() -> None:
+    """Past the size where the encoder's string table is grown straight to the size of recent
+    streams (copal-core `WrittenStrings`), every distinct string is still stored once: a list of
+    objects (prefetched ahead of writing, with strings in their attributes, in a nested object
+    and in nested lists) whose strings all come back later as equal but distinct objects."""
+    count = 12_000
+    names = [f"name-{i:06d}" for i in range(count)]
+
+    def people(texts: list[str]) -> list[Point]:
+        return [Point(text, [Point(text + "-phone", Point(text + "-city", None))]) for text in texts]
+
+    first = people(names)
+    value = [first, people([distinct_copy(name) for name in names])]
+    alone = copal.dumps(first)
+    for _ in range(2):  # the second time, the table starts at the size of the first stream
+        data = copal.dumps(value)
+        # The second list adds only references: 3 strings per object, each at most 4 bytes.
+        assert len(data) < len(alone) + count * (3 * 4 + 8)
+        assert copal.loads(data) == value
+    assert copal.loads(copal.dumps(["small", "small"])) == ["small", "small"]
+
+
+def test_strings_that_are_not_utf8_in_objects_ahead_are_written_as_they_are() -> None:
+    """The encoder prepares the lookups of the strings of the objects it will write next; a
+    string with a lone surrogate there has no UTF-8 form and is simply passed over."""
+    value = [Point(f"p{i}", [Point("\ud800" if i == 5 else f"q{i}", None)]) for i in range(10)]
+    assert copal.loads(copal.dumps(value)) == value
+
+
 def test_strings_are_shared_everywhere_in_the_graph() -> None:
     value = {"kind": ["kind", ("kind", Point("kind", {"kind": b"kind"}))], "other": {"kind", "x"}}
     data = copal.dumps(value)

@@ -73,6 +73,16 @@ fn fits_kinds(dict: &Bound<'_, PyDict>, kinds: &[FieldKind]) -> bool {
     dict.len() == kinds.len() && dict.iter().zip(kinds).all(|((_, value), &kind)| kind == FieldKind::Any || field_kind_of(&value) == kind)
 }
 
+/// How many objects ahead of the one being written `Encoder::object_bodies` prepares the string
+/// table's lookups: far enough for the memory to arrive in time (one object of a few fields is
+/// written in about as long as a load from memory takes), near enough to stay in the cache.
+const PREFETCH_AHEAD: usize = 4;
+
+/// The items of a list of an object to be written whose strings are prefetched: enough for the
+/// few items most attributes hold (phone numbers, line items), not so many that a long list
+/// costs a second pass.
+const PREFETCH_LIST_ITEMS: usize = 4;
+
 /// A list whose items are all written as the TYPED_OBJECT bodies of one descriptor
 /// (`Encoder::uniform_objects`): the items with their instance dicts.
 struct UniformObjects<'py> {
@@ -462,7 +472,7 @@ impl<'s> Encoder<'s> {
         }
         let Ok(text) = s.to_str() else { return Ok(false) };
         let slot = match &mut self.strings {
-            Some(strings) => strings.earlier_slot(s, text, &self.w.buf)?,
+            Some(strings) => strings.earlier_slot(s, text, &self.w.buf),
             None => None,
         };
         match slot {
@@ -549,11 +559,42 @@ impl<'s> Encoder<'s> {
     fn object_bodies(&mut self, uniform: UniformObjects<'_>, depth: usize) -> Step {
         self.w.varint(u64::from(uniform.descriptor));
         for (index, (object, dict)) in uniform.objects.iter().enumerate() {
+            if let Some((_, ahead)) = uniform.objects.get(index + PREFETCH_AHEAD) {
+                self.prefetch_strings(ahead, true);
+            }
             // Each takes its memo slot; none was met before (`uniform_objects`).
             self.memo_slot(object, true);
             at(self.typed_fields(dict, &uniform.kinds, depth + 1), || format!("[{index}]"))?;
         }
         Ok(())
+    }
+
+    /// Prepares the string table's lookups of the strings of an object to be written soon: its
+    /// string attributes and, if `nested`, those of the objects in its attributes and in its
+    /// lists' first items. Only reads: no Python code runs, and a class not classified yet is
+    /// passed over.
+    fn prefetch_strings(&self, dict: &Bound<'_, PyDict>, nested: bool) {
+        let Some(strings) = &self.strings else { return };
+        for (_, value) in dict.iter() {
+            if let Ok(s) = value.cast_exact::<PyString>() {
+                strings.prefetch(s);
+            } else if let (true, Ok(list)) = (nested, value.cast_exact::<PyList>()) {
+                for item in list.iter().take(PREFETCH_LIST_ITEMS) {
+                    self.prefetch_object_strings(&item);
+                }
+            } else if nested {
+                self.prefetch_object_strings(&value);
+            }
+        }
+    }
+
+    /// `prefetch_strings` of `value` (not nested) if it is a plain instance of a class met before.
+    fn prefetch_object_strings(&self, value: &Bound<'_, PyAny>) {
+        if let Some(Kind::Object(_)) = self.kinds.get(&(value.get_type().as_ptr() as usize)) {
+            if let Ok(dict) = object_dict(value) {
+                self.prefetch_strings(&dict, false);
+            }
+        }
     }
 
     /// The fields of an object as an OBJECT, or as a TYPED_OBJECT when its descriptor has field
