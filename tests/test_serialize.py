@@ -1349,3 +1349,41 @@ def test_an_object_whose_attributes_change_while_its_list_is_written_is_refused(
             copal.dumps(pairs)
     finally:
         HOOKED_CALLBACKS.clear()
+
+
+@pytest.mark.parametrize("change", [lambda p: delattr(p, "y"), lambda p: setattr(p, "z", 3)], ids=["removed", "added"])
+@pytest.mark.parametrize("typed", [True, False], ids=["typed", "tagged"])
+def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change: Callable[[Point], None], typed: bool) -> None:
+    """Writing a value can run Python code (here an enum's ``_name_``) that adds or removes an
+    attribute of the object being written: its body would no longer match its descriptor. Both
+    the TYPED_OBJECT path and the OBJECT path (a second object whose values do not fit the
+    field kinds of the first) refuse it with the encoder's error, not a panic."""
+    target = Point(Hooked.ONLY, 2 if typed else "not an int")
+    value = [target] if typed else [Point(Color.RED, 1), target]
+    HOOKED_CALLBACKS.append(lambda: change(target))
+    try:
+        with pytest.raises(TypeError, match="changed while it was being written"):
+            copal.dumps(value)
+    finally:
+        HOOKED_CALLBACKS.clear()
+
+
+class _AnyName(str):
+    """An attribute name whose ``__eq__`` calls it equal to anything."""
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+def test_a_str_subclass_attribute_name_is_not_taken_for_an_equal_field_name() -> None:
+    """The class cache compares attribute names by value only for str itself: a subclass's
+    ``__eq__`` must not let an object be written under another object's field names."""
+    odd = Point(0, 0)
+    odd.__dict__.clear()
+    odd.__dict__[_AnyName("a")] = 1
+    odd.__dict__[_AnyName("b")] = 2
+    first, second = copal.loads(copal.dumps([Point(1, 2), odd]))
+    assert vars(first) == {"x": 1, "y": 2}
+    assert vars(second) == {"a": 1, "b": 2}

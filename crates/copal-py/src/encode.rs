@@ -73,6 +73,32 @@ fn fits_kinds(dict: &Bound<'_, PyDict>, kinds: &[FieldKind]) -> bool {
     dict.len() == kinds.len() && dict.iter().zip(kinds).all(|((_, value), &kind)| kind == FieldKind::Any || field_kind_of(&value) == kind)
 }
 
+/// Calls `write` with the index, key and value of each of the `len` attributes in `dict` (the
+/// fields of the descriptor it is written under). Python code run while a value is written (an
+/// enum's `_name_`, a hash, the loading of a ghost) can change the dict: an object whose
+/// attributes were added or removed meanwhile is refused, where iterating on would write a body
+/// that does not match its descriptor (or stop at pyo3's panic on a dict changing size).
+fn each_field<'py>(dict: &Bound<'py, PyDict>, len: usize, mut write: impl FnMut(usize, &Bound<'py, PyAny>, &Bound<'py, PyAny>) -> Step) -> Step {
+    let changed = || Failure::Unsupported { path: vec![], reason: "its attributes changed while it was being written".into() };
+    let py = dict.py();
+    let mut position: ffi::Py_ssize_t = 0;
+    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: `dict` is a dict and the GIL is held. PyDict_Next returns borrowed references,
+    // made owned (new references) before `write` can run Python code.
+    let mut next = || unsafe {
+        (ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) != 0)
+            .then(|| (Bound::from_borrowed_ptr(py, key), Bound::from_borrowed_ptr(py, value)))
+    };
+    for index in 0..len {
+        let Some((key, value)) = next().filter(|_| dict.len() == len) else { return Err(changed()) };
+        write(index, &key, &value)?;
+    }
+    if dict.len() != len || next().is_some() {
+        return Err(changed());
+    }
+    Ok(())
+}
+
 /// How many objects ahead of the one being written `Encoder::object_bodies` prepares the string
 /// table's lookups: far enough for the memory to arrive in time (one object of a few fields is
 /// written in about as long as a load from memory takes), near enough to stay in the cache.
@@ -617,15 +643,9 @@ impl<'s> Encoder<'s> {
     /// The fields of a TYPED_OBJECT whose values fit `kinds` (`fits_kinds`), each in the form of
     /// its kind.
     fn typed_fields(&mut self, dict: &Bound<'_, PyDict>, kinds: &[FieldKind], depth: usize) -> Step {
-        // Checked by `fits_kinds`, but Python code run by the encoder since (an enum's `_name_`,
-        // a hash) may have changed the attributes of an object of an OBJECT_LIST still to write.
-        if dict.len() != kinds.len() {
-            return Err(Failure::Unsupported { path: vec![], reason: "its attributes changed while it was being written".into() });
-        }
-        for ((key, value), &kind) in dict.iter().zip(kinds) {
-            at(self.typed_value(&value, kind, depth + 1), || format!(".{key}"))?;
-        }
-        Ok(())
+        // `fits_kinds` checked the values, but Python code run by the encoder since may have
+        // changed the attributes of an object of an OBJECT_LIST still to write (`each_field`).
+        each_field(dict, kinds.len(), |index, key, value| at(self.typed_value(value, kinds[index], depth + 1), || format!(".{key}")))
     }
 
     fn typed_value(&mut self, v: &Bound<'_, PyAny>, kind: FieldKind, depth: usize) -> Step {
@@ -763,10 +783,7 @@ impl<'s> Encoder<'s> {
     }
 
     fn fields(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
-        for (key, value) in dict.iter() {
-            at(self.value(&value, depth + 1), || format!(".{key}"))?;
-        }
-        Ok(())
+        each_field(dict, dict.len(), |_, key, value| at(self.value(value, depth + 1), || format!(".{key}")))
     }
 
     fn subclass(&mut self, v: &Bound<'_, PyAny>, base: u8, depth: usize) -> Step {
