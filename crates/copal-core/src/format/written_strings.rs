@@ -285,20 +285,26 @@ mod tests {
         assert_eq!(table.distinct(), 5);
     }
 
+    /// Writes each of `texts` (all different) with the hash `hash` gives it, then each again:
+    /// found at its first slot. Returns the table.
+    fn all_found_again(texts: &[String], hash: impl Fn(&str) -> u64) -> WrittenStrings {
+        let (mut table, mut output) = (WrittenStrings::default(), Vec::new());
+        for text in texts {
+            assert_eq!(write(&mut table, &mut output, hash(text), text), None);
+        }
+        for (slot, text) in texts.iter().enumerate() {
+            assert_eq!(write(&mut table, &mut output, hash(text), text), Some(slot as u64));
+        }
+        assert_eq!(table.distinct(), texts.len());
+        table
+    }
+
     #[test]
     fn colliding_hashes_survive_growth_and_wrap_around_the_end() {
         // Hash bits of all ones place every string at the last entry: the run wraps to the
         // start, and grows past the first table size.
-        let (mut table, mut output) = (WrittenStrings::default(), Vec::new());
-        let last = u64::from(u32::MAX) << 32;
         let texts: Vec<String> = (0..2 * MIN_ENTRIES).map(|i| format!("s{i}")).collect();
-        for text in &texts {
-            assert_eq!(write(&mut table, &mut output, last, text), None);
-        }
-        for (slot, text) in texts.iter().enumerate() {
-            assert_eq!(write(&mut table, &mut output, last, text), Some(slot as u64));
-        }
-        assert_eq!(table.distinct(), texts.len());
+        all_found_again(&texts, |_| u64::from(u32::MAX) << 32);
     }
 
     #[test]
@@ -317,16 +323,12 @@ mod tests {
 
     #[test]
     fn many_distinct_strings_past_the_presize_threshold_are_all_found() {
-        let (mut table, mut output) = (WrittenStrings::default(), Vec::new());
         let texts: Vec<String> = (0..3 * PRESIZE_FROM).map(|i| format!("name-{i}")).collect();
-        for text in &texts {
-            assert_eq!(write(&mut table, &mut output, text_hash(text.as_bytes()), text), None);
-        }
-        for (slot, text) in texts.iter().enumerate() {
-            assert_eq!(write(&mut table, &mut output, text_hash(text.as_bytes()), text), Some(slot as u64));
-        }
+        let mut table = all_found_again(&texts, |text| text_hash(text.as_bytes()));
         table.clear();
-        assert_eq!(write(&mut table, &mut output, text_hash(b"name-0"), "name-0"), None);
+        assert_eq!(table.distinct(), 0);
+        // Its entry would match this output (the first STR of the stream again).
+        assert_eq!(table.find(text_hash(b"name-0"), b"name-0", b"\x07name-0"), None);
     }
 
     #[test]
