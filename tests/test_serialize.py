@@ -285,6 +285,40 @@ def test_equal_strings_are_stored_once() -> None:
     assert all(s is loaded[0] for s in loaded)  # read back as one object
 
 
+def distinct_copy(text: str) -> str:
+    """An equal string that is another object (the encoder cannot find it by address)."""
+    return "".join(list(text))
+
+
+def test_equal_but_distinct_strings_are_stored_once_at_scale() -> None:
+    """Past the size where the encoder's string table is grown straight to the size of recent
+    streams (copal-core `WrittenStrings`), every distinct string is still stored once: a list of
+    objects (prefetched ahead of writing, with strings in their attributes, in a nested object
+    and in nested lists) whose strings all come back later as equal but distinct objects."""
+    count = 12_000
+    names = [f"name-{i:06d}" for i in range(count)]
+
+    def people(texts: list[str]) -> list[Point]:
+        return [Point(text, [Point(text + "-phone", Point(text + "-city", None))]) for text in texts]
+
+    first = people(names)
+    value = [first, people([distinct_copy(name) for name in names])]
+    alone = copal.dumps(first)
+    for _ in range(2):  # the second time, the table starts at the size of the first stream
+        data = copal.dumps(value)
+        # The second list adds only references: 3 strings per object, each at most 4 bytes.
+        assert len(data) < len(alone) + count * (3 * 4 + 8)
+        assert copal.loads(data) == value
+    assert copal.loads(copal.dumps(["small", "small"])) == ["small", "small"]
+
+
+def test_strings_that_are_not_utf8_in_objects_ahead_are_written_as_they_are() -> None:
+    """The encoder prepares the lookups of the strings of the objects it will write next; a
+    string with a lone surrogate there has no UTF-8 form and is simply passed over."""
+    value = [Point(f"p{i}", [Point("\ud800" if i == 5 else f"q{i}", None)]) for i in range(10)]
+    assert copal.loads(copal.dumps(value)) == value
+
+
 def test_strings_are_shared_everywhere_in_the_graph() -> None:
     value = {"kind": ["kind", ("kind", Point("kind", {"kind": b"kind"}))], "other": {"kind", "x"}}
     data = copal.dumps(value)
@@ -1315,3 +1349,41 @@ def test_an_object_whose_attributes_change_while_its_list_is_written_is_refused(
             copal.dumps(pairs)
     finally:
         HOOKED_CALLBACKS.clear()
+
+
+@pytest.mark.parametrize("change", [lambda p: delattr(p, "y"), lambda p: setattr(p, "z", 3)], ids=["removed", "added"])
+@pytest.mark.parametrize("typed", [True, False], ids=["typed", "tagged"])
+def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change: Callable[[Point], None], typed: bool) -> None:
+    """Writing a value can run Python code (here an enum's ``_name_``) that adds or removes an
+    attribute of the object being written: its body would no longer match its descriptor. Both
+    the TYPED_OBJECT path and the OBJECT path (a second object whose values do not fit the
+    field kinds of the first) refuse it with the encoder's error, not a panic."""
+    target = Point(Hooked.ONLY, 2 if typed else "not an int")
+    value = [target] if typed else [Point(Color.RED, 1), target]
+    HOOKED_CALLBACKS.append(lambda: change(target))
+    try:
+        with pytest.raises(TypeError, match="changed while it was being written"):
+            copal.dumps(value)
+    finally:
+        HOOKED_CALLBACKS.clear()
+
+
+class _AnyName(str):
+    """An attribute name whose ``__eq__`` calls it equal to anything."""
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+def test_a_str_subclass_attribute_name_is_not_taken_for_an_equal_field_name() -> None:
+    """The class cache compares attribute names by value only for str itself: a subclass's
+    ``__eq__`` must not let an object be written under another object's field names."""
+    odd = Point(0, 0)
+    odd.__dict__.clear()
+    odd.__dict__[_AnyName("a")] = 1
+    odd.__dict__[_AnyName("b")] = 2
+    first, second = copal.loads(copal.dumps([Point(1, 2), odd]))
+    assert vars(first) == {"x": 1, "y": 2}
+    assert vars(second) == {"a": 1, "b": 2}

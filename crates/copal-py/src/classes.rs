@@ -74,7 +74,9 @@ impl ClassEntry {
 
 /// Whether the keys of `dict` are exactly `fields`, in order. Attribute names are interned, so
 /// the identity test almost always decides; it runs on borrowed keys, without the reference
-/// counting of an iterator (this is checked for every object encoded).
+/// counting of an iterator (this is checked for every object encoded). Only a key of type str
+/// is compared by value: a subclass's `__eq__` could call a key of other text equal to a field
+/// name, and its object would be written under the other name.
 pub fn keys_are(dict: &Bound<'_, PyDict>, fields: &[Py<PyString>]) -> bool {
     if dict.len() != fields.len() {
         return false;
@@ -83,14 +85,14 @@ pub fn keys_are(dict: &Bound<'_, PyDict>, fields: &[Py<PyString>]) -> bool {
     let mut position: ffi::Py_ssize_t = 0;
     let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
     fields.iter().all(|field| {
-        // SAFETY: `dict` is a dict and the GIL is held. PyDict_Next returns borrowed references
-        // and stays memory-safe if an `__eq__` below changes the dict (it re-reads its size).
+        // SAFETY: `dict` is a dict and the GIL is held. PyDict_Next returns borrowed references.
         if unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) } == 0 {
             return false;
         }
-        // SAFETY: `key` was just returned by PyDict_Next; the new reference keeps it alive
-        // while `__eq__` runs.
-        key == field.as_ptr() || unsafe { Bound::from_borrowed_ptr(py, key) }.eq(field).unwrap_or(false)
+        // SAFETY: `key` was just returned by PyDict_Next: a live object. str's own comparison
+        // runs no Python code.
+        key == field.as_ptr()
+            || (unsafe { ffi::PyUnicode_CheckExact(key) } != 0 && unsafe { Bound::from_borrowed_ptr(py, key) }.eq(field).unwrap_or(false))
     })
 }
 

@@ -73,6 +73,42 @@ fn fits_kinds(dict: &Bound<'_, PyDict>, kinds: &[FieldKind]) -> bool {
     dict.len() == kinds.len() && dict.iter().zip(kinds).all(|((_, value), &kind)| kind == FieldKind::Any || field_kind_of(&value) == kind)
 }
 
+/// Calls `write` with the index, key and value of each of the `len` attributes in `dict` (the
+/// fields of the descriptor it is written under). Python code run while a value is written (an
+/// enum's `_name_`, a hash, the loading of a ghost) can change the dict: an object whose
+/// attributes were added or removed meanwhile is refused, where iterating on would write a body
+/// that does not match its descriptor (or stop at pyo3's panic on a dict changing size).
+fn each_field<'py>(dict: &Bound<'py, PyDict>, len: usize, mut write: impl FnMut(usize, &Bound<'py, PyAny>, &Bound<'py, PyAny>) -> Step) -> Step {
+    let changed = || Failure::Unsupported { path: vec![], reason: "its attributes changed while it was being written".into() };
+    let py = dict.py();
+    let mut position: ffi::Py_ssize_t = 0;
+    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: `dict` is a dict and the GIL is held. PyDict_Next returns borrowed references,
+    // made owned (new references) before `write` can run Python code.
+    let mut next = || unsafe {
+        (ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) != 0)
+            .then(|| (Bound::from_borrowed_ptr(py, key), Bound::from_borrowed_ptr(py, value)))
+    };
+    for index in 0..len {
+        let Some((key, value)) = next().filter(|_| dict.len() == len) else { return Err(changed()) };
+        write(index, &key, &value)?;
+    }
+    if dict.len() != len || next().is_some() {
+        return Err(changed());
+    }
+    Ok(())
+}
+
+/// How many objects ahead of the one being written `Encoder::object_bodies` prepares the string
+/// table's lookups: far enough for the memory to arrive in time (one object of a few fields is
+/// written in about as long as a load from memory takes), near enough to stay in the cache.
+const PREFETCH_AHEAD: usize = 4;
+
+/// The items of a list of an object to be written whose strings are prefetched: enough for the
+/// few items most attributes hold (phone numbers, line items), not so many that a long list
+/// costs a second pass.
+const PREFETCH_LIST_ITEMS: usize = 4;
+
 /// A list whose items are all written as the TYPED_OBJECT bodies of one descriptor
 /// (`Encoder::uniform_objects`): the items with their instance dicts.
 struct UniformObjects<'py> {
@@ -462,7 +498,7 @@ impl<'s> Encoder<'s> {
         }
         let Ok(text) = s.to_str() else { return Ok(false) };
         let slot = match &mut self.strings {
-            Some(strings) => strings.earlier_slot(s, text, &self.w.buf)?,
+            Some(strings) => strings.earlier_slot(s, text, &self.w.buf),
             None => None,
         };
         match slot {
@@ -549,11 +585,42 @@ impl<'s> Encoder<'s> {
     fn object_bodies(&mut self, uniform: UniformObjects<'_>, depth: usize) -> Step {
         self.w.varint(u64::from(uniform.descriptor));
         for (index, (object, dict)) in uniform.objects.iter().enumerate() {
+            if let Some((_, ahead)) = uniform.objects.get(index + PREFETCH_AHEAD) {
+                self.prefetch_strings(ahead, true);
+            }
             // Each takes its memo slot; none was met before (`uniform_objects`).
             self.memo_slot(object, true);
             at(self.typed_fields(dict, &uniform.kinds, depth + 1), || format!("[{index}]"))?;
         }
         Ok(())
+    }
+
+    /// Prepares the string table's lookups of the strings of an object to be written soon: its
+    /// string attributes and, if `nested`, those of the objects in its attributes and in its
+    /// lists' first items. Only reads: no Python code runs, and a class not classified yet is
+    /// passed over.
+    fn prefetch_strings(&self, dict: &Bound<'_, PyDict>, nested: bool) {
+        let Some(strings) = &self.strings else { return };
+        for (_, value) in dict.iter() {
+            if let Ok(s) = value.cast_exact::<PyString>() {
+                strings.prefetch(s);
+            } else if let (true, Ok(list)) = (nested, value.cast_exact::<PyList>()) {
+                for item in list.iter().take(PREFETCH_LIST_ITEMS) {
+                    self.prefetch_object_strings(&item);
+                }
+            } else if nested {
+                self.prefetch_object_strings(&value);
+            }
+        }
+    }
+
+    /// `prefetch_strings` of `value` (not nested) if it is a plain instance of a class met before.
+    fn prefetch_object_strings(&self, value: &Bound<'_, PyAny>) {
+        if let Some(Kind::Object(_)) = self.kinds.get(&(value.get_type().as_ptr() as usize)) {
+            if let Ok(dict) = object_dict(value) {
+                self.prefetch_strings(&dict, false);
+            }
+        }
     }
 
     /// The fields of an object as an OBJECT, or as a TYPED_OBJECT when its descriptor has field
@@ -576,15 +643,9 @@ impl<'s> Encoder<'s> {
     /// The fields of a TYPED_OBJECT whose values fit `kinds` (`fits_kinds`), each in the form of
     /// its kind.
     fn typed_fields(&mut self, dict: &Bound<'_, PyDict>, kinds: &[FieldKind], depth: usize) -> Step {
-        // Checked by `fits_kinds`, but Python code run by the encoder since (an enum's `_name_`,
-        // a hash) may have changed the attributes of an object of an OBJECT_LIST still to write.
-        if dict.len() != kinds.len() {
-            return Err(Failure::Unsupported { path: vec![], reason: "its attributes changed while it was being written".into() });
-        }
-        for ((key, value), &kind) in dict.iter().zip(kinds) {
-            at(self.typed_value(&value, kind, depth + 1), || format!(".{key}"))?;
-        }
-        Ok(())
+        // `fits_kinds` checked the values, but Python code run by the encoder since may have
+        // changed the attributes of an object of an OBJECT_LIST still to write (`each_field`).
+        each_field(dict, kinds.len(), |index, key, value| at(self.typed_value(value, kinds[index], depth + 1), || format!(".{key}")))
     }
 
     fn typed_value(&mut self, v: &Bound<'_, PyAny>, kind: FieldKind, depth: usize) -> Step {
@@ -722,10 +783,7 @@ impl<'s> Encoder<'s> {
     }
 
     fn fields(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
-        for (key, value) in dict.iter() {
-            at(self.value(&value, depth + 1), || format!(".{key}"))?;
-        }
-        Ok(())
+        each_field(dict, dict.len(), |_, key, value| at(self.value(value, depth + 1), || format!(".{key}")))
     }
 
     fn subclass(&mut self, v: &Bound<'_, PyAny>, base: u8, depth: usize) -> Step {

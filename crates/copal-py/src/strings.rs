@@ -7,14 +7,9 @@
 //! string instead, as pickle does for strings it memoized. Bounded: it never holds more than
 //! `SLOTS` strings. Streams do better: they store each distinct string once (`StringTable`).
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
+use copal_core::format::{text_hash, WrittenStrings};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-
-use crate::hashing::IntHasher;
 
 const SLOTS: usize = 1024;
 /// The fewest slots of a cache sized for its input (`StringCache::for_input`).
@@ -76,23 +71,11 @@ fn slot_of(bytes: &[u8]) -> usize {
 ///
 /// Two levels. `recent` finds a string object met before by its address alone, as pickle's memo
 /// does (a list holding one string object 10,000 times, names taken from a small vocabulary):
-/// no hashing, no byte comparison. Everything else goes to the content table `by_hash`, which
-/// also catches equal strings that are distinct objects.
-///
-/// The table keeps no copy of the strings: an entry is the place of the string's bytes in the
-/// output being written (the payload of its STR), which the encoder passes in to compare. The
-/// hash map holds 8 bytes per distinct string (part of its hash and the index of its entry), so
-/// that a stream of 300,000 distinct strings, each probed once and never found, works in a map
-/// that stays mostly in cache; the 16-byte entries are read only when a hash matches.
+/// no hashing, no byte comparison. Everything else goes to the content table `written`
+/// (copal-core's `WrittenStrings`), which also catches equal strings that are distinct objects.
 #[derive(Default)]
 pub struct StringTable {
-    /// The low 32 bits of Python's hash of a string (computed once per string object and cached
-    /// in it) -> the index in `written` of the latest distinct string with those bits.
-    by_hash: HashMap<u32, u32, BuildHasherDefault<IntHasher>>,
-    written: Vec<Written>,
-    next_slot: u64,
-    /// The hash of the string `earlier_slot` last found nowhere: `wrote` enters it.
-    pending: Option<u32>,
+    written: WrittenStrings,
     /// Direct-mapped by object address: string objects found again by content, with the slot of
     /// their content's entry. Each entry holds a reference to its string, so that the address
     /// cannot be freed and reused by another string while it is a key. Empty until the first
@@ -112,35 +95,10 @@ struct Recent {
 /// repeated string objects (kinds, cities, status words) with few collisions.
 const RECENT_SLOTS: usize = 256;
 
-/// A distinct string written as a STR. Offsets, lengths and slots past u32 (a stream beyond
-/// 4 GiB) are not entered: such strings are written in full, which is still correct.
-#[derive(Clone, Copy)]
-struct Written {
-    /// Where its UTF-8 bytes are in the output.
-    start: u32,
-    len: u32,
-    slot: u32,
-    /// The index in `StringTable::written` of the string written before it with the same
-    /// hash bits, or NO_EARLIER.
-    earlier: u32,
-}
-
-const NO_EARLIER: u32 = u32::MAX;
-
-impl Written {
-    fn holds(&self, text: &str, output: &[u8]) -> bool {
-        let start = self.start as usize;
-        output.get(start..start + self.len as usize) == Some(text.as_bytes())
-    }
-}
-
 impl StringTable {
     /// Starts a new output: slots start again from 0 and earlier offsets mean nothing.
     pub fn clear(&mut self) {
-        self.by_hash.clear();
         self.written.clear();
-        self.next_slot = 0;
-        self.pending = None;
         self.recent.clear();
     }
 
@@ -155,47 +113,27 @@ impl StringTable {
 
     /// The string slot to refer to instead of writing `s` (whose UTF-8 form is `text`), or None
     /// when `s` is to be written as a STR: the caller writes it to `output` and calls `wrote`.
-    pub fn earlier_slot(&mut self, s: &Bound<'_, PyString>, text: &str, output: &[u8]) -> PyResult<Option<u64>> {
-        // Truncated on purpose: equal bits are only a hint, confirmed by comparing the bytes.
-        let hash = s.hash()? as u32;
-        let mut candidate = self.by_hash.get(&hash).map(|&index| self.written[index as usize]);
-        while let Some(written) = candidate {
-            if written.holds(text, output) {
-                let slot = u64::from(written.slot);
-                let refers = varint_len(slot) < varint_len(text.len() as u64) + text.len();
-                self.remember(s, slot, refers);
-                // Written again if not referred to, but as a repeat: not entered.
-                self.pending = None;
-                return Ok(refers.then_some(slot));
-            }
-            candidate = (written.earlier != NO_EARLIER).then(|| self.written[written.earlier as usize]);
+    pub fn earlier_slot(&mut self, s: &Bound<'_, PyString>, text: &str, output: &[u8]) -> Option<u64> {
+        let slot = self.written.find(text_hash(text.as_bytes()), text.as_bytes(), output)?;
+        let refers = varint_len(slot) < varint_len(text.len() as u64) + text.len();
+        self.remember(s, slot, refers);
+        refers.then_some(slot)
+    }
+
+    /// Prepares the lookup of `s`, a string to be written soon (`WrittenStrings::prefetch`).
+    pub fn prefetch(&self, s: &Bound<'_, PyString>) {
+        if self.recent_reference(s).is_some() {
+            return;
         }
-        self.pending = Some(hash);
-        Ok(None)
+        if let Ok(text) = s.to_str() {
+            self.written.prefetch(text_hash(text.as_bytes()));
+        }
     }
 
     /// The string `earlier_slot` last answered None for was written as a STR, its UTF-8 bytes at
     /// `bytes` of the output: it takes the next slot.
     pub fn wrote(&mut self, bytes: std::ops::Range<usize>) {
-        let slot = self.next_slot;
-        self.next_slot += 1;
-        let Some(hash) = self.pending.take() else { return };
-        let (Ok(start), Ok(len), Ok(slot)) = (u32::try_from(bytes.start), u32::try_from(bytes.len()), u32::try_from(slot)) else {
-            return;
-        };
-        if slot == NO_EARLIER {
-            return;
-        }
-        // Fewer distinct strings than slots: the index is at most the slot, below NO_EARLIER.
-        let index = self.written.len() as u32;
-        let earlier = match self.by_hash.entry(hash) {
-            Entry::Occupied(mut head) => head.insert(index),
-            Entry::Vacant(vacant) => {
-                vacant.insert(index);
-                NO_EARLIER
-            }
-        };
-        self.written.push(Written { start, len, slot, earlier });
+        self.written.wrote(bytes);
     }
 
     fn remember(&mut self, s: &Bound<'_, PyString>, slot: u64, refers: bool) {

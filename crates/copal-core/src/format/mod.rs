@@ -12,6 +12,7 @@ pub mod tag;
 mod value;
 mod varint;
 mod writer;
+mod written_strings;
 
 pub use descriptor::{Descriptor, DescriptorSource};
 pub use error::DecodeError;
@@ -22,3 +23,4 @@ pub use record::{RecordHeader, FORMAT_VERSION, FLAG_MUTABLE_STATE, encode_root_r
 pub use value::{decode_record_state, decode_value, is_decimal_text, memo_value, FieldReader, Value, MAX_DAY, MIN_DAY, PREALLOCATE_MAX};
 pub use varint::{zigzag_decode, zigzag_encode, MAX_VARINT_LEN};
 pub use writer::Writer;
+pub use written_strings::{text_hash, WrittenStrings};
