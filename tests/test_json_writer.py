@@ -10,6 +10,7 @@ corpus, and pin which graphs go to the transcoder, so that neither can drift unn
 from __future__ import annotations
 
 import datetime
+import json
 import math
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 
 import copal  # noqa: E402
 from copal import PersistentList, _core  # noqa: E402
+from helpers import other_models  # noqa: E402
 from helpers.models import Color, FrozenKey, Item, Level, Node, Point, Tagged, TaggedDict, Vector  # noqa: E402
 from helpers.strategies import value_graphs, values  # noqa: E402
 from test_roundtrip import BERLIN, CONTAINERS, SCALARS  # noqa: E402
@@ -73,6 +75,8 @@ GRAPHS: dict[str, Any] = {
     "field_lists_change": [Point(1, 2), _fields(z=3), Point(4, 5), _fields(**{"$x": 1, "é\n": 2}), Point(6, 7)],
     "nested_same_class": Point(Point(Point(1, 2), 3), [Point(4, 5)]),
     "enums": [Color.RED, Level.LOW, Perm.READ | Perm.WRITE, Perm(0), Color.RED],
+    "same_unqualified_names": [Point(1, 2), other_models.Point(3), Color.RED, other_models.Color.RED, other_models.Point(4), Point(5, 6), Color.RED],
+    "classes_in_a_dict_with_other_keys": [{"k": Point(1, 2), FrozenKey(1, "a"): Node("n")}, Point(3, 4), FrozenKey(2, "b")],
     "shared_object": _twice(Point(1, 2)),
     "shared_list": _twice([1]),
     "shared_dict": _twice({"k": 1}),
@@ -211,3 +215,15 @@ def test_a_dict_with_other_keys_does_not_turn_a_later_empty_dict_into_dict_form(
     assert _core.dumps_json_raw(graph) == document
     back = copal.loads(document)
     assert back[6] == mixed and back[9] == {} and back[6]["k2"] is back[1]
+
+
+#: Documents of version 1 of the mapping (every class named in full), written by copal before
+#: version 2 from the graphs above, frozen: they must keep reading as the same graphs.
+V1_DOCUMENTS: dict[str, str] = json.loads((Path(__file__).resolve().parent / "vectors" / "json_v1_documents.json").read_text())["documents"]
+
+
+@pytest.mark.parametrize("name", V1_DOCUMENTS)
+def test_version_1_documents_are_still_read(name: str) -> None:
+    value = {**GRAPHS, **LEFT_TO_TRANSCODER}[name]
+    assert V1_DOCUMENTS[name].startswith('{"$copal":1,')
+    assert copal.dumps(copal.loads(V1_DOCUMENTS[name]), format="json") == copal.dumps(value, format="json")

@@ -12,12 +12,14 @@
 //! which writes the same document, or raises the encoder's error with its path.
 
 use std::cell::{Cell, RefCell};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY};
 use copal_core::format::{is_decimal_text, TzInfo};
-use copal_core::text::json::{escaped_key, float, string};
+use copal_core::text::json::{escaped_key, float, push_i64, push_u64, string, DOCUMENT_OPENING};
 use copal_core::text::{base64, clock};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -101,17 +103,34 @@ enum Form {
     Complex,
     Decimal,
     Uuid,
-    /// An enum member: `{"$enum":"<type>","$member":` is written ahead of its name.
-    Enum { opening: Rc<str> },
+    /// An enum member: `{"$enum":<class>,"$member":` is written ahead of its name.
+    Enum(Rc<ClassName>),
     /// A plain instance of a Python class, written as `{"$type":"<type>"` and its fields.
     Object(Rc<ObjectForm>),
     /// Persistent classes, subclasses of builtins, BrokenObject and the unsupported.
     Transcoded,
 }
 
+/// A class as a document names it: by its name the first time, by its number after
+/// (docs/TEXT_FORMATS.md section 2.1).
+struct ClassName {
+    name: String,
+    /// The name as a JSON string.
+    quoted: String,
+    /// The class's number in the document being written, once it is named there.
+    number: Cell<Option<u64>>,
+}
+
+impl ClassName {
+    fn new(name: String) -> Rc<Self> {
+        let mut quoted = String::new();
+        string(&mut quoted, &name);
+        Rc::new(ClassName { name, quoted, number: Cell::new(None) })
+    }
+}
+
 struct ObjectForm {
-    /// `"$type":"<type name>"`.
-    type_member: String,
+    class: Rc<ClassName>,
     /// The `,"name":` of each field, by position, with the field name it was made from: the
     /// objects of a class almost always have the same interned names, so an identity test
     /// replaces escaping the name.
@@ -137,6 +156,11 @@ struct JsonWriter {
     forms: IntMap<usize, Form>,
     /// Keeps the classes of `forms` alive, so that their addresses cannot be reused.
     form_classes: Vec<Py<PyType>>,
+    /// The numbers of the class names written in the document so far, by name: two classes
+    /// can have the same name, and then share its number.
+    class_numbers: HashMap<String, u64>,
+    /// The classes whose `number` is set, to forget at the start of a document.
+    named: Vec<Rc<ClassName>>,
     /// Reference counts are split between threads on the free-threaded build: not read there.
     refcounts_readable: bool,
 }
@@ -153,6 +177,8 @@ impl JsonWriter {
             root: root.as_ptr() as usize,
             forms: IntMap::default(),
             form_classes: Vec::new(),
+            class_numbers: HashMap::new(),
+            named: Vec::new(),
             refcounts_readable: !pytypes::free_threaded(root.py()),
         }
     }
@@ -161,7 +187,11 @@ impl JsonWriter {
         self.out.clear();
         self.seen.clear();
         self.next_slot = 0;
-        self.out.push_str("{\"$copal\":1,\"value\":");
+        self.class_numbers.clear();
+        for class in self.named.drain(..) {
+            class.number.set(None);
+        }
+        self.out.push_str(DOCUMENT_OPENING);
         self.value(obj, 0)?;
         self.out.push('}');
         Ok(())
@@ -219,6 +249,28 @@ impl JsonWriter {
         self.out.push_str(tag);
     }
 
+    /// A class name, or its number if the document named it before (as the transcoder's
+    /// `class_name`).
+    fn class_name(&mut self, class: &Rc<ClassName>) {
+        if let Some(number) = class.number.get() {
+            push_u64(&mut self.out, number);
+            return;
+        }
+        let next = self.class_numbers.len() as u64;
+        let number = match self.class_numbers.entry(class.name.clone()) {
+            Entry::Occupied(known) => {
+                push_u64(&mut self.out, *known.get());
+                *known.get()
+            }
+            Entry::Vacant(new) => {
+                self.out.push_str(&class.quoted);
+                *new.insert(next)
+            }
+        };
+        class.number.set(Some(number));
+        self.named.push(Rc::clone(class));
+    }
+
     fn value(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
         if depth > MAX_DEPTH {
             return Err(Unhandled);
@@ -260,10 +312,12 @@ impl JsonWriter {
         };
         match form {
             Form::Object(object) => self.object(v, &object, depth)?,
-            Form::Enum { opening } => {
+            Form::Enum(class) => {
                 // A composite Flag is named "A|B"; an empty Flag has no name and is written as "".
                 let name: Option<String> = v.getattr(pyo3::intern!(v.py(), "_name_"))?.extract()?;
-                self.out.push_str(&opening);
+                self.out.push_str("{\"$enum\":");
+                self.class_name(&class);
+                self.out.push_str(",\"$member\":");
                 string(&mut self.out, name.as_deref().unwrap_or_default());
                 self.out.push('}');
             }
@@ -472,7 +526,8 @@ impl JsonWriter {
             return Ok(());
         }
         let dict = object_dict(v)?;
-        self.open_tagged(&form.type_member);
+        self.open_tagged("\"$type\":");
+        self.class_name(&form.class);
         for (position, (key, value)) in dict.iter().enumerate() {
             let name = key.cast_into_exact::<PyString>().map_err(PyErr::from)?;
             let mut fields = form.fields.borrow_mut();
@@ -599,10 +654,7 @@ fn classify(class: &Bound<'_, PyType>, v: &Bound<'_, PyAny>) -> PyResult<Form> {
         return Ok(Form::Uuid);
     }
     if class.is_subclass(pytypes::enum_type(py)?)? {
-        let mut opening = String::from("{\"$enum\":");
-        string(&mut opening, &type_name_of(class)?);
-        opening.push_str(",\"$member\":");
-        return Ok(Form::Enum { opening: opening.into() });
+        return Ok(Form::Enum(ClassName::new(type_name_of(class)?)));
     }
     let builtin_base = class.is_subclass_of::<PyList>()?
         || class.is_subclass_of::<PyDict>()?
@@ -614,9 +666,7 @@ fn classify(class: &Bound<'_, PyType>, v: &Bound<'_, PyAny>) -> PyResult<Form> {
         || class.is_subclass_of::<PyFloat>()?
         || class.is_subclass_of::<PyBytes>()?;
     if is_heap_type(class) && !builtin_base && has_instance_dict(v) && new_is_object_new(class)? {
-        let mut type_member = String::from("\"$type\":");
-        string(&mut type_member, &type_name_of(class)?);
-        return Ok(Form::Object(Rc::new(ObjectForm { type_member, fields: RefCell::default() })));
+        return Ok(Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), fields: RefCell::default() })));
     }
     Ok(Form::Transcoded)
 }
@@ -628,27 +678,4 @@ fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     // or null with an exception set.
     let dict = unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyObject_GenericGetDict(v.as_ptr(), std::ptr::null_mut()))? };
     Ok(dict.cast_into::<PyDict>()?)
-}
-
-fn push_u64(out: &mut String, mut n: u64) {
-    // Decimal digits from the right into a buffer that holds the longest u64 (20 digits).
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // The buffer holds ASCII digits only.
-    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
-}
-
-fn push_i64(out: &mut String, n: i64) {
-    if n < 0 {
-        out.push('-');
-    }
-    push_u64(out, n.unsigned_abs());
 }
