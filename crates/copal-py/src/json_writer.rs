@@ -19,7 +19,7 @@ use std::rc::Rc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY};
 use copal_core::format::{is_decimal_text, TzInfo};
-use copal_core::text::json::{escaped_key, float, push_i64, push_u64, string, DOCUMENT_OPENING};
+use copal_core::text::json::{escaped_key, float, push_i64, push_piece, push_u64, string, DOCUMENT_OPENING};
 use copal_core::text::{base64, clock};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -263,7 +263,7 @@ impl JsonWriter {
                 *known.get()
             }
             Entry::Vacant(new) => {
-                self.out.push_str(&class.quoted);
+                push_piece(&mut self.out, &class.quoted);
                 *new.insert(next)
             }
         };
@@ -299,11 +299,12 @@ impl JsonWriter {
     }
 
     fn by_class(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
-        let class = v.get_type();
-        let key = class.as_ptr() as usize;
+        // The class by address: a new reference to it would cost two writes to a shared line.
+        let key = v.get_type_ptr() as usize;
         let form = match self.forms.get(&key) {
             Some(form) => form.clone(),
             None => {
+                let class = v.get_type();
                 let form = classify(&class, v)?;
                 self.forms.insert(key, form.clone());
                 self.form_classes.push(class.unbind());
@@ -532,7 +533,7 @@ impl JsonWriter {
             let name = key.cast_into_exact::<PyString>().map_err(PyErr::from)?;
             let mut fields = form.fields.borrow_mut();
             match fields.get(position) {
-                Some((known, member)) if known.is(&name) => self.out.push_str(member),
+                Some((known, member)) if known.is(&name) => push_piece(&mut self.out, member),
                 _ => {
                     let mut member = String::from(",");
                     escaped_key(&mut member, name.to_str()?);
