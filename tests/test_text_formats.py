@@ -215,7 +215,8 @@ def test_deep_nesting_is_refused_without_crashing() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_damaged_documents_fail_cleanly(data: st.DataObject) -> None:
-    text = bytearray(copal.dumps({"p": Point(1, [2.5, "x"]), "s": {1, 2}, "t": (b"a",), 3: None}, format="json").encode())
+    value = {"p": Point(1, [2.5, "x"]), "s": {1, 2}, "t": (b"a",), 3: None, "q": Point(Color.RED, Color.GREEN)}
+    text = bytearray(copal.dumps(value, format="json").encode())
     for _ in range(data.draw(st.integers(1, 3))):
         text[data.draw(st.integers(0, len(text) - 1))] = data.draw(st.sampled_from(b'{}[]",:$0123456789abc\\ '))
     try:

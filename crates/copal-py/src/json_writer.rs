@@ -496,15 +496,15 @@ impl JsonWriter {
 
     /// A set or frozenset, its elements in encode.rs's canonical order: sorted by their binary
     /// encoding. That encoding is taken from encode.rs itself, for elements whose encoding
-    /// does not depend on what was written before (no memo slot, no descriptor); other sets
-    /// are left to the transcoder.
+    /// does not depend on what was written before (`sorts_alone`); other sets are left to the
+    /// transcoder.
     fn set(&mut self, v: &Bound<'_, PyAny>, tag: &str, depth: usize) -> Step {
         if self.slot_or_ref(v)? {
             return Ok(());
         }
         let mut items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
         if items.len() > 1 {
-            if !items.iter().all(encodes_alone) {
+            if !items.iter().all(|item| self.sorts_alone(item)) {
                 return Err(Unhandled);
             }
             let mut sink = StreamSink::default();
@@ -520,6 +520,20 @@ impl JsonWriter {
         self.unfinished.pop();
         self.out.push('}');
         Ok(())
+    }
+
+    /// Whether the binary encoding of set element `item` here is its encoding alone, which
+    /// encode.rs sorts the set by: a value of `encodes_alone`, or a tuple or frozenset of such
+    /// values not met before in the document (met before, it is a back-reference to its memo
+    /// slot; met first here, its slot does not show in its bytes).
+    fn sorts_alone(&self, item: &Bound<'_, PyAny>) -> bool {
+        if encodes_alone(item) {
+            return true;
+        }
+        let container = item.is_exact_instance_of::<PyTuple>() || item.is_exact_instance_of::<PyFrozenSet>();
+        container
+            && !self.seen.contains_key(&(item.as_ptr() as usize))
+            && item.try_iter().is_ok_and(|mut elements| elements.all(|element| element.is_ok_and(|element| encodes_alone(&element))))
     }
 
     fn object(&mut self, v: &Bound<'_, PyAny>, form: &ObjectForm, depth: usize) -> Step {

@@ -1381,6 +1381,26 @@ mod tests {
         }
     }
 
+    /// Every byte of a document naming classes by number, replaced by bytes that change its
+    /// structure or its numbers, and every prefix: errors, never panics; a number changed to
+    /// another class's is read as that class.
+    #[test]
+    fn damaged_documents_are_errors_not_panics() {
+        let text = r#"{"$copal":2,"value":[{"$type":"m.A","x":1},{"$enum":"m.B","$member":"C"},{"$type":0,"x":{"$id":5,"$list":[{"$enum":1,"$member":"D"}]}},{"$subclass":"m.C","$base":[]},{"$ref":5},{"$subclass":2,"$base":{}}]}"#;
+        for at in 0..text.len() {
+            for b in [b'0', b'1', b'3', b'9', b'-', b'.', b'"', b'{', b'}', b'[', b']', b',', b':', b'$', b'x'] {
+                let mut damaged = text.as_bytes().to_vec();
+                damaged[at] = b;
+                if let Ok(damaged) = std::str::from_utf8(&damaged) {
+                    let _ = from_json(damaged);
+                }
+            }
+            let _ = from_json(&text[..at]);
+        }
+        let swapped = from_json(&text.replace(r#"{"$type":0,"#, r#"{"$type":1,"#)).unwrap();
+        assert_eq!(swapped.table[2].type_name, "m.B");
+    }
+
     #[test]
     fn malformed_documents_are_errors() {
         for bad in [
