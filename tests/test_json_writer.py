@@ -39,6 +39,8 @@ def assert_written_directly(value: Any) -> None:
     direct = _core.dumps_json_raw(value)
     assert direct is not None, "the direct writer left this graph to the transcoder"
     assert direct == transcoded(value)
+    # The direct writer makes its str itself, at the narrowest width that holds its characters.
+    assert sys.getsizeof(direct) == sys.getsizeof(direct.encode().decode())
     assert copal.dumps(value, format="json") == direct
 
 
@@ -92,6 +94,9 @@ GRAPHS: dict[str, Any] = {
     "dict_cycle": _self_dict(),
     "cycle_through_tuple": _through_tuple(),
     "dollar_keys": {"$type": 1, "$$x": 2, "$": {"$ref": 3}},
+    "latin_1_text": ["Müller", "Hauptstraße and a run of ASCII longer than eight bytes", {"ß": "\xff\x80"}],
+    "two_byte_text": ["€ 5", "ASCII first, then Ā, ÿ and é", {"€": "ü"}],
+    "four_byte_text": ["😀", "ü, € and 😀 in one string", {"key": "\U0010ffff"}],
     "escapes": ["\"\\\n\r\t\x00\x1f\x7f", "\u2028\u2029", "é😀", {"k\"\\": "\x01"}],
     "surrogate_keys": {"\ud800": 1, "a": 2},
     "floats": [0.1, 1e300, 1e-7, 1e16, 123456789.0, -0.0, math.nan, -math.inf, 5e-324],
