@@ -26,21 +26,25 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 
 import copal  # noqa: E402
 from copal import CorruptRecordError, SchemaError  # noqa: E402
+from helpers import other_models  # noqa: E402
 from helpers.models import Color, Item, Point, Tagged, TaggedDict  # noqa: E402
+
+#: The version of the JSON mapping copal writes.
+JSON_VERSION = 2
 
 
 def doc(value: Any) -> Any:
     """The ``value`` member of the JSON document of ``value``, as any JSON reader sees it."""
     text = copal.dumps(value, format="json")
     parsed = json.loads(text)
-    assert set(parsed) == {"$copal", "value"} and parsed["$copal"] == 1
+    assert set(parsed) == {"$copal", "value"} and parsed["$copal"] == JSON_VERSION
     return parsed["value"]
 
 
 def test_plain_json_where_json_has_the_type() -> None:
     value = {"name": "ann", "n": [1, -2, 2**70, 1.5, 1.0, None, True, False], "nested": {"é": "\u2603\n\""}}
     assert doc(value) == value
-    assert copal.dumps(1.0, format="json") == '{"$copal":1,"value":1.0}'
+    assert copal.dumps(1.0, format="json") == '{"$copal":2,"value":1.0}'
 
 
 @pytest.mark.parametrize(
@@ -75,6 +79,36 @@ def test_plain_json_where_json_has_the_type() -> None:
 )
 def test_tags_where_json_cannot_express_the_type(value: Any, tagged: Any) -> None:
     assert doc(value) == tagged
+
+
+def test_a_class_named_before_is_named_by_its_number() -> None:
+    value = [Point(1, 2), Color.RED, Point(3, 4), Color.GREEN, [Point(5, 6)]]
+    assert doc(value) == [
+        {"$type": "helpers.models.Point", "x": 1, "y": 2},
+        {"$enum": "helpers.models.Color", "$member": "RED"},
+        {"$type": 0, "x": 3, "y": 4},
+        {"$enum": 1, "$member": "GREEN"},
+        [{"$type": 0, "x": 5, "y": 6}],
+    ]
+    assert copal.loads(copal.dumps(value, format="json")) == value
+    # Readers take members in any order, and a name repeated in full.
+    text = '{"$copal": 2, "value": [{"$type": "helpers.models.Point", "x": 1, "y": 2}, {"y": 4, "$type": 0, "x": 3}, {"$type": "helpers.models.Point", "x": 5, "y": 6}]}'
+    assert copal.loads(text) == [Point(1, 2), Point(3, 4), Point(5, 6)]
+
+
+def test_classes_with_the_same_unqualified_name_have_their_own_numbers() -> None:
+    value = [Point(1, 2), other_models.Point(3), other_models.Color.RED, Color.RED, other_models.Point(4), Point(5, 6), Color.RED]
+    assert doc(value) == [
+        {"$type": "helpers.models.Point", "x": 1, "y": 2},
+        {"$type": "helpers.other_models.Point", "z": 3},
+        {"$enum": "helpers.other_models.Color", "$member": "RED"},
+        {"$enum": "helpers.models.Color", "$member": "RED"},
+        {"$type": 1, "z": 4},
+        {"$type": 0, "x": 5, "y": 6},
+        {"$enum": 3, "$member": "RED"},
+    ]
+    back = copal.loads(copal.dumps(value, format="json"))
+    assert back == value and [type(v) for v in back] == [type(v) for v in value]
 
 
 def test_shared_objects_and_cycles_use_id_and_ref() -> None:
@@ -130,7 +164,13 @@ def test_unstorable_values_are_refused_as_in_binary() -> None:
         ("{", "malformed text"),
         ('{"$copal": 1, "value": [1,]}', "malformed text"),
         ('{"$copal": 1, "value": 1} 2', "text after the document"),
-        ('{"$copal": 2, "value": 1}', "version 2"),
+        ('{"$copal": 3, "value": 1}', "version 3"),
+        ('{"$copal": 0, "value": 1}', "version 0"),
+        ('{"$copal": 1, "value": {"$type": 0}}', "needs a class name"),
+        ('{"$copal": 2, "value": {"$type": 0}}', "not the number of a class named earlier"),
+        ('{"$copal": 2, "value": [{"$enum": "helpers.models.Color", "$member": "RED"}, {"$enum": 1, "$member": "RED"}]}', "not the number"),
+        ('{"$copal": 2, "value": {"$type": 0.0}}', "not the number"),
+        ('{"$copal": 2, "value": {"$type": null}}', "needs a class name"),
         ('{"value": 1}', "no \"\\$copal\""),
         ('{"$copal": 1}', "no \"value\""),
         ('{"$copal": 1, "value": 1, "x": 2}', "unexpected member"),
@@ -175,7 +215,8 @@ def test_deep_nesting_is_refused_without_crashing() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_damaged_documents_fail_cleanly(data: st.DataObject) -> None:
-    text = bytearray(copal.dumps({"p": Point(1, [2.5, "x"]), "s": {1, 2}, "t": (b"a",), 3: None}, format="json").encode())
+    value = {"p": Point(1, [2.5, "x"]), "s": {1, 2}, "t": (b"a",), 3: None, "q": Point(Color.RED, Color.GREEN)}
+    text = bytearray(copal.dumps(value, format="json").encode())
     for _ in range(data.draw(st.integers(1, 3))):
         text[data.draw(st.integers(0, len(text) - 1))] = data.draw(st.sampled_from(b'{}[]",:$0123456789abc\\ '))
     try:

@@ -159,6 +159,19 @@ def test_every_format_round_trips_the_database_exactly(tmp_path: Path, format: s
     target.close()
 
 
+def test_a_json_export_of_version_1_documents_is_still_imported(tmp_path: Path) -> None:
+    """tests/fixtures/export_json_v1.jsonl is `_fill(accounts=5)` exported by copal before the
+    JSON mapping's version 2 (every class named in full in every document), frozen."""
+    frozen = Path(__file__).resolve().parent / "fixtures" / "export_json_v1.jsonl"
+    assert frozen.read_bytes().startswith(b'{"$copal":1,')
+    with copal.open(tmp_path / "expected") as expected:
+        _fill(expected, accounts=5)
+    with copal.open(tmp_path / "imported") as imported:
+        assert imported.import_from(frozen)["records"] == 5 + 6
+        assert imported.verify()["problems"] == []
+    assert assert_same_database(tmp_path / "expected", tmp_path / "imported") == 5 + 6
+
+
 def test_round_trip_through_postgresql_and_back(tmp_path: Path, pg_server: PgServer) -> None:
     exported = _exported(tmp_path / "source")
     url = pg_server.create_database()

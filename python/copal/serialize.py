@@ -121,7 +121,7 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") 
         >>> copal.loads(copal.dumps(list(range(1000)), compress=("zstd", 9)))[-1]
         999
         >>> copal.dumps({"tags": {"x"}, "n": 1}, format="json")
-        '{"$copal":1,"value":{"tags":{"$set":["x"]},"n":1}}'
+        '{"$copal":2,"value":{"tags":{"$set":["x"]},"n":1}}'
     """
     if compress is None and format == "binary":
         # The common call, without the argument handling below (a tenth of a small dumps).

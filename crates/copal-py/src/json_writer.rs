@@ -12,12 +12,15 @@
 //! which writes the same document, or raises the encoder's error with its path.
 
 use std::cell::{Cell, RefCell};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::mem::MaybeUninit;
 use std::rc::Rc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY};
 use copal_core::format::{is_decimal_text, TzInfo};
-use copal_core::text::json::{escaped_key, float, string};
+use copal_core::text::json::{escaped_key, float, push_i64, push_piece, push_u64, string, DOCUMENT_OPENING};
 use copal_core::text::{base64, clock};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -56,11 +59,106 @@ pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py,
             writer.document(obj).is_ok()
         }
     };
-    let text = written.then(|| PyString::new(py, &writer.out));
+    let text = if written { python_str(py, &writer.out, writer.non_ascii).ok() } else { None };
     if writer.out.capacity() <= MAX_KEPT_BUFFER {
         BUFFER.set(writer.out);
     }
     text
+}
+
+/// The str of a document. CPython's UTF-8 decoder (`PyString::new`) guesses an ASCII str and,
+/// at the first other character, starts over in a wider one: for a document with one `ü` that
+/// is a second allocation of its size and a slower loop (8 ms of seed 003's 35 ms, against 1.2
+/// ms for an ASCII document of that size). Here the str is allocated once at its final width,
+/// known from the highest byte (the widest UTF-8 lead byte), and filled by runs of ASCII. That
+/// takes one more pass over the text, which an ASCII document (`non_ascii` false: no text of a
+/// Python str written was other than ASCII) does not pay: it goes to CPython's decoder, which
+/// is right whatever `non_ascii` says.
+fn python_str<'py>(py: Python<'py>, text: &str, non_ascii: bool) -> PyResult<Bound<'py, PyString>> {
+    if !non_ascii {
+        return Ok(PyString::new(py, text));
+    }
+    let (chars, highest) = characters_and_highest_byte(text.as_bytes());
+    if highest.is_ascii() {
+        // CPython's ASCII path allocates once and copies.
+        return Ok(PyString::new(py, text));
+    }
+    // The widest lead byte gives the widest character's range, so the str is canonical (its
+    // kind is the narrowest that holds its characters, as CPython requires).
+    let widest_char = match highest {
+        ..=0xC3 => 0xFF,
+        ..=0xEF => 0xFFFF,
+        _ => 0x10_FFFF,
+    };
+    let length = ffi::Py_ssize_t::try_from(chars).map_err(|_| pyo3::exceptions::PyMemoryError::new_err("document too large"))?;
+    // SAFETY: PyUnicode_New returns a new reference or null with an exception set.
+    let string = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_New(length, widest_char))? };
+    // SAFETY: the new str holds `chars` code units of the kind `widest_char` selects (1, 2 or 4
+    // bytes), uninitialized; `widen` writes each of them once, as `text` has `chars` characters.
+    unsafe {
+        let data = ffi::PyUnicode_DATA(string.as_ptr());
+        match widest_char {
+            0xFF => widen(text, std::slice::from_raw_parts_mut(data.cast::<MaybeUninit<u8>>(), chars), |c| c as u8),
+            0xFFFF => widen(text, std::slice::from_raw_parts_mut(data.cast::<MaybeUninit<u16>>(), chars), |c| c as u16),
+            _ => widen(text, std::slice::from_raw_parts_mut(data.cast::<MaybeUninit<u32>>(), chars), u32::from),
+        }
+    }
+    Ok(string.cast_into::<PyString>()?)
+}
+
+/// Writes the characters of `text` (which has `out.len()` characters, each of which `unit`
+/// converts without loss) into `out`: runs of ASCII found eight bytes at a time and widened in
+/// a loop the compiler vectorizes, other characters one by one.
+fn widen<T>(text: &str, out: &mut [MaybeUninit<T>], unit: impl Fn(char) -> T) {
+    let bytes = text.as_bytes();
+    let (mut at, mut written) = (0, 0);
+    while at < bytes.len() {
+        let run = ascii_prefix(&bytes[at..]);
+        for (slot, &b) in out[written..written + run].iter_mut().zip(&bytes[at..at + run]) {
+            slot.write(unit(char::from(b)));
+        }
+        (at, written) = (at + run, written + run);
+        if let Some(c) = text.get(at..).and_then(|rest| rest.chars().next()) {
+            out[written].write(unit(c));
+            (at, written) = (at + c.len_utf8(), written + 1);
+        }
+    }
+}
+
+/// The number of UTF-8 characters in `bytes` and its highest byte, eight bytes at a time where
+/// they are ASCII (most of a document).
+fn characters_and_highest_byte(bytes: &[u8]) -> (usize, u8) {
+    // Every byte but the continuation bytes (0x80..=0xBF) starts a character.
+    let count = |chunk: &[u8], (chars, highest): (usize, u8)| {
+        chunk.iter().fold((chars, highest), |(chars, highest), &b| (chars + usize::from(b & 0xC0 != 0x80), highest.max(b)))
+    };
+    let mut totals = (0, 0);
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        if u64::from_le_bytes(chunk.try_into().unwrap_or_default()) & HIGH_BITS == 0 {
+            totals.0 += 8;
+        } else {
+            totals = count(chunk, totals);
+        }
+    }
+    count(chunks.remainder(), totals)
+}
+
+/// The high bit of each byte of a word.
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// How many bytes at the start of `bytes` are ASCII.
+fn ascii_prefix(bytes: &[u8]) -> usize {
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        if word & HIGH_BITS != 0 {
+            return offset + (word & HIGH_BITS).trailing_zeros() as usize / 8;
+        }
+        offset += 8;
+    }
+    offset + chunks.remainder().iter().take_while(|b| b.is_ascii()).count()
 }
 
 thread_local! {
@@ -101,17 +199,34 @@ enum Form {
     Complex,
     Decimal,
     Uuid,
-    /// An enum member: `{"$enum":"<type>","$member":` is written ahead of its name.
-    Enum { opening: Rc<str> },
+    /// An enum member: `{"$enum":<class>,"$member":` is written ahead of its name.
+    Enum(Rc<ClassName>),
     /// A plain instance of a Python class, written as `{"$type":"<type>"` and its fields.
     Object(Rc<ObjectForm>),
     /// Persistent classes, subclasses of builtins, BrokenObject and the unsupported.
     Transcoded,
 }
 
+/// A class as a document names it: by its name the first time, by its number after
+/// (docs/TEXT_FORMATS.md section 2.1).
+struct ClassName {
+    name: String,
+    /// The name as a JSON string.
+    quoted: String,
+    /// The class's number in the document being written, once it is named there.
+    number: Cell<Option<u64>>,
+}
+
+impl ClassName {
+    fn new(name: String) -> Rc<Self> {
+        let mut quoted = String::new();
+        string(&mut quoted, &name);
+        Rc::new(ClassName { name, quoted, number: Cell::new(None) })
+    }
+}
+
 struct ObjectForm {
-    /// `"$type":"<type name>"`.
-    type_member: String,
+    class: Rc<ClassName>,
     /// The `,"name":` of each field, by position, with the field name it was made from: the
     /// objects of a class almost always have the same interned names, so an identity test
     /// replaces escaping the name.
@@ -137,8 +252,15 @@ struct JsonWriter {
     forms: IntMap<usize, Form>,
     /// Keeps the classes of `forms` alive, so that their addresses cannot be reused.
     form_classes: Vec<Py<PyType>>,
+    /// The numbers of the class names written in the document so far, by name: two classes
+    /// can have the same name, and then share its number.
+    class_numbers: HashMap<String, u64>,
+    /// The classes whose `number` is set, to forget at the start of a document.
+    named: Vec<Rc<ClassName>>,
     /// Reference counts are split between threads on the free-threaded build: not read there.
     refcounts_readable: bool,
+    /// Whether text other than ASCII was written (see `python_str`).
+    non_ascii: bool,
 }
 
 impl JsonWriter {
@@ -153,7 +275,10 @@ impl JsonWriter {
             root: root.as_ptr() as usize,
             forms: IntMap::default(),
             form_classes: Vec::new(),
+            class_numbers: HashMap::new(),
+            named: Vec::new(),
             refcounts_readable: !pytypes::free_threaded(root.py()),
+            non_ascii: false,
         }
     }
 
@@ -161,7 +286,11 @@ impl JsonWriter {
         self.out.clear();
         self.seen.clear();
         self.next_slot = 0;
-        self.out.push_str("{\"$copal\":1,\"value\":");
+        self.class_numbers.clear();
+        for class in self.named.drain(..) {
+            class.number.set(None);
+        }
+        self.out.push_str(DOCUMENT_OPENING);
         self.value(obj, 0)?;
         self.out.push('}');
         Ok(())
@@ -219,6 +348,35 @@ impl JsonWriter {
         self.out.push_str(tag);
     }
 
+    /// A class name, or its number if the document named it before (as the transcoder's
+    /// `class_name`).
+    #[inline]
+    fn class_name(&mut self, class: &Rc<ClassName>) {
+        match class.number.get() {
+            Some(number) => push_u64(&mut self.out, number),
+            None => self.name_class(class),
+        }
+    }
+
+    /// A class not named yet in this document by way of this form: its name, or the number of
+    /// another class of the same name.
+    fn name_class(&mut self, class: &Rc<ClassName>) {
+        let next = self.class_numbers.len() as u64;
+        let number = match self.class_numbers.entry(class.name.clone()) {
+            Entry::Occupied(known) => {
+                push_u64(&mut self.out, *known.get());
+                *known.get()
+            }
+            Entry::Vacant(new) => {
+                self.non_ascii |= !class.name.is_ascii();
+                push_piece(&mut self.out, &class.quoted);
+                *new.insert(next)
+            }
+        };
+        class.number.set(Some(number));
+        self.named.push(Rc::clone(class));
+    }
+
     fn value(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
         if depth > MAX_DEPTH {
             return Err(Unhandled);
@@ -247,11 +405,12 @@ impl JsonWriter {
     }
 
     fn by_class(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
-        let class = v.get_type();
-        let key = class.as_ptr() as usize;
+        // The class by address: a new reference to it would cost two writes to a shared line.
+        let key = v.get_type_ptr() as usize;
         let form = match self.forms.get(&key) {
             Some(form) => form.clone(),
             None => {
+                let class = v.get_type();
                 let form = classify(&class, v)?;
                 self.forms.insert(key, form.clone());
                 self.form_classes.push(class.unbind());
@@ -260,11 +419,13 @@ impl JsonWriter {
         };
         match form {
             Form::Object(object) => self.object(v, &object, depth)?,
-            Form::Enum { opening } => {
+            Form::Enum(class) => {
                 // A composite Flag is named "A|B"; an empty Flag has no name and is written as "".
                 let name: Option<String> = v.getattr(pyo3::intern!(v.py(), "_name_"))?.extract()?;
-                self.out.push_str(&opening);
-                string(&mut self.out, name.as_deref().unwrap_or_default());
+                self.out.push_str("{\"$enum\":");
+                self.class_name(&class);
+                self.out.push_str(",\"$member\":");
+                self.text(name.as_deref().unwrap_or_default());
                 self.out.push('}');
             }
             Form::DateTime => {
@@ -320,7 +481,7 @@ impl JsonWriter {
                     return Err(Unhandled);
                 }
                 self.out.push_str("{\"$decimal\":");
-                string(&mut self.out, text);
+                self.text(text);
                 self.out.push('}');
             }
             Form::Uuid => {
@@ -335,9 +496,15 @@ impl JsonWriter {
         Ok(())
     }
 
+    /// A JSON string of text taken from Python.
+    fn text(&mut self, text: &str) {
+        self.non_ascii |= !text.is_ascii();
+        string(&mut self.out, text);
+    }
+
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
         match s.to_str() {
-            Ok(text) => string(&mut self.out, text),
+            Ok(text) => self.text(text),
             Err(_) => {
                 // Lone surrogates are not UTF-8: the generalized UTF-8 of encode.rs, in base64.
                 let bytes = s.call_method1(pyo3::intern!(s.py(), "encode"), ("utf-8", "surrogatepass"))?;
@@ -421,7 +588,9 @@ impl JsonWriter {
                     self.out.push(',');
                 }
                 first = false;
-                escaped_key(&mut self.out, key.cast_exact::<PyString>().map_err(PyErr::from)?.to_str()?);
+                let key = key.cast_exact::<PyString>().map_err(PyErr::from)?.to_str()?;
+                self.non_ascii |= !key.is_ascii();
+                escaped_key(&mut self.out, key);
                 self.value(&value, depth + 1)?;
             }
             self.out.push('}');
@@ -441,15 +610,15 @@ impl JsonWriter {
 
     /// A set or frozenset, its elements in encode.rs's canonical order: sorted by their binary
     /// encoding. That encoding is taken from encode.rs itself, for elements whose encoding
-    /// does not depend on what was written before (no memo slot, no descriptor); other sets
-    /// are left to the transcoder.
+    /// does not depend on what was written before (`sorts_alone`); other sets are left to the
+    /// transcoder.
     fn set(&mut self, v: &Bound<'_, PyAny>, tag: &str, depth: usize) -> Step {
         if self.slot_or_ref(v)? {
             return Ok(());
         }
         let mut items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
         if items.len() > 1 {
-            if !items.iter().all(encodes_alone) {
+            if !items.iter().all(|item| self.sorts_alone(item)) {
                 return Err(Unhandled);
             }
             let mut sink = StreamSink::default();
@@ -467,20 +636,38 @@ impl JsonWriter {
         Ok(())
     }
 
+    /// Whether the binary encoding of set element `item` here is its encoding alone, which
+    /// encode.rs sorts the set by: a value of `encodes_alone`, or a tuple or frozenset of such
+    /// values not met before in the document (met before, it is a back-reference to its memo
+    /// slot; met first here, its slot does not show in its bytes).
+    fn sorts_alone(&self, item: &Bound<'_, PyAny>) -> bool {
+        if encodes_alone(item) {
+            return true;
+        }
+        let container = item.is_exact_instance_of::<PyTuple>() || item.is_exact_instance_of::<PyFrozenSet>();
+        container
+            && !self.seen.contains_key(&(item.as_ptr() as usize))
+            && item.try_iter().is_ok_and(|mut elements| elements.all(|element| element.is_ok_and(|element| encodes_alone(&element))))
+    }
+
     fn object(&mut self, v: &Bound<'_, PyAny>, form: &ObjectForm, depth: usize) -> Step {
         if self.slot_or_ref(v)? {
             return Ok(());
         }
         let dict = object_dict(v)?;
-        self.open_tagged(&form.type_member);
+        self.open_tagged("\"$type\":");
+        self.class_name(&form.class);
         for (position, (key, value)) in dict.iter().enumerate() {
             let name = key.cast_into_exact::<PyString>().map_err(PyErr::from)?;
             let mut fields = form.fields.borrow_mut();
             match fields.get(position) {
-                Some((known, member)) if known.is(&name) => self.out.push_str(member),
+                Some((known, member)) if known.is(&name) => push_piece(&mut self.out, member),
                 _ => {
                     let mut member = String::from(",");
-                    escaped_key(&mut member, name.to_str()?);
+                    let name_text = name.to_str()?;
+                    // A name found in the cache was written by this branch before.
+                    self.non_ascii |= !name_text.is_ascii();
+                    escaped_key(&mut member, name_text);
                     self.out.push_str(&member);
                     fields.truncate(position);
                     fields.push((name.unbind(), member));
@@ -504,7 +691,7 @@ impl JsonWriter {
         self.out.push('"');
         if let TzInfo::Named(key) = zone {
             self.out.push_str(",\"$zone\":");
-            string(&mut self.out, key);
+            self.text(key);
         }
         if fold {
             self.out.push_str(",\"$fold\":1");
@@ -599,10 +786,7 @@ fn classify(class: &Bound<'_, PyType>, v: &Bound<'_, PyAny>) -> PyResult<Form> {
         return Ok(Form::Uuid);
     }
     if class.is_subclass(pytypes::enum_type(py)?)? {
-        let mut opening = String::from("{\"$enum\":");
-        string(&mut opening, &type_name_of(class)?);
-        opening.push_str(",\"$member\":");
-        return Ok(Form::Enum { opening: opening.into() });
+        return Ok(Form::Enum(ClassName::new(type_name_of(class)?)));
     }
     let builtin_base = class.is_subclass_of::<PyList>()?
         || class.is_subclass_of::<PyDict>()?
@@ -614,9 +798,7 @@ fn classify(class: &Bound<'_, PyType>, v: &Bound<'_, PyAny>) -> PyResult<Form> {
         || class.is_subclass_of::<PyFloat>()?
         || class.is_subclass_of::<PyBytes>()?;
     if is_heap_type(class) && !builtin_base && has_instance_dict(v) && new_is_object_new(class)? {
-        let mut type_member = String::from("\"$type\":");
-        string(&mut type_member, &type_name_of(class)?);
-        return Ok(Form::Object(Rc::new(ObjectForm { type_member, fields: RefCell::default() })));
+        return Ok(Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), fields: RefCell::default() })));
     }
     Ok(Form::Transcoded)
 }
@@ -628,27 +810,4 @@ fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     // or null with an exception set.
     let dict = unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyObject_GenericGetDict(v.as_ptr(), std::ptr::null_mut()))? };
     Ok(dict.cast_into::<PyDict>()?)
-}
-
-fn push_u64(out: &mut String, mut n: u64) {
-    // Decimal digits from the right into a buffer that holds the longest u64 (20 digits).
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // The buffer holds ASCII digits only.
-    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
-}
-
-fn push_i64(out: &mut String, n: i64) {
-    if n < 0 {
-        out.push('-');
-    }
-    push_u64(out, n.unsigned_abs());
 }

@@ -1,7 +1,8 @@
 //! The JSON form of a stream body (docs/TEXT_FORMATS.md): `{"$copal": 1, "value": ...}`, with
 //! JSON's own types where they fit and `$`-tagged objects where JSON cannot express a type.
 
-use std::collections::HashSet;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use super::tree::{zone as zone_of, TreeBuilder};
@@ -9,8 +10,13 @@ use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError};
 use crate::format::calendar::MICROS_PER_DAY;
 use crate::format::{is_decimal_text, tag, DecodeError, Reader, TzInfo, Value, MAX_DAY, MIN_DAY};
 
-/// The version of the JSON mapping, written as `"$copal"`.
-pub const JSON_VERSION: u64 = 1;
+/// The version of the JSON mapping, written as `"$copal"`. Version 2 names a class already
+/// named in the document by its number (docs/TEXT_FORMATS.md section 2.1); version 1, which
+/// always wrote the name, is still read.
+pub const JSON_VERSION: u64 = 2;
+
+/// The document's opening, up to its value.
+pub const DOCUMENT_OPENING: &str = "{\"$copal\":2,\"value\":";
 
 /// JSON nesting allowed on input: a value of depth 256 (FORMAT.md's limit) takes at most two
 /// JSON levels per value level (`{"$tuple": [...]}`), plus the document's own object.
@@ -28,14 +34,14 @@ pub fn to_json(body: &[u8]) -> Result<String, TextError> {
     // Only values that back-references point to get a `"$id"`, and which those are is known
     // at the end: the first pass writes the document assuming there are none (the usual case)
     // and collects them; a second pass writes the ids if there were any.
-    let mut w = JsonWriter { out: String::with_capacity(body.len() * 2 + 32), table: &table, targets: HashSet::new(), found: HashSet::new(), slot: 0, in_base: false, mixed: HashSet::new() };
+    let mut w = JsonWriter { out: String::with_capacity(body.len() * 2 + 32), table: &table, targets: HashSet::new(), found: HashSet::new(), slot: 0, in_base: false, mixed: HashSet::new(), classes: HashMap::new() };
     w.document(&mut r)?;
     r.expect_end()?;
     if w.found.is_empty() {
         return Ok(w.out);
     }
     let mut r = values;
-    let mut w = JsonWriter { out: String::with_capacity(w.out.len() + 32), table: &table, targets: std::mem::take(&mut w.found), found: HashSet::new(), slot: 0, in_base: false, mixed: std::mem::take(&mut w.mixed) };
+    let mut w = JsonWriter { out: String::with_capacity(w.out.len() + 32), table: &table, targets: std::mem::take(&mut w.found), found: HashSet::new(), slot: 0, in_base: false, mixed: std::mem::take(&mut w.mixed), classes: HashMap::new() };
     w.document(&mut r)?;
     Ok(w.out)
 }
@@ -54,11 +60,13 @@ struct JsonWriter<'a> {
     in_base: bool,
     /// Offsets of dicts found to have a key that is not a string (see `dict`).
     mixed: HashSet<usize>,
+    /// The class names written so far, with their numbers (docs/TEXT_FORMATS.md section 2.1).
+    classes: HashMap<&'a str, u64>,
 }
 
 impl<'a> JsonWriter<'a> {
     fn document(&mut self, r: &mut Reader<'_>) -> Result<(), TextError> {
-        self.out.push_str("{\"$copal\":1,\"value\":");
+        self.out.push_str(DOCUMENT_OPENING);
         self.value(r, 0)?;
         self.out.push('}');
         Ok(())
@@ -84,6 +92,19 @@ impl<'a> JsonWriter<'a> {
         self.out.push('{');
         if let Some(slot) = self.memo() {
             let _ = write!(self.out, "\"$id\":{slot},");
+        }
+    }
+
+    /// A class name: its number if the document named it before, else the name, which takes
+    /// the next number.
+    fn class_name(&mut self, name: &'a str) {
+        let next = self.classes.len() as u64;
+        match self.classes.entry(name) {
+            Entry::Occupied(known) => push_u64(&mut self.out, *known.get()),
+            Entry::Vacant(new) => {
+                new.insert(next);
+                string(&mut self.out, name);
+            }
         }
     }
 
@@ -171,7 +192,7 @@ impl<'a> JsonWriter<'a> {
     fn dict(&mut self, r: &mut Reader<'_>, depth: usize, offset: usize) -> Result<(), TextError> {
         let count = r.length(2)?;
         if !self.mixed.contains(&offset) {
-            let (mark, saved, slot, in_base) = (self.out.len(), r.clone(), self.slot, self.in_base);
+            let (mark, saved, slot, in_base, classes) = (self.out.len(), r.clone(), self.slot, self.in_base, self.classes.len() as u64);
             self.open_memo();
             if count == 0 && self.out.ends_with(',') {
                 // `{"$id": n}` alone: drop the comma `open_memo` put after the id.
@@ -198,6 +219,9 @@ impl<'a> JsonWriter<'a> {
             self.mixed.insert(offset);
             self.out.truncate(mark);
             (*r, self.slot, self.in_base) = (saved, slot, in_base);
+            // The classes named in the text taken back are named again, in the order of the
+            // text that replaces it.
+            self.classes.retain(|_, number| *number < classes);
         }
         self.open_memo();
         self.key("$dict");
@@ -222,9 +246,7 @@ impl<'a> JsonWriter<'a> {
             tag::NONE => self.out.push_str("null"),
             tag::FALSE => self.out.push_str("false"),
             tag::TRUE => self.out.push_str("true"),
-            tag::INT => {
-                let _ = write!(self.out, "{}", r.zigzag()?);
-            }
+            tag::INT => push_i64(&mut self.out, r.zigzag()?),
             tag::BIGINT => {
                 let bytes = r.length_prefixed()?;
                 if bytes.len() > r.limits.max_bigint_bytes {
@@ -310,7 +332,7 @@ impl<'a> JsonWriter<'a> {
                 let descriptor = r.u32_varint()?;
                 let type_name = &self.entry(descriptor)?.type_name;
                 self.out.push_str("{\"$enum\":");
-                string(&mut self.out, type_name);
+                self.class_name(type_name);
                 self.out.push_str(",\"$member\":");
                 string(&mut self.out, r.str()?);
                 self.out.push('}');
@@ -320,7 +342,7 @@ impl<'a> JsonWriter<'a> {
                 let (persistent, type_name, names) = (entry.persistent, &entry.type_name, &entry.fields);
                 self.open_memo();
                 self.key(if persistent { "$persistent" } else { "$type" });
-                string(&mut self.out, type_name);
+                self.class_name(type_name);
                 self.fields(r, names, depth + 1)?;
                 self.out.push('}');
             }
@@ -329,7 +351,7 @@ impl<'a> JsonWriter<'a> {
                 let (type_name, names) = (&entry.type_name, &entry.fields);
                 self.open_memo();
                 self.key("$subclass");
-                string(&mut self.out, type_name);
+                self.class_name(type_name);
                 self.out.push_str(",\"$base\":");
                 let base_offset = r.position();
                 if !matches!(r.peek_u8()?, tag::LIST | tag::TUPLE | tag::SET | tag::FROZENSET | tag::DICT) {
@@ -346,7 +368,9 @@ impl<'a> JsonWriter<'a> {
                     return Err(DecodeError::BadBackRef { offset, index }.into());
                 }
                 self.found.insert(index);
-                let _ = write!(self.out, "{{\"$ref\":{index}}}");
+                self.out.push_str("{\"$ref\":");
+                push_u64(&mut self.out, index);
+                self.out.push('}');
             }
             tag::REF => return Err(mapping("a stream holds no references to stored objects")),
             other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
@@ -396,6 +420,100 @@ fn ryu_writes_as_debug(f: f64) -> bool {
     exponent <= -26 || u128::from(odd) * 5u128.pow(exponent.unsigned_abs()) > 10u128.pow(18)
 }
 
+/// The decimal digits of 0 to 99, two by two: integers are written two digits per division.
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends `piece`. Most pieces of a document are short (numbers, field names, short strings),
+/// and for those a few moves of fixed sizes cost much less than the call to memcpy that
+/// `push_str` makes for a length known only at run time (a sixth of the time of writing a list
+/// of ints went to that call).
+#[inline]
+pub fn push_piece(out: &mut String, piece: &str) {
+    // SAFETY: `piece` is UTF-8.
+    unsafe { append(out, piece.as_bytes()) }
+}
+
+/// `push_piece` of bytes.
+///
+/// # Safety
+/// `bytes` must be UTF-8 (the caller's bytes are ASCII, or a whole `str`).
+#[inline]
+unsafe fn append(out: &mut String, bytes: &[u8]) {
+    let n = bytes.len();
+    if n > 16 {
+        // SAFETY: the caller guarantees UTF-8.
+        out.push_str(unsafe { std::str::from_utf8_unchecked(bytes) });
+        return;
+    }
+    out.reserve(n);
+    // SAFETY: the bytes appended are UTF-8 (the caller's guarantee), so `out` stays a String;
+    // `n` bytes of spare capacity were reserved, and each move below reads within `bytes` and
+    // writes within those `n` bytes (the pairs of moves overlap when `n` is not their size).
+    unsafe {
+        let vec = out.as_mut_vec();
+        let len = vec.len();
+        let (src, dst) = (bytes.as_ptr(), vec.as_mut_ptr().add(len));
+        match n {
+            0 => {}
+            1..=3 => {
+                *dst = *src;
+                *dst.add(n / 2) = *src.add(n / 2);
+                *dst.add(n - 1) = *src.add(n - 1);
+            }
+            4..=7 => {
+                std::ptr::copy_nonoverlapping(src, dst, 4);
+                std::ptr::copy_nonoverlapping(src.add(n - 4), dst.add(n - 4), 4);
+            }
+            _ => {
+                std::ptr::copy_nonoverlapping(src, dst, 8);
+                std::ptr::copy_nonoverlapping(src.add(n - 8), dst.add(n - 8), 8);
+            }
+        }
+        vec.set_len(len + n);
+    }
+}
+
+/// A non-negative integer in decimal (`Display`'s text, without its formatting machinery).
+/// The digits go straight to their place in `out`, two per division: through a buffer, the
+/// copy read the digits back before their stores had retired, which stalled it.
+pub fn push_u64(out: &mut String, mut n: u64) {
+    let len = n.checked_ilog10().map_or(1, |log| log as usize + 1);
+    out.reserve(len);
+    // SAFETY: `len` bytes were reserved; the pairs are written from the right end down to the
+    // first byte (`len` is the digit count of `n`), each within them, so that `len` bytes are
+    // initialized when the length is set; they are ASCII digits, so `out` stays UTF-8.
+    unsafe {
+        let vec = out.as_mut_vec();
+        let start = vec.len();
+        let digits = vec.as_mut_ptr().add(start);
+        let mut end = len;
+        while n >= 100 {
+            let pair = (n % 100) as usize * 2;
+            n /= 100;
+            end -= 2;
+            std::ptr::copy_nonoverlapping(DIGIT_PAIRS.as_ptr().add(pair), digits.add(end), 2);
+        }
+        if n >= 10 {
+            std::ptr::copy_nonoverlapping(DIGIT_PAIRS.as_ptr().add(n as usize * 2), digits, 2);
+        } else {
+            *digits = b'0' + n as u8;
+        }
+        vec.set_len(start + len);
+    }
+}
+
+/// An integer in decimal.
+pub fn push_i64(out: &mut String, n: i64) {
+    if n < 0 {
+        out.push('-');
+    }
+    push_u64(out, n.unsigned_abs());
+}
+
 /// A FLOAT: finite as a JSON number, the others as `{"$float": "nan"|"inf"|"-inf"}`.
 pub fn float(out: &mut String, f: f64) {
     if f.is_finite() {
@@ -413,7 +531,17 @@ pub fn float(out: &mut String, f: f64) {
 /// Debug's text, written by ryu where ryu writes the same, faster.
 pub fn finite_float(out: &mut String, f: f64) {
     if ryu_writes_as_debug(f) {
-        out.push_str(ryu::Buffer::new().format_finite(f));
+        // Written in place: copied from ryu's own buffer, the copy read the digits back before
+        // their stores had retired, which stalled it.
+        // SAFETY: ryu writes at most 24 bytes, reserved here, of ASCII (the float is finite),
+        // and returns how many.
+        unsafe {
+            let vec = out.as_mut_vec();
+            vec.reserve(24);
+            let len = vec.len();
+            let written = ryu::raw::format64(f, vec.as_mut_ptr().add(len));
+            vec.set_len(len + written);
+        }
     } else {
         let _ = write!(out, "{f:?}");
     }
@@ -443,7 +571,7 @@ fn escape_into(out: &mut String, s: &str) {
     let mut start = 0;
     while let Some(offset) = first_to_escape(&bytes[start..]) {
         let i = start + offset;
-        out.push_str(&s[start..i]);
+        push_piece(out, &s[start..i]);
         match bytes[i] {
             b'"' => out.push_str("\\\""),
             b'\\' => out.push_str("\\\\"),
@@ -456,7 +584,7 @@ fn escape_into(out: &mut String, s: &str) {
         }
         start = i + 1;
     }
-    out.push_str(&s[start..]);
+    push_piece(out, &s[start..]);
 }
 
 /// The position of the first byte of `bytes` that JSON strings escape. Eight bytes at a time:
@@ -740,13 +868,15 @@ pub fn from_json(text: &str) -> Result<Body, TextError> {
             (other, _) => return Err(mapping(format!("unexpected member {other:?} in the document"))),
         }
     }
-    match version {
-        Some(v) if v.parse::<u64>() == Ok(JSON_VERSION) => {}
-        Some(v) => return Err(mapping(format!("version {v} is not supported by this copal (reads version {JSON_VERSION})"))),
+    let version = match version {
+        Some(v) => match v.parse::<u64>() {
+            Ok(known @ 1..=JSON_VERSION) => known,
+            _ => return Err(mapping(format!("version {v} is not supported by this copal (reads versions 1 to {JSON_VERSION})"))),
+        },
         None => return Err(mapping("the document has no \"$copal\" version")),
-    }
+    };
     let value = value.ok_or_else(|| mapping("the document has no \"value\""))?;
-    let mut build = Build { tree: TreeBuilder::default() };
+    let mut build = Build { tree: TreeBuilder::default(), classes: Vec::new(), class_numbers: HashMap::new(), numbered_classes: version >= 2 };
     let value = build.value(&value)?;
     Ok(build.tree.finish(value))
 }
@@ -754,6 +884,11 @@ pub fn from_json(text: &str) -> Result<Body, TextError> {
 /// Builds the value tree (and its descriptor table) of a parsed document.
 struct Build {
     tree: TreeBuilder,
+    /// The class names met so far, by number (docs/TEXT_FORMATS.md section 2.1).
+    classes: Vec<String>,
+    class_numbers: HashMap<String, u64>,
+    /// Whether the document's version names classes by number (version 2 on).
+    numbered_classes: bool,
 }
 
 /// Tags that make a JSON object something other than a dict (docs/TEXT_FORMATS.md).
@@ -776,6 +911,25 @@ impl Build {
     fn take_slot(&mut self, id: Option<&Json<'_>>) -> Result<(), TextError> {
         let id = id.map(|id| as_u64(id).ok_or_else(|| mapping("\"$id\" must be a non-negative integer"))).transpose()?;
         self.tree.take_slot(id)
+    }
+
+    /// The class named by `json`: a name, numbered here if it is new, or the number of a name
+    /// met before (docs/TEXT_FORMATS.md section 2.1).
+    fn class_name(&mut self, json: &Json<'_>, kind: &str) -> Result<String, TextError> {
+        match json {
+            Json::Str(name) => {
+                if !self.class_numbers.contains_key(name) {
+                    self.class_numbers.insert(name.clone(), self.classes.len() as u64);
+                    self.classes.push(name.clone());
+                }
+                Ok(name.clone())
+            }
+            Json::Number(n) if self.numbered_classes => {
+                let known = n.parse::<usize>().ok().and_then(|n| self.classes.get(n));
+                known.cloned().ok_or_else(|| mapping(format!("{kind} {n} is not the number of a class named earlier in the document")))
+            }
+            _ => Err(mapping(format!("{kind} needs a class name, or in version 2 the number of one named earlier"))),
+        }
     }
 
     fn items(&mut self, json: &Json<'_>, what: &str) -> Result<Vec<Value>, TextError> {
@@ -862,10 +1016,10 @@ impl Build {
                 Value::Dict(pairs)
             }
             "$type" | "$persistent" | "$subclass" => {
-                let type_name = text("a class name")?;
+                let type_name = self.class_name(arg, kind)?;
                 self.take_slot(id)?;
                 let names: Vec<String> = members.iter().filter(|(k, _)| !is_tag(k)).map(|(k, _)| unescape(k)).collect();
-                let descriptor = self.tree.descriptor(kind == "$persistent", type_name, names);
+                let descriptor = self.tree.descriptor(kind == "$persistent", &type_name, names);
                 let base = match kind {
                     "$subclass" => {
                         let base = get("$base").ok_or_else(|| mapping("$subclass needs \"$base\""))?;
@@ -882,9 +1036,9 @@ impl Build {
                 }
             }
             "$enum" => {
-                let type_name = text("a class name")?;
+                let type_name = self.class_name(arg, kind)?;
                 let Some(Json::Str(member)) = get("$member") else { return Err(mapping("$enum needs \"$member\", a string")) };
-                Value::Enum { descriptor: self.tree.descriptor(false, type_name, Vec::new()), member: member.clone() }
+                Value::Enum { descriptor: self.tree.descriptor(false, &type_name, Vec::new()), member: member.clone() }
             }
             "$bytes" | "$bytearray" | "$surrogates" => {
                 if kind == "$bytearray" {
@@ -1032,6 +1186,36 @@ mod tests {
         }
     }
 
+    #[test]
+    fn pieces_of_every_length_are_appended_whole() {
+        let text = "0123456789abcdefghijé😀";
+        for end in 0..=text.len() {
+            let Some(piece) = text.get(..end) else { continue };
+            for before in ["", "x", "{\"$copal\":"] {
+                let mut out = String::from(before);
+                push_piece(&mut out, piece);
+                assert_eq!(out, format!("{before}{piece}"));
+            }
+        }
+    }
+
+    #[test]
+    fn integers_are_written_as_display_writes_them() {
+        let mut values = vec![0, 1, -1, 9, 10, 99, 100, 101, 999, 1000, i64::MAX, i64::MIN, i64::MIN + 1];
+        values.extend((0..19).flat_map(|power| {
+            let n = 10i64.pow(power);
+            [n - 1, n, n + 1, -n, -(n - 1)]
+        }));
+        for n in values {
+            let mut out = String::new();
+            push_i64(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
+        let mut out = String::new();
+        push_u64(&mut out, u64::MAX);
+        assert_eq!(out, u64::MAX.to_string());
+    }
+
     /// Every byte that needs escaping, at every position of strings longer and shorter than the
     /// eight bytes `first_to_escape` reads at a time, after bytes close to it in value.
     #[test]
@@ -1061,7 +1245,7 @@ mod tests {
             (Value::Str("$b".into()), Value::Str("x\"\n\u{1}é".into())),
         ]);
         let text = round_trip(value, vec![]);
-        assert_eq!(text, r#"{"$copal":1,"value":{"a":[1,1.0,null,true],"$$b":"x\"\n\u0001é"}}"#);
+        assert_eq!(text, r#"{"$copal":2,"value":{"a":[1,1.0,null,true],"$$b":"x\"\n\u0001é"}}"#);
     }
 
     #[test]
@@ -1081,7 +1265,7 @@ mod tests {
             Value::BackRef(1),
         ]);
         let text = round_trip(value, table);
-        assert!(text.starts_with(r#"{"$copal":1,"value":{"$id":0,"$list":[{"$id":1,"$type":"m.P","x":{"$ref":0}},"#), "{text}");
+        assert!(text.starts_with(r#"{"$copal":2,"value":{"$id":0,"$list":[{"$id":1,"$type":"m.P","x":{"$ref":0}},"#), "{text}");
         assert!(text.contains(r#"{"$datetime":"1970-01-01T00:00:00","$zone":"Europe/Paris","$fold":1}"#), "{text}");
         assert!(text.contains(r#"{"$time":"00:00:00.000001-01:00"}"#), "{text}");
         assert!(text.contains("18446744073709551616"), "{text}");
@@ -1101,6 +1285,67 @@ mod tests {
         assert!(text.contains(r#"{"$dict":[["a",{"$id":2,"$dict":[[1,{"x":{"$id":4,"$list":[]}}]]}],[2,{"$ref":2}]]}"#), "{text}");
     }
 
+    /// The second object of a class, and every value naming a class named before (objects,
+    /// persistent objects, subclass instances, enums share the numbering), names it by number;
+    /// two classes with the same unqualified name are two classes.
+    #[test]
+    fn classes_named_before_are_named_by_number() {
+        let entry = |persistent, type_name: &str, fields: &[&str]| TableEntry { persistent, type_name: type_name.into(), fields: fields.iter().map(|f| f.to_string()).collect() };
+        let table = vec![
+            entry(false, "a.Foo", &["x"]),
+            entry(false, "b.Foo", &["x"]),
+            entry(false, "a.Foo", &["x", "y"]),
+            entry(false, "m.Color", &[]),
+            entry(true, "b.Foo", &[]),
+            entry(false, "m.Tags", &[]),
+        ];
+        let foo = |descriptor, x| Value::Object { descriptor, fields: vec![Value::Int(x)] };
+        let value = Value::List(vec![
+            foo(0, 1),
+            foo(1, 2),
+            Value::Object { descriptor: 2, fields: vec![Value::Enum { descriptor: 3, member: "RED".into() }, foo(1, 3)] },
+            Value::Enum { descriptor: 3, member: "BLUE".into() },
+            Value::Object { descriptor: 4, fields: vec![] },
+            Value::Subclass { descriptor: 5, base: Box::new(Value::List(vec![foo(0, 4)])), fields: vec![] },
+            Value::Subclass { descriptor: 5, base: Box::new(Value::Dict(vec![])), fields: vec![] },
+        ]);
+        let text = round_trip(value, table);
+        let expected = concat!(
+            r#"{"$copal":2,"value":[{"$type":"a.Foo","x":1},{"$type":"b.Foo","x":2},"#,
+            r#"{"$type":0,"x":{"$enum":"m.Color","$member":"RED"},"y":{"$type":1,"x":3}},{"$enum":2,"$member":"BLUE"},"#,
+            r#"{"$persistent":1},{"$subclass":"m.Tags","$base":[{"$type":0,"x":4}]},{"$subclass":3,"$base":{}}]}"#,
+        );
+        assert_eq!(text, expected);
+    }
+
+    /// A dict written as an object until a key that is not a string turns it into `$dict`
+    /// form: the classes named in the text taken back are numbered again in the new order.
+    #[test]
+    fn classes_are_numbered_in_the_order_of_the_final_text() {
+        let table = vec![TableEntry { persistent: false, type_name: "m.A".into(), fields: vec![] }, TableEntry { persistent: false, type_name: "m.B".into(), fields: vec![] }];
+        let object = |descriptor| Value::Object { descriptor, fields: vec![] };
+        let value = Value::List(vec![
+            Value::Dict(vec![(Value::Str("k".into()), object(0)), (object(1), Value::None)]),
+            object(0),
+        ]);
+        let text = round_trip(value, table);
+        assert_eq!(text, r#"{"$copal":2,"value":[{"$dict":[["k",{"$type":"m.A"}],[{"$type":"m.B"},null]]},{"$type":0}]}"#);
+    }
+
+    /// Version 1 named every class in full; its documents read as they always did.
+    #[test]
+    fn version_1_documents_are_read() {
+        let text = r#"{"$copal":1,"value":[{"$type":"m.A","x":1},{"$type":"m.A","x":2},{"$enum":"m.A","$member":"B"}]}"#;
+        let body = from_json(text).unwrap();
+        let table = vec![TableEntry { persistent: false, type_name: "m.A".into(), fields: vec!["x".into()] }, TableEntry { persistent: false, type_name: "m.A".into(), fields: vec![] }];
+        let value = Value::List(vec![
+            Value::Object { descriptor: 0, fields: vec![Value::Int(1)] },
+            Value::Object { descriptor: 0, fields: vec![Value::Int(2)] },
+            Value::Enum { descriptor: 1, member: "B".into() },
+        ]);
+        assert_eq!(body, Body { table, value });
+    }
+
     #[test]
     fn subclass_bases_take_no_memo_slot() {
         let table = vec![TableEntry { persistent: false, type_name: "m.Tags".into(), fields: vec!["n".into()] }];
@@ -1112,7 +1357,7 @@ mod tests {
         ]);
         let text = round_trip(value, table);
         assert!(text.contains(r#"{"$id":1,"$subclass":"m.Tags","$base":[{"$ref":1}],"n":1}"#), "{text}");
-        assert!(text.contains(r#"{"$id":2,"$subclass":"m.Tags","$base":{},"n":[]}"#), "{text}");
+        assert!(text.contains(r#"{"$id":2,"$subclass":0,"$base":{},"n":[]}"#), "{text}");
     }
 
     #[test]
@@ -1136,10 +1381,33 @@ mod tests {
         }
     }
 
+    /// Every byte of a document naming classes by number, replaced by bytes that change its
+    /// structure or its numbers, and every prefix: errors, never panics; a number changed to
+    /// another class's is read as that class.
+    #[test]
+    fn damaged_documents_are_errors_not_panics() {
+        let text = r#"{"$copal":2,"value":[{"$type":"m.A","x":1},{"$enum":"m.B","$member":"C"},{"$type":0,"x":{"$id":5,"$list":[{"$enum":1,"$member":"D"}]}},{"$subclass":"m.C","$base":[]},{"$ref":5},{"$subclass":2,"$base":{}}]}"#;
+        for at in 0..text.len() {
+            for b in [b'0', b'1', b'3', b'9', b'-', b'.', b'"', b'{', b'}', b'[', b']', b',', b':', b'$', b'x'] {
+                let mut damaged = text.as_bytes().to_vec();
+                damaged[at] = b;
+                if let Ok(damaged) = std::str::from_utf8(&damaged) {
+                    let _ = from_json(damaged);
+                }
+            }
+            let _ = from_json(&text[..at]);
+        }
+        let swapped = from_json(&text.replace(r#"{"$type":0,"#, r#"{"$type":1,"#)).unwrap();
+        assert_eq!(swapped.table[2].type_name, "m.B");
+    }
+
     #[test]
     fn malformed_documents_are_errors() {
         for bad in [
-            "", "[1]", "{\"value\":1}", "{\"$copal\":2,\"value\":1}", "{\"$copal\":1,\"value\":{\"$ref\":0}}",
+            "", "[1]", "{\"value\":1}", "{\"$copal\":3,\"value\":1}", "{\"$copal\":0,\"value\":1}",
+            "{\"$copal\":1,\"value\":{\"$type\":0}}", "{\"$copal\":2,\"value\":{\"$type\":0}}",
+            "{\"$copal\":2,\"value\":[{\"$type\":\"m.A\"},{\"$type\":1}]}", "{\"$copal\":2,\"value\":[{\"$type\":\"m.A\"},{\"$enum\":-0,\"$member\":\"X\"}]}",
+            "{\"$copal\":2,\"value\":{\"$type\":[\"m.A\"]}}", "{\"$copal\":1,\"value\":{\"$ref\":0}}",
             "{\"$copal\":1,\"value\":{\"$bytes\":\"A\"}}", "{\"$copal\":1,\"value\":{\"$tuple\":[],\"a\":1}}",
             "{\"$copal\":1,\"value\":{\"$nope\":1}}", "{\"$copal\":1,\"value\":01}", "{\"$copal\":1,\"value\":\"\\ud800\"}",
             "{\"$copal\":1,\"value\":1} x", "{\"$copal\":1,\"value\":{\"$date\":\"2024-13-01\"}}",
