@@ -31,7 +31,7 @@ from test_roundtrip import BERLIN, CONTAINERS, SCALARS  # noqa: E402
 from test_serialize import Perm, _node_cycle, _twice  # noqa: E402
 
 
-def transcoded(value: Any) -> str:
+def transcoded(value: Any) -> bytes:
     return _core.dumps_text_raw(value, "json")
 
 
@@ -39,8 +39,6 @@ def assert_written_directly(value: Any) -> None:
     direct = _core.dumps_json_raw(value)
     assert direct is not None, "the direct writer left this graph to the transcoder"
     assert direct == transcoded(value)
-    # The direct writer makes its str itself, at the narrowest width that holds its characters.
-    assert sys.getsizeof(direct) == sys.getsizeof(direct.encode().decode())
     assert copal.dumps(value, format="json") == direct
 
 
@@ -137,7 +135,7 @@ def test_shared_values_get_their_memo_slot_as_id() -> None:
     value = {"a": shared, "b": (shared, point), "c": [point, {"p": point}]}
     text = copal.dumps(value, format="json")
     assert _core.dumps_json_raw(value) == text == transcoded(value)
-    assert '"a":{"$id":1,"$list":[1]}' in text and '{"$ref":1}' in text
+    assert b'"a":{"$id":1,"$list":[1]}' in text and b'{"$ref":1}' in text
 
 
 def _tuple_containing_itself() -> tuple[list[Any]]:
@@ -219,7 +217,7 @@ def test_a_dict_with_other_keys_does_not_turn_a_later_empty_dict_into_dict_form(
     mixed = {"k0": None, "k1": None, "k2": shared, "k3": shared, "k4": None, None: 5}
     graph = [None, shared, None, None, Node(""), None, mixed, None, None, {}]
     document = transcoded(graph)
-    assert document.endswith(',null,null,{}]}'), document
+    assert document.endswith(b',null,null,{}]}'), document
     assert _core.dumps_json_raw(graph) == document
     back = copal.loads(document)
     assert back[6] == mixed and back[9] == {} and back[6]["k2"] is back[1]

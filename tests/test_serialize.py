@@ -64,9 +64,12 @@ FORMATS = ["binary", "json", "xml"]
 def roundtrip(value: Any, fmt: str, compress: copal.serialize.Compression = None) -> Any:
     if fmt == "binary":
         return copal.loads(copal.dumps(value, compress=compress))
-    text = copal.dumps(value, format=fmt)
-    assert isinstance(text, str)
-    return copal.loads(text)
+    document = copal.dumps(value, format=fmt)
+    assert type(document) is bytes
+    # A str of the document (as read from a text file) reads the same.
+    back = copal.loads(document.decode())
+    assert type(back) is type(value)
+    return copal.loads(document)
 
 
 def stream(body: bytes, flags: int = 0, version: int = 1) -> bytes:

@@ -44,7 +44,7 @@ def doc(value: Any) -> Any:
 def test_plain_json_where_json_has_the_type() -> None:
     value = {"name": "ann", "n": [1, -2, 2**70, 1.5, 1.0, None, True, False], "nested": {"é": "\u2603\n\""}}
     assert doc(value) == value
-    assert copal.dumps(1.0, format="json") == '{"$copal":2,"value":1.0}'
+    assert copal.dumps(1.0, format="json") == b'{"$copal":2,"value":1.0}'
 
 
 @pytest.mark.parametrize(
@@ -140,10 +140,21 @@ def test_ids_are_any_numbers_and_documents_may_be_written_by_hand() -> None:
 
 @pytest.mark.parametrize("prefix", ["", " \n\t"])
 def test_loads_detects_json_in_str_and_bytes(prefix: str) -> None:
-    text = prefix + copal.dumps({"k": (1, 2)}, format="json")
-    assert copal.loads(text) == {"k": (1, 2)}
-    assert copal.loads(text.encode()) == {"k": (1, 2)}
-    assert copal.loads(bytearray(text.encode())) == {"k": (1, 2)}
+    document = prefix.encode() + copal.dumps({"k": (1, 2)}, format="json")
+    assert copal.loads(document) == {"k": (1, 2)}
+    assert copal.loads(document.decode()) == {"k": (1, 2)}
+    assert copal.loads(bytearray(document)) == {"k": (1, 2)}
+    assert copal.loads(memoryview(document)) == {"k": (1, 2)}
+
+
+def test_text_documents_are_utf8_bytes() -> None:
+    value = {"é": ["\u2603", "\U0001f600", "x"]}
+    for form in ("json", "xml"):
+        document = copal.dumps(value, format=form)
+        assert type(document) is bytes and "\u2603".encode() in document
+        assert copal.loads(document) == value
+    with pytest.raises(CorruptRecordError, match="corrupt JSON document: not UTF-8"):
+        copal.loads(b'{"$copal":2,"value":"\xff"}')
 
 
 def test_format_arguments() -> None:
@@ -216,7 +227,7 @@ def test_deep_nesting_is_refused_without_crashing() -> None:
 @given(st.data())
 def test_damaged_documents_fail_cleanly(data: st.DataObject) -> None:
     value = {"p": Point(1, [2.5, "x"]), "s": {1, 2}, "t": (b"a",), 3: None, "q": Point(Color.RED, Color.GREEN)}
-    text = bytearray(copal.dumps(value, format="json").encode())
+    text = bytearray(copal.dumps(value, format="json"))
     for _ in range(data.draw(st.integers(1, 3))):
         text[data.draw(st.integers(0, len(text) - 1))] = data.draw(st.sampled_from(b'{}[]",:$0123456789abc\\ '))
     try:
@@ -238,8 +249,8 @@ def xml_root(value: Any) -> ElementTree.Element:
 def test_xml_is_one_element_per_value() -> None:
     value = {"a": [1, 2.5, None, True], 3: (b"\x00", {"s"})}
     assert copal.dumps(value, format="xml") == (
-        '<copal version="1"><dict><str>a</str><list><int>1</int><float>2.5</float><none/><true/></list>'
-        "<int>3</int><tuple><bytes>AA==</bytes><set><str>s</str></set></tuple></dict></copal>"
+        b'<copal version="1"><dict><str>a</str><list><int>1</int><float>2.5</float><none/><true/></list>'
+        b"<int>3</int><tuple><bytes>AA==</bytes><set><str>s</str></set></tuple></dict></copal>"
     )
 
 

@@ -11,7 +11,7 @@ runs code named by the data: classes are looked up among already-imported module
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal, Protocol, TypeAlias, overload
+from typing import Any, Literal, Protocol, TypeAlias
 
 from . import _core
 from .errors import CorruptRecordError
@@ -70,11 +70,7 @@ def _compression(compress: Compression) -> tuple[int, int | None]:
     return code, level
 
 
-@overload
-def dumps(obj: Any, *, compress: Compression = None, format: Literal["binary"] = "binary") -> bytes: ...
-@overload
-def dumps(obj: Any, *, compress: None = None, format: Literal["json", "xml"]) -> str: ...
-def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") -> bytes | str:
+def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") -> bytes:
     """Serializes the object graph of ``obj`` into a standalone stream.
 
     Everything a copal record can hold may appear in the graph (docs/FORMAT.md section 10),
@@ -98,8 +94,9 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") 
     Returns:
         The stream (bytes): the magic bytes ``b"CPL1"``, a version and flags byte, the payload
         length, and the payload (the class descriptors, then the value, in which each distinct
-        string is written once: stream version 2, docs/STREAM.md); or, with
-        ``format="json"`` or ``"xml"``, the document (str).
+        string is written once: stream version 3, docs/STREAM.md); or, with
+        ``format="json"`` or ``"xml"``, the document in UTF-8 (bytes, ready for a file or a
+        socket, as orjson and msgspec return them; ``.decode()`` gives the str).
 
     Raises:
         TypeError: The graph holds a value copal cannot store (the message names its path), or
@@ -121,7 +118,7 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") 
         >>> copal.loads(copal.dumps(list(range(1000)), compress=("zstd", 9)))[-1]
         999
         >>> copal.dumps({"tags": {"x"}, "n": 1}, format="json")
-        '{"$copal":2,"value":{"tags":{"$set":["x"]},"n":1}}'
+        b'{"$copal":2,"value":{"tags":{"$set":["x"]},"n":1}}'
     """
     if compress is None and format == "binary":
         # The common call, without the argument handling below (a tenth of a small dumps).
@@ -132,9 +129,9 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") 
         if format == "json":
             # The direct writer gives the transcoder's document several times faster; it hands
             # the graphs it does not write (docs/TEXT_FORMATS.md section 5) to the transcoder.
-            text = _core.dumps_json_raw(obj)
-            if text is not None:
-                return text
+            document = _core.dumps_json_raw(obj)
+            if document is not None:
+                return document
         return _core.dumps_text_raw(obj, format)
     if format != "binary":
         raise ValueError(f"unknown format {format!r}: use 'binary', 'json' or 'xml'")
@@ -223,12 +220,7 @@ def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT
         data = bytes(data)
     first = data.lstrip(_BLANKS.encode())[:1]
     if first in (b"{", b"<"):
-        kind = "json" if first == b"{" else "xml"
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise CorruptRecordError(f"corrupt {kind.upper()} document: not UTF-8 ({e})") from None
-        return _core.loads_text_raw(text, kind)
+        return _core.loads_text_raw(data, "json" if first == b"{" else "xml")
     return _core.loads_raw(data, max_size)
 
 

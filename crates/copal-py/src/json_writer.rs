@@ -15,7 +15,6 @@ use std::cell::{Cell, RefCell};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::mem::MaybeUninit;
 use std::rc::Rc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY};
@@ -44,7 +43,7 @@ const MAX_DEPTH: usize = 256;
 
 /// The document of `obj`, or `None` if it holds a value this writer leaves to the transcoder
 /// (see the module comment).
-pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
+pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyBytes>> {
     // Reading instance dicts materializes them (one allocation per object), and nothing made
     // here can become cyclic garbage before the end: collections meanwhile would be waste.
     let _gc = GcPause::new(py);
@@ -59,106 +58,11 @@ pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py,
             writer.document(obj).is_ok()
         }
     };
-    let text = if written { python_str(py, &writer.out, writer.non_ascii).ok() } else { None };
+    let document = written.then(|| PyBytes::new(py, writer.out.as_bytes()));
     if writer.out.capacity() <= MAX_KEPT_BUFFER {
         BUFFER.set(writer.out);
     }
-    text
-}
-
-/// The str of a document. CPython's UTF-8 decoder (`PyString::new`) guesses an ASCII str and,
-/// at the first other character, starts over in a wider one: for a document with one `ü` that
-/// is a second allocation of its size and a slower loop (8 ms of seed 003's 35 ms, against 1.2
-/// ms for an ASCII document of that size). Here the str is allocated once at its final width,
-/// known from the highest byte (the widest UTF-8 lead byte), and filled by runs of ASCII. That
-/// takes one more pass over the text, which an ASCII document (`non_ascii` false: no text of a
-/// Python str written was other than ASCII) does not pay: it goes to CPython's decoder, which
-/// is right whatever `non_ascii` says.
-fn python_str<'py>(py: Python<'py>, text: &str, non_ascii: bool) -> PyResult<Bound<'py, PyString>> {
-    if !non_ascii {
-        return Ok(PyString::new(py, text));
-    }
-    let (chars, highest) = characters_and_highest_byte(text.as_bytes());
-    if highest.is_ascii() {
-        // CPython's ASCII path allocates once and copies.
-        return Ok(PyString::new(py, text));
-    }
-    // The widest lead byte gives the widest character's range, so the str is canonical (its
-    // kind is the narrowest that holds its characters, as CPython requires).
-    let widest_char = match highest {
-        ..=0xC3 => 0xFF,
-        ..=0xEF => 0xFFFF,
-        _ => 0x10_FFFF,
-    };
-    let length = ffi::Py_ssize_t::try_from(chars).map_err(|_| pyo3::exceptions::PyMemoryError::new_err("document too large"))?;
-    // SAFETY: PyUnicode_New returns a new reference or null with an exception set.
-    let string = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_New(length, widest_char))? };
-    // SAFETY: the new str holds `chars` code units of the kind `widest_char` selects (1, 2 or 4
-    // bytes), uninitialized; `widen` writes each of them once, as `text` has `chars` characters.
-    unsafe {
-        let data = ffi::PyUnicode_DATA(string.as_ptr());
-        match widest_char {
-            0xFF => widen(text, std::slice::from_raw_parts_mut(data.cast::<MaybeUninit<u8>>(), chars), |c| c as u8),
-            0xFFFF => widen(text, std::slice::from_raw_parts_mut(data.cast::<MaybeUninit<u16>>(), chars), |c| c as u16),
-            _ => widen(text, std::slice::from_raw_parts_mut(data.cast::<MaybeUninit<u32>>(), chars), u32::from),
-        }
-    }
-    Ok(string.cast_into::<PyString>()?)
-}
-
-/// Writes the characters of `text` (which has `out.len()` characters, each of which `unit`
-/// converts without loss) into `out`: runs of ASCII found eight bytes at a time and widened in
-/// a loop the compiler vectorizes, other characters one by one.
-fn widen<T>(text: &str, out: &mut [MaybeUninit<T>], unit: impl Fn(char) -> T) {
-    let bytes = text.as_bytes();
-    let (mut at, mut written) = (0, 0);
-    while at < bytes.len() {
-        let run = ascii_prefix(&bytes[at..]);
-        for (slot, &b) in out[written..written + run].iter_mut().zip(&bytes[at..at + run]) {
-            slot.write(unit(char::from(b)));
-        }
-        (at, written) = (at + run, written + run);
-        if let Some(c) = text.get(at..).and_then(|rest| rest.chars().next()) {
-            out[written].write(unit(c));
-            (at, written) = (at + c.len_utf8(), written + 1);
-        }
-    }
-}
-
-/// The number of UTF-8 characters in `bytes` and its highest byte, eight bytes at a time where
-/// they are ASCII (most of a document).
-fn characters_and_highest_byte(bytes: &[u8]) -> (usize, u8) {
-    // Every byte but the continuation bytes (0x80..=0xBF) starts a character.
-    let count = |chunk: &[u8], (chars, highest): (usize, u8)| {
-        chunk.iter().fold((chars, highest), |(chars, highest), &b| (chars + usize::from(b & 0xC0 != 0x80), highest.max(b)))
-    };
-    let mut totals = (0, 0);
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        if u64::from_le_bytes(chunk.try_into().unwrap_or_default()) & HIGH_BITS == 0 {
-            totals.0 += 8;
-        } else {
-            totals = count(chunk, totals);
-        }
-    }
-    count(chunks.remainder(), totals)
-}
-
-/// The high bit of each byte of a word.
-const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
-
-/// How many bytes at the start of `bytes` are ASCII.
-fn ascii_prefix(bytes: &[u8]) -> usize {
-    let mut chunks = bytes.chunks_exact(8);
-    let mut offset = 0;
-    for chunk in &mut chunks {
-        let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
-        if word & HIGH_BITS != 0 {
-            return offset + (word & HIGH_BITS).trailing_zeros() as usize / 8;
-        }
-        offset += 8;
-    }
-    offset + chunks.remainder().iter().take_while(|b| b.is_ascii()).count()
+    document
 }
 
 thread_local! {
@@ -259,8 +163,6 @@ struct JsonWriter {
     named: Vec<Rc<ClassName>>,
     /// Reference counts are split between threads on the free-threaded build: not read there.
     refcounts_readable: bool,
-    /// Whether text other than ASCII was written (see `python_str`).
-    non_ascii: bool,
 }
 
 impl JsonWriter {
@@ -278,7 +180,6 @@ impl JsonWriter {
             class_numbers: HashMap::new(),
             named: Vec::new(),
             refcounts_readable: !pytypes::free_threaded(root.py()),
-            non_ascii: false,
         }
     }
 
@@ -368,7 +269,6 @@ impl JsonWriter {
                 *known.get()
             }
             Entry::Vacant(new) => {
-                self.non_ascii |= !class.name.is_ascii();
                 push_piece(&mut self.out, &class.quoted);
                 *new.insert(next)
             }
@@ -498,7 +398,6 @@ impl JsonWriter {
 
     /// A JSON string of text taken from Python.
     fn text(&mut self, text: &str) {
-        self.non_ascii |= !text.is_ascii();
         string(&mut self.out, text);
     }
 
@@ -589,7 +488,6 @@ impl JsonWriter {
                 }
                 first = false;
                 let key = key.cast_exact::<PyString>().map_err(PyErr::from)?.to_str()?;
-                self.non_ascii |= !key.is_ascii();
                 escaped_key(&mut self.out, key);
                 self.value(&value, depth + 1)?;
             }
@@ -666,7 +564,6 @@ impl JsonWriter {
                     let mut member = String::from(",");
                     let name_text = name.to_str()?;
                     // A name found in the cache was written by this branch before.
-                    self.non_ascii |= !name_text.is_ascii();
                     escaped_key(&mut member, name_text);
                     self.out.push_str(&member);
                     fields.truncate(position);

@@ -7,7 +7,7 @@
 use copal_core::text::{json, xml, Body, TextError};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyBytes, PyString};
 
 use crate::errors::{corrupt, CorruptRecordError};
 use crate::standalone::{decode_body, encode_body};
@@ -25,26 +25,31 @@ fn codec(format: &str) -> PyResult<(&'static str, Writer, Parser)> {
 
 /// `copal.dumps(obj, format=...)` for a text format: the document of `obj`'s graph.
 #[pyfunction]
-pub fn dumps_text_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, format: &str) -> PyResult<Bound<'py, PyString>> {
+pub fn dumps_text_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, format: &str) -> PyResult<Bound<'py, PyBytes>> {
     let (name, write, _) = codec(format)?;
     // Text has no shared strings (docs/TEXT_FORMATS.md): the body is written without them.
     let body = encode_body(py, obj, false)?.concat();
     // The body was just written by the encoder, so it always transcodes; a failure is a bug.
     let text = py.detach(|| write(&body)).map_err(|e| PyRuntimeError::new_err(format!("{name} transcoding failed: {e}")))?;
-    Ok(PyString::new(py, &text))
+    Ok(PyBytes::new(py, text.as_bytes()))
 }
 
 /// `copal.dumps(obj, format="json")` written straight from the objects: the document, or None
 /// when the graph holds a value the direct writer leaves to `dumps_text_raw` (json_writer.rs).
 #[pyfunction]
-pub fn dumps_json_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
+pub fn dumps_json_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyBytes>> {
     crate::json_writer::write(py, obj)
 }
 
-/// `copal.loads` of a text document: the object graph it describes.
+/// `copal.loads` of a text document (a str, or bytes in UTF-8): the object graph it describes.
 #[pyfunction]
-pub fn loads_text_raw<'py>(py: Python<'py>, text: &str, format: &str) -> PyResult<Bound<'py, PyAny>> {
+pub fn loads_text_raw<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, format: &str) -> PyResult<Bound<'py, PyAny>> {
     let (name, _, parse) = codec(format)?;
+    let text = match data.cast::<PyBytes>() {
+        Ok(bytes) => std::str::from_utf8(bytes.as_bytes())
+            .map_err(|e| CorruptRecordError::new_err(format!("corrupt {name} document: not UTF-8 ({e})")))?,
+        Err(_) => data.cast::<PyString>()?.to_str()?,
+    };
     let body = py.detach(|| parse(text).map(|body| body.encode()));
     let body = body.map_err(|e| match e {
         TextError::Body(e) => corrupt(format!("{name} document"), e),

@@ -351,8 +351,8 @@ def _copal_text(form: Literal["json", "xml"]) -> Callable[[Any], dict[str, Any]]
     def build(root: Any) -> dict[str, Any]:
         import copal
 
-        # Text out, bytes on the wire: the UTF-8 conversion is timed, as for the json module.
-        return {"encode": lambda v: copal.dumps(v, format=form).encode(), "decode": lambda b: copal.loads(b.decode())}
+        # UTF-8 bytes both ways, as orjson and msgspec give and take them.
+        return {"encode": lambda v: copal.dumps(v, format=form), "decode": copal.loads}
 
     return build
 
