@@ -1,0 +1,113 @@
+"""Runs the code of the tutorial and the how-to guides exactly as a reader would.
+
+Each page (docs/tutorial.md, docs/howto/*.md) runs in a fresh temporary directory, its blocks in
+the order they appear:
+
+- a ```python block is executed, all blocks of a page in one module named ``__main__`` (so that
+  classes are stored under the name a reader's script gives them);
+- a block preceded by ``<!-- file: NAME -->`` is written to NAME instead (a module or script the
+  page goes on to import or run);
+- in a ```console block, each line starting with ``$ `` is a shell command, run in the page's
+  directory with this interpreter's ``bin`` first on PATH; it must exit with 0. The other lines
+  are the output a reader sees, not compared;
+- a block preceded by ``<!-- no-run -->`` is shown only (kept for what cannot run here);
+- on a page holding ``<!-- requires: postgresql -->``, every database of a
+  ``postgresql://app@localhost:5432/NAME`` URL is created on the test session's throwaway cluster
+  and the URL rewritten to it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = [page for page in [DOCS / "tutorial.md", *sorted((DOCS / "howto").glob("*.md"))] if page.exists()]
+FENCE = re.compile(r"^(```+|~~~+)\s*([\w-]*)")
+MARKER = re.compile(r"^<!--\s*(no-run|file:\s*(\S+))\s*-->$")
+DOCS_PG_URL = re.compile(r"postgresql://app@localhost:5432/(\w+)")
+
+
+@dataclass
+class Block:
+    language: str
+    code: str
+    line: int
+    marker: str | None
+    file: str | None
+
+
+def blocks(page: Path) -> Iterator[Block]:
+    lines = page.read_text(encoding="utf-8").splitlines()
+    previous = ""
+    i = 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if not opening:
+            if lines[i].strip():
+                previous = lines[i].strip()
+            i += 1
+            continue
+        fence, language = opening.groups()
+        start = i + 1
+        i = start
+        while i < len(lines) and not lines[i].startswith(fence):
+            i += 1
+        marker = MARKER.match(previous)
+        yield Block(
+            language=language,
+            code="\n".join(lines[start:i]) + "\n",
+            line=start + 1,
+            marker=marker.group(1) if marker else None,
+            file=marker.group(2) if marker else None,
+        )
+        previous = ""
+        i += 1
+
+
+def run_console(code: str, cwd: Path, where: str) -> None:
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    for command in (line[2:] for line in code.splitlines() if line.startswith("$ ")):
+        done = subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"{where}: `{command}` exited {done.returncode}\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(DOCS).as_posix() for p in PAGES])
+def test_page_runs_as_written(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    text = page.read_text(encoding="utf-8")
+    rewrite = lambda code: code  # noqa: E731
+    if "<!-- requires: postgresql -->" in text:
+        server = request.getfixturevalue("pg_server")
+        names = {m.group(1): server.create_database() for m in DOCS_PG_URL.finditer(text)}
+        rewrite = lambda code: DOCS_PG_URL.sub(lambda m: names[m.group(1)], code)  # noqa: E731
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    ran = 0
+    for block in blocks(page):
+        where = f"{page.relative_to(ROOT)}:{block.line}"
+        if block.marker == "no-run":
+            continue
+        if block.file:
+            (tmp_path / block.file).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / block.file).write_text(rewrite(block.code), encoding="utf-8")
+        elif block.language == "python":
+            exec(compile(rewrite(block.code), where, "exec"), main.__dict__)
+        elif block.language == "console":
+            run_console(rewrite(block.code), tmp_path, where)
+        else:
+            continue
+        ran += 1
+    assert ran, f"{page} has no code to run"
