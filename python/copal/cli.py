@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
@@ -333,12 +334,16 @@ def _gc_schema(args: argparse.Namespace) -> int:
 
 
 def _backup(args: argparse.Namespace) -> int:
-    size = _on_database(args.db, lambda db: db.backup(args.dest))
+    # The location, not the argument: a URL's password stays out of the terminal and the logs.
+    location, size = _on_database(args.db, lambda db: (db.location, db.backup(args.dest)))
     if args.json:
         print(json.dumps({"dest": args.dest, "bytes": size}))
     else:
-        restore = "copal export DEST | copal import URL" if args.db.startswith(("postgresql://", "postgres://")) else "opening it"
-        print(f"backed up {args.db} to {args.dest} ({size:,} bytes, compacted); restore by {restore}")
+        if args.db.startswith(("postgresql://", "postgres://")):
+            restore = f"copal export {shlex.quote(args.dest)} | copal import {shlex.quote(location)}"
+        else:
+            restore = "opening it"
+        print(f"backed up {location} to {args.dest} ({size:,} bytes, compacted); restore by {restore}")
     return EXIT_OK
 
 
