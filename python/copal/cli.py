@@ -348,9 +348,11 @@ def _backup(args: argparse.Namespace) -> int:
 
 
 def _summary(report: dict[str, Any], verb: str) -> str:
+    # An import reports the transaction its source was exported at, not one of its own.
+    source = "snapshot of" if verb == "exported" else "exported at"
     return (
         f"{verb} {_plural(report['records'], 'object')}, {_plural(report['descriptors'], 'descriptor')} and "
-        f"{_plural(report['indexes'], 'index', 'indexes')} (snapshot of transaction {report['tid']})"
+        f"{_plural(report['indexes'], 'index', 'indexes')} ({source} transaction {report['tid']})"
     )
 
 
