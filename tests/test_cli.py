@@ -256,7 +256,7 @@ def test_export_import_through_a_pipe_and_files(tmp_path: Path) -> None:
     assert _copal("verify", str(tmp_path / "copy")).returncode == 0
     assert _copal("show", str(tmp_path / "copy"), hex(oids[0]), "--json").stdout == _copal("show", str(tmp_path / "db"), hex(oids[0]), "--json").stdout
 
-    to_file = _copal("export", str(tmp_path / "db"), "--compress", "gzip", "--type", "test_cli.Person", "-o", str(tmp_path / "people.gz"))
+    to_file = _copal("export", str(tmp_path / "db"), "--compress", "gzip", "--class", "test_cli.Person", "-o", str(tmp_path / "people.gz"))
     assert to_file.returncode == 0, to_file.stderr
     assert re.fullmatch(r"exported 20 objects, \d+ descriptors and (1 index|\d+ indexes) \(snapshot of transaction \d+\)\n",
                         to_file.stdout), to_file.stdout

@@ -555,7 +555,8 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=["copal", "json", "xml"], default="copal", help="encoding (default copal, binary)")
     export.add_argument("--compress", choices=["zstd", "gzip"], help="compress the export")
     export.add_argument("--level", type=int, help="compression level (zstd 1-22, default 3; gzip 0-9, default 6)")
-    export.add_argument("--type", dest="type_names", metavar="TYPE", action="append", help="export only this stored type's objects (repeatable)")
+    export.add_argument("--class", "--type", dest="type_names", metavar="TYPE", action="append",
+                        help="export only this class's objects, by stored type name (repeatable)")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     imp = _command(
         commands,
