@@ -24,6 +24,7 @@ import copal
 
 ACCOUNTS = 5  # few accounts, so that concurrent transfers often touch the same one
 OPENING_BALANCE = 1_000
+MAX_RETRIES = 1_000  # per transfer: a bound, so that a bug cannot make a worker loop forever
 
 
 class Account(copal.Persistent):
@@ -59,15 +60,19 @@ def transfer(db: copal.Database, rng: random.Random, worker: int) -> int:
                 tx.root["tallies"][worker].transfers += 1
             return retries
         except copal.ConflictError:
-            retries += 1  # nothing was written; the next transaction sees the winner's commit
+            # Nothing was written; the next transaction sees the other worker's commit.
+            retries += 1
+            if retries > MAX_RETRIES:
+                raise
 
 
 def worker(location: str, number: int, transfers: int) -> None:
     db = copal.open(location)
     rng = random.Random(number)
     retries = sum(transfer(db, rng, number) for _ in range(transfers))
+    conflicts = db.stats()["conflicts"]  # the database's own count of failed commits
     db.close()
-    print(json.dumps({"worker": number, "transfers": transfers, "retries": retries}))
+    print(json.dumps({"worker": number, "transfers": transfers, "retries": retries, "conflicts": conflicts}))
 
 
 def main() -> int:
@@ -93,7 +98,7 @@ def main() -> int:
     # Fresh interpreters, started after the setup commit; none inherits an open database.
     command = [sys.executable, str(Path(__file__).resolve()), args.location, "--transfers", str(args.transfers)]
     children = [subprocess.Popen([*command, "--worker", str(n)], stdout=subprocess.PIPE, text=True) for n in range(args.workers)]
-    retries = 0
+    retries = conflicts = 0
     for child in children:
         out, _ = child.communicate()
         if child.returncode != 0:
@@ -101,6 +106,7 @@ def main() -> int:
             return 1
         report = json.loads(out.splitlines()[-1])
         retries += report["retries"]
+        conflicts += report["conflicts"]
         print(f"worker {report['worker']}: {report['transfers']} transfers, {report['retries']} conflict retries")
 
     with db.transaction() as tx:
@@ -108,9 +114,9 @@ def main() -> int:
         done = sum(t.transfers for t in tx.root["tallies"])
     db.close()
     total = sum(balances)
-    ok = total == expected and done == args.workers * args.transfers
+    ok = total == expected and done == args.workers * args.transfers and retries == conflicts
     print(f"balances {balances}")
-    print(f"{done} transfers committed, {retries} conflict retries")
+    print(f"{done} transfers committed, {retries} conflict retries ({conflicts} conflicts counted by db.stats())")
     print(f"check: total {total}, expected {expected}: {'OK' if ok else 'FAILED'}")
     return 0 if ok else 1
 
