@@ -9,7 +9,6 @@ import sys
 from datetime import date
 from pathlib import Path
 
-import transaction
 import ZODB
 import ZODB.FileStorage
 from persistent.mapping import PersistentMapping
@@ -42,7 +41,6 @@ def main(path: str) -> int:
         # A shared object: the same Book is reachable from the library, its author and here.
         root["book_of_the_month"] = library.books["978-0-14-118776-1"]
     db.close()
-    transaction.commit()  # nothing pending: ends the thread's transaction cleanly
     print(f"wrote {path}: {len(BORN)} authors, {len(BOOKS)} books, 1 library")
     return 0
 
