@@ -673,3 +673,22 @@ def test_full_map_raises_storage_error_and_keeps_earlier_commits(tmp_path: Path)
             assert tx.root["after"].name == "after"
     finally:
         db.close()
+
+
+def test_getting_an_uncached_object_reads_its_record_once(store: Any) -> None:
+    db = store.open()
+    with db.transaction() as tx:
+        tx.root["item"] = item = Item("pen", 3)
+    oid = item._p_oid
+    db = store.reopen(db)
+    reads = Delta(db)
+    with db.transaction() as tx:
+        assert tx.root is not None
+        assert reads["records_read"] == 1
+        assert tx.get(oid).name == "pen"
+        assert reads["records_read"] == 2
+        # An id with no record: refused without a ghost left behind for it.
+        missing = oid + 1000
+        for _ in range(2):
+            with pytest.raises(copal.DanglingReference):
+                tx.get(missing)

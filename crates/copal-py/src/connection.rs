@@ -179,10 +179,20 @@ impl Connection {
     /// Loads the record of ghost `obj` and fills its state.
     pub fn activate(&self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
         let oid = PersistentBase::of(obj)?.oid().ok_or_else(|| PyRuntimeError::new_err("ghost without oid"))?;
+        let record = self.record_of(oid)?;
+        self.load_from(obj, oid, &record)
+    }
+
+    /// The record of `oid` in the transaction's snapshot (DanglingReference if there is none).
+    fn record_of(&self, oid: u64) -> PyResult<Vec<u8>> {
         let record = self.with_snapshot(|snapshot| Ok(snapshot.get(oid).py_err()?.map(std::borrow::Cow::into_owned)))?;
-        let record = record.ok_or_else(|| dangling(oid))?;
+        record.ok_or_else(|| dangling(oid))
+    }
+
+    /// Loads the ghost `obj` from its `record`.
+    fn load_from(&self, obj: &Bound<'_, PyAny>, oid: u64, record: &[u8]) -> PyResult<()> {
         self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
-        self.set_state(obj, oid, &record, None)
+        self.set_state(obj, oid, record, None)
     }
 
     /// Fills `obj` from `record`; with `ghost_refs`, collects the ghosts it references.
@@ -600,15 +610,13 @@ impl Connection {
 
     /// The object with id `oid`, loaded (raises DanglingReference if it does not exist).
     fn get<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Bound<'py, PyAny>> {
-        let obj = match self.cached(py, oid)? {
-            Some(obj) => obj,
-            None => {
-                let exists = self.with_snapshot(|s| Ok(s.get(oid).py_err()?.is_some()))?;
-                if !exists {
-                    return Err(dangling(oid));
-                }
-                self.object_for(py, oid)?
-            }
+        let Some(obj) = self.cached(py, oid)? else {
+            // Read first, so that no ghost is made for an object that does not exist; then
+            // loaded from that read (checking and then activating read the record twice).
+            let record = self.record_of(oid)?;
+            let obj = self.object_for(py, oid)?;
+            self.load_from(&obj, oid, &record)?;
+            return Ok(obj);
         };
         if PersistentBase::of(&obj)?.state() == GHOST {
             self.activate(&obj)?;
