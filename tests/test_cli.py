@@ -221,6 +221,12 @@ def test_show_prints_a_record_without_the_classes(tmp_path: Path) -> None:
     lines = _copal("show", str(tmp_path / "db"), str(oids[3])).stdout.splitlines()
     assert lines[0] == f"{hex(oids[3])}  test_cli.Person"
     assert lines[1:] == ["  name     'p3'", "  age      23", "  city     'Paris'", f"  friends  [-> {hex(oids[4])}]"]
+    # A record with many references: the JSON form names the Oid class once, then by number.
+    people_oid = {r["name"]: r for r in json.loads(_copal("ls", str(tmp_path / "db"), "--json").stdout)}["people"]["oid"]
+    people = json.loads(_copal("show", str(tmp_path / "db"), people_oid, "--json").stdout)
+    assert people["fields"]["data"] == [{"$enum": "copal.Oid", "$member": hex(oid)} for oid in oids]
+    shown_list = _copal("show", str(tmp_path / "db"), people_oid).stdout
+    assert "[" + ", ".join(f"-> {hex(oid)}" for oid in oids) + "]" in shown_list, shown_list
     absent = _copal("show", str(tmp_path / "db"), hex(oids[-1] + 100))
     assert absent.returncode == 3 and "there is no object" in absent.stderr and "Traceback" not in absent.stderr
     bad = _copal("show", str(tmp_path / "db"), "zz")

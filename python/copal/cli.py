@@ -149,7 +149,35 @@ def _record(db: Database, oid: int) -> dict[str, Any]:
     text = _core.record_json(db._store, oid)
     if text is None:
         raise CommandError(f"there is no object {_oid_text(oid)}")
-    document: dict[str, Any] = json.loads(text)["value"]
+    document: dict[str, Any] = _with_class_names(json.loads(text))["value"]
+    return document
+
+
+#: The members of the JSON form that name a class: by its name the first time in a document,
+#: then by its number (docs/TEXT_FORMATS.md section 2.1).
+_CLASS_TAGS = ("$type", "$persistent", "$subclass", "$enum")
+
+
+def _with_class_names(document: Any) -> Any:
+    """``document`` with every class number replaced by the class's name. Classes are numbered
+    in the order the text first names them, which is the order of a depth-first walk of the
+    parsed document (JSON objects keep their members' order)."""
+    names: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if key in _CLASS_TAGS and isinstance(item, str):
+                    names.append(item)
+                elif key in _CLASS_TAGS and isinstance(item, int) and 0 <= item < len(names):
+                    value[key] = names[item]
+                else:
+                    walk(item)
+
+    walk(document)
     return document
 
 
