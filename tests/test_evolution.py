@@ -535,3 +535,50 @@ def test_by_value_classes_with_finalizers_or_setters_are_never_rebuilt(tmp_path:
         with db.transaction() as tx:
             tx.root["other"] = box
     db.close()
+
+
+OPTIONS_V1 = """
+import copal
+
+class Report(copal.Persistent):
+    def __init__(self, title):
+        self.title = title
+"""
+
+OPTIONS_V2 = """
+import copal
+
+class Report(copal.Persistent):
+    pages: int
+
+    def __init__(self, title, verbose=False, pages=1, status="draft"):
+        self.title = title
+        self.status = status
+        if verbose:
+            print("new report", title)
+"""
+
+
+def test_only_init_parameters_that_are_attributes_fill_added_fields(tmp_path: Path) -> None:
+    v1 = load_module(tmp_path, "evo_reports", OPTIONS_V1)
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        tx.root["r"] = v1.Report("q3")
+        tx.root["items"] = copal.PersistentList([1])
+    db.close()
+
+    load_module(tmp_path, "evo_reports", OPTIONS_V2)
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        report = tx.root["r"]
+        # Assigned by __init__ (status) or declared (pages): added fields with their defaults.
+        assert (report.status, report.pages) == ("draft", 1)
+        # An option __init__ does not keep is not a field of old records.
+        assert not hasattr(report, "verbose")
+        tx.root["items"].append(2)
+        report.title = "Q3"
+    with db.transaction() as tx:
+        assert not hasattr(tx.root["items"], "items") and tx.root["items"].data == [1, 2]
+    lists = [d for d in db.schema()["descriptors"] if d["type_name"] == "copal.PersistentList"]
+    assert [d["fields"] for d in lists] == [["data"]], lists
+    db.close()

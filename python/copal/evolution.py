@@ -26,6 +26,7 @@ Rules, applied when a record's fields differ from what the class expects (docs/F
 from __future__ import annotations
 
 import copy
+import dis
 import enum
 import inspect
 from typing import Any, Callable
@@ -95,6 +96,10 @@ def _declared_types(cls: type) -> dict[str, type]:
 
 
 def _init_defaults(cls: type) -> dict[str, Any]:
+    """The defaults of the ``__init__`` parameters that are attributes of the instances: those
+    ``__init__`` assigns to an attribute of the same name (``self.level = level``) or the class
+    declares (annotations, dataclass fields). An option that is not kept (``verbose=False``,
+    ``PersistentList(items=())``) must not become a field of every loaded object."""
     init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
     if init is None or init is object.__init__:
         return {}
@@ -102,11 +107,18 @@ def _init_defaults(cls: type) -> dict[str, Any]:
         signature = inspect.signature(init)
     except (TypeError, ValueError):
         return {}
+    code = getattr(init, "__code__", None)
+    assigned = {i.argval for i in dis.get_instructions(code) if i.opname == "STORE_ATTR"} if code is not None else set()
+    attributes = assigned | _declared_names(cls)
     return {
         name: p.default
         for name, p in signature.parameters.items()
-        if p.default is not inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD
+        if p.default is not inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD and name in attributes
     }
+
+
+def _declared_names(cls: type) -> set[str]:
+    return {name for klass in cls.__mro__ for name in klass.__dict__.get("__annotations__", {})}
 
 
 def _converter(cls: type, name: str, declared: type) -> Callable[[Any, Any], Any]:
