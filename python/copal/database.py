@@ -177,7 +177,7 @@ class Database:
                 terminal for large exports).
 
         Returns:
-            ``records``, ``descriptors``, ``indexes`` written and the ``tid`` of the snapshot.
+            dict: ``records``, ``descriptors``, ``indexes`` written and the ``tid`` of the snapshot.
 
         >>> db.export("bank.export", compress="zstd")      # doctest: +SKIP
         {'records': 1200, 'descriptors': 4, 'indexes': 1, 'tid': 57}
@@ -247,7 +247,7 @@ class Database:
 
     @property
     def location(self) -> str:
-        """Where the database lives: its directory, or its URL without the password."""
+        """Where the database lives (its directory, or its URL without the password)."""
         location: str = self._store.location()
         return location
 
@@ -310,9 +310,9 @@ def init(location: str | os.PathLike[str]) -> dict[str, Any]:
     See ``copal init``.
 
     Returns:
-        ``location`` (a URL without its password), ``from_version`` (0: nothing was there),
-        ``to_version`` (the layout version now), ``steps`` (what was done, in order) and
-        ``created`` (the tables created, or the new directory).
+        dict: ``location`` (a URL without its password), ``from_version`` (0 when nothing
+        was there), ``to_version`` (the layout version now), ``steps`` (what was done, in
+        order) and ``created`` (the tables created, or the new directory).
 
     Raises:
         StorageError: the server or directory cannot be used, or the database has an older
@@ -334,7 +334,7 @@ def upgrade(location: str | os.PathLike[str]) -> dict[str, Any]:
     See ``copal upgrade``.
 
     Returns:
-        the keys of :func:`init`: ``from_version`` and ``to_version`` (equal when there was
+        dict: The keys of :func:`init`, with ``from_version`` and ``to_version`` (equal when there was
         nothing to do), ``steps`` applied, ``created`` tables.
 
     Raises:
