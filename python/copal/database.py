@@ -285,9 +285,11 @@ def open(
             used become ghosts again.
         map_size: bytes of address space reserved for the database (default 1 TiB; the files
             only grow as data is written). Commits that need more raise StorageError.
-        durable: fsync at every commit (default). Without it a machine crash may lose the
-            last commits but never corrupts the database (PostgreSQL: ``synchronous_commit``
-            off for copal's sessions).
+        durable: fsync at every commit (default). Without it (LMDB's ``MDB_NOSYNC``) a crash
+            of the machine may lose the last commits, and LMDB keeps the database intact only
+            on a file system that preserves the order of writes; a crash of the process loses
+            nothing. On PostgreSQL it sets ``synchronous_commit`` off for copal's sessions: a
+            server crash may lose the last commits, never corrupts.
         progress: ``progress(what, done, total)`` is called while long maintenance runs
             (building a newly declared index over existing objects). Default: a progress bar
             on stderr when it is a terminal and the work is large.
