@@ -36,6 +36,9 @@ exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 # GitHub and in the site.
 myst_heading_anchors = 4
 myst_enable_extensions = ["colon_fence", "deflist"]
+# Markdown links that are not files resolve against these domains only (sphinx-argparse adds a
+# domain that cannot resolve them and would warn).
+myst_ref_domains = ["std", "py"]
 # The tutorial and the how-to guides are globbed so that pages appear as they are written; an
 # empty glob is not an error.
 # The tutorial and the how-to guides are globbed so that pages appear as they are written. Sphinx
