@@ -53,6 +53,9 @@ logging.getLogger("sphinx.sphinx.directives.other").addFilter(_EmptyGlobFilter()
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
+# Types of documented parameters and of every return value; undocumented constructor arguments
+# of classes the user never constructs (Query, Transaction) stay out.
+autodoc_typehints_description_target = "documented_params"
 autodoc_default_options = {"members": True, "show-inheritance": True}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False

@@ -26,6 +26,9 @@ DEFAULT_CACHE_SIZE = 100_000
 class Database:
     """An open copal database. Share one per process between threads.
 
+    Made by :func:`copal.open`, which takes the same arguments. Close it with :meth:`close`,
+    or use it as a context manager (``with copal.open(path) as db:``), which closes it.
+
     Each :meth:`transaction` takes a connection from a pool (a connection is an identity map
     and object cache used by one thread at a time), so threads run transactions in parallel;
     the Rust core releases the GIL while it reads, scans and commits.
