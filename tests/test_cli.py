@@ -256,7 +256,7 @@ def test_export_import_through_a_pipe_and_files(tmp_path: Path) -> None:
     assert _copal("verify", str(tmp_path / "copy")).returncode == 0
     assert _copal("show", str(tmp_path / "copy"), hex(oids[0]), "--json").stdout == _copal("show", str(tmp_path / "db"), hex(oids[0]), "--json").stdout
 
-    to_file = _copal("export", str(tmp_path / "db"), "--compress", "gzip", "--type", "test_cli.Person", "-o", str(tmp_path / "people.gz"))
+    to_file = _copal("export", str(tmp_path / "db"), "--compress", "gzip", "--class", "test_cli.Person", "-o", str(tmp_path / "people.gz"))
     assert to_file.returncode == 0, to_file.stderr
     assert re.fullmatch(r"exported 20 objects, \d+ descriptors and (1 index|\d+ indexes) \(snapshot of transaction \d+\)\n",
                         to_file.stdout), to_file.stdout
@@ -264,6 +264,9 @@ def test_export_import_through_a_pipe_and_files(tmp_path: Path) -> None:
     for options, message in ((["--level", "5"], "--level needs --compress"), (["--compress", "gzip", "--level", "12"], "outside 0..=9")):
         refused = _copal("export", str(tmp_path / "db"), *options, "-o", str(tmp_path / "x"))
         assert refused.returncode == 2 and message in refused.stderr and "Traceback" not in refused.stderr
+    into_new = _copal("import", str(tmp_path / "people"), str(tmp_path / "people.gz"))
+    assert re.fullmatch(r"imported 20 objects, \d+ descriptors and (1 index|\d+ indexes) \(exported at transaction \d+\)\n",
+                        into_new.stdout), into_new.stdout
     again = _copal("import", str(tmp_path / "copy"), str(tmp_path / "people.gz"))
     assert again.returncode == 3 and again.stderr.count("\n") == 1 and "not empty" in again.stderr
     damaged = tmp_path / "damaged"

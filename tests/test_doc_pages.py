@@ -10,7 +10,9 @@ the order they appear:
 - in a ```console block, each line starting with ``$ `` is a shell command, run in the page's
   directory with this interpreter's ``bin`` first on PATH; it must exit with 0. The other lines
   are the output a reader sees, not compared;
-- a block preceded by ``<!-- no-run -->`` is shown only (kept for what cannot run here);
+- a block preceded by ``<!-- no-run -->`` or ``<!-- no-run: why -->`` is shown only (kept for
+  what cannot run here); any other HTML comment right before a block is refused as a misspelt
+  marker;
 - on a page holding ``<!-- requires: postgresql -->``, every database of a
   ``postgresql://app@localhost:5432/NAME`` URL is created on the test session's throwaway cluster
   and the URL rewritten to it.
@@ -33,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = [page for page in [DOCS / "tutorial.md", *sorted((DOCS / "howto").glob("*.md"))] if page.exists()]
 FENCE = re.compile(r"^(```+|~~~+)\s*([\w-]*)")
-MARKER = re.compile(r"^<!--\s*(no-run|file:\s*(\S+))\s*-->$")
+MARKER = re.compile(r"^<!--\s*(?:(no-run)(?::[^>]*)?|file:\s*(\S+))\s*-->$")
 DOCS_PG_URL = re.compile(r"postgresql://app@localhost:5432/(\w+)")
 
 
@@ -63,6 +65,10 @@ def blocks(page: Path) -> Iterator[Block]:
         while i < len(lines) and not lines[i].startswith(fence):
             i += 1
         marker = MARKER.match(previous)
+        # A misspelt marker must not let a block run (or not run) silently.
+        assert marker or not previous.startswith("<!--") or previous == "<!-- requires: postgresql -->", (
+            f"{page}:{start}: unknown marker {previous!r} before a code block"
+        )
         yield Block(
             language=language,
             code="\n".join(lines[start:i]) + "\n",

@@ -554,3 +554,19 @@ def test_tls_demanded_of_a_server_without_it_is_a_storage_error(pg_server: PgSer
         copal.init(url)
     with copal.open(url + "?sslmode=prefer") as db, db.transaction() as tx:  # the URL's mode wins
         tx.root["x"] = 1
+
+
+def test_backup_command_names_the_real_restore_command_without_the_password(pg_server: PgServer, tmp_path: Path) -> None:
+    url = pg_server.create_database()
+    with copal.open(url) as db, db.transaction() as tx:
+        tx.root["c"] = Counter(5)
+    # The test cluster trusts local connections: the password is ignored, but must not be shown.
+    with_password = url.replace("postgres@", "postgres:s3cret@")
+    dest = tmp_path / "my copy"
+    done = subprocess.run([sys.executable, "-m", "copal", "backup", with_password, str(dest)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    restore = done.stdout.split("restore by ", 1)[1].strip()
+    assert restore == f"copal export '{dest}' | copal import {url}"
+    with copal.open(str(dest)) as copy, copy.transaction() as tx:
+        assert tx.root["c"].value == 5

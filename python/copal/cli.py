@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
@@ -333,19 +334,25 @@ def _gc_schema(args: argparse.Namespace) -> int:
 
 
 def _backup(args: argparse.Namespace) -> int:
-    size = _on_database(args.db, lambda db: db.backup(args.dest))
+    # The location, not the argument: a URL's password stays out of the terminal and the logs.
+    location, size = _on_database(args.db, lambda db: (db.location, db.backup(args.dest)))
     if args.json:
         print(json.dumps({"dest": args.dest, "bytes": size}))
     else:
-        restore = "copal export DEST | copal import URL" if args.db.startswith(("postgresql://", "postgres://")) else "opening it"
-        print(f"backed up {args.db} to {args.dest} ({size:,} bytes, compacted); restore by {restore}")
+        if args.db.startswith(("postgresql://", "postgres://")):
+            restore = f"copal export {shlex.quote(args.dest)} | copal import {shlex.quote(location)}"
+        else:
+            restore = "opening it"
+        print(f"backed up {location} to {args.dest} ({size:,} bytes, compacted); restore by {restore}")
     return EXIT_OK
 
 
 def _summary(report: dict[str, Any], verb: str) -> str:
+    # An import reports the transaction its source was exported at, not one of its own.
+    source = "snapshot of" if verb == "exported" else "exported at"
     return (
         f"{verb} {_plural(report['records'], 'object')}, {_plural(report['descriptors'], 'descriptor')} and "
-        f"{_plural(report['indexes'], 'index', 'indexes')} (snapshot of transaction {report['tid']})"
+        f"{_plural(report['indexes'], 'index', 'indexes')} ({source} transaction {report['tid']})"
     )
 
 
@@ -550,7 +557,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=["copal", "json", "xml"], default="copal", help="encoding (default copal, binary)")
     export.add_argument("--compress", choices=["zstd", "gzip"], help="compress the export")
     export.add_argument("--level", type=int, help="compression level (zstd 1-22, default 3; gzip 0-9, default 6)")
-    export.add_argument("--type", dest="type_names", metavar="TYPE", action="append", help="export only this stored type's objects (repeatable)")
+    export.add_argument("--class", "--type", dest="type_names", metavar="TYPE", action="append",
+                        help="export only this class's objects, by stored type name (repeatable)")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     imp = _command(
         commands,

@@ -282,8 +282,9 @@ def open(
             (``?options=-c%20statement_timeout%3D5000``). As with libpq, what the URL leaves
             out comes from the service named by ``?service=`` or ``PGSERVICE`` (in
             ``PGSERVICEFILE`` or ``~/.pg_service.conf``), then from ``PGHOST``, ``PGPORT``,
-            ``PGUSER``, ``PGPASSWORD`` and ``PGDATABASE``: ``copal.open("postgresql://")``
-            connects where ``psql`` would.
+            ``PGUSER``, ``PGPASSWORD`` and ``PGDATABASE``, and a missing password from
+            ``PGPASSFILE`` or ``~/.pgpass``: ``copal.open("postgresql://")`` connects where
+            ``psql`` would.
         cache_size: how many loaded objects each connection keeps before the least recently
             used become ghosts again.
         map_size: bytes of address space reserved for the database (default 1 TiB; the files

@@ -2,7 +2,8 @@
 //! already use for `psql` work for copal too: options the URL leaves out come from the
 //! connection service named by `?service=` or `PGSERVICE` (a section of `PGSERVICEFILE`, else
 //! `~/.pg_service.conf`), then from the environment (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`,
-//! `PGDATABASE`), then from libpq's defaults (localhost, port 5432, the user's login name).
+//! `PGDATABASE`), then from libpq's defaults (localhost, port 5432, the user's login name); a
+//! password still missing comes from the password file (`PGPASSFILE`, else `~/.pgpass`).
 //!
 //! TLS is set up as libpq does too, from `sslmode` and `sslrootcert` (URL, service, then
 //! `PGSSLMODE`, `PGSSLROOTCERT`): see `Tls`.
@@ -16,7 +17,7 @@ use std::pin::Pin;
 use std::sync::Mutex;
 
 use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode};
-use postgres::config::SslMode;
+use postgres::config::{Host, SslMode};
 use postgres::tls::{MakeTlsConnect, TlsConnect};
 use postgres::Config;
 use postgres_openssl::MakeTlsConnector;
@@ -168,7 +169,66 @@ pub(crate) fn connection_config(url: &str, env: &dyn Fn(&str) -> Option<String>)
     if config.get_ports().contains(&0) {
         return Err(invalid("port 0".to_owned()));
     }
+    if config.get_password().is_none() {
+        if let Some(password) = password_file_entry(&config, env) {
+            config.password(password);
+        }
+    }
     Ok((config, tls))
+}
+
+/// The password of the first line of the password file (`PGPASSFILE`, else `~/.pgpass`) whose
+/// `host:port:database:user` matches `config`, as libpq finds it: `*` matches anything, a
+/// backslash escapes `:` or itself, lines starting with `#` are comments. As libpq does, a file that its
+/// group or others may read is ignored (it would leak the passwords it holds).
+fn password_file_entry(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    let file = env("PGPASSFILE").map(PathBuf::from).or_else(|| env("HOME").map(|home| PathBuf::from(home).join(".pgpass")))?;
+    if !private_file(&file) {
+        return None;
+    }
+    let text = std::fs::read_to_string(&file).ok()?;
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(host)) => host.clone(),
+        Some(Host::Unix(_)) | None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432).to_string();
+    let user = config.get_user().unwrap_or_default();
+    // libpq's default database is the user's name.
+    let database = config.get_dbname().unwrap_or(user);
+    let wanted = [host.as_str(), port.as_str(), database, user];
+    text.lines().filter(|line| !line.starts_with('#')).find_map(|line| {
+        let fields = password_file_fields(line);
+        let matches = fields.len() == 5 && fields.iter().zip(wanted).all(|(field, value)| field == "*" || field == value);
+        matches.then(|| fields[4].clone())
+    })
+}
+
+/// The `:`-separated fields of a password file line, unescaped (the fifth, the password, may
+/// hold `:`).
+fn password_file_fields(line: &str) -> Vec<String> {
+    let mut fields = Vec::new();
+    let mut field = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => field.extend(chars.next()),
+            ':' if fields.len() < 4 => fields.push(std::mem::take(&mut field)),
+            c => field.push(c),
+        }
+    }
+    fields.push(field);
+    fields
+}
+
+#[cfg(unix)]
+fn private_file(file: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(file).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o077 == 0)
+}
+
+#[cfg(not(unix))]
+fn private_file(file: &std::path::Path) -> bool {
+    file.is_file()
 }
 
 /// `url` without the query parameters `names` (which the URL parser does not know, or knows
@@ -283,7 +343,6 @@ fn service_settings(name: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use postgres::config::Host;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let pairs: HashMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
@@ -322,6 +381,30 @@ mod tests {
         assert_eq!(connection_config("postgresql://?service=tls", &env).unwrap().1, Tls::Require);
         let missing = connection_config("postgresql://?service=nope", &env).unwrap_err();
         assert!(missing.to_string().contains("no [nope] section"), "{missing}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_missing_password_comes_from_the_first_matching_line_of_a_private_password_file() {
+        let dir = std::env::temp_dir().join(format!("copal-pgpass-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("pgpass");
+        std::fs::write(
+            &file,
+            "# comment\nother:5432:*:*:wrong\ndb.example:5433:shop:app:not-this-port\n\
+             db.example:*:shop:app:se\\:cr:et\\\\\n*:*:*:*:fallback\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        let env = env_of(&[("PGPASSFILE", file.to_str().unwrap())]);
+        let password = |url: &str| connection_config(url, &env).unwrap().0.get_password().map(<[u8]>::to_vec);
+        assert_eq!(password("postgresql://app@db.example:5432/shop"), Some(b"se:cr:et\\".to_vec()));
+        assert_eq!(password("postgresql://bob@elsewhere/x"), Some(b"fallback".to_vec()));
+        // The URL's password wins; a file that others may read is ignored, as libpq does.
+        assert_eq!(password("postgresql://app:given@db.example/shop"), Some(b"given".to_vec()));
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        assert_eq!(password("postgresql://app@db.example/shop"), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
