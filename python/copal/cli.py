@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 if TYPE_CHECKING:
     from .database import Database
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
 
 T = TypeVar("T")
 
@@ -469,7 +469,9 @@ def _command(
     return parser
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of the ``copal`` command and its subcommands (docs/reference/cli.md is made
+    from it). ``copal bench`` has its own parser, ``copal.bench.runner.build_parser()``."""
     parser = argparse.ArgumentParser(
         prog="copal",
         description="copal object database tools. Every command works without the application's classes.",
@@ -651,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
 
         result = bench_main(argv[1:])
         return int(result or 0)
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     from .errors import CopalError
 
     try:

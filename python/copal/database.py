@@ -26,6 +26,9 @@ DEFAULT_CACHE_SIZE = 100_000
 class Database:
     """An open copal database. Share one per process between threads.
 
+    Made by :func:`copal.open`, which takes the same arguments. Close it with :meth:`close`,
+    or use it as a context manager (``with copal.open(path) as db:``), which closes it.
+
     Each :meth:`transaction` takes a connection from a pool (a connection is an identity map
     and object cache used by one thread at a time), so threads run transactions in parallel;
     the Rust core releases the GIL while it reads, scans and commits.
@@ -177,7 +180,7 @@ class Database:
                 terminal for large exports).
 
         Returns:
-            ``records``, ``descriptors``, ``indexes`` written and the ``tid`` of the snapshot.
+            dict: ``records``, ``descriptors``, ``indexes`` written and the ``tid`` of the snapshot.
 
         >>> db.export("bank.export", compress="zstd")      # doctest: +SKIP
         {'records': 1200, 'descriptors': 4, 'indexes': 1, 'tid': 57}
@@ -247,7 +250,7 @@ class Database:
 
     @property
     def location(self) -> str:
-        """Where the database lives: its directory, or its URL without the password."""
+        """Where the database lives (its directory, or its URL without the password)."""
         location: str = self._store.location()
         return location
 
@@ -286,9 +289,11 @@ def open(
             used become ghosts again.
         map_size: bytes of address space reserved for the database (default 1 TiB; the files
             only grow as data is written). Commits that need more raise StorageError.
-        durable: fsync at every commit (default). Without it a machine crash may lose the
-            last commits but never corrupts the database (PostgreSQL: ``synchronous_commit``
-            off for copal's sessions).
+        durable: fsync at every commit (default). Without it (LMDB's ``MDB_NOSYNC``) a crash
+            of the machine may lose the last commits, and LMDB keeps the database intact only
+            on a file system that preserves the order of writes; a crash of the process loses
+            nothing. On PostgreSQL it sets ``synchronous_commit`` off for copal's sessions: a
+            server crash may lose the last commits, never corrupts.
         progress: ``progress(what, done, total)`` is called while long maintenance runs
             (building a newly declared index over existing objects). Default: a progress bar
             on stderr when it is a terminal and the work is large.
@@ -311,9 +316,9 @@ def init(location: str | os.PathLike[str]) -> dict[str, Any]:
     See ``copal init``.
 
     Returns:
-        ``location`` (a URL without its password), ``from_version`` (0: nothing was there),
-        ``to_version`` (the layout version now), ``steps`` (what was done, in order) and
-        ``created`` (the tables created, or the new directory).
+        dict: ``location`` (a URL without its password), ``from_version`` (0 when nothing
+        was there), ``to_version`` (the layout version now), ``steps`` (what was done, in
+        order) and ``created`` (the tables created, or the new directory).
 
     Raises:
         StorageError: the server or directory cannot be used, or the database has an older
@@ -335,7 +340,7 @@ def upgrade(location: str | os.PathLike[str]) -> dict[str, Any]:
     See ``copal upgrade``.
 
     Returns:
-        the keys of :func:`init`: ``from_version`` and ``to_version`` (equal when there was
+        dict: The keys of :func:`init`, with ``from_version`` and ``to_version`` (equal when there was
         nothing to do), ``steps`` applied, ``created`` tables.
 
     Raises:

@@ -73,6 +73,11 @@ class PersistentList(Persistent):
     Its items are stored by value unless they are persistent objects, which are stored as
     references (so a list of 100 persistent objects is one small record of 100 ids).
 
+    It has the methods and operators of :class:`list` (``append``, ``extend``, ``insert``,
+    ``pop``, ``remove``, ``clear``, ``sort``, ``reverse``, ``index``, ``count``, indexing,
+    slicing, ``+=``, ``len``, iteration); each one that changes the list marks it changed.
+    Items that are themselves mutable plain values (a list in the list) are compared at commit.
+
     >>> items = PersistentList([1, 2])
     >>> items.append(3)
     >>> list(items)
@@ -210,6 +215,11 @@ def _list_data(other: object) -> Any:
 
 class PersistentDict(Persistent):
     """A dict stored as one record; mutating it marks it changed. ``tx.root`` is one.
+
+    It has the methods and operators of :class:`dict` (``get``, ``keys``, ``values``,
+    ``items``, ``pop``, ``popitem``, ``setdefault``, ``update``, ``clear``, ``d[k]``,
+    ``d[k] = v``, ``del d[k]``, ``in``, ``len``, iteration); each one that changes the dict marks
+    it changed. Values are stored like the items of a :class:`PersistentList`.
 
     >>> d = PersistentDict(a=1)
     >>> d["b"] = 2

@@ -92,7 +92,7 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") 
             Text is not compressed. :func:`loads` detects the format by itself.
 
     Returns:
-        The stream (bytes): the magic bytes ``b"CPL1"``, a version and flags byte, the payload
+        bytes: The stream, made of the magic bytes ``b"CPL1"``, a version and flags byte, the payload
         length, and the payload (the class descriptors, then the value, in which each distinct
         string is written once: stream version 3, docs/STREAM.md); or, with
         ``format="json"`` or ``"xml"``, the document in UTF-8 (bytes, ready for a file or a
@@ -153,7 +153,7 @@ def pack_many(objects: Iterable[Any], *, compress: Compression = None) -> bytes:
             opened; an uncompressed one is read in place (a file is memory-mapped).
 
     Returns:
-        The archive: the magic bytes ``b"CPA1"``, a version and flags byte, the section length,
+        bytes: The archive, made of the magic bytes ``b"CPA1"``, a version and flags byte, the section length,
         and the section (descriptor table, values, offset index, count).
 
     Raises:
@@ -186,7 +186,7 @@ def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT
     Args:
         data: Exactly one stream or JSON document.
         max_size: The most bytes a compressed payload may inflate to (256 MiB by default,
-            :data:`DEFAULT_MAX_SIZE`). Decompression stops, and loading fails, as soon as the
+            ``copal.serialize.DEFAULT_MAX_SIZE``). Decompression stops, and loading fails, as soon as the
             output would pass it, so a small hostile stream cannot make the process allocate
             gigabytes. Uncompressed payloads are not limited: their size is that of ``data``.
 

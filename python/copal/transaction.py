@@ -42,7 +42,7 @@ class Transaction:
     # -- reading ---------------------------------------------------------------------------
     @property
     def root(self) -> PersistentDict:
-        """The root mapping: named entry points into the object graph."""
+        """The root mapping, whose named entries are the entry points into the object graph."""
         self._check_active()
         root: PersistentDict = self._conn.root()
         return root
