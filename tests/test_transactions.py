@@ -608,3 +608,21 @@ class DatabaseAgainstModel(RuleBasedStateMachine):
 
 DatabaseAgainstModel.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 test_database_against_model = DatabaseAgainstModel.TestCase
+
+
+def test_a_commit_after_anothers_leaves_no_stale_object_in_its_connection(db: Any) -> None:
+    with db.transaction() as tx:
+        tx.root["a"], tx.root["b"] = Counter(1), Counter(1)
+    # Both connections cache a and b.
+    first, second = db.transaction(), db.transaction()
+    for tx in (first, second):
+        assert (tx.root["a"].value, tx.root["b"].value) == (1, 1)
+    first.root["a"].value = 5
+    first.commit()
+    # The second commits after the first, which its snapshot did not see: its connection must
+    # still learn that a changed.
+    second.root["b"].value = 7
+    second.commit()
+    for _ in range(3):
+        with db.transaction() as tx:
+            assert (tx.root["a"].value, tx.root["b"].value) == (5, 7)

@@ -942,7 +942,12 @@ impl Connection {
                     }
                     p.detach();
                 }
-                this.seen_tid.store(tid, Ordering::Relaxed);
+                // Only when no other commit came between this transaction's snapshot and its
+                // commit: else the next begin must read their log entries too (this one's own
+                // objects are then reloaded with them, which is merely redundant).
+                if tid == this.seen_tid.load(Ordering::Relaxed) + 1 {
+                    this.seen_tid.store(tid, Ordering::Relaxed);
+                }
                 drop(watched);
                 drop(cache);
                 this.changed.lock()?.clear();
