@@ -16,6 +16,9 @@ the order they appear:
 - on a page holding ``<!-- requires: postgresql -->``, every database of a
   ``postgresql://app@localhost:5432/NAME`` URL is created on the test session's throwaway cluster
   and the URL rewritten to it.
+
+After a page, the modules it wrote and the copal classes it defined are forgotten, so that pages
+stay independent of each other and of the tests that run after them.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from copal.persistent import registry, registry_generation
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -88,6 +93,22 @@ def run_console(code: str, cwd: Path, where: str) -> None:
         assert done.returncode == 0, f"{where}: `{command}` exited {done.returncode}\n{done.stdout}\n{done.stderr}"
 
 
+def forget_page_modules(directory: Path, main: types.ModuleType) -> None:
+    """Drops what a page defined from this process: the modules its file blocks wrote (two pages
+    may both write a ``bank.py``) and the copal classes of those modules and of its ``__main__``
+    (their index declarations would otherwise reach every database opened later)."""
+    page_modules = {
+        name for name, module in sys.modules.items()
+        if Path(getattr(module, "__file__", None) or "/").resolve().is_relative_to(directory.resolve())
+    }
+    for name in page_modules:
+        del sys.modules[name]
+    defined = [name for name, cls in registry.items() if cls.__module__ in page_modules or vars(main).get(cls.__name__) is cls]
+    for name in defined:
+        del registry[name]
+    registry_generation[0] += 1
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(DOCS).as_posix() for p in PAGES])
 def test_page_runs_as_written(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     text = page.read_text(encoding="utf-8")
@@ -101,6 +122,7 @@ def test_page_runs_as_written(page: Path, tmp_path: Path, monkeypatch: pytest.Mo
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = __builtins__
     monkeypatch.setitem(sys.modules, "__main__", main)
+    request.addfinalizer(lambda: forget_page_modules(tmp_path, main))
     ran = 0
     for block in blocks(page):
         where = f"{page.relative_to(ROOT)}:{block.line}"

@@ -438,6 +438,7 @@ def test_unknown_classes_load_as_broken_and_are_written_back_unchanged(tmp_path:
         holder = tx.root["h"]  # its class (__main__.Holder of another program) is missing too
         assert isinstance(holder, copal.Broken)
         assert holder.type_name == "__main__.Holder"
+        assert repr(holder) == f"<Broken __main__.Holder oid={holder._p_oid:#x}>"
         gone = holder.state["gone"]
         assert isinstance(gone, copal.Broken) and gone.state == {"v": [1, 2]}
         part = holder.state["part"]

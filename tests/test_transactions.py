@@ -626,3 +626,22 @@ def test_a_commit_after_anothers_leaves_no_stale_object_in_its_connection(db: An
     for _ in range(3):
         with db.transaction() as tx:
             assert (tx.root["a"].value, tx.root["b"].value) == (5, 7)
+
+
+def test_changing_a_stored_object_after_its_transaction_ended_is_refused(db: Any) -> None:
+    with db.transaction() as tx:
+        tx.root["c"] = counter = Counter(1)
+    with db.transaction() as tx:
+        loaded = tx.root["c"]
+    for change in (lambda: setattr(loaded, "value", 5), lambda: delattr(loaded, "value"),
+                   lambda: setattr(counter, "value", 6), lambda: setattr(loaded, "_p_changed", True)):
+        with pytest.raises(RuntimeError, match="transaction that loaded it has ended"):
+            change()
+    # Nothing waits on the connection for the next transaction to commit.
+    with db.transaction() as tx:
+        tx.root["other"] = 1
+    with db.transaction() as tx:
+        assert tx.root["c"].value == 1
+        tx.root["c"].value = 2
+    with db.transaction() as tx:
+        assert tx.root["c"].value == 2

@@ -63,7 +63,8 @@ class Broken(Persistent):
         raise SchemaError(f"cannot change a Broken object of missing class {self.type_name!r}; import its class first")
 
     def __repr__(self) -> str:
-        return f"<Broken {self.type_name} oid={self._p_oid}>"
+        oid = self._p_oid
+        return f"<Broken {self.type_name} oid={oid:#x}>" if oid is not None else f"<Broken {self.type_name}>"
 
 
 class BrokenObject:

@@ -132,6 +132,11 @@ impl Connection {
         self.me.lock()?.as_ref().map(|me| me.clone_ref(py)).ok_or_else(|| PyRuntimeError::new_err("connection is closed"))
     }
 
+    /// Whether a transaction runs on this connection (it holds the transaction's snapshot).
+    pub fn in_transaction(&self) -> bool {
+        self.snapshot.lock().is_ok_and(|snapshot| snapshot.is_some())
+    }
+
     pub fn register(&self, obj: Py<PyAny>) {
         if let Ok(mut changed) = self.changed.lock() {
             changed.push(obj);

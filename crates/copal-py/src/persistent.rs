@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-use pyo3::exceptions::PyAttributeError;
+use pyo3::exceptions::{PyAttributeError, PyRuntimeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
@@ -187,7 +187,10 @@ impl PersistentBase {
     #[setter(_p_changed)]
     fn set_p_changed(slf: &Bound<'_, Self>, value: Option<bool>) -> PyResult<()> {
         match value {
-            Some(true) => mark_changed(slf),
+            Some(true) => {
+                check_in_transaction(slf)?;
+                mark_changed(slf)
+            }
             Some(false) => {
                 let _ = slf.get().state.compare_exchange(CHANGED, UP_TO_DATE, Ordering::Relaxed, Ordering::Relaxed);
                 Ok(())
@@ -218,8 +221,11 @@ impl PersistentBase {
 fn set_or_delete(slf: &Bound<'_, PersistentBase>, name: &Bound<'_, PyString>, value: *mut ffi::PyObject) -> PyResult<()> {
     let state = slf.get().state();
     let tracked = state != UNSAVED && !is_persistence_name(name.to_str()?);
-    if tracked && state == GHOST {
-        activate(slf.as_any())?;
+    if tracked {
+        check_in_transaction(slf)?;
+        if state == GHOST {
+            activate(slf.as_any())?;
+        }
     }
     // SAFETY: `slf` and `name` are valid; `value` is a valid borrowed object or null (delete).
     let rc = unsafe { ffi::PyObject_GenericSetAttr(slf.as_ptr(), name.as_ptr(), value) };
@@ -262,6 +268,19 @@ fn activate(obj: &Bound<'_, PyAny>) -> PyResult<()> {
     match PersistentBase::of(obj)?.jar(obj.py()) {
         Some(jar) => jar.get().activate(obj),
         None => Ok(()),
+    }
+}
+
+/// Refuses to change a stored object while no transaction runs on its connection: the change
+/// would wait there, unseen, and be committed by whichever transaction takes the connection
+/// next (another thread's, perhaps).
+fn check_in_transaction(slf: &Bound<'_, PersistentBase>) -> PyResult<()> {
+    match slf.get().jar(slf.py()) {
+        Some(jar) if !jar.get().in_transaction() => Err(PyRuntimeError::new_err(format!(
+            "cannot change {}: the transaction that loaded it has ended; change it in a transaction (with db.transaction() as tx: ...)",
+            slf.repr()?
+        ))),
+        _ => Ok(()),
     }
 }
 
