@@ -204,53 +204,70 @@ impl WrittenStrings {
         if self.abandoned {
             return;
         }
-        let Some(first) = self.first_occurrences(body) else { return };
-        *body = self.rewritten(body, &first);
+        let Some((groups, group_count)) = self.repeated_texts(body) else { return };
+        *body = self.rewritten(body, &groups, group_count);
     }
 
-    /// For each provisional slot, the provisional slot of the first string written with the
-    /// same text (itself if none came before), or None when every string is the first of its
-    /// text.
-    fn first_occurrences(&mut self, body: &[u8]) -> Option<Vec<u32>> {
-        let candidates = possible_repeats(&self.keys);
-        // Built only when two hashes are equal (never, for a stream of distinct strings).
-        let mut texts: Option<Vec<(usize, usize)>> = None;
-        let mut first: Option<Vec<u32>> = None;
+    /// For each provisional slot, the number of its group of equal texts (`NO_GROUP` for a text
+    /// written once), and the number of groups; None when every text is written once.
+    fn repeated_texts(&mut self, body: &[u8]) -> Option<(Vec<u32>, usize)> {
+        let mut candidates = self.candidates(&possible_repeats(&self.keys));
+        // Equal hash bits together, in the order written (the index is in the key's low bits).
+        candidates.sort_unstable_by_key(|candidate| candidate.key);
+        let mut groups: Option<Vec<u32>> = None;
+        let mut group_count = 0;
         // The firsts of the distinct texts of one run of equal hashes, in the order written.
-        let mut distinct: Vec<u32> = Vec::new();
-        for run in candidates.chunk_by(|a, b| a >> 32 == b >> 32).filter(|run| run.len() > 1) {
+        let mut distinct: Vec<&Candidate> = Vec::new();
+        for run in candidates.chunk_by(|a, b| a.key >> 32 == b.key >> 32).filter(|run| run.len() > 1) {
             distinct.clear();
-            let texts = texts.get_or_insert_with(|| self.texts());
-            for &key in run {
-                let index = key as u32;
-                let text = text_of(body, texts[index as usize]);
-                match distinct.iter().find(|&&earlier| text_of(body, texts[earlier as usize]) == text) {
-                    Some(&earlier) => first.get_or_insert_with(|| (0..self.keys.len() as u32).collect())[index as usize] = earlier,
-                    None => distinct.push(index),
+            for candidate in run {
+                let text = candidate.text(body);
+                let Some(earlier) = distinct.iter().find(|earlier| earlier.text(body) == text) else {
+                    distinct.push(candidate);
+                    continue;
+                };
+                let groups = groups.get_or_insert_with(|| vec![NO_GROUP; self.keys.len()]);
+                let earlier = earlier.key as u32 as usize;
+                if groups[earlier] == NO_GROUP {
+                    groups[earlier] = group_count as u32;
+                    group_count += 1;
                 }
+                groups[candidate.key as u32 as usize] = groups[earlier];
             }
         }
-        first
+        groups.map(|groups| (groups, group_count))
     }
 
-    /// The place (start, length) in the body of the text of each string written in full, by
-    /// provisional slot.
-    fn texts(&self) -> Vec<(usize, usize)> {
-        self.events
-            .iter()
-            .filter(|event| event.slot == NEW)
-            .map(|event| (event.start as usize + event.form.head_len(event.len as usize), event.len as usize))
-            .collect()
+    /// `keys` (a subset of `self.keys`, in the order written) with the places of their texts,
+    /// found by one pass over the log in order.
+    fn candidates(&self, keys: &[u64]) -> Vec<Candidate> {
+        let mut keys = keys.iter().peekable();
+        let mut candidates = Vec::with_capacity(keys.len());
+        let strings_in_full = self.events.iter().filter(|event| event.slot == NEW);
+        for (index, event) in strings_in_full.enumerate() {
+            let Some(&&key) = keys.peek() else { break };
+            if key as u32 as usize == index {
+                let len = event.len as usize;
+                candidates.push(Candidate { key, start: (event.start as usize + event.form.head_len(len)) as u32, len: event.len });
+                keys.next();
+            }
+        }
+        candidates
     }
 
-    /// `body` with each string that repeats an earlier one (`first`) written as a reference to
-    /// that one's final slot where this is shorter, and every reference renumbered. Final slots
-    /// count the strings still written in full, in order, as a reader numbers them.
-    fn rewritten(&self, body: &[u8], first: &[u32]) -> Vec<u8> {
+    /// `body` with each string that repeats an earlier one (`groups`, `group_count` groups)
+    /// written as a reference to the first's final slot where this is shorter, and every
+    /// reference renumbered. Final slots count the strings still written in full, in order, as
+    /// a reader numbers them.
+    fn rewritten(&self, body: &[u8], groups: &[u32], group_count: usize) -> Vec<u8> {
         let mut out = Vec::with_capacity(body.len());
         // For each provisional slot, the final slot a reference to it names: its first
-        // occurrence's.
-        let mut referent: Vec<u64> = Vec::with_capacity(first.len());
+        // occurrence's. Read at random only for the by-address references, which name few
+        // strings (a vocabulary of string objects).
+        let mut referent: Vec<u64> = Vec::with_capacity(groups.len());
+        // For each group, its first occurrence's final slot once written: a small array, for
+        // the random reads of the repeats.
+        let mut group_slots: Vec<Option<u64>> = vec![None; group_count];
         let mut kept = 0;
         let mut copied = 0;
         for event in &self.events {
@@ -259,8 +276,9 @@ impl WrittenStrings {
             if event.slot == NEW {
                 let len = event.len as usize;
                 let end = start + event.form.head_len(len) + len;
-                let earlier = first[referent.len()] as usize;
-                let slot = if earlier == referent.len() { kept } else { referent[earlier] };
+                let group = groups[referent.len()];
+                let earlier = (group != NO_GROUP).then(|| group_slots[group as usize].get_or_insert(kept)).copied();
+                let slot = earlier.unwrap_or(kept);
                 referent.push(slot);
                 if slot < kept && reference_is_shorter(slot, len) {
                     event.form.write_reference(&mut out, slot);
@@ -279,14 +297,31 @@ impl WrittenStrings {
     }
 }
 
-/// The keys of `keys` whose hash bits may be those of another key, sorted (so keys of equal hash
-/// bits are together, in the order written). Sorting every key would take most of the time of
+/// `WrittenStrings::repeated_texts`'s mark of a text written once.
+const NO_GROUP: u32 = u32::MAX;
+
+/// A string that may repeat another: its key (hash bits and provisional slot) and the place of
+/// its text in the body, beside each other so that the runs of equal hashes are compared without
+/// looking up a table at random.
+struct Candidate {
+    key: u64,
+    start: u32,
+    len: u32,
+}
+
+impl Candidate {
+    fn text<'a>(&self, body: &'a [u8]) -> &'a [u8] {
+        &body[self.start as usize..(self.start + self.len) as usize]
+    }
+}
+
+/// The keys of `keys` whose hash bits may be those of another key, in their order. Sorting every key would take most of the time of
 /// `finish` on a stream of distinct strings (7 ms for 300,000 keys, a tenth of the encoding):
 /// instead each key's hash bits set a bit in a bitmap of eight bits per key (a few hundred KiB,
 /// which stay in the cache), and only the keys whose bit was set by another key are kept, about
 /// one in eight when all hashes differ.
 fn possible_repeats(keys: &[u64]) -> Vec<u64> {
-    let mut kept = if keys.len() < FILTER_FROM {
+    if keys.len() < FILTER_FROM {
         keys.to_vec()
     } else {
         let bits = (keys.len() * 8).next_power_of_two();
@@ -303,17 +338,11 @@ fn possible_repeats(keys: &[u64]) -> Vec<u64> {
             return Vec::new();
         }
         keys.iter().copied().filter(|&key| again[bit_of(key) / 64] & (1 << (bit_of(key) % 64)) != 0).collect()
-    };
-    kept.sort_unstable();
-    kept
+    }
 }
 
 /// Fewer keys are all sorted: the bitmap would cost more than it spares.
 const FILTER_FROM: usize = 64;
-
-fn text_of(body: &[u8], (start, len): (usize, usize)) -> &[u8] {
-    &body[start..start + len]
-}
 
 #[cfg(test)]
 mod tests {
@@ -384,7 +413,7 @@ mod tests {
     /// The strings of a body made of strings only, read as a reader does (slots taken in order).
     fn read_strings(body: &[u8], forms: &[StringForm]) -> Vec<String> {
         let (mut at, mut slots, mut strings) = (0, Vec::<String>::new(), Vec::new());
-        let mut varint = |at: &mut usize| {
+        let varint = |at: &mut usize| {
             let (mut value, mut shift) = (0u64, 0);
             loop {
                 let byte = body[*at];
@@ -430,7 +459,7 @@ mod tests {
     use StringForm::{Tagged, Typed};
 
     #[test]
-    fn keys_whose_hash_bits_repeat_are_all_kept_in_order() {
+    fn keys_whose_hash_bits_repeat_are_all_kept() {
         // Hash bits from a small range, so that many repeat; every one of those must be kept.
         let mut state = 7u64;
         let keys: Vec<u64> = (0..5000u64)
@@ -449,7 +478,9 @@ mod tests {
             repeated
         };
         let kept = possible_repeats(&keys);
-        assert!(kept.windows(2).all(|pair| pair[0] < pair[1]));
+        assert!(kept.windows(2).all(|pair| (pair[0] as u32) < (pair[1] as u32)), "in the order written");
+        let mut kept = kept;
+        kept.sort_unstable();
         let mut kept_repeated = kept.iter().copied().filter(|key| repeated.binary_search(key).is_ok());
         assert!(repeated.iter().all(|key| kept_repeated.next() == Some(*key)));
         // Distinct hash bits: nothing to compare.
