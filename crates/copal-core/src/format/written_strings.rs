@@ -139,6 +139,8 @@ pub struct WrittenStrings {
     /// One per string written in full, its provisional slot being its index: the top 32 bits of
     /// its hash, then the index, so that sorting them groups equal hashes in the order written.
     keys: Vec<u64>,
+    /// The number of strings written in full: the next provisional slot.
+    strings_in_full: u64,
     abandoned: bool,
 }
 
@@ -160,6 +162,7 @@ impl WrittenStrings {
     pub fn clear(&mut self) {
         self.events.clear();
         self.keys.clear();
+        self.strings_in_full = 0;
         self.abandoned = false;
     }
 
@@ -173,7 +176,9 @@ impl WrittenStrings {
     fn write_new_hashed(&mut self, out: &mut Vec<u8>, form: StringForm, text: &[u8], hash: u64) -> u64 {
         let start = out.len();
         form.write_new(out, text);
-        let slot = self.keys.len() as u64;
+        // Counted apart from the log, which stops growing once abandoned.
+        let slot = self.strings_in_full;
+        self.strings_in_full += 1;
         match (u32::try_from(out.len()), u32::try_from(slot)) {
             (Ok(_), Ok(index)) if index != NEW && !self.abandoned => {
                 // Both fit: `start` and the length are below the end.
@@ -486,6 +491,21 @@ mod tests {
         // Distinct hash bits: nothing to compare.
         let distinct: Vec<u64> = (0..5000u64).map(|index| text_hash(&index.to_le_bytes()) & !u64::from(u32::MAX) | index).collect();
         assert!(possible_repeats(&distinct).len() < distinct.len() / 4);
+    }
+
+    #[test]
+    fn an_abandoned_log_still_numbers_slots_and_leaves_the_body_as_written() {
+        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        strings.write_new(&mut body, Tagged, b"a");
+        // As a body past 4 GiB does: the log stops, the slots go on.
+        strings.abandoned = true;
+        assert_eq!(strings.write_new(&mut body, Tagged, b"a"), 1);
+        assert_eq!(strings.write_new(&mut body, Typed, b"b"), 2);
+        strings.write_reference(&mut body, Tagged, 2);
+        let written = body.clone();
+        strings.finish(&mut body);
+        assert_eq!(body, written);
+        assert_eq!(read_strings(&body, &[Tagged, Tagged, Typed, Tagged]), ["a", "a", "b", "b"]);
     }
 
     #[test]
