@@ -3,7 +3,7 @@
 
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
-use copal_core::format::{oid_class, oid_seq, tag, FieldKind, ListHead, StrHead, TzInfo, Writer, FLAG_MUTABLE_STATE};
+use copal_core::format::{oid_class, oid_seq, tag, FieldKind, ListHead, StringForm, TzInfo, Writer, FLAG_MUTABLE_STATE};
 use copal_core::format::RecordHeader;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -98,16 +98,6 @@ fn each_field<'py>(dict: &Bound<'py, PyDict>, len: usize, mut write: impl FnMut(
     }
     Ok(())
 }
-
-/// How many objects ahead of the one being written `Encoder::object_bodies` prepares the string
-/// table's lookups: far enough for the memory to arrive in time (one object of a few fields is
-/// written in about as long as a load from memory takes), near enough to stay in the cache.
-const PREFETCH_AHEAD: usize = 4;
-
-/// The items of a list of an object to be written whose strings are prefetched: enough for the
-/// few items most attributes hold (phone numbers, line items), not so many that a long list
-/// costs a second pass.
-const PREFETCH_LIST_ITEMS: usize = 4;
 
 /// A list whose items are all written as the TYPED_OBJECT bodies of one descriptor
 /// (`Encoder::uniform_objects`): the items with their instance dicts.
@@ -252,6 +242,9 @@ impl<'s> Encoder<'s> {
         let result = self.value(value, 0).map_err(|f| into_pyerr(f, "value"));
         self.root = 0;
         result?;
+        if let Some(strings) = &mut self.strings {
+            strings.finish(&mut self.w.buf);
+        }
         Ok(std::mem::take(&mut self.w.buf))
     }
 
@@ -472,11 +465,7 @@ impl<'s> Encoder<'s> {
     }
 
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
-        let reference = |w: &mut Writer, slot: u64| {
-            w.u8(tag::STRREF);
-            w.varint(slot);
-        };
-        if !self.shared_string(s, reference, Writer::str)? {
+        if !self.shared_string(s, StringForm::Tagged) {
             // Lone surrogates are not UTF-8; "surrogatepass" writes each as its own 3-byte
             // sequence (generalized UTF-8, docs/FORMAT.md "Strings").
             let bytes = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
@@ -486,32 +475,21 @@ impl<'s> Encoder<'s> {
         Ok(())
     }
 
-    /// Writes the string `s` through the stream's string table, if the stream shares strings:
-    /// `reference(slot)` for an equal string written before, else `new(text)`, which must end
-    /// with the text's bytes (the table points at them). False, with nothing written, when `s`
-    /// is not UTF-8 (lone surrogates).
-    fn shared_string(&mut self, s: &Bound<'_, PyString>, reference: fn(&mut Writer, u64), new: fn(&mut Writer, &str)) -> PyResult<bool> {
+    /// Writes the string `s` in `form`, through the stream's string table if the stream shares
+    /// strings. False, with nothing written, when `s` is not UTF-8 (lone surrogates).
+    fn shared_string(&mut self, s: &Bound<'_, PyString>, form: StringForm) -> bool {
         // An object met again is found by address, before its text is read.
-        if let Some(slot) = self.strings.as_ref().and_then(|strings| strings.recent_reference(s)) {
-            reference(&mut self.w, slot);
-            return Ok(true);
-        }
-        let Ok(text) = s.to_str() else { return Ok(false) };
-        let slot = match &mut self.strings {
-            Some(strings) => strings.earlier_slot(s, text, &self.w.buf),
-            None => None,
-        };
-        match slot {
-            Some(slot) => reference(&mut self.w, slot),
-            None => {
-                new(&mut self.w, text);
-                if let Some(strings) = &mut self.strings {
-                    let end = self.w.buf.len();
-                    strings.wrote(end - text.len()..end);
-                }
+        if let Some(strings) = &mut self.strings {
+            if strings.wrote_reference(&mut self.w.buf, form, s) {
+                return true;
             }
         }
-        Ok(true)
+        let Ok(text) = s.to_str() else { return false };
+        match &mut self.strings {
+            Some(strings) => strings.write_new(&mut self.w.buf, form, s, text),
+            None => form.write_new(&mut self.w.buf, text.as_bytes()),
+        }
+        true
     }
 
     fn int(&mut self, i: &Bound<'_, PyInt>) -> Step {
@@ -585,42 +563,11 @@ impl<'s> Encoder<'s> {
     fn object_bodies(&mut self, uniform: UniformObjects<'_>, depth: usize) -> Step {
         self.w.varint(u64::from(uniform.descriptor));
         for (index, (object, dict)) in uniform.objects.iter().enumerate() {
-            if let Some((_, ahead)) = uniform.objects.get(index + PREFETCH_AHEAD) {
-                self.prefetch_strings(ahead, true);
-            }
             // Each takes its memo slot; none was met before (`uniform_objects`).
             self.memo_slot(object, true);
             at(self.typed_fields(dict, &uniform.kinds, depth + 1), || format!("[{index}]"))?;
         }
         Ok(())
-    }
-
-    /// Prepares the string table's lookups of the strings of an object to be written soon: its
-    /// string attributes and, if `nested`, those of the objects in its attributes and in its
-    /// lists' first items. Only reads: no Python code runs, and a class not classified yet is
-    /// passed over.
-    fn prefetch_strings(&self, dict: &Bound<'_, PyDict>, nested: bool) {
-        let Some(strings) = &self.strings else { return };
-        for (_, value) in dict.iter() {
-            if let Ok(s) = value.cast_exact::<PyString>() {
-                strings.prefetch(s);
-            } else if let (true, Ok(list)) = (nested, value.cast_exact::<PyList>()) {
-                for item in list.iter().take(PREFETCH_LIST_ITEMS) {
-                    self.prefetch_object_strings(&item);
-                }
-            } else if nested {
-                self.prefetch_object_strings(&value);
-            }
-        }
-    }
-
-    /// `prefetch_strings` of `value` (not nested) if it is a plain instance of a class met before.
-    fn prefetch_object_strings(&self, value: &Bound<'_, PyAny>) {
-        if let Some(Kind::Object(_)) = self.kinds.get(&(value.get_type().as_ptr() as usize)) {
-            if let Ok(dict) = object_dict(value) {
-                self.prefetch_strings(&dict, false);
-            }
-        }
     }
 
     /// The fields of an object as an OBJECT, or as a TYPED_OBJECT when its descriptor has field
@@ -658,13 +605,8 @@ impl<'s> Encoder<'s> {
             FieldKind::Float => self.w.f64(v.extract::<f64>()?),
             FieldKind::Str => {
                 let s = v.cast::<PyString>().map_err(PyErr::from)?;
-                let reference = |w: &mut Writer, slot: u64| w.varint(StrHead::Slot(slot).encode());
-                let new = |w: &mut Writer, text: &str| {
-                    w.varint(StrHead::New(text.len() as u64).encode());
-                    w.bytes(text.as_bytes());
-                };
                 // `fits_kinds` saw a UTF-8 str here; Python code run since may have replaced it.
-                if !self.shared_string(s, reference, new)? {
+                if !self.shared_string(s, StringForm::Typed) {
                     return Err(Failure::Unsupported { path: vec![], reason: "a string field changed while it was being written".into() });
                 }
             }

@@ -7,7 +7,7 @@
 //! string instead, as pickle does for strings it memoized. Bounded: it never holds more than
 //! `SLOTS` strings. Streams do better: they store each distinct string once (`StringTable`).
 
-use copal_core::format::{text_hash, WrittenStrings};
+use copal_core::format::{reference_is_shorter, StringForm, WrittenStrings};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
@@ -66,92 +66,89 @@ fn slot_of(bytes: &[u8]) -> usize {
 
 /// The strings a stream has written so far, for stream version 2's shared strings
 /// (docs/STREAM.md section 5): every STR of the body takes the next string slot, and a later
-/// string equal to an earlier one is written as a STRREF to that one's slot when this is
+/// string equal to an earlier one is written as a reference to that one's slot when this is
 /// shorter. Equal by content, not identity: the decoder shares equal strings anyway.
 ///
 /// Two levels. `recent` finds a string object met before by its address alone, as pickle's memo
 /// does (a list holding one string object 10,000 times, names taken from a small vocabulary):
-/// no hashing, no byte comparison. Everything else goes to the content table `written`
-/// (copal-core's `WrittenStrings`), which also catches equal strings that are distinct objects.
+/// no hashing, no byte comparison, a reference written at once. Everything else is written in
+/// full and made unique by content when the body is complete (copal-core's `WrittenStrings`,
+/// `finish`), which also catches equal strings that are distinct objects.
 #[derive(Default)]
 pub struct StringTable {
     written: WrittenStrings,
-    /// Direct-mapped by object address: string objects found again by content, with the slot of
-    /// their content's entry. Each entry holds a reference to its string, so that the address
-    /// cannot be freed and reused by another string while it is a key. Empty until the first
-    /// repeated string: a stream of distinct strings never pays for it.
+    /// Direct-mapped by object address: the string objects written last, with their provisional
+    /// slots. Each entry holds a reference to its string, so that the address cannot be freed
+    /// and reused by another string while it is a key. Grows with the stream up to
+    /// `RECENT_SLOTS` entries, so that a small stream does not pay for a large table.
     recent: Vec<Option<Recent>>,
+    /// The number of strings written in full, which decides the size of `recent`.
+    written_count: usize,
 }
 
 /// A string object of `StringTable::recent`.
 struct Recent {
     string: Py<PyString>,
     slot: u64,
-    /// Whether a STRREF to `slot` is shorter than writing the string again.
+    /// Whether a reference to `slot` is shorter than writing the string again.
     refers: bool,
 }
 
-/// The number of entries of `StringTable::recent` (a power of two): room for a vocabulary of
+/// The most entries of `StringTable::recent` (a power of two): room for a vocabulary of
 /// repeated string objects (kinds, cities, status words) with few collisions.
 const RECENT_SLOTS: usize = 256;
 
+/// The fewest entries of `StringTable::recent`.
+const MIN_RECENT_SLOTS: usize = 8;
+
 impl StringTable {
-    /// Starts a new output: slots start again from 0 and earlier offsets mean nothing.
+    /// Starts a new body: slots start again from 0.
     pub fn clear(&mut self) {
         self.written.clear();
         self.recent.clear();
+        self.written_count = 0;
     }
 
-    /// The slot to refer to instead of writing `s`, when `s` is a string object met before
-    /// (found without reading its text).
-    pub fn recent_reference(&self, s: &Bound<'_, PyString>) -> Option<u64> {
-        match self.recent.get(recent_index(s)) {
-            Some(Some(seen)) if seen.refers && seen.string.as_ptr() == s.as_ptr() => Some(seen.slot),
-            _ => None,
+    /// Writes at the end of `out` a reference in `form` to the string `s` if it is a string
+    /// object written before in this body (found without reading its text) and the reference is
+    /// shorter; true if it did.
+    pub fn wrote_reference(&mut self, out: &mut Vec<u8>, form: StringForm, s: &Bound<'_, PyString>) -> bool {
+        let Some(Some(seen)) = self.recent.get(recent_index(s, self.recent.len())) else { return false };
+        if !seen.refers || seen.string.as_ptr() != s.as_ptr() {
+            return false;
         }
+        let slot = seen.slot;
+        self.written.write_reference(out, form, slot);
+        true
     }
 
-    /// The string slot to refer to instead of writing `s` (whose UTF-8 form is `text`), or None
-    /// when `s` is to be written as a STR: the caller writes it to `output` and calls `wrote`.
-    pub fn earlier_slot(&mut self, s: &Bound<'_, PyString>, text: &str, output: &[u8]) -> Option<u64> {
-        let slot = self.written.find(text_hash(text.as_bytes()), text.as_bytes(), output)?;
-        let refers = varint_len(slot) < varint_len(text.len() as u64) + text.len();
-        self.remember(s, slot, refers);
-        refers.then_some(slot)
-    }
-
-    /// Prepares the lookup of `s`, a string to be written soon (`WrittenStrings::prefetch`).
-    pub fn prefetch(&self, s: &Bound<'_, PyString>) {
-        if self.recent_reference(s).is_some() {
-            return;
+    /// Writes `s`, whose UTF-8 form is `text`, in full at the end of `out` in `form`.
+    pub fn write_new(&mut self, out: &mut Vec<u8>, form: StringForm, s: &Bound<'_, PyString>, text: &str) {
+        let slot = self.written.write_new(out, form, text.as_bytes());
+        self.written_count += 1;
+        if self.recent.len() < RECENT_SLOTS && self.written_count > self.recent.len() {
+            // Entries move with the size: start again empty.
+            let size = self.written_count.next_power_of_two().clamp(MIN_RECENT_SLOTS, RECENT_SLOTS);
+            self.recent.clear();
+            self.recent.resize_with(size, || None);
         }
-        if let Ok(text) = s.to_str() {
-            self.written.prefetch(text_hash(text.as_bytes()));
-        }
+        let index = recent_index(s, self.recent.len());
+        self.recent[index] = Some(Recent { string: s.clone().unbind(), slot, refers: reference_is_shorter(slot, text.len()) });
     }
 
-    /// The string `earlier_slot` last answered None for was written as a STR, its UTF-8 bytes at
-    /// `bytes` of the output: it takes the next slot.
-    pub fn wrote(&mut self, bytes: std::ops::Range<usize>) {
-        self.written.wrote(bytes);
-    }
-
-    fn remember(&mut self, s: &Bound<'_, PyString>, slot: u64, refers: bool) {
-        if self.recent.is_empty() {
-            self.recent.resize_with(RECENT_SLOTS, || None);
-        }
-        self.recent[recent_index(s)] = Some(Recent { string: s.clone().unbind(), slot, refers });
+    /// Makes the body written since `clear` share its equal strings (`WrittenStrings::finish`).
+    pub fn finish(&mut self, body: &mut Vec<u8>) {
+        self.written.finish(body);
     }
 }
 
-/// The entry of `StringTable::recent` for the string at the address of `s`. Addresses are
-/// multiples of 16; Fibonacci hashing spreads them over the top bits.
-fn recent_index(s: &Bound<'_, PyString>) -> usize {
+/// The entry of a `StringTable::recent` of `size` entries (a power of two, or 0: none) for the
+/// string at the address of `s`. Addresses are multiples of 16; Fibonacci hashing spreads them
+/// over the top bits.
+fn recent_index(s: &Bound<'_, PyString>, size: usize) -> usize {
+    if size == 0 {
+        return 0;
+    }
     let spread = (s.as_ptr() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (spread >> (64 - RECENT_SLOTS.trailing_zeros())) as usize
-}
-
-/// The size of `value` as a varint.
-fn varint_len(value: u64) -> usize {
-    (64 - value.max(1).leading_zeros() as usize).div_ceil(7)
+    (spread >> (64 - size.trailing_zeros())) as usize
 }

@@ -1,17 +1,26 @@
-//! The distinct strings a stream has written, found again by their content: the writer's side of
-//! stream version 2's shared strings (docs/STREAM.md section 5). Every STR of a body takes the
-//! next string slot; a later string equal to an earlier one can be written as a STRREF to that
-//! one's slot. The encoder (copal-py `strings.rs`) adds the lookup of string objects by address
-//! and decides when a reference is shorter; this part knows nothing of Python, so that its
-//! hashing and its handling of collisions are tested here.
+//! The strings a stream writes, made unique after the fact: the writer's side of stream version
+//! 2's shared strings (docs/STREAM.md section 5). Every STR of a body takes the next string slot;
+//! a later string equal to an earlier one is written as a reference to that one's slot when this
+//! is shorter. The encoder (copal-py `strings.rs`) adds the lookup of string objects by address;
+//! this part knows nothing of Python, so that its hashing, its duplicate finding and its rewrite
+//! of the body are tested here.
 //!
-//! The table keeps no copy of the strings: an entry is the place of a string's bytes in the
-//! output being written (the payload of its STR), which the caller passes in to compare.
+//! **Sequential deduplication.** While the body is written, every string is written in full as
+//! if it were new (its provisional slot is its index among the strings written in full) and is
+//! logged: where it is, how long, in which form, and its hash. When the body is complete,
+//! `finish` sorts the hashes, confirms equal hashes by comparing bytes, and if some string
+//! repeats an earlier one, rewrites the body once, in order: each repeat becomes a reference to
+//! its first occurrence's final slot (when shorter), and references are renumbered. A body whose
+//! strings are all distinct is final as written. A table probed per string (the previous design)
+//! waits for memory on every new string once it outgrows the cache; the log and the rewrite only
+//! read and write memory in order, and the sort works on one array of 8-byte keys.
 
 use std::hash::{BuildHasher, RandomState};
-use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
+
+use super::field_kind::StrHead;
+use super::tag;
+use super::varint::write_varint;
 
 /// The hash of a string's UTF-8 bytes for `WrittenStrings::find`.
 ///
@@ -60,289 +69,540 @@ fn process_key() -> u64 {
     *KEY.get_or_init(|| RandomState::new().hash_one(0x636f_7061_6c00_u64))
 }
 
-/// The number of distinct strings of the largest stream written lately (see `grow`).
-static RECENT_DISTINCT: AtomicUsize = AtomicUsize::new(0);
 
-/// A table this full is grown straight to the size of recent streams rather than step by step.
-/// Below it, tables stay small: `copal.dumps` of a small value never allocates for a large one.
-const PRESIZE_FROM: usize = 4096;
-
-/// The fewest entries of a table.
-const MIN_ENTRIES: usize = 64;
-
-/// An open-addressing table (linear probing) of the distinct strings written, 8 bytes each: 32
-/// bits of the string's hash and the index of its record in `written`. A probe that finds
-/// nothing (a new string: every string of a stream of distinct strings) reads one cache line and
-/// writes the entry into that same line; the record and the string's bytes in the output are
-/// read only when the hash bits match. At 300,000 distinct strings the table is 4 MiB, larger
-/// than the cache: the wait for memory on each probe is most of the cost of sharing strings,
-/// which this layout (one cache line per new string, where a general-purpose hash map keyed by
-/// the hash with records beside it touches two to three) and the encoder's prefetching of
-/// lookups (`prefetch`) cut down.
-#[derive(Default)]
-pub struct WrittenStrings {
-    /// A power of two of entries (or none yet), at most five eighths full: `bits << 32 |
-    /// (index + 1)`, 0 when vacant. A string's entry is at or after (wrapping) position
-    /// `bits & mask`, with no vacant entry between.
-    entries: Vec<u64>,
-    written: Vec<Written>,
-    next_slot: u64,
-    /// The string `find` last found nowhere: its hash bits and the vacant entry where it goes.
-    pending: Option<(u32, usize)>,
+/// How a string is written: the two forms of docs/STREAM.md section 5, each with its own way of
+/// writing a new string and a reference to a string slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StringForm {
+    /// A tagged value: STR (tag, varint length, bytes) or STRREF (tag, varint slot).
+    Tagged,
+    /// The untagged field of kind STR in a TYPED_OBJECT: a `StrHead` varint, then the bytes of
+    /// a new string.
+    Typed,
 }
 
-/// A distinct string written as a STR. Offsets, lengths and slots past u32 (a stream beyond
-/// 4 GiB) are not entered: such strings are written in full, which is still correct.
+impl StringForm {
+    /// Writes `text` as a new string; in a body that shares strings, it takes the next string
+    /// slot.
+    pub fn write_new(self, out: &mut Vec<u8>, text: &[u8]) {
+        match self {
+            StringForm::Tagged => {
+                out.push(tag::STR);
+                write_varint(out, text.len() as u64);
+            }
+            StringForm::Typed => write_varint(out, StrHead::New(text.len() as u64).encode()),
+        }
+        out.extend_from_slice(text);
+    }
+
+    fn write_reference(self, out: &mut Vec<u8>, slot: u64) {
+        match self {
+            StringForm::Tagged => {
+                out.push(tag::STRREF);
+                write_varint(out, slot);
+            }
+            StringForm::Typed => write_varint(out, StrHead::Slot(slot).encode()),
+        }
+    }
+
+    /// The number of bytes before the text of a new string of `len` bytes.
+    fn head_len(self, len: usize) -> usize {
+        match self {
+            StringForm::Tagged => 1 + varint_len(len as u64),
+            StringForm::Typed => varint_len(StrHead::New(len as u64).encode()),
+        }
+    }
+}
+
+/// Whether a reference to `slot` is written instead of a string of `len` bytes equal to that
+/// slot's: when it is shorter (a tag and the varint of the slot against a tag, the varint of the
+/// length and the bytes; the same comparison serves the typed form). The rule of writers in
+/// docs/STREAM.md section 5.
+pub fn reference_is_shorter(slot: u64, len: usize) -> bool {
+    varint_len(slot) < varint_len(len as u64) + len
+}
+
+/// The size of `value` as a varint.
+fn varint_len(value: u64) -> usize {
+    (64 - value.max(1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// The strings written into one body so far, in the order written (see the module comment).
+///
+/// Positions, lengths and counts are kept in 32 bits, half the memory of the log: a body past
+/// 4 GiB or 2^32 strings stops logging (`abandoned`) and is left as written, which is valid
+/// (every string in full, every reference to a provisional slot that is its real slot) but
+/// does not share the strings that repeat by content.
+#[derive(Default)]
+pub struct WrittenStrings {
+    events: Vec<Event>,
+    /// One per string written in full, its provisional slot being its index: the top 32 bits of
+    /// its hash, then the index, so that sorting them groups equal hashes in the order written.
+    keys: Vec<u64>,
+    /// The number of strings written in full: the next provisional slot.
+    strings_in_full: u64,
+    abandoned: bool,
+}
+
+/// A string of the body as written: `len` bytes of text after the head at `start` (`slot` is
+/// `NEW`), or a reference to provisional slot `slot` of `len` bytes at `start`.
 #[derive(Clone, Copy)]
-struct Written {
-    /// Where its UTF-8 bytes are in the output.
+struct Event {
     start: u32,
     len: u32,
     slot: u32,
+    form: StringForm,
 }
 
-impl Written {
-    fn holds(&self, text: &[u8], output: &[u8]) -> bool {
-        let start = self.start as usize;
-        output.get(start..start + self.len as usize) == Some(text)
-    }
-}
-
-/// The most distinct strings entered (an entry stores the index plus one in 32 bits).
-const MAX_DISTINCT: usize = u32::MAX as usize - 1;
+/// `Event::slot` of a string written in full.
+const NEW: u32 = u32::MAX;
 
 impl WrittenStrings {
-    /// Starts a new output: slots start again from 0 and earlier offsets mean nothing.
+    /// Starts a new body: slots start again from 0.
     pub fn clear(&mut self) {
-        self.remember_size();
-        self.entries.fill(0);
-        self.written.clear();
-        self.next_slot = 0;
-        self.pending = None;
+        self.events.clear();
+        self.keys.clear();
+        self.strings_in_full = 0;
+        self.abandoned = false;
     }
 
-    /// The slot of a string written before whose bytes equal `text` (at their place in
-    /// `output`), `hash` being `text_hash(text)`. None: the caller writes `text` as a STR and
-    /// calls `wrote`.
-    pub fn find(&mut self, hash: u64, text: &[u8], output: &[u8]) -> Option<u64> {
-        // Part of the hash: equal bits are only a hint, confirmed by comparing the bytes.
-        let bits = (hash >> 32) as u32;
-        if self.entries.is_empty() {
-            self.pending = Some((bits, 0));
-            return None;
-        }
-        let mask = self.entries.len() - 1;
-        let mut position = bits as usize & mask;
-        // Never endless: the table always has vacant entries (at most five eighths full).
-        while let entry @ 1.. = self.entries[position] {
-            if (entry >> 32) as u32 == bits {
-                let written = self.written[(entry as u32 - 1) as usize];
-                if written.holds(text, output) {
-                    // If the caller writes it again all the same, it is a repeat: not entered.
-                    self.pending = None;
-                    return Some(u64::from(written.slot));
-                }
+    /// Writes `text` at the end of `out` (the body) in `form`, as a new string. Returns its
+    /// provisional slot, which `write_reference` may refer to: `finish` renumbers it.
+    pub fn write_new(&mut self, out: &mut Vec<u8>, form: StringForm, text: &[u8]) -> u64 {
+        self.write_new_hashed(out, form, text, text_hash(text))
+    }
+
+    /// `write_new` with the hash given (tests force collisions with it).
+    fn write_new_hashed(&mut self, out: &mut Vec<u8>, form: StringForm, text: &[u8], hash: u64) -> u64 {
+        let start = out.len();
+        form.write_new(out, text);
+        // Counted apart from the log, which stops growing once abandoned.
+        let slot = self.strings_in_full;
+        self.strings_in_full += 1;
+        match (u32::try_from(out.len()), u32::try_from(slot)) {
+            (Ok(_), Ok(index)) if index != NEW && !self.abandoned => {
+                // Both fit: `start` and the length are below the end.
+                self.events.push(Event { start: start as u32, len: text.len() as u32, slot: NEW, form });
+                self.keys.push(hash & !u64::from(u32::MAX) | u64::from(index));
             }
-            position = (position + 1) & mask;
+            _ => self.abandoned = true,
         }
-        self.pending = Some((bits, position));
-        None
+        slot
     }
 
-    /// Starts loading into the cache the entry where `find(hash, ..)` will start, for a string
-    /// the caller will write soon. A stream of distinct strings finds each at a random place of
-    /// a table far larger than the cache; the wait is hidden when the load starts an object or
-    /// two before the string is written.
-    pub fn prefetch(&self, hash: u64) {
-        if self.entries.is_empty() {
+    /// Writes at the end of `out` a reference in `form` to `slot`, a slot `write_new` returned
+    /// for this body.
+    pub fn write_reference(&mut self, out: &mut Vec<u8>, form: StringForm, slot: u64) {
+        let start = out.len();
+        form.write_reference(out, slot);
+        match (u32::try_from(out.len()), u32::try_from(slot)) {
+            (Ok(_), Ok(slot)) if !self.abandoned => {
+                self.events.push(Event { start: start as u32, len: (out.len() - start) as u32, slot, form });
+            }
+            _ => self.abandoned = true,
+        }
+    }
+
+    /// Makes `body` (everything written since `clear`, from its first byte) share its equal
+    /// strings: see the module comment. Leaves `body` as it is when no string repeats another.
+    pub fn finish(&mut self, body: &mut Vec<u8>) {
+        if self.abandoned {
             return;
         }
-        let entry: *const u64 = &self.entries[(hash >> 32) as usize & (self.entries.len() - 1)];
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch only hints the cache; it reads nothing and cannot fault (the address
-        // is inside `entries` anyway).
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(entry.cast::<i8>());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = entry;
+        let Some((groups, group_count)) = self.repeated_texts(body) else { return };
+        *body = self.rewritten(body, &groups, group_count);
     }
 
-    /// A STR was written, its UTF-8 bytes at `bytes` of the output: it takes the next slot, and
-    /// is entered if it is the string `find` last found nowhere.
-    pub fn wrote(&mut self, bytes: Range<usize>) {
-        let slot = self.next_slot;
-        self.next_slot += 1;
-        let Some((bits, mut position)) = self.pending.take() else { return };
-        let (Ok(start), Ok(len), Ok(slot)) = (u32::try_from(bytes.start), u32::try_from(bytes.len()), u32::try_from(slot)) else {
-            return;
-        };
-        if self.written.len() >= MAX_DISTINCT {
-            return;
+    /// For each provisional slot, the number of its group of equal texts (`NO_GROUP` for a text
+    /// written once), and the number of groups; None when every text is written once.
+    fn repeated_texts(&mut self, body: &[u8]) -> Option<(Vec<u32>, usize)> {
+        let mut candidates = self.candidates(&possible_repeats(&self.keys));
+        // Equal hash bits together, in the order written (the index is in the key's low bits).
+        candidates.sort_unstable_by_key(|candidate| candidate.key);
+        let mut groups: Option<Vec<u32>> = None;
+        let mut group_count = 0;
+        // The firsts of the distinct texts of one run of equal hashes, in the order written.
+        let mut distinct: Vec<&Candidate> = Vec::new();
+        for run in candidates.chunk_by(|a, b| a.key >> 32 == b.key >> 32).filter(|run| run.len() > 1) {
+            distinct.clear();
+            for candidate in run {
+                let text = candidate.text(body);
+                let Some(earlier) = distinct.iter().find(|earlier| earlier.text(body) == text) else {
+                    distinct.push(candidate);
+                    continue;
+                };
+                let groups = groups.get_or_insert_with(|| vec![NO_GROUP; self.keys.len()]);
+                let earlier = earlier.key as u32 as usize;
+                if groups[earlier] == NO_GROUP {
+                    groups[earlier] = group_count as u32;
+                    group_count += 1;
+                }
+                groups[candidate.key as u32 as usize] = groups[earlier];
+            }
         }
-        if (self.written.len() + 1) * 8 > self.entries.len() * 5 {
-            self.grow();
-            position = self.vacant_position(bits);
-        }
-        self.entries[position] = u64::from(bits) << 32 | (self.written.len() as u64 + 1);
-        self.written.push(Written { start, len, slot });
+        groups.map(|groups| (groups, group_count))
     }
 
-    /// The first vacant entry for a string with hash bits `bits`.
-    fn vacant_position(&self, bits: u32) -> usize {
-        let mask = self.entries.len() - 1;
-        let mut position = bits as usize & mask;
-        while self.entries[position] != 0 {
-            position = (position + 1) & mask;
+    /// `keys` (a subset of `self.keys`, in the order written) with the places of their texts,
+    /// found by one pass over the log in order.
+    fn candidates(&self, keys: &[u64]) -> Vec<Candidate> {
+        let mut keys = keys.iter().peekable();
+        let mut candidates = Vec::with_capacity(keys.len());
+        let strings_in_full = self.events.iter().filter(|event| event.slot == NEW);
+        for (index, event) in strings_in_full.enumerate() {
+            let Some(&&key) = keys.peek() else { break };
+            if key as u32 as usize == index {
+                let len = event.len as usize;
+                candidates.push(Candidate { key, start: (event.start as usize + event.form.head_len(len)) as u32, len: event.len });
+                keys.next();
+            }
         }
-        position
+        candidates
     }
 
-    /// Doubles the table, or more: streams written one after another tend to be alike (the same
-    /// kind of data, dumped again), so a table past `PRESIZE_FROM` entries grows at once to the
-    /// size of the largest recent stream, instead of moving every entry up to twenty times.
-    fn grow(&mut self) {
-        let distinct = self.written.len();
-        let mut wanted = (2 * self.entries.len()).max(MIN_ENTRIES);
-        if distinct >= PRESIZE_FROM {
-            // Room for that many at most five eighths full.
-            let recent = RECENT_DISTINCT.load(Ordering::Relaxed);
-            wanted = wanted.max((recent * 8 / 5 + 1).next_power_of_two());
-            self.written.reserve(recent.saturating_sub(distinct));
+    /// `body` with each string that repeats an earlier one (`groups`, `group_count` groups)
+    /// written as a reference to the first's final slot where this is shorter, and every
+    /// reference renumbered. Final slots count the strings still written in full, in order, as
+    /// a reader numbers them.
+    fn rewritten(&self, body: &[u8], groups: &[u32], group_count: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(body.len());
+        // For each provisional slot, the final slot a reference to it names: its first
+        // occurrence's. Read at random only for the by-address references, which name few
+        // strings (a vocabulary of string objects).
+        let mut referent: Vec<u64> = Vec::with_capacity(groups.len());
+        // For each group, its first occurrence's final slot once written: a small array, for
+        // the random reads of the repeats.
+        let mut group_slots: Vec<Option<u64>> = vec![None; group_count];
+        let mut kept = 0;
+        let mut copied = 0;
+        for event in &self.events {
+            let start = event.start as usize;
+            out.extend_from_slice(&body[copied..start]);
+            if event.slot == NEW {
+                let len = event.len as usize;
+                let end = start + event.form.head_len(len) + len;
+                let group = groups[referent.len()];
+                let earlier = (group != NO_GROUP).then(|| group_slots[group as usize].get_or_insert(kept)).copied();
+                let slot = earlier.unwrap_or(kept);
+                referent.push(slot);
+                if slot < kept && reference_is_shorter(slot, len) {
+                    event.form.write_reference(&mut out, slot);
+                } else {
+                    out.extend_from_slice(&body[start..end]);
+                    kept += 1;
+                }
+                copied = end;
+            } else {
+                event.form.write_reference(&mut out, referent[event.slot as usize]);
+                copied = start + event.len as usize;
+            }
         }
-        let old = std::mem::replace(&mut self.entries, vec![0; wanted]);
-        for entry in old.into_iter().filter(|&entry| entry != 0) {
-            let position = self.vacant_position((entry >> 32) as u32);
-            self.entries[position] = entry;
-        }
-    }
-
-    /// Records the size of the stream just written for the next ones (see `grow`). The largest
-    /// recent size decays by a quarter per smaller stream, so that one huge stream does not make
-    /// every later table huge.
-    fn remember_size(&self) {
-        let distinct = self.written.len();
-        if distinct < PRESIZE_FROM {
-            return;
-        }
-        let recent = RECENT_DISTINCT.load(Ordering::Relaxed);
-        RECENT_DISTINCT.store(distinct.max(recent - recent / 4), Ordering::Relaxed);
-    }
-
-    /// The number of distinct strings entered.
-    pub fn distinct(&self) -> usize {
-        self.written.len()
+        out.extend_from_slice(&body[copied..]);
+        out
     }
 }
 
-impl Drop for WrittenStrings {
-    fn drop(&mut self) {
-        self.remember_size();
+/// `WrittenStrings::repeated_texts`'s mark of a text written once.
+const NO_GROUP: u32 = u32::MAX;
+
+/// A string that may repeat another: its key (hash bits and provisional slot) and the place of
+/// its text in the body, beside each other so that the runs of equal hashes are compared without
+/// looking up a table at random.
+struct Candidate {
+    key: u64,
+    start: u32,
+    len: u32,
+}
+
+impl Candidate {
+    fn text<'a>(&self, body: &'a [u8]) -> &'a [u8] {
+        &body[self.start as usize..(self.start + self.len) as usize]
     }
 }
+
+/// The keys of `keys` whose hash bits may be those of another key, in their order. Sorting every key would take most of the time of
+/// `finish` on a stream of distinct strings (7 ms for 300,000 keys, a tenth of the encoding):
+/// instead each key's hash bits set a bit in a bitmap of eight bits per key (a few hundred KiB,
+/// which stay in the cache), and only the keys whose bit was set by another key are kept, about
+/// one in eight when all hashes differ.
+fn possible_repeats(keys: &[u64]) -> Vec<u64> {
+    if keys.len() < FILTER_FROM {
+        keys.to_vec()
+    } else {
+        let bits = (keys.len() * 8).next_power_of_two();
+        let bit_of = |key: u64| (key >> 32) as usize & (bits - 1);
+        let (mut seen, mut again) = (vec![0u64; bits / 64], vec![0u64; bits / 64]);
+        let mut any_again = false;
+        for &key in keys {
+            let (word, mask) = (bit_of(key) / 64, 1u64 << (bit_of(key) % 64));
+            any_again |= seen[word] & mask != 0;
+            again[word] |= seen[word] & mask;
+            seen[word] |= mask;
+        }
+        if !any_again {
+            return Vec::new();
+        }
+        keys.iter().copied().filter(|&key| again[bit_of(key) / 64] & (1 << (bit_of(key) % 64)) != 0).collect()
+    }
+}
+
+/// Fewer keys are all sorted: the bitmap would cost more than it spares.
+const FILTER_FROM: usize = 64;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
-    /// Writes `text` as the caller does: the slot it is found at, or None after writing it.
-    fn write(table: &mut WrittenStrings, output: &mut Vec<u8>, hash: u64, text: &str) -> Option<u64> {
-        let found = table.find(hash, text.as_bytes(), output);
-        if found.is_none() {
-            output.push(0x07);
-            let start = output.len();
-            output.extend_from_slice(text.as_bytes());
-            table.wrote(start..output.len());
+    /// One step of writing a body: other bytes, a string written in full (with the hash the
+    /// table is given), or a reference to a provisional slot (the encoder's by-address level).
+    #[derive(Clone)]
+    enum Step {
+        Other(&'static [u8]),
+        New(StringForm, String, u64),
+        Reference(StringForm, u64),
+    }
+
+    fn new(form: StringForm, text: &str) -> Step {
+        Step::New(form, text.to_owned(), text_hash(text.as_bytes()))
+    }
+
+    /// The body `steps` make, deduplicated by `finish`.
+    fn deduplicated(steps: &[Step]) -> Vec<u8> {
+        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        for step in steps {
+            match step {
+                Step::Other(bytes) => body.extend_from_slice(bytes),
+                Step::New(form, text, hash) => {
+                    strings.write_new_hashed(&mut body, *form, text.as_bytes(), *hash);
+                }
+                Step::Reference(form, slot) => strings.write_reference(&mut body, *form, *slot),
+            }
         }
-        found
+        strings.finish(&mut body);
+        body
+    }
+
+    /// The body `steps` make when each string is looked up by content as it is written (the
+    /// encoder's previous design, whose bytes `finish` must reproduce): a string equal to an
+    /// earlier one is a reference to the first one's slot when shorter.
+    fn written_directly(steps: &[Step]) -> Vec<u8> {
+        let (mut body, mut first_slots, mut provisional) = (Vec::new(), HashMap::new(), Vec::new());
+        let mut slots = 0;
+        for step in steps {
+            let (form, text) = match step {
+                Step::Other(bytes) => {
+                    body.extend_from_slice(bytes);
+                    continue;
+                }
+                Step::New(form, text, _) => {
+                    provisional.push(text.clone());
+                    (*form, text.clone())
+                }
+                Step::Reference(form, slot) => (*form, provisional[*slot as usize].clone()),
+            };
+            match first_slots.get(&text) {
+                Some(&slot) if reference_is_shorter(slot, text.len()) => form.write_reference(&mut body, slot),
+                found => {
+                    form.write_new(&mut body, text.as_bytes());
+                    if found.is_none() {
+                        first_slots.insert(text, slots);
+                    }
+                    slots += 1;
+                }
+            }
+        }
+        body
+    }
+
+    /// The strings of a body made of strings only, read as a reader does (slots taken in order).
+    fn read_strings(body: &[u8], forms: &[StringForm]) -> Vec<String> {
+        let (mut at, mut slots, mut strings) = (0, Vec::<String>::new(), Vec::new());
+        let varint = |at: &mut usize| {
+            let (mut value, mut shift) = (0u64, 0);
+            loop {
+                let byte = body[*at];
+                *at += 1;
+                value |= u64::from(byte & 0x7f) << shift;
+                shift += 7;
+                if byte < 0x80 {
+                    return value;
+                }
+            }
+        };
+        for form in forms {
+            let head = match form {
+                StringForm::Tagged => {
+                    at += 1;
+                    let head = varint(&mut at);
+                    if body[at - 1 - varint_len(head)] == tag::STR { StrHead::New(head) } else { StrHead::Slot(head) }
+                }
+                StringForm::Typed => StrHead::decode(varint(&mut at)),
+            };
+            let text = match head {
+                StrHead::New(len) => {
+                    let text = String::from_utf8(body[at..at + len as usize].to_vec()).unwrap();
+                    at += len as usize;
+                    slots.push(text.clone());
+                    text
+                }
+                StrHead::Slot(slot) => slots[slot as usize].clone(),
+            };
+            strings.push(text);
+        }
+        assert_eq!(at, body.len(), "nothing follows the strings");
+        strings
+    }
+
+    /// Checks that `finish` writes what direct lookups would, and returns that body.
+    fn same_as_direct(steps: &[Step]) -> Vec<u8> {
+        let body = deduplicated(steps);
+        assert_eq!(body, written_directly(steps));
+        body
+    }
+
+    use StringForm::{Tagged, Typed};
+
+    #[test]
+    fn keys_whose_hash_bits_repeat_are_all_kept() {
+        // Hash bits from a small range, so that many repeat; every one of those must be kept.
+        let mut state = 7u64;
+        let keys: Vec<u64> = (0..5000u64)
+            .map(|index| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (state >> 52) << 32 | index
+            })
+            .collect();
+        let repeated: Vec<u64> = {
+            let mut counts = HashMap::new();
+            for key in &keys {
+                *counts.entry(key >> 32).or_insert(0) += 1;
+            }
+            let mut repeated: Vec<u64> = keys.iter().copied().filter(|key| counts[&(key >> 32)] > 1).collect();
+            repeated.sort_unstable();
+            repeated
+        };
+        let kept = possible_repeats(&keys);
+        assert!(kept.windows(2).all(|pair| (pair[0] as u32) < (pair[1] as u32)), "in the order written");
+        let mut kept = kept;
+        kept.sort_unstable();
+        let mut kept_repeated = kept.iter().copied().filter(|key| repeated.binary_search(key).is_ok());
+        assert!(repeated.iter().all(|key| kept_repeated.next() == Some(*key)));
+        // Distinct hash bits: nothing to compare.
+        let distinct: Vec<u64> = (0..5000u64).map(|index| text_hash(&index.to_le_bytes()) & !u64::from(u32::MAX) | index).collect();
+        assert!(possible_repeats(&distinct).len() < distinct.len() / 4);
     }
 
     #[test]
-    fn equal_strings_are_found_at_their_first_slot() {
-        let (mut table, mut output) = (WrittenStrings::default(), Vec::new());
-        for text in ["a", "bb", "ccc"] {
-            assert_eq!(write(&mut table, &mut output, text_hash(text.as_bytes()), text), None);
+    fn an_abandoned_log_still_numbers_slots_and_leaves_the_body_as_written() {
+        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        strings.write_new(&mut body, Tagged, b"a");
+        // As a body past 4 GiB does: the log stops, the slots go on.
+        strings.abandoned = true;
+        assert_eq!(strings.write_new(&mut body, Tagged, b"a"), 1);
+        assert_eq!(strings.write_new(&mut body, Typed, b"b"), 2);
+        strings.write_reference(&mut body, Tagged, 2);
+        let written = body.clone();
+        strings.finish(&mut body);
+        assert_eq!(body, written);
+        assert_eq!(read_strings(&body, &[Tagged, Tagged, Typed, Tagged]), ["a", "a", "b", "b"]);
+    }
+
+    #[test]
+    fn distinct_strings_are_left_as_written() {
+        let steps: Vec<Step> = (0..300).map(|i| new(if i % 2 == 0 { Tagged } else { Typed }, &format!("s{i}"))).collect();
+        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        for (slot, step) in steps.iter().enumerate() {
+            let Step::New(form, text, _) = step else { unreachable!() };
+            assert_eq!(strings.write_new(&mut body, *form, text.as_bytes()), slot as u64);
         }
-        assert_eq!(write(&mut table, &mut output, text_hash(b"bb"), "bb"), Some(1));
-        assert_eq!(write(&mut table, &mut output, text_hash(b"ccc"), "ccc"), Some(2));
-        assert_eq!(table.distinct(), 3);
+        let written = body.clone();
+        strings.finish(&mut body);
+        assert_eq!(body, written);
+    }
+
+    #[test]
+    fn repeats_become_references_to_the_first_and_later_slots_move_down() {
+        let steps = [new(Tagged, "red"), new(Typed, "green"), new(Typed, "red"), new(Tagged, "blue"), new(Tagged, "green"), new(Typed, "blue")];
+        let body = same_as_direct(&steps);
+        // red: slot 0, green: 1, red again: STRREF 0 (typed head 1), blue: slot 2 (3 provisionally).
+        assert_eq!(body, b"\x07\x03red\x0agreen\x01\x07\x04blue\x1b\x01\x05");
+        let forms: Vec<StringForm> = steps.iter().map(|step| match step { Step::New(form, ..) => *form, _ => unreachable!() }).collect();
+        assert_eq!(read_strings(&body, &forms), ["red", "green", "red", "blue", "green", "blue"]);
+    }
+
+    #[test]
+    fn references_to_provisional_slots_are_renumbered() {
+        // "b" repeats "a"'s text, so "c" moves from provisional slot 3 to slot 2; the references
+        // to 1 ("b", a repeat) and 3 name the first occurrences' final slots.
+        let steps = [new(Tagged, "a"), new(Tagged, "x"), new(Typed, "a"), new(Tagged, "c"), Step::Reference(Tagged, 2), Step::Reference(Typed, 3)];
+        let body = same_as_direct(&steps);
+        assert_eq!(read_strings(&body, &[Tagged, Tagged, Typed, Tagged, Tagged, Typed]), ["a", "x", "a", "c", "a", "c"]);
+        assert_eq!(&body[body.len() - 3..], b"\x1b\x00\x05");
     }
 
     #[test]
     fn colliding_hashes_are_told_apart_by_their_bytes() {
-        // Every string gets the same hash: the run of entries after its place is walked.
-        let (mut table, mut output) = (WrittenStrings::default(), Vec::new());
-        let texts = ["north", "south", "east", "west"];
-        for text in texts {
-            assert_eq!(write(&mut table, &mut output, 42 << 32, text), None);
-        }
-        for (slot, text) in texts.iter().enumerate() {
-            assert_eq!(write(&mut table, &mut output, 42 << 32, text), Some(slot as u64));
-        }
-        // Equal high bits with different low bits collide too (entries keep the top 32 bits).
-        assert_eq!(write(&mut table, &mut output, (42 << 32) | 7, "up"), None);
-        assert_eq!(write(&mut table, &mut output, 42 << 32, "up"), Some(4));
-        assert_eq!(table.distinct(), 5);
-    }
-
-    /// Writes each of `texts` (all different) with the hash `hash` gives it, then each again:
-    /// found at its first slot. Returns the table.
-    fn all_found_again(texts: &[String], hash: impl Fn(&str) -> u64) -> WrittenStrings {
-        let (mut table, mut output) = (WrittenStrings::default(), Vec::new());
-        for text in texts {
-            assert_eq!(write(&mut table, &mut output, hash(text), text), None);
-        }
-        for (slot, text) in texts.iter().enumerate() {
-            assert_eq!(write(&mut table, &mut output, hash(text), text), Some(slot as u64));
-        }
-        assert_eq!(table.distinct(), texts.len());
-        table
+        let texts = ["north", "south", "north", "east", "south", "north"];
+        let steps: Vec<Step> = texts.iter().map(|text| Step::New(Tagged, text.to_string(), 42 << 32)).collect();
+        let body = same_as_direct(&steps);
+        assert_eq!(read_strings(&body, &[Tagged; 6]), texts);
+        assert_eq!(body.len(), 7 + 7 + 6 + 3 * 2, "three distinct strings, three references");
+        // Equal top bits with different low bits collide too (keys keep the top 32 bits).
+        let steps = [Step::New(Typed, "up".into(), 42 << 32 | 7), Step::New(Typed, "down".into(), 42 << 32), Step::New(Typed, "up".into(), 42 << 32)];
+        assert_eq!(read_strings(&same_as_direct(&steps), &[Typed; 3]), ["up", "down", "up"]);
     }
 
     #[test]
-    fn colliding_hashes_survive_growth_and_wrap_around_the_end() {
-        // Hash bits of all ones place every string at the last entry: the run wraps to the
-        // start, and grows past the first table size.
-        let texts: Vec<String> = (0..2 * MIN_ENTRIES).map(|i| format!("s{i}")).collect();
-        all_found_again(&texts, |_| u64::from(u32::MAX) << 32);
+    fn a_repeat_whose_reference_is_longer_is_written_again_and_takes_a_slot() {
+        // "x" first at slot 200: a STRREF (tag and 2 bytes) is longer than the STR (3 bytes).
+        let mut steps: Vec<Step> = (0..200).map(|i| new(Tagged, &format!("s{i}"))).collect();
+        steps.extend([new(Tagged, "x"), new(Tagged, "x"), new(Tagged, "y"), new(Tagged, "y"), new(Tagged, "s5")]);
+        let body = same_as_direct(&steps);
+        // "x" again takes slot 201, so "y" is 202, and its repeat a STR too; "s5" a STRREF.
+        assert!(body.ends_with(b"\x07\x01x\x07\x01x\x07\x01y\x07\x01y\x1b\x05"));
     }
 
     #[test]
-    fn a_repeat_written_again_takes_a_slot_but_is_not_entered() {
-        let (mut table, mut output) = (WrittenStrings::default(), Vec::new());
-        write(&mut table, &mut output, text_hash(b"x"), "x");
-        // Found, but written again in full (as a one-byte string past slot 127 is).
-        assert_eq!(table.find(text_hash(b"x"), b"x", &output), Some(0));
-        output.extend_from_slice(b"\x07x");
-        table.wrote(output.len() - 1..output.len());
-        assert_eq!(write(&mut table, &mut output, text_hash(b"y"), "y"), None);
-        assert_eq!(write(&mut table, &mut output, text_hash(b"y"), "y"), Some(2));
-        assert_eq!(write(&mut table, &mut output, text_hash(b"x"), "x"), Some(0));
-        assert_eq!(table.distinct(), 2);
+    fn many_repeats_of_one_string_and_repeats_at_the_end_of_the_body() {
+        let mut steps = vec![Step::Other(b"\x01\x02"), new(Typed, "same")];
+        for i in 0..1000 {
+            steps.push(if i % 3 == 0 { Step::Other(b"\x03") } else { new(if i % 2 == 0 { Tagged } else { Typed }, "same") });
+        }
+        steps.push(new(Tagged, "last"));
+        steps.push(new(Tagged, "last"));
+        let body = same_as_direct(&steps);
+        assert!(body.ends_with(b"\x07\x04last\x1b\x01"));
+        assert!(body.len() < 1000 * 2 + 20);
     }
 
     #[test]
-    fn many_distinct_strings_past_the_presize_threshold_are_all_found() {
-        let texts: Vec<String> = (0..3 * PRESIZE_FROM).map(|i| format!("name-{i}")).collect();
-        let mut table = all_found_again(&texts, |text| text_hash(text.as_bytes()));
-        table.clear();
-        assert_eq!(table.distinct(), 0);
-        // Its entry would match this output (the first STR of the stream again).
-        assert_eq!(table.find(text_hash(b"name-0"), b"name-0", b"\x07name-0"), None);
-    }
-
-    #[test]
-    fn the_hash_reads_every_byte_at_every_length() {
-        // Lengths around each way of reading the last bytes (1-3, 4-7, full words, overlaps).
-        let mut hashes = std::collections::HashSet::new();
-        for len in 0..=25u8 {
-            let base: Vec<u8> = (b'a'..b'a' + len).collect();
-            assert!(hashes.insert(text_hash(&base)), "length {len} collides");
-            for position in 0..base.len() {
-                let mut changed = base.clone();
-                changed[position] ^= 0x20;
-                assert!(hashes.insert(text_hash(&changed)), "byte {position} of {len} does not change the hash");
+    fn bodies_of_mixed_strings_match_direct_lookups() {
+        // Texts from a vocabulary of 40 of several lengths and unique ones, past slots 127 and
+        // 16383 (two- and three-byte varints), references to provisional slots of repeats and
+        // of firsts, and other bytes between them.
+        let (mut steps, mut provisional) = (Vec::new(), Vec::<String>::new());
+        let mut state = 12345u64;
+        for i in 0..40_000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let pick = (state >> 33) as usize;
+            let form = if pick & 1 == 0 { Tagged } else { Typed };
+            if pick % 5 == 1 {
+                steps.push(Step::Other(b"\x00"));
             }
+            if pick % 5 == 2 && !provisional.is_empty() {
+                let slot = (pick / 5) % provisional.len();
+                if reference_is_shorter(slot as u64, provisional[slot].len()) {
+                    steps.push(Step::Reference(form, slot as u64));
+                    continue;
+                }
+            }
+            let vocabulary = pick / 8 % 40;
+            let text = if pick % 7 == 0 { format!("unique-{i}") } else { "v".repeat(vocabulary % 5 + 1) + &vocabulary.to_string() };
+            provisional.push(text.clone());
+            steps.push(new(form, &text));
         }
+        assert!(provisional.len() > 16384);
+        same_as_direct(&steps);
     }
 }
