@@ -164,7 +164,7 @@ pub struct Encoder<'s> {
 /// written. It depends on the class only, so it is decided once per class and encoder instead
 /// of by a chain of type checks and attribute lookups per value.
 #[derive(Clone, Copy)]
-enum Kind {
+pub(crate) enum Kind {
     /// datetime, date, time, timedelta, bytes, bytearray, set, frozenset, complex (exact types).
     Builtin,
     Persistent,
@@ -816,7 +816,7 @@ use pyo3::PyTypeInfo;
 
 /// How values of `class` are written (see `Kind`). Everything here depends on the class alone;
 /// `object_index` is the number a `Kind::Object` gets.
-fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResult<Kind> {
+pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResult<Kind> {
     let py = class.py();
     let builtins = [
         PyDateTime::type_object(py),
@@ -872,7 +872,7 @@ fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResult<Kind> {
 /// `__dict__` slot), taken from the slot (CPython materializes it if it keeps the attributes
 /// inline) instead of by looking `__dict__` up along the class's MRO for every object. It is
 /// the dict the decoder sets the fields in.
-fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     // SAFETY: `v` is a live object whose type has a dict slot (checked by `classify`); the call
     // returns a new reference or null with an exception set.
     let dict = unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyObject_GenericGetDict(v.as_ptr(), std::ptr::null_mut()))? };

@@ -30,10 +30,9 @@ use pyo3::types::{
 use pyo3::PyTypeInfo;
 
 use crate::classes::type_name_of;
-use crate::encode::{has_instance_dict, is_heap_type, new_is_object_new, time_of_day_micros, tz_info, Encoder};
+use crate::encode::{self, has_instance_dict, object_dict, time_of_day_micros, tz_info, Encoder, Kind};
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
-use crate::persistent::PersistentBase;
 use crate::pytypes;
 use crate::standalone::StreamSink;
 
@@ -656,55 +655,31 @@ fn encodes_alone(item: &Bound<'_, PyAny>) -> bool {
 }
 
 /// How values of `class` (of which `v` is one) are written: encode.rs's `classify`, mapped to
-/// the forms of this writer.
+/// the forms of this writer (what it does not write itself goes to the transcoder).
 fn classify(class: &Bound<'_, PyType>, v: &Bound<'_, PyAny>) -> PyResult<Form> {
     let py = class.py();
-    let builtins = [
-        (PyDateTime::type_object(py), Form::DateTime),
-        (PyDate::type_object(py), Form::Date),
-        (PyTime::type_object(py), Form::Time),
-        (PyDelta::type_object(py), Form::Delta),
-        (PyBytes::type_object(py), Form::Bytes),
-        (PyByteArray::type_object(py), Form::ByteArray),
-        (PySet::type_object(py), Form::Set),
-        (PyFrozenSet::type_object(py), Form::FrozenSet),
-        (PyComplex::type_object(py), Form::Complex),
-    ];
-    if let Some((_, form)) = builtins.into_iter().find(|(builtin, _)| class.is(builtin)) {
-        return Ok(form);
-    }
-    if class.is_subclass_of::<PersistentBase>()? || class.is(pytypes::broken_object_type(py)?) {
-        return Ok(Form::Transcoded);
-    }
-    if class.is(pytypes::decimal_type(py)?) {
-        return Ok(Form::Decimal);
-    }
-    if class.is(pytypes::uuid_type(py)?) {
-        return Ok(Form::Uuid);
-    }
-    if class.is_subclass(pytypes::enum_type(py)?)? {
-        return Ok(Form::Enum(ClassName::new(type_name_of(class)?)));
-    }
-    let builtin_base = class.is_subclass_of::<PyList>()?
-        || class.is_subclass_of::<PyDict>()?
-        || class.is_subclass_of::<PyTuple>()?
-        || class.is_subclass_of::<PySet>()?
-        || class.is_subclass_of::<PyFrozenSet>()?
-        || class.is_subclass_of::<PyString>()?
-        || class.is_subclass_of::<PyInt>()?
-        || class.is_subclass_of::<PyFloat>()?
-        || class.is_subclass_of::<PyBytes>()?;
-    if is_heap_type(class) && !builtin_base && has_instance_dict(v) && new_is_object_new(class)? {
-        return Ok(Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), fields: RefCell::default() })));
-    }
-    Ok(Form::Transcoded)
+    Ok(match encode::classify(class, 0)? {
+        Kind::Builtin => {
+            let builtins = [
+                (PyDateTime::type_object(py), Form::DateTime),
+                (PyDate::type_object(py), Form::Date),
+                (PyTime::type_object(py), Form::Time),
+                (PyDelta::type_object(py), Form::Delta),
+                (PyBytes::type_object(py), Form::Bytes),
+                (PyByteArray::type_object(py), Form::ByteArray),
+                (PySet::type_object(py), Form::Set),
+                (PyFrozenSet::type_object(py), Form::FrozenSet),
+                (PyComplex::type_object(py), Form::Complex),
+            ];
+            builtins.into_iter().find(|(builtin, _)| class.is(builtin)).map_or(Form::Transcoded, |(_, form)| form)
+        }
+        Kind::Decimal => Form::Decimal,
+        Kind::Uuid => Form::Uuid,
+        Kind::Enum => Form::Enum(ClassName::new(type_name_of(class)?)),
+        Kind::Object(_) if has_instance_dict(v) => {
+            Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), fields: RefCell::default() }))
+        }
+        Kind::Persistent | Kind::Broken | Kind::Subclass(_) | Kind::Object(_) | Kind::Unsupported => Form::Transcoded,
+    })
 }
 
-/// The instance dict of `v`, an instance of a class whose instances have a `__dict__` slot
-/// (checked by `classify`), as encode.rs reads it: from the slot, materialized if need be.
-fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    // SAFETY: `v` is a live object whose type has a dict slot; the call returns a new reference
-    // or null with an exception set.
-    let dict = unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyObject_GenericGetDict(v.as_ptr(), std::ptr::null_mut()))? };
-    Ok(dict.cast_into::<PyDict>()?)
-}

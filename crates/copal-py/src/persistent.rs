@@ -222,7 +222,11 @@ fn set_or_delete(slf: &Bound<'_, PersistentBase>, name: &Bound<'_, PyString>, va
     let state = slf.get().state();
     let tracked = state != UNSAVED && !is_persistence_name(name.to_str()?);
     if tracked {
-        check_in_transaction(slf)?;
+        // A changed object is registered with the running transaction: checked once per object
+        // and transaction, when it first changes, not at every assignment.
+        if state != CHANGED {
+            check_in_transaction(slf)?;
+        }
         if state == GHOST {
             activate(slf.as_any())?;
         }

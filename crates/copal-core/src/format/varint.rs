@@ -10,6 +10,12 @@ pub fn write_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
+/// The number of bytes `write_varint` writes for `value`.
+pub const fn varint_len(value: u64) -> usize {
+    let bits = 64 - (value | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
 pub const fn zigzag_encode(value: i64) -> u64 {
     ((value << 1) ^ (value >> 63)) as u64
 }
@@ -42,5 +48,10 @@ mod tests {
         out.clear();
         write_varint(&mut out, u64::MAX);
         assert_eq!(out.len(), MAX_VARINT_LEN);
+        for value in [0, 1, 127, 128, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
+            out.clear();
+            write_varint(&mut out, value);
+            assert_eq!(varint_len(value), out.len(), "{value}");
+        }
     }
 }

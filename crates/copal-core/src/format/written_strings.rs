@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 use super::field_kind::StrHead;
 use super::tag;
-use super::varint::write_varint;
+use super::varint::{varint_len, write_varint};
 
 /// The hash of a string's UTF-8 bytes for `WrittenStrings::find`.
 ///
@@ -120,11 +120,6 @@ impl StringForm {
 /// docs/STREAM.md section 5.
 pub fn reference_is_shorter(slot: u64, len: usize) -> bool {
     varint_len(slot) < varint_len(len as u64) + len
-}
-
-/// The size of `value` as a varint.
-fn varint_len(value: u64) -> usize {
-    (64 - value.max(1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// The strings written into one body so far, in the order written (see the module comment).
