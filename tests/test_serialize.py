@@ -58,12 +58,14 @@ COMPRESSIONS: list[copal.serialize.Compression] = [None, "zstd", "gzip", "lz4", 
 
 
 #: The round-trip tests run in every format (docs/TEXT_FORMATS.md for JSON and XML).
-FORMATS = ["binary", "json", "xml"]
+FORMATS = ["copal", "json", "xml"]
 
 
 def roundtrip(value: Any, fmt: str, compress: copal.serialize.Compression = None) -> Any:
-    if fmt == "binary":
+    if fmt == "copal":
         return copal.loads(copal.dumps(value, compress=compress))
+    if compress is not None:
+        return copal.loads(copal.dumps(value, format=fmt, compress=compress))
     document = copal.dumps(value, format=fmt)
     assert type(document) is bytes
     # A str of the document (as read from a text file) reads the same.
