@@ -368,10 +368,10 @@ def _backup(args: argparse.Namespace) -> int:
         print(json.dumps({"dest": args.dest, "bytes": size}))
     else:
         if args.db.startswith(("postgresql://", "postgres://")):
-            restore = f"copal export {shlex.quote(args.dest)} | copal import {shlex.quote(location)}"
+            source, restore = location, f"copal export {shlex.quote(args.dest)} | copal import {shlex.quote(location)}"
         else:
-            restore = "opening it"
-        print(f"backed up {location} to {args.dest} ({size:,} bytes, compacted); restore by {restore}")
+            source, restore = args.db, "opening it"
+        print(f"backed up {source} to {args.dest} ({size:,} bytes, compacted); restore by {restore}")
     return EXIT_OK
 
 
