@@ -60,7 +60,10 @@ class Broken(Persistent):
         if name.startswith("_v_") or name.startswith("_p_"):
             super().__setattr__(name, value)
             return
-        raise SchemaError(f"cannot change a Broken object of missing class {self.type_name!r}; import its class first")
+        raise SchemaError(
+            f"cannot change a Broken object of missing class {self.type_name!r}: import its class first, "
+            f"or, if the class was renamed or moved, list {self.type_name!r} in the new class's __copal_aliases__"
+        )
 
     def __repr__(self) -> str:
         oid = self._p_oid
