@@ -192,8 +192,7 @@ def test_tuples_on_each_others_cycles() -> None:
 
 def test_recursive_frozenset_of_many_objects() -> None:
     """A frozenset of two or more elements is written in canonical order, found by a trial
-    encoding of each element: trials write copies of the unfinished frozenset too, which must
-    not be taken for the copies of the real encoding."""
+    encoding of each element, which meets the frozenset again too."""
     members = [K(None) for _ in range(3)]
     f = frozenset(members)
     for member in members:
@@ -204,6 +203,9 @@ def test_recursive_frozenset_of_many_objects() -> None:
 
 
 def test_recursive_tuple_holding_a_frozenset_of_objects() -> None:
+    """The trial encodings that order the frozenset write copies of the unfinished tuple: they
+    must not be taken for copies of the real encoding (a back-reference to a slot that the
+    stream does not have)."""
     members = [K(None), K(None)]
     t = (frozenset(members), "t")
     for member in members:
