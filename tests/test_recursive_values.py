@@ -295,7 +295,7 @@ def _check_identities(expected: Any, actual: Any, seen: dict[int, Any]) -> None:
             _check_identities(e, a, seen)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=value_graphs(recursive_tuples=True))
 def test_value_graphs_with_recursive_tuples_roundtrip(nodes: list[Any]) -> None:
     loaded = reload(nodes)
