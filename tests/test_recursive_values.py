@@ -67,30 +67,35 @@ def reload(value: Any) -> Any:
     return copal.loads(copal.dumps(value))
 
 
-@pytest.mark.parametrize("cls", [list, MyList])
-def test_recursive_tuple_and_list(cls: type) -> None:
+def _append(container: Any, value: Any) -> None:
+    container.append(value)
+
+
+def _put_at_1(container: Any, value: Any) -> None:
+    container[1] = value
+
+
+# container class, how a value is put in it, how it is read back
+HOLDERS: dict[str, tuple[type, Callable[[Any, Any], None], Callable[[Any], Any]]] = {
+    "list": (list, _append, lambda c: c[0]),
+    "list_subclass": (MyList, _append, lambda c: c[0]),
+    "dict": (dict, _put_at_1, lambda c: c[1]),
+    "dict_subclass": (MyDict, _put_at_1, lambda c: c[1]),
+}
+
+
+@pytest.mark.parametrize(("cls", "put", "get"), HOLDERS.values(), ids=HOLDERS.keys())
+def test_recursive_tuple_and_container(cls: type, put: Callable[[Any, Any], None], get: Callable[[Any], Any]) -> None:
+    """pickletester's ``test_recursive_tuple_and_list`` and ``_and_dict``: a tuple holding a
+    container that holds the tuple, loaded from either end."""
     t = (cls(),)
-    t[0].append(t)
+    put(t[0], t)
     x = reload(t)
     assert type(x) is tuple and len(x) == 1
-    assert type(x[0]) is cls and len(x[0]) == 1
-    assert x[0][0] is x
-    # The list containing a tuple containing the list.
+    assert type(x[0]) is cls and len(x[0]) == 1 and get(x[0]) is x
     (inner,) = t
     y = reload(inner)
-    assert type(y) is cls and type(y[0]) is tuple and y[0][0] is y
-
-
-@pytest.mark.parametrize("cls", [dict, MyDict])
-def test_recursive_tuple_and_dict(cls: type) -> None:
-    t = (cls(),)
-    t[0][1] = t
-    x = reload(t)
-    assert type(x) is tuple and type(x[0]) is cls
-    assert list(x[0]) == [1] and x[0][1] is x
-    (inner,) = t
-    y = reload(inner)
-    assert type(y) is cls and type(y[1]) is tuple and y[1][0] is y
+    assert type(y) is cls and type(get(y)) is tuple and get(y)[0] is y
 
 
 @pytest.mark.parametrize("cls", [dict, MyDict])
