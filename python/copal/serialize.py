@@ -98,14 +98,16 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "copal") -
     Returns:
         bytes: The stream, made of the magic bytes ``b"CPL1"``, a version and flags byte, the payload
         length, and the payload (the class descriptors, then the value, in which each distinct
-        string is written once: stream version 3, docs/STREAM.md); or, with
+        string is written once: stream version 3, or 4 for a tuple or frozenset that contains
+        itself, docs/STREAM.md); or, with
         ``format="json"`` or ``"xml"``, the document in UTF-8 (bytes, ready for a file or a
         socket, as orjson and msgspec return them; ``.decode()`` gives the str), compressed
         whole if ``compress`` is given.
 
     Raises:
-        TypeError: The graph holds a value copal cannot store (the message names its path), or
-            a tuple that contains itself through a mutable container.
+        TypeError: The graph holds a value copal cannot store (the message names its path), or,
+            with ``format="json"`` or ``"xml"``, a tuple or frozenset that contains itself
+            through a mutable container (binary streams hold it).
         ValueError: Values are nested deeper than 256 levels, or ``compress`` or ``format`` is
             invalid.
 

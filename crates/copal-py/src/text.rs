@@ -29,7 +29,7 @@ fn codec(format: &str) -> PyResult<(&'static str, Writer, Parser)> {
 pub fn dumps_text_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, format: &str) -> PyResult<Bound<'py, PyBytes>> {
     let (name, write, _) = codec(format)?;
     // Text has no shared strings (docs/TEXT_FORMATS.md): the body is written without them.
-    let body = encode_body(py, obj, false)?.concat();
+    let body = encode_body(py, obj, false)?.parts.concat();
     // The body was just written by the encoder, so it always transcodes; a failure is a bug.
     let text = py.detach(|| write(&body)).map_err(|e| PyRuntimeError::new_err(format!("{name} transcoding failed: {e}")))?;
     Ok(PyBytes::new(py, text.as_bytes()))
