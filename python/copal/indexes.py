@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
-from .evolution import renamed_fields
+from .evolution import field_defaults, renamed_fields
 from .persistent import registry, type_name_of
 
 __all__ = ["Index", "declared_indexes"]
@@ -37,12 +38,12 @@ class Index:
         object.__setattr__(self, "unique", unique)
 
 
-Declaration = tuple[str, list[str], list[str], bool, list[tuple[str, str, str]]]
+Declaration = tuple[str, list[str], list[str], bool, list[tuple[str, str, str]], list[tuple[str, str, bytes]]]
 
 
-def declared_indexes() -> tuple[list[Declaration], list[str]]:
+def declared_indexes(index_keys: Callable[[list[Any]], list[bytes]]) -> tuple[list[Declaration], list[str]]:
     """The indexes declared by registered classes, as (declaring type, covered types, fields,
-    unique), and the type names of all registered classes (whose other indexes are dropped)."""
+    unique, renamed fields, (covered type, field, index key of its default)), and the type names of all registered classes (whose other indexes are dropped)."""
     declared: list[Declaration] = []
     owners: list[str] = []
     classes = {cls for cls in registry.values() if isinstance(cls, type)}
@@ -54,5 +55,10 @@ def declared_indexes() -> tuple[list[Declaration], list[str]]:
             covered = sorted(name for name, c in registry.items() if isinstance(c, type) and issubclass(c, cls))
             # Old records of the covered types may hold an index field under a former name.
             renamed = [r for r in renamed_fields() if r[0] in covered and r[2] in index.fields]
-            declared.append((type_name_of(cls), covered, list(index.fields), index.unique, renamed))
+            # Old records without an index field are indexed under the default loading gives it,
+            # so that the index answers as a scan does.
+            defaults = [d for d in field_defaults(index.fields) if d[0] in covered]
+            keys = index_keys([value for _, _, value in defaults])
+            keyed = [(type_name, name, key) for (type_name, name, _), key in zip(defaults, keys)]
+            declared.append((type_name_of(cls), covered, list(index.fields), index.unique, renamed, keyed))
     return declared, owners

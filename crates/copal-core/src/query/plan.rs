@@ -180,12 +180,25 @@ fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<FieldRang
     Some(FieldRanges { ranges: vec![KeyRange { start, end }], exact, what: format!("{field} range") })
 }
 
+/// Whether `def` keys the records of `type_names` that lack an index field as the query reads
+/// them (its default, or missing). A program whose classes give another default than the one
+/// the index was built with (another version of the class, during a rolling deploy) would get
+/// other answers from the index than from a scan: it scans.
+fn same_defaults(query: &Query, def: &IndexDef, type_names: &[String]) -> bool {
+    type_names.iter().all(|type_name| {
+        def.fields.iter().all(|field| {
+            let read_as = query.defaults.get(type_name).and_then(|d| d.iter().find(|(f, _)| f == field)).map(|(_, v)| key_of(v));
+            read_as.as_deref() == def.default_key(type_name, field)
+        })
+    })
+}
+
 /// The best access for `query` among `defs` (those covering every queried type).
 pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Access {
     let conds = conjuncts(&query.filter);
     let mut best: Option<(usize, Access)> = None;
     for def in defs {
-        if !type_names.iter().all(|t| def.covered.contains(t)) {
+        if !type_names.iter().all(|t| def.covered.contains(t)) || !same_defaults(query, def, type_names) {
             continue;
         }
         let mut prefix = Vec::new();

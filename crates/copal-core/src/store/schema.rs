@@ -383,7 +383,9 @@ mod tests {
         let (old, new, oids) = two_versions(&store);
         let mut commit = Commit::begin(&store).unwrap();
         commit.set_maintenance();
-        commit.ensure_index("app.Account", &["app.Account".into()], &["owner".into()], true, &[], &mut |_, _| {}).unwrap();
+        let (account, owner) = (["app.Account".to_owned()], ["owner".to_owned()]);
+        let by_owner = DeclaredIndex { type_name: "app.Account", covered: &account, fields: &owner, unique: true, renamed: &[], defaults: &[] };
+        commit.ensure_index(&by_owner, &mut |_, _| {}).unwrap();
         assert!(commit.declare_removed("app.Account", &["legacy".into()]).unwrap());
         assert!(!commit.declare_removed("app.Account", &["legacy".into()]).unwrap(), "unchanged declaration");
         commit.finish().unwrap();
@@ -459,7 +461,7 @@ mod tests {
         two_versions(&store);
         let account = ["app.Account".to_owned()];
         let (owner, balance) = (["owner".to_owned()], ["balance".to_owned()]);
-        let by_owner = DeclaredIndex { type_name: "app.Account", covered: &account, fields: &owner, unique: true, renamed: &[] };
+        let by_owner = DeclaredIndex { type_name: "app.Account", covered: &account, fields: &owner, unique: true, renamed: &[], defaults: &[] };
         let removed = vec![("app.Account".to_owned(), vec!["legacy".to_owned()])];
         let holds = |indexes: &[DeclaredIndex<'_>], owners: &[String], removed: &[(String, Vec<String>)]| {
             Snapshot::new(&store).unwrap().holds_declarations(indexes, owners, removed).unwrap()
@@ -469,7 +471,7 @@ mod tests {
         assert!(!holds(&[], &[], &removed), "the removal is not stored yet");
 
         let mut commit = Commit::begin(&store).unwrap();
-        commit.ensure_index("app.Account", &account, &owner, true, &[], &mut |_, _| {}).unwrap();
+        commit.ensure_index(&by_owner, &mut |_, _| {}).unwrap();
         commit.declare_removed("app.Account", &removed[0].1).unwrap();
         commit.finish().unwrap();
         assert!(holds(&[by_owner], &account, &removed));
