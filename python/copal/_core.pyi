@@ -51,7 +51,7 @@ class Connection:
         declared: list[
             tuple[str, list[str], list[str], bool, list[tuple[str, str, str]], list[tuple[str, str, bytes]]]
         ],
-        owners: list[str],
+        removed: list[tuple[str, list[str]]],
         progress: Callable[[str, int, int], None] | None = None,
     ) -> None: ...
     def unsaved_reachable(self, objects: list[Any]) -> list[Any]: ...
@@ -86,7 +86,7 @@ class Store:
         declared: list[
             tuple[str, list[str], list[str], bool, list[tuple[str, str, str]], list[tuple[str, str, bytes]]]
         ],
-        owners: list[str],
+        removed_indexes: list[tuple[str, list[str]]],
         removed: list[tuple[str, list[str]]],
     ) -> bool: ...
     def sync_removed(self, declared: list[tuple[str, list[str]]]) -> None: ...

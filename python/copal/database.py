@@ -93,12 +93,12 @@ class Database:
         # Removed-field declarations are stored alongside, for `copal gc --schema`.
         if self._indexes_synced_for == registry_generation[0]:
             return
-        declared, owners = declared_indexes(conn.index_keys)
+        declared, removed_indexes = declared_indexes(conn.index_keys)
         removals = declared_removals()
         # Checked on a snapshot first: the maintenance commits take the commit lock even when
         # they find nothing to change, so every new process would wait behind running commits.
-        if not self._store.holds_declarations(declared, owners, removals):
-            conn.sync_indexes(declared, owners, self._progress)
+        if not self._store.holds_declarations(declared, removed_indexes, removals):
+            conn.sync_indexes(declared, removed_indexes, self._progress)
             self._store.sync_removed(removals)
         self._indexes_synced_for = registry_generation[0]
 

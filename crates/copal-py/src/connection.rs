@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use copal_core::format::{oid_class, TzInfo, FLAG_MUTABLE_STATE};
 use copal_core::query::{self, Query};
 use copal_core::{Commit, Snapshot, Store};
-use copal_core::store::{DeclaredIndex, FieldDefault};
+use copal_core::store::{stale_indexes, DeclaredIndex, FieldDefault, RemovedIndex};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -767,24 +767,24 @@ impl Connection {
     }
 
     /// Makes the store's indexes match the declarations: `declared` lists (declaring type name,
-    /// covered type names, fields, unique); indexes declared by a type of `owners` that are not
-    /// in `declared` are dropped. Runs as a commit of its own, building new indexes from the
-    /// existing objects.
+    /// covered type names, fields, unique, renamed fields, defaults); indexes declared removed
+    /// (`removed`: declaring type name and fields) or superseded are dropped
+    /// (`copal_core::store::stale_indexes`), other undeclared ones kept. Runs as a commit of
+    /// its own, building new indexes from the existing objects.
     /// `progress(index, records read, records to read)`, if given, is called while an index is
     /// built; an exception it raises aborts the maintenance commit.
-    #[pyo3(signature = (declared, owners, progress=None))]
+    #[pyo3(signature = (declared, removed, progress=None))]
     fn sync_indexes(
         &self,
         py: Python<'_>,
         declared: Vec<IndexArgs>,
-        owners: Vec<String>,
+        removed: Vec<RemovedIndex>,
         progress: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let store = self.store.get()?;
         let mut commit = without_gil(py, || Commit::begin(&store)).py_err()?;
         commit.set_maintenance();
         let before = commit.indexes().to_vec();
-        let mut kept = Vec::new();
         for declaration in &declared {
             let declared = declared_index(declaration);
             let (type_name, fields) = (declared.type_name, declared.fields);
@@ -799,14 +799,10 @@ impl Connection {
             if let Some(error) = failure {
                 return Err(error);
             }
-            kept.push(built.py_err()?);
+            built.py_err()?;
         }
-        let stale: Vec<u32> = commit
-            .indexes()
-            .iter()
-            .filter(|d| owners.contains(&d.type_name) && !kept.contains(&d.id))
-            .map(|d| d.id)
-            .collect();
+        let declarations: Vec<DeclaredIndex<'_>> = declared.iter().map(declared_index).collect();
+        let stale = stale_indexes(commit.indexes(), &declarations, &removed);
         for id in &stale {
             commit.drop_index(*id).py_err()?;
         }

@@ -169,13 +169,13 @@ impl Store {
         &self,
         py: Python<'_>,
         declared: Vec<IndexArgs>,
-        owners: Vec<String>,
+        removed_indexes: Vec<copal_core::store::RemovedIndex>,
         removed: Vec<(String, Vec<String>)>,
     ) -> PyResult<bool> {
         let store = self.store.get()?;
         py.detach(move || {
             let indexes: Vec<_> = declared.iter().map(declared_index).collect();
-            Snapshot::new(&store)?.holds_declarations(&indexes, &owners, &removed)
+            Snapshot::new(&store)?.holds_declarations(&indexes, &removed_indexes, &removed)
         })
         .py_err()
     }

@@ -145,6 +145,29 @@ impl IndexDef {
     }
 }
 
+/// An index that the application's classes declare removed (`__copal_removed_indexes__`): the
+/// declaring type name and the fields.
+pub type RemovedIndex = (String, Vec<String>);
+
+/// The indexes among `defs` that index maintenance drops: those declared removed, and those
+/// superseded by a declaration of the same index with other renames or defaults (built anew
+/// beside them). An index that the running program's classes merely do not declare is kept
+/// and maintained: during a rolling deploy, a program still running an older class version
+/// would otherwise drop the index that the newer version declares, and the newer one build it
+/// again (docs/ARCHITECTURE.md, "Indexes").
+pub fn stale_indexes(defs: &[std::sync::Arc<IndexDef>], declared: &[DeclaredIndex<'_>], removed: &[RemovedIndex]) -> Vec<u32> {
+    defs.iter()
+        .filter(|def| !declared.iter().any(|index| def.is_declared_as(index)))
+        .filter(|def| {
+            let superseded = declared.iter().any(|index| {
+                index.type_name == def.type_name && index.fields == def.fields.as_slice() && index.unique == def.unique
+            });
+            superseded || removed.iter().any(|(type_name, fields)| *type_name == def.type_name && *fields == def.fields)
+        })
+        .map(|def| def.id)
+        .collect()
+}
+
 /// Type name and field names of a descriptor id.
 pub trait DescriptorNames {
     fn names(&self, id: u32) -> Result<(&str, &[String]), crate::format::DecodeError>;

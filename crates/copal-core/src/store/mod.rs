@@ -36,7 +36,7 @@ pub use catalog::Catalog;
 pub use checksum::unseal;
 pub use commit::Commit;
 pub use error::StoreError;
-pub use index::{entry_oid, prefix_end, DeclaredIndex, FieldDefault, IndexDef};
+pub use index::{entry_oid, prefix_end, stale_indexes, DeclaredIndex, FieldDefault, IndexDef, RemovedIndex};
 pub use inspect::RecordSummary;
 pub use lmdb::StoreOptions;
 pub use pg_pool::PoolLimits;
