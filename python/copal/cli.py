@@ -278,9 +278,10 @@ def _query(args: argparse.Namespace) -> int:
                 names = [args.type_name]
                 if not conn.class_numbers(names):
                     raise CommandError(f"the database stores no objects of type {args.type_name!r}")
+                # Without the application's classes: stored fields only (no renames, no defaults).
                 if args.count:
-                    return conn.query(names, node, [], 0, None, set(), "count", [])
-                oids = conn.query(names, node, [], 0, args.limit, set(), "oids", [])
+                    return conn.query(names, node, [], 0, None, set(), "count", [], [])
+                oids = conn.query(names, node, [], 0, args.limit, set(), "oids", [], [])
             finally:
                 conn.end(True)
         finally:
