@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import copal
+import pytest
 from copal import Index, Persistent, PersistentList
 
 from helpers.versions import load_module
@@ -211,7 +212,34 @@ def test_ls_lists_roots_and_the_objects_of_a_type(tmp_path: Path) -> None:
     table = _copal("ls", str(tmp_path / "db"), "--type", "test_cli.Person", "--limit", "3").stdout.splitlines()
     assert table[0].split() == ["OID", "TYPE", "SIZE"] and table[1].startswith(hex(oids[0])) and "--limit" in table[-1]
     missing = _copal("ls", str(tmp_path / "db"), "--type", "app.Nope")
-    assert missing.returncode == 3 and missing.stderr.strip() == "copal ls: error: the database stores no objects of type 'app.Nope'"
+    assert missing.returncode == 3 and missing.stderr.strip() == (
+        "copal ls: error: the database stores no objects of type 'app.Nope'; "
+        "it stores copal.PersistentDict, copal.PersistentList, test_cli.Person"
+    )
+    # The same class name in another module is what the user probably meant.
+    assert "; it stores test_cli.Person\n" in _copal("query", str(tmp_path / "db"), "app.Person").stderr
+
+
+def test_a_class_of_a_script_is_found_under_main_with_a_hint(tmp_path: Path) -> None:
+    script = tmp_path / "app.py"
+    script.write_text(
+        "import copal\n"
+        "class Person(copal.Persistent):\n"
+        "    pass\n"
+        "db = copal.open('db')\n"
+        "with db.transaction() as tx:\n"
+        "    tx.root['p'] = Person()\n"
+        "db.close()\n"
+    )
+    subprocess.run([sys.executable, str(script)], cwd=tmp_path, check=True, timeout=120)
+    done = _copal("export", str(tmp_path / "db"), "--format", "json", "--class", "app.Person")
+    assert done.returncode == 3 and done.stdout == ""
+    assert "it stores __main__.Person (the class of a script that is run is stored under __main__" in done.stderr
+    db = copal.open(tmp_path / "db")
+    with pytest.raises(copal.SchemaError, match="it stores __main__.Person"):
+        db.export(tmp_path / "out.jsonl", format="json", classes=["app.Person"])
+    assert not (tmp_path / "out.jsonl").exists()  # refused before the file is made
+    db.close()
 
 
 def test_show_prints_a_record_without_the_classes(tmp_path: Path) -> None:

@@ -203,7 +203,7 @@ def _extent(db: Database, type_name: str, limit: int) -> list[dict[str, Any]]:
 
     listed = _core.extent_summaries(db._store, type_name, limit)
     if listed is None:
-        raise CommandError(f"the database stores no objects of type {type_name!r}")
+        raise CommandError(db._no_such_type(type_name))
     return [{"oid": _oid_text(oid), "type": name, "size": size} for oid, name, size in listed]
 
 
@@ -277,7 +277,7 @@ def _query(args: argparse.Namespace) -> int:
             try:
                 names = [args.type_name]
                 if not conn.class_numbers(names):
-                    raise CommandError(f"the database stores no objects of type {args.type_name!r}")
+                    raise CommandError(db._no_such_type(args.type_name))
                 # Without the application's classes: stored fields only (no renames, no defaults).
                 if args.count:
                     return conn.query(names, node, [], 0, None, set(), "count", [], [])

@@ -8,7 +8,7 @@ import threading
 from typing import Any, Callable, Iterable, TypeVar
 
 from . import _core
-from .errors import ConflictError
+from .errors import ConflictError, SchemaError
 from .evolution import declared_removals
 from .indexes import declared_indexes
 from .persistent import registry, registry_generation, type_name_of
@@ -103,12 +103,27 @@ class Database:
         self._indexes_synced_for = registry_generation[0]
 
     def run(self, work: Callable[[Transaction], R], retries: int = 3) -> R:
-        """Runs ``work(tx)`` in a transaction and commits it, retrying up to ``retries`` times
-        when the commit raises ConflictError (each retry sees the other transaction's changes).
+        """Runs ``work(tx)`` in a new transaction and commits it; on a conflict, runs it again
+        in another new transaction, which sees the other transaction's changes.
 
         Each retry is counted in ``stats()["retries"]`` and logged at INFO level on the
         ``copal`` logger, with the conflict that caused it (``logging.basicConfig(level=
-        logging.INFO)`` shows them). When the retries run out, the last ConflictError is raised.
+        logging.INFO)`` shows them).
+
+        Args:
+            work: A function of the transaction. It may run several times, so it should change
+                nothing outside the database (send the e-mail after ``run`` returns).
+            retries: How many times to run ``work`` again after a conflict: ``retries=3`` makes
+                at most 4 attempts; 0 makes one.
+
+        Returns:
+            What ``work`` returned in the attempt that committed.
+
+        Raises:
+            ConflictError: The last attempt conflicted too.
+            Exception: Anything else ``work`` or the commit raises (a
+                :class:`~copal.UniqueViolation`, a ``ValueError`` of your own, ...) aborts the
+                transaction and propagates at once, without a retry.
         """
         attempt = 0
         while True:
@@ -210,9 +225,34 @@ class Database:
         """
         codec, level = _compression(compress)
         types = None if classes is None else [c if isinstance(c, str) else type_name_of(c) for c in classes]
+        if types:
+            stored = self._stored_type_names()
+            missing = [name for name in types if name not in stored]
+            if missing:
+                raise SchemaError(self._no_such_type(missing[0], stored))
         with opened(out, "wb") as file:
             report: dict[str, Any] = _core.export_raw(self._store, file, format, codec, level, types, progress or self._progress)
         return report
+
+    def _stored_type_names(self) -> set[str]:
+        return {descriptor["type_name"] for descriptor in self._store.schema()["descriptors"]}
+
+    def _no_such_type(self, type_name: str, stored: set[str] | None = None) -> str:
+        """The error for a type name the database does not store, with the stored names a user
+        probably meant: those of the same class name (a class of a script that is run is stored
+        under ``__main__``, which surprises everyone once), else the first few stored names."""
+        stored = self._stored_type_names() if stored is None else stored
+        message = f"the database stores no objects of type {type_name!r}"
+        short = type_name.rpartition(".")[2]
+        alike = sorted(name for name in stored if name.rpartition(".")[2] == short)
+        if alike:
+            message += f"; it stores {', '.join(alike)}"
+            if any(name.startswith("__main__.") for name in alike):
+                message += " (the class of a script that is run is stored under __main__: define it in a module the script imports)"
+        elif stored:
+            names = sorted(stored)
+            message += f"; it stores {', '.join(names[:8])}" + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        return message
 
     def import_from(self, source: Target, *, progress: Progress | None = None) -> dict[str, Any]:
         """Reads an export (any format and compression, detected from its first bytes) into
