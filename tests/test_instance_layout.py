@@ -16,28 +16,42 @@ import dataclasses
 import pickle
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-import copal
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-MODULE = "copal_instance_layout_test_module"
-
-
-@pytest.fixture
-def module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    """A module in ``sys.modules`` (for the test only) where streams find classes by name."""
-    mod = types.ModuleType(MODULE)
-    monkeypatch.setitem(sys.modules, MODULE, mod)
-    return mod
+import copal  # noqa: E402
+from test_decoder_reuse import MODULE, module  # noqa: E402, F401 (a fixture)
 
 
 def define(module: types.ModuleType, source: str) -> None:
+    """Runs `source` in `module`, whose classes streams then find by name."""
     exec(source, module.__dict__)
     for value in list(module.__dict__.values()):
         if isinstance(value, type):
             value.__module__ = MODULE
+
+
+def owners_with_hashed_keys(module: types.ModuleType, key_hash: str, count: int = 4) -> list[Any]:
+    """`count` Owners, owner n with `keys = {Key(owner, n): n}` then `later = n`, where hashing a
+    Key runs `key_hash` (Python lines, as indented in `Key.__hash__`) before returning 1: a
+    decoding of the owners runs it between the loading of an owner's `keys` and its setting."""
+    define(
+        module,
+        "class Owner:\n    pass\n"
+        "class Key:\n"
+        "    def __init__(self, owner, n):\n        self.owner = owner\n        self.n = n\n"
+        f"    def __hash__(self):\n{key_hash}        return 1\n",
+    )
+    owners = [module.Owner() for _ in range(count)]
+    for n, owner in enumerate(owners):
+        owner.keys = {module.Key(owner, n): n}
+        owner.later = n
+    return owners
 
 
 def test_loaded_instances_behave_like_instances_built_by_init(module: types.ModuleType) -> None:
@@ -117,23 +131,10 @@ def test_attribute_names_that_are_not_identifiers(module: types.ModuleType) -> N
 
 
 def test_an_instance_dict_made_while_its_fields_load(module: types.ModuleType) -> None:
-    # Hashing the key of a later owner's `keys` runs Key.__hash__, which asks for that owner's
-    # __dict__ while it has no attributes yet: its values array moves into the new dict, where
-    # both fields must then go. The first owners fill the class's key table first.
-    define(
-        module,
-        "class Owner:\n    pass\n"
-        "class Key:\n"
-        "    def __init__(self, owner, materialize):\n"
-        "        self.owner = owner\n        self.materialize = materialize\n"
-        "    def __hash__(self):\n"
-        "        if self.materialize:\n            vars(self.owner)\n"
-        "        return 1\n",
-    )
-    owners = [module.Owner() for _ in range(4)]
-    for n, owner in enumerate(owners):
-        owner.keys = {module.Key(owner, n >= 2): n}
-        owner.later = n
+    # Hashing the key of a later owner's `keys` asks for that owner's __dict__ while it has no
+    # attributes yet: its values array moves into the new dict, where both fields must then
+    # go. The first owners fill the class's key table first.
+    owners = owners_with_hashed_keys(module, "        if self.n >= 2:\n            vars(self.owner)\n")
     loaded = copal.loads(copal.dumps(owners))
     for n, owner in enumerate(loaded):
         assert list(vars(owner)) == ["keys", "later"]
@@ -145,22 +146,12 @@ def test_an_instance_dict_made_while_its_fields_load(module: types.ModuleType) -
 def test_a_class_changed_while_its_objects_load(module: types.ModuleType) -> None:
     # A property added to the class mid-decoding takes the stores that follow, as it would
     # from Python: the class's version tag changed, so its objects' fields are set generically.
-    define(
+    module.seen, module.armed = [], False
+    owners = owners_with_hashed_keys(
         module,
-        "seen = []\narmed = False\n"
-        "class Owner:\n    pass\n"
-        "class Key:\n"
-        "    def __init__(self, owner):\n        self.owner = owner\n"
-        "    def __hash__(self):\n"
-        "        if armed and getattr(self.owner, 'n', 0) == 2:\n"
-        "            Owner.later = property(lambda obj: 'read', lambda obj, value: seen.append(value))\n"
-        "        return 1\n",
+        "        if armed and self.n == 2:\n"
+        "            Owner.later = property(lambda obj: 'read', lambda obj, value: seen.append(value))\n",
     )
-    owners = [module.Owner() for _ in range(4)]
-    for n, owner in enumerate(owners):
-        owner.n = n
-        owner.keys = {module.Key(owner): n}
-        owner.later = n
     data = copal.dumps(owners)
     module.armed = True
     loaded = copal.loads(data)
