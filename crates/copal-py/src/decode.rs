@@ -826,8 +826,8 @@ fn expansion_budget(len: usize) -> u64 {
 /// it copies them, so they are not checked twice (this is the most frequent value); ASCII text,
 /// checked here a word at a time, is copied into a new ASCII string without it.
 fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> Option<Bound<'py, PyAny>> {
-    // Empty and one-character strings come from CPython's decoder, which returns its shared
-    // singletons for them.
+    // Empty and one-character strings come from CPython's decoder, which returns shared
+    // singletons for some of them.
     #[cfg(not(any(Py_LIMITED_API, PyPy)))]
     if bytes.len() > 1 && bytes.is_ascii() {
         // SAFETY: PyUnicode_New returns a new compact ASCII string of `bytes.len()` characters
