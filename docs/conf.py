@@ -10,6 +10,7 @@ import logging
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # Document the copal of this checkout (python/), not another installed one.
@@ -78,3 +79,13 @@ html_static_path: list[str] = []
 
 # Option names such as --json must stay two hyphens in text (the CLI page, the epilogs).
 smartquotes = False
+
+
+def _public_bases(app: object, name: str, obj: object, options: object, bases: list[type]) -> None:
+    """Keeps the bases a reader can use: "Bases: object" says nothing, and the Rust class behind
+    copal.Persistent (copal._core.PersistentBase) is not a public name."""
+    bases[:] = [base for base in bases if base is not object and base.__module__ != "copal._core"]
+
+
+def setup(app: Any) -> None:
+    app.connect("autodoc-process-bases", _public_bases)

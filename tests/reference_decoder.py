@@ -27,11 +27,17 @@ DATETIME, DATE, TIME, TIMEDELTA, DECIMAL, UUID, ENUM, REF, OBJECT, SUBCLASS, BAC
 # is the tag of the type it stands for, or ANY for a tagged value).
 STRREF = 0x1B
 TYPED_OBJECT, OBJECT_LIST = 0x1C, 0x1D
+# docs/STREAM.md section 5, version 4: a copy of a tuple or frozenset superseded by a copy of it
+# written inside its items (as a value, or as the base of a SUBCLASS), whose slot follows them.
+SUPERSEDED_TUPLE, SUPERSEDED_FROZENSET = 0x1E, 0x1F
+SUPERSEDED = {SUPERSEDED_TUPLE: "superseded_tuple", SUPERSEDED_FROZENSET: "superseded_frozenset"}
 ANY = 0x00
 FIELD_KINDS = {ANY, INT, FLOAT, STR, LIST}
 LIST_ITEMS, LIST_OBJECTS, LIST_BACKREF = range(3)
-MEMO_TAGS = {BYTEARRAY, LIST, TUPLE, DICT, SET, FROZENSET, OBJECT, SUBCLASS, TYPED_OBJECT, OBJECT_LIST}
+MEMO_TAGS = {BYTEARRAY, LIST, TUPLE, DICT, SET, FROZENSET, OBJECT, SUBCLASS, TYPED_OBJECT, OBJECT_LIST, *SUPERSEDED}
 ITEM_TAGS = {LIST: "list", TUPLE: "tuple", SET: "set", FROZENSET: "frozenset"}
+# The value a superseded copy stands for.
+SUPERSEDED_BASES = {SUPERSEDED_TUPLE: TUPLE, SUPERSEDED_FROZENSET: FROZENSET}
 SUBCLASS_BASES = {LIST, TUPLE, DICT, SET, FROZENSET}
 
 # Section 6.5: time-zone flags and ranges.
@@ -74,6 +80,7 @@ class _Reader:
         descriptors: Mapping[int, Sequence[str]],
         shared_strings: bool = False,
         kinds: Mapping[int, Sequence[int]] | None = None,
+        type_names: Mapping[int, str] | None = None,
     ) -> None:
         self.data = data
         self.pos = 0
@@ -82,9 +89,14 @@ class _Reader:
         self.strings: int | None = 0 if shared_strings else None
         # Streams of version 3 only: the field kinds of each descriptor.
         self.kinds = kinds
+        # Streams of version 4 only: the type name of each descriptor (superseded copies).
+        self.type_names = type_names
         # One entry per memo slot taken: True once the value exists, False while an immutable
         # container (tuple, frozenset, or a subclass of them) is still reading its items.
         self.slots: list[bool] = []
+        # The type of the value of each slot of a tuple or frozenset (or a subclass of one), once
+        # it exists: what a superseded copy's slot is checked against.
+        self.immutable_types: dict[int, Any] = {}
 
     # -- primitives (section 1) -------------------------------------------------------------
     def fail(self, kind: str, offset: int | None = None, detail: str = "") -> DecodeError:
@@ -190,7 +202,13 @@ class _Reader:
         if tag == BYTEARRAY:
             return {"bytearray": self.blob().hex()}
         if tag in ITEM_TAGS or tag == DICT:
-            return self.container(tag, slot, depth)
+            out = self.container(tag, slot, depth)
+            if tag in (TUPLE, FROZENSET):
+                self.immutable_types[slot] = tag
+            return out
+        if tag in SUPERSEDED and self.type_names is not None:
+            assert slot is not None
+            return self.superseded(tag, slot, SUPERSEDED_BASES[tag], depth)
         if tag == DATETIME:
             flags = self.tz_flags()
             micros = self.zigzag()
@@ -244,9 +262,14 @@ class _Reader:
             count = self.field_count(descriptor, at)
             base_at = self.pos
             base = self.u8()
-            if base not in SUBCLASS_BASES:
+            if base in SUPERSEDED and self.type_names is not None:
+                body = self.superseded(base, slot, self.subclass_type(descriptor, SUPERSEDED_BASES[base]), depth)
+            elif base not in SUBCLASS_BASES:
                 raise self.fail("UnknownTag", base_at, f"0x{base:02x} is not a SUBCLASS base")
-            body = self.container(base, slot, depth)
+            else:
+                body = self.container(base, slot, depth)
+                if base in (TUPLE, FROZENSET):
+                    self.immutable_types[slot] = self.subclass_type(descriptor, base)
             fields = [self.value(depth + 1) for _ in range(count)]
             return {"subclass": {"descriptor": descriptor, "base": body, "fields": fields}}
         if tag == BACKREF:
@@ -259,6 +282,24 @@ class _Reader:
         if tag == OBJECT_LIST and self.kinds is not None:
             return self.object_list(self.length(1), depth)
         raise self.fail("UnknownTag", offset, f"0x{tag:02x}")
+
+    def subclass_type(self, descriptor: int, base: int) -> Any:
+        """The type of a SUBCLASS value: its descriptor's type name (where known) and base."""
+        return ("subclass", descriptor if self.type_names is None else self.type_names[descriptor], base)
+
+    def superseded(self, tag: int, slot: int, expected: Any, depth: int) -> Any:
+        """A superseded copy after its tag (or SUBCLASS base), standing for a value of type
+        `expected`: its items, then the slot whose value it is, which must have been taken inside
+        the copy and hold a finished value of that type."""
+        self.slots[slot] = False
+        items = [self.value(depth + 1) for _ in range(self.length(1))]
+        offset = self.pos
+        by = self.varint()
+        if not (slot < by < len(self.slots) and self.slots[by] and self.immutable_types.get(by) == expected):
+            raise self.fail("BadBackRef", offset, f"slot {by} holds no finished copy of the value")
+        self.slots[slot] = True
+        self.immutable_types[slot] = expected
+        return {SUPERSEDED[tag]: {"items": items, "by": by}}
 
     def backref(self, index: int, offset: int) -> Any:
         if index >= len(self.slots) or not self.slots[index]:
@@ -374,13 +415,16 @@ def decode_value(
     descriptors: Mapping[int, Sequence[str]],
     shared_strings: bool = False,
     kinds: Mapping[int, Sequence[int]] | None = None,
+    type_names: Mapping[int, str] | None = None,
 ) -> Any:
     """One standalone value (memo slots from 0, depth 0); `descriptors` maps id -> field names.
-    With `shared_strings` (the value of a stream of version 2 or 3, docs/STREAM.md section 5),
-    every STR takes the next string slot and STRREF refers to one as ``{"strref": slot}``. With
-    `kinds` (version 3: id -> field kinds), TYPED_OBJECT and OBJECT_LIST are read, as the
-    ``object`` and ``list`` they stand for."""
-    r = _Reader(data, descriptors, shared_strings, kinds)
+    With `shared_strings` (the value of a stream of version 2 or later, docs/STREAM.md section
+    5), every STR takes the next string slot and STRREF refers to one as ``{"strref": slot}``.
+    With `kinds` (version 3 and later: id -> field kinds), TYPED_OBJECT and OBJECT_LIST are read,
+    as the ``object`` and ``list`` they stand for. With `type_names` (version 4: id -> type
+    name), SUPERSEDED_TUPLE and SUPERSEDED_FROZENSET are read, as values and SUBCLASS bases, as
+    ``{"superseded_tuple": {"items": [...], "by": slot}}`` (and ``superseded_frozenset``)."""
+    r = _Reader(data, descriptors, shared_strings, kinds, type_names)
     out = r.value(0)
     r.expect_end()
     return out

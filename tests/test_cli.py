@@ -166,6 +166,9 @@ def test_backup_command_refuses_a_destination_in_use(tmp_path: Path) -> None:
     done = _copal("backup", str(tmp_path / "db"), str(tmp_path / "copy"), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["bytes"] > 0
+    # The summary names the database as the command line did (a relative path stays relative).
+    told = subprocess.run([sys.executable, "-m", "copal", "backup", "db", "copy2"], cwd=tmp_path, capture_output=True, text=True)
+    assert told.stdout.startswith("backed up db to copy2 ("), told.stdout + told.stderr
     again = _copal("backup", str(tmp_path / "db"), str(tmp_path / "copy"))
     assert again.returncode != 0
     assert "not empty" in again.stderr

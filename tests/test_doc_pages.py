@@ -17,12 +17,17 @@ the order they appear:
   ``postgresql://app@localhost:5432/NAME`` URL is created on the test session's throwaway cluster
   and the URL rewritten to it.
 
+The tutorial tells its reader to paste its blocks into an interactive ``python`` session, so
+its blocks must also compile line by line as the interactive interpreter reads them (a
+compound statement ends at a blank line, and a blank line inside one ends it too).
+
 After a page, the modules it wrote and the copal classes it defined are forgotten, so that pages
 stay independent of each other and of the tests that run after them.
 """
 
 from __future__ import annotations
 
+import codeop
 import os
 import re
 import subprocess
@@ -83,6 +88,42 @@ def blocks(page: Path) -> Iterator[Block]:
         )
         previous = ""
         i += 1
+
+
+def interactive_paste_errors(code: str) -> list[str]:
+    """The lines at which the interactive interpreter would fail if ``code`` were pasted into it
+    (what ``code.InteractiveConsole`` does with each line: compile what it has so far in
+    ``single`` mode until a statement is complete)."""
+    errors = []
+    pending: list[str] = []
+    for number, line in enumerate(code.splitlines(), 1):
+        pending.append(line)
+        try:
+            complete = codeop.compile_command("\n".join(pending), "<paste>", "single")
+        except SyntaxError as error:
+            errors.append(f"line {number} {line.strip()!r}: {error.msg}")
+            pending = []
+            continue
+        if complete is not None:
+            pending = []
+    return errors
+
+
+def test_tutorial_blocks_paste_into_the_interactive_interpreter() -> None:
+    page = DOCS / "tutorial.md"
+    problems = [
+        f"{page.name}:{block.line} {error}"
+        for block in blocks(page)
+        if block.language == "python" and block.file is None and block.marker is None
+        for error in interactive_paste_errors(block.code)
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_paste_check_finds_what_the_interpreter_refuses() -> None:
+    assert interactive_paste_errors("with open('x') as f:\n    pass\nprint(1)\n")  # no blank line after the block
+    assert interactive_paste_errors("if True:\n    a = 1\n\n    b = 2\n")  # a blank line inside the block
+    assert not interactive_paste_errors("if True:\n    a = 1\n    b = 2\n\nprint(a)\n")
 
 
 def run_console(code: str, cwd: Path, where: str) -> None:

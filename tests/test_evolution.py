@@ -443,7 +443,7 @@ def test_unknown_classes_load_as_broken_and_are_written_back_unchanged(tmp_path:
         assert isinstance(gone, copal.Broken) and gone.state == {"v": [1, 2]}
         part = holder.state["part"]
         assert isinstance(part, copal.BrokenObject) and part.type_name == "__main__.Part" and part.state == {"w": 3}
-        with pytest.raises(copal.SchemaError):
+        with pytest.raises(copal.SchemaError, match=r"import its class first, or, if the class was renamed or moved, list '__main__.Holder' in the new class's __copal_aliases__"):
             holder.n = 1
         raw_before = db._debug_raw_record(gone._p_oid)
         tx.root["other"] = copal.PersistentList([gone, part])  # the owner of both is saved

@@ -111,7 +111,7 @@ def test_unique_violation_writes_nothing(store: Any) -> None:
         tx.add(Member(5001, email=None))  # None keys are exempt from uniqueness
 
 
-def test_index_declared_on_existing_data_is_built_and_dropped_when_undeclared(store: Any) -> None:
+def test_index_declared_on_existing_data_is_built_kept_when_undeclared_and_dropped_when_declared_removed(store: Any) -> None:
     class Late(Persistent):
         def __init__(self, n: int) -> None:
             self.n = n
@@ -128,6 +128,8 @@ def test_index_declared_on_existing_data_is_built_and_dropped_when_undeclared(st
     with db.transaction() as tx:
         assert "index" in tx.query(Late).where(n=42).explain()
         assert [x.n for x in tx.query(Late).where(field("n") >= 98)] == [98, 99]
+    # A program whose class does not declare the index (an older version, during a rolling
+    # deploy) keeps it, and its commits keep it up to date.
     del Late.__copal_indexes__  # type: ignore[attr-defined]
     db = store.reopen(db)
 
@@ -135,8 +137,35 @@ def test_index_declared_on_existing_data_is_built_and_dropped_when_undeclared(st
         pass
 
     with db.transaction() as tx:
-        assert "scan" in tx.query(Late).where(n=42).explain()
-        assert tx.query(Late).where(n=42).count() == 1
+        assert "index" in tx.query(Late).where(n=42).explain()
+        tx.root["late"][42].n = 1042
+        tx.root["late"].append(Late(2042))
+    with db.transaction() as tx:
+        assert [x.n for x in tx.query(Late).where(field("n") >= 1000)] == [1042, 2042]
+        assert tx.query(Late).where(n=42).count() == 0
+    assert db.verify()["problems"] == []
+    # Only a declared removal drops it.
+    Late.__copal_removed_indexes__ = [Index("n")]  # type: ignore[attr-defined]
+    db = store.reopen(db)
+
+    class Trigger3(Persistent):
+        pass
+
+    with db.transaction() as tx:
+        assert "scan" in tx.query(Late).where(n=1042).explain()
+        assert tx.query(Late).where(n=1042).count() == 1
+
+
+def test_removed_indexes_must_be_index_objects(store: Any) -> None:
+    class Odd(Persistent):
+        __copal_removed_indexes__ = ["n"]
+
+    db = store.open()
+    try:
+        with pytest.raises(TypeError, match="Odd.__copal_removed_indexes__ must hold copal.Index objects"):
+            db.transaction()
+    finally:
+        del Odd.__copal_removed_indexes__  # the class stays registered for the later tests
 
 
 def test_read_your_writes_with_indexes(store: Any) -> None:

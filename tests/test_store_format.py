@@ -11,6 +11,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 import copal
 from helpers.query_models import Circle, IndexedRec, Owner, Pet, Shape
 
@@ -55,3 +57,16 @@ def test_copal_upgrade_reports_the_migration_of_a_format_1_store(tmp_path: Path)
     assert report["steps"] == ["moved every record into a table of its class (store format 1 to 2)"]
     with copal.open(path) as db:
         assert db.verify()["problems"] == []
+
+
+def test_a_store_of_a_newer_format_is_refused_with_storage_error_as_on_postgresql(tmp_path: Path) -> None:
+    # A newer copal's store format is written here by patching the `format` meta value of the
+    # format 1 fixture (LMDB's leaf node: the key, then the u32 big-endian value) in every page
+    # copy. The PostgreSQL store refuses a newer schema version with the same class
+    # (tests/test_postgresql.py).
+    path = Path(_copy(tmp_path))
+    data = (path / "data.mdb").read_bytes()
+    assert data.count(b"format\x00\x00\x00\x01") >= 1
+    (path / "data.mdb").write_bytes(data.replace(b"format\x00\x00\x00\x01", b"format\x00\x00\x00\x63"))
+    with pytest.raises(copal.StorageError, match="has store format 99, which this copal .format 2. cannot read: use"):
+        copal.open(path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import gzip
 import json
 from xml.etree import ElementTree
 import sys
@@ -160,8 +161,61 @@ def test_text_documents_are_utf8_bytes() -> None:
 def test_format_arguments() -> None:
     with pytest.raises(ValueError, match="unknown format 'yaml'"):
         copal.dumps(1, format="yaml")  # type: ignore[call-overload]
-    with pytest.raises(ValueError, match="not compressed"):
-        copal.dumps(1, format="json", compress="zstd")  # type: ignore[call-overload]
+    # The binary format is named as the export's is.
+    assert copal.dumps([1], format="copal") == copal.dumps([1])
+    with pytest.raises(ValueError, match="zstd compression level 99"):
+        copal.dumps(1, format="json", compress=("zstd", 99))
+    with pytest.raises(ValueError, match="unknown compression 'bz2'"):
+        copal.dumps(1, format="xml", compress="bz2")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("form", ["json", "xml"])
+@pytest.mark.parametrize("compress", ["gzip", "zstd", "lz4", ("gzip", 9), ("zstd", 19)], ids=str)
+def test_text_documents_compress_whole_in_the_standard_frame(form: str, compress: Any) -> None:
+    value = {"names": ["Ann"] * 500, "when": datetime.date(2024, 5, 1), "tags": {"x"}}
+    plain = copal.dumps(value, format=form)
+    packed = copal.dumps(value, format=form, compress=compress)
+    assert len(packed) < len(plain) / 5
+    codec = compress if isinstance(compress, str) else compress[0]
+    magic = {"gzip": b"\x1f\x8b", "zstd": b"\x28\xb5\x2f\xfd", "lz4": b"\x04\x22\x4d\x18"}[codec]
+    assert packed.startswith(magic)
+    if codec == "gzip":
+        assert gzip.decompress(packed) == plain  # what gunzip reads
+    assert copal.loads(packed) == value
+    assert copal.loads(memoryview(packed)) == value
+
+
+def test_a_compressed_document_is_bounded_by_max_size() -> None:
+    packed = copal.dumps(["x" * 100_000], format="json", compress="zstd")
+    assert len(packed) < 1_000
+    with pytest.raises(CorruptRecordError, match="max_size = 50000"):
+        copal.loads(packed, max_size=50_000)
+    assert copal.loads(packed, max_size=200_000) == ["x" * 100_000]
+
+
+def test_damaged_compressed_documents_are_refused() -> None:
+    packed = copal.dumps({"a": 1}, format="json", compress="gzip")
+    with pytest.raises(CorruptRecordError, match="gzip"):
+        copal.loads(packed[:-6])
+    with pytest.raises(CorruptRecordError, match="gzip"):
+        copal.loads(packed + b"trailing")
+    with pytest.raises(CorruptRecordError, match="not a copal stream"):
+        copal.loads(gzip.compress(b"neither JSON nor XML"))
+
+
+def test_a_gzipped_stream_loads_too() -> None:
+    # A stream file compressed by gzip on the command line.
+    assert copal.loads(gzip.compress(copal.dumps({"k": (1, 2)}))) == {"k": (1, 2)}
+
+
+@pytest.mark.parametrize("compress", [None, "gzip"])
+def test_dump_and_load_of_a_document_read_to_the_end_of_the_file(tmp_path: Path, compress: Any) -> None:
+    path = tmp_path / "doc"
+    with path.open("wb") as out:
+        copal.dump({"x": [1.5, None]}, out, format="xml", compress=compress)
+    with path.open("rb") as source:
+        assert copal.load(source) == {"x": [1.5, None]}
+        assert source.read() == b""
 
 
 def test_unstorable_values_are_refused_as_in_binary() -> None:

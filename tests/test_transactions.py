@@ -3,6 +3,7 @@ Database objects, read-your-writes queries, conflicts between connections, db.ru
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import threading
@@ -149,6 +150,49 @@ def test_stats_counters(store: Any) -> None:
     assert delta["commits"] == 2
     assert delta["records_written"] >= 2
     assert delta["conflicts"] == 0
+
+
+def test_stats_count_per_database_object(store: Any) -> None:
+    # Two Database objects on one location (on LMDB they share one store) count apart, and a
+    # new one starts from zero.
+    first = store.open()
+    with first.transaction() as tx:
+        tx.root["a"] = Item("a")
+    second = store.open()
+    assert second.stats() == dict.fromkeys(second.stats(), 0)
+    with second.transaction() as tx:
+        assert tx.root["a"].name == "a"
+        tx.root["b"] = Item("b")
+    with second.transaction() as tx:
+        tx.root["c"] = Item("c")
+    assert (first.stats()["commits"], second.stats()["commits"]) == (1, 2)
+    assert first.stats()["records_read"] <= 2  # its own transaction's reads (the root), not second's
+    assert second.stats()["records_read"] >= 2 and second.stats()["cache_misses"] >= 2
+
+
+def test_a_second_open_of_a_directory_must_ask_for_the_same_options(tmp_path: Any) -> None:
+    path = tmp_path / "db"
+    db = copal.open(path, durable=False)
+    try:
+        for options, named in [
+            ({}, "durable=False, and this open asks for durable=True"),
+            ({"durable": False, "map_size": 1 << 30}, f"map_size={1 << 40}, and this open asks for map_size={1 << 30}"),
+        ]:
+            with pytest.raises(copal.StorageError, match=f"already open in this process with {named}.*same options"):
+                copal.open(path, **options)
+        # The same options share the open store: both see each other's commits at once.
+        same = copal.open(path, durable=False)
+        with same.transaction() as tx:
+            tx.root["x"] = 1
+        with db.transaction() as tx:
+            assert tx.root["x"] == 1
+        same.close()
+    finally:
+        db.close()
+    # Once every Database on the directory is closed, it opens with other options, even while
+    # the closed Database objects and their objects still exist.
+    with copal.open(path) as reopened, reopened.transaction() as tx:
+        assert tx.root["x"] == 1
 
 
 # Read-your-writes queries.
@@ -367,7 +411,7 @@ def test_conflict_error_is_a_copal_error() -> None:
     assert issubclass(copal.CopalError, Exception)
 
 
-def test_run_retries_on_conflict(store: Any) -> None:
+def test_run_retries_on_conflict(store: Any, caplog: pytest.LogCaptureFixture) -> None:
     db1, db2 = store.open(), store.open()
     _seed(db1)
     calls: list[int] = []
@@ -381,11 +425,17 @@ def test_run_retries_on_conflict(store: Any) -> None:
         counter.value = value + 1
 
     conflicts = Delta(db2)
-    db2.run(increment, retries=3)
+    with caplog.at_level(logging.INFO, logger="copal"):
+        db2.run(increment, retries=3)
     assert calls == [1, 11]
-    assert conflicts["conflicts"] >= 1
+    assert (conflicts["conflicts"], conflicts["retries"]) == (1, 1)
+    # One log record per retry, naming the function and the conflict.
+    [record] = [r for r in caplog.records if r.name == "copal"]
+    assert record.levelno == logging.INFO
     with db2.transaction() as tx:
         assert tx.root["c"].value == 12
+        oid = hex(tx.root["c"]._p_oid)
+    assert f"retry 1 of 3 of test_run_retries_on_conflict.<locals>.increment after a conflict: object {oid}" in record.getMessage()
 
 
 def test_run_gives_up_after_its_retries(store: Any) -> None:
@@ -400,9 +450,11 @@ def test_run_gives_up_after_its_retries(store: Any) -> None:
         _commit_nested(db1, lambda t1: setattr(t1.root["c"], "value", t1.root["c"].value + 1))
         counter.value = -1
 
+    retried = Delta(db2)
     with pytest.raises(ConflictError):
         db2.run(always_conflicts, retries=2)
-    assert len(calls) in (2, 3)  # "retries=2": two attempts in all, or one and two more
+    assert len(calls) == 3  # "retries=2": one attempt and two more
+    assert (retried["conflicts"], retried["retries"]) == (3, 2)
     with db2.transaction() as tx:
         assert tx.root["c"].value == 1 + len(calls)
 

@@ -31,6 +31,7 @@ import argparse
 import importlib
 import sys
 import time
+import types
 from collections import Counter
 from typing import Any
 
@@ -50,7 +51,7 @@ def is_mapping(obj: Any) -> bool:
 
 
 def is_tree_set(obj: Any) -> bool:
-    return BTrees.Interfaces.ITreeSet.providedBy(obj) or BTrees.Interfaces.ISet.providedBy(obj)
+    return bool(BTrees.Interfaces.ITreeSet.providedBy(obj) or BTrees.Interfaces.ISet.providedBy(obj))
 
 
 class Converter:
@@ -58,13 +59,13 @@ class Converter:
 
     def __init__(self, modules: dict[str, str]) -> None:
         self.modules = modules
-        self.classes: dict[type, type] = {}
+        self.classes: dict[type, type[copal.Persistent]] = {}
         self.copies: dict[bytes, Any] = {}  # ZODB oid -> copal object
         self.pending: list[tuple[Any, Any]] = []  # (ZODB object, its copal copy) to fill
         self.counts: Counter[str] = Counter()
         self.shared = 0  # persistent objects reached more than once
 
-    def copal_class(self, cls: type) -> type:
+    def copal_class(self, cls: type) -> type[copal.Persistent]:
         if cls not in self.classes:
             target = self.modules.get(cls.__module__)
             if target is not None:
@@ -73,7 +74,7 @@ class Converter:
                     raise TypeError(f"{target}.{cls.__qualname__} is not a copal.Persistent class")
             else:
                 name = f"{cls.__module__}.{cls.__qualname__}"
-                new = type(cls.__name__, (copal.Persistent,), {"__copal_type__": name, "__module__": cls.__module__})
+                new = types.new_class(cls.__name__, (copal.Persistent,), exec_body=lambda ns: ns.update(__copal_type__=name, __module__=cls.__module__))
             self.classes[cls] = new
         return self.classes[cls]
 
@@ -145,9 +146,11 @@ def compare(zodb_root: Any, copal_root: Any) -> int:
             seen[id(old)] = new
             assert isinstance(new, copal.Persistent), f"{path}: {type(new).__name__} is not persistent"
             if is_mapping(old):
+                assert isinstance(new, copal.PersistentDict), f"{path}: {type(new).__name__} is not a PersistentDict"
                 assert list(old.keys()) == list(new.keys()), f"{path}: keys differ"
                 work += [(old[key], new[key], f"{path}[{key!r}]") for key in old.keys()]
             elif isinstance(old, PersistentList):
+                assert isinstance(new, copal.PersistentList), f"{path}: {type(new).__name__} is not a PersistentList"
                 assert len(old) == len(new), f"{path}: lengths differ"
                 work += [(a, b, f"{path}[{i}]") for i, (a, b) in enumerate(zip(old, new))]
             else:

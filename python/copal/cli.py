@@ -278,9 +278,10 @@ def _query(args: argparse.Namespace) -> int:
                 names = [args.type_name]
                 if not conn.class_numbers(names):
                     raise CommandError(f"the database stores no objects of type {args.type_name!r}")
+                # Without the application's classes: stored fields only (no renames, no defaults).
                 if args.count:
-                    return conn.query(names, node, [], 0, None, set(), "count", [])
-                oids = conn.query(names, node, [], 0, args.limit, set(), "oids", [])
+                    return conn.query(names, node, [], 0, None, set(), "count", [], [])
+                oids = conn.query(names, node, [], 0, args.limit, set(), "oids", [], [])
             finally:
                 conn.end(True)
         finally:
@@ -368,10 +369,10 @@ def _backup(args: argparse.Namespace) -> int:
         print(json.dumps({"dest": args.dest, "bytes": size}))
     else:
         if args.db.startswith(("postgresql://", "postgres://")):
-            restore = f"copal export {shlex.quote(args.dest)} | copal import {shlex.quote(location)}"
+            source, restore = location, f"copal export {shlex.quote(args.dest)} | copal import {shlex.quote(location)}"
         else:
-            restore = "opening it"
-        print(f"backed up {location} to {args.dest} ({size:,} bytes, compacted); restore by {restore}")
+            source, restore = args.db, "opening it"
+        print(f"backed up {source} to {args.dest} ({size:,} bytes, compacted); restore by {restore}")
     return EXIT_OK
 
 

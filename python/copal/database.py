@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any, Callable, Iterable, TypeVar
@@ -19,6 +20,8 @@ from .transfer import ExportFormat, Target, opened
 __all__ = ["Database", "open", "init", "upgrade"]
 
 R = TypeVar("R")
+
+_log = logging.getLogger("copal")
 
 DEFAULT_CACHE_SIZE = 100_000
 
@@ -42,19 +45,29 @@ class Database:
         map_size: int | None = None,
         durable: bool = True,
         progress: Progress | None = None,
+        max_connections: int | None = None,
+        pool_timeout: float | None = None,
     ) -> None:
         self.path = os.fspath(path)
         if map_size is not None and _is_postgresql_url(self.path):
             raise ValueError("map_size applies to the embedded store only, not to a PostgreSQL database")
+        for name, value in (("max_connections", max_connections), ("pool_timeout", pool_timeout)):
+            if value is not None and not _is_postgresql_url(self.path):
+                raise ValueError(f"{name} applies to a PostgreSQL database only, not to the embedded store")
+        if max_connections is not None and max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, not {max_connections}")
+        if pool_timeout is not None and not pool_timeout >= 0:
+            raise ValueError(f"pool_timeout must be seconds >= 0, not {pool_timeout}")
         self.cache_size = cache_size
         self._progress: Progress = progress if progress is not None else ProgressBar()
-        self._store = _core.Store(self.path, map_size, durable)
+        self._store = _core.Store(self.path, map_size, durable, max_connections, pool_timeout)
         self._pool: list[_core.Connection] = []
         self._all: list[_core.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
         # Indexes are synchronised with the class declarations when classes are (re)defined.
         self._indexes_synced_for = -1
+        self._retries = 0
 
     def transaction(self) -> Transaction:
         """Starts a transaction; use it in a ``with`` block (commit on success, abort on error)."""
@@ -80,18 +93,22 @@ class Database:
         # Removed-field declarations are stored alongside, for `copal gc --schema`.
         if self._indexes_synced_for == registry_generation[0]:
             return
-        declared, owners = declared_indexes()
+        declared, removed_indexes = declared_indexes(conn.index_keys)
         removals = declared_removals()
         # Checked on a snapshot first: the maintenance commits take the commit lock even when
         # they find nothing to change, so every new process would wait behind running commits.
-        if not self._store.holds_declarations(declared, owners, removals):
-            conn.sync_indexes(declared, owners, self._progress)
+        if not self._store.holds_declarations(declared, removed_indexes, removals):
+            conn.sync_indexes(declared, removed_indexes, self._progress)
             self._store.sync_removed(removals)
         self._indexes_synced_for = registry_generation[0]
 
     def run(self, work: Callable[[Transaction], R], retries: int = 3) -> R:
         """Runs ``work(tx)`` in a transaction and commits it, retrying up to ``retries`` times
         when the commit raises ConflictError (each retry sees the other transaction's changes).
+
+        Each retry is counted in ``stats()["retries"]`` and logged at INFO level on the
+        ``copal`` logger, with the conflict that caused it (``logging.basicConfig(level=
+        logging.INFO)`` shows them). When the retries run out, the last ConflictError is raised.
         """
         attempt = 0
         while True:
@@ -100,19 +117,25 @@ class Database:
                 result = work(tx)
                 tx.commit()
                 return result
-            except ConflictError:
+            except ConflictError as conflict:
                 tx.abort()
                 attempt += 1
                 if attempt > retries:
                     raise
+                with self._lock:
+                    self._retries += 1
+                _log.info("retry %d of %d of %s after a conflict: %s", attempt, retries, _name_of(work), conflict)
             except BaseException:
                 tx.abort()
                 raise
 
     def stats(self) -> dict[str, int]:
-        """Counters since open: records_read, records_written, cache_hits, cache_misses,
-        commits, conflicts."""
+        """This Database object's counters since it was opened: records_read,
+        records_written, cache_hits, cache_misses, commits, conflicts (commits refused with
+        ConflictError), retries (transactions :meth:`run` ran again after a conflict)."""
         stats: dict[str, int] = self._store.stats()
+        with self._lock:
+            stats["retries"] = self._retries
         return stats
 
     def verify(self) -> dict[str, Any]:
@@ -217,12 +240,16 @@ class Database:
         return size
 
     def close(self) -> None:
-        """Closes the database; objects loaded through it must not be used afterwards."""
+        """Closes the database; objects loaded through it must not be used afterwards.
+
+        The store is let go of: once every Database on a directory is closed, it can be opened
+        again with other options (``durable``, ``map_size``) in the same process."""
         with self._lock:
             for conn in self._all:
                 conn.close()
             self._pool.clear()
             self._all.clear()
+            self._store.close()
             self._closed = True
 
     def _release(self, conn: _core.Connection) -> None:
@@ -258,6 +285,11 @@ class Database:
         return f"<copal.Database {self.location!r}>"
 
 
+def _name_of(work: Callable[..., Any]) -> str:
+    """How a log record names the function ``run`` retries."""
+    return getattr(work, "__qualname__", None) or repr(work)
+
+
 def _is_postgresql_url(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
@@ -269,6 +301,8 @@ def open(
     map_size: int | None = None,
     durable: bool = True,
     progress: Progress | None = None,
+    max_connections: int | None = None,
+    pool_timeout: float | None = None,
 ) -> Database:
     """Opens (creating if absent) the embedded database in directory ``path``, or the database
     on a PostgreSQL server when ``path`` is a ``postgresql://`` (or ``postgres://``) URL: copal's
@@ -297,15 +331,31 @@ def open(
         progress: ``progress(what, done, total)`` is called while long maintenance runs
             (building a newly declared index over existing objects). Default: a progress bar
             on stderr when it is a terminal and the work is large.
+        max_connections: PostgreSQL only: how many server connections this Database may have
+            open at once (default 20). A running transaction holds one; a transaction that
+            starts while all are in use waits for one to be given back.
+        pool_timeout: PostgreSQL only: how many seconds a transaction waits for a connection
+            when ``max_connections`` are in use (default 30) before it raises StorageError.
 
     Raises:
-        StorageError: the directory or the server cannot be used.
-        ValueError: ``map_size`` given for a PostgreSQL database.
+        StorageError: the directory or the server cannot be used; the directory is open in this
+            process with other ``durable`` or ``map_size``; no PostgreSQL connection was free
+            within ``pool_timeout``.
+        ValueError: ``map_size`` given for a PostgreSQL database, ``max_connections`` or
+            ``pool_timeout`` for the embedded store, or out of range.
 
     >>> db = copal.open("bank.copal")   # doctest: +SKIP
     >>> db = copal.open("postgresql://app@db.internal/bank")   # doctest: +SKIP
     """
-    return Database(path, cache_size=cache_size, map_size=map_size, durable=durable, progress=progress)
+    return Database(
+        path,
+        cache_size=cache_size,
+        map_size=map_size,
+        durable=durable,
+        progress=progress,
+        max_connections=max_connections,
+        pool_timeout=pool_timeout,
+    )
 
 
 def init(location: str | os.PathLike[str]) -> dict[str, Any]:

@@ -29,12 +29,12 @@ import copy
 import dis
 import enum
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from .errors import SchemaError
+from .errors import CopalError, SchemaError
 from .persistent import Persistent, registry, registry_generation
 
-__all__ = ["Broken", "BrokenObject", "declared_removals", "plan", "renamed_fields"]
+__all__ = ["Broken", "BrokenObject", "declared_removals", "field_default", "field_defaults", "plan", "renamed_fields"]
 
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset)
 
@@ -60,7 +60,10 @@ class Broken(Persistent):
         if name.startswith("_v_") or name.startswith("_p_"):
             super().__setattr__(name, value)
             return
-        raise SchemaError(f"cannot change a Broken object of missing class {self.type_name!r}; import its class first")
+        raise SchemaError(
+            f"cannot change a Broken object of missing class {self.type_name!r}: import its class first, "
+            f"or, if the class was renamed or moved, list {self.type_name!r} in the new class's __copal_aliases__"
+        )
 
     def __repr__(self) -> str:
         oid = self._p_oid
@@ -199,6 +202,66 @@ def _renames_of(cls: type) -> dict[str, str]:
     for klass in reversed(cls.__mro__):
         renamed.update(klass.__dict__.get("__copal_renamed__", {}))
     return renamed
+
+
+#: What :func:`field_default` returns for a field that loading leaves missing.
+NO_DEFAULT: Any = object()
+_defaults: dict[tuple[type, str], Any] = {}
+_defaults_by_name: dict[str, list[tuple[str, str, Any]]] = {}
+_defaults_generation = [-1]
+
+
+def field_default(cls: type, name: str) -> Any:
+    """The value that attribute ``name`` has on an object of ``cls`` loaded from a record
+    without that field, or :data:`NO_DEFAULT` when the attribute is then missing. It is what
+    loading gives: a class attribute of that name (found by attribute lookup; methods,
+    properties and other descriptors compute their value and give none), else the ``__init__``
+    default that :func:`plan` fills in. Queries evaluate a missing field as this value, so that
+    they agree with what loading returns; a value that cannot be stored gives none."""
+    if _defaults_generation[0] != registry_generation[0]:
+        _defaults.clear()
+        _defaults_by_name.clear()
+        _defaults_generation[0] = registry_generation[0]
+    key = (cls, name)
+    if key in _defaults:
+        return _defaults[key]
+    attribute = inspect.getattr_static(cls, name, NO_DEFAULT)
+    if attribute is NO_DEFAULT:
+        default = _init_defaults(cls).get(name, NO_DEFAULT)
+    elif callable(attribute) or hasattr(type(attribute), "__get__"):
+        default = NO_DEFAULT
+    else:
+        default = attribute
+    if default is not NO_DEFAULT and not _storable(default):
+        default = NO_DEFAULT
+    _defaults[key] = default
+    return default
+
+
+def _storable(value: Any) -> bool:
+    from .serialize import dumps  # serialize imports the compiled core, which imports this module
+
+    try:
+        dumps(value)
+    except (TypeError, ValueError, CopalError):
+        return False
+    return True
+
+
+def field_defaults(names: Iterable[str]) -> list[tuple[str, str, Any]]:
+    """(stored type name, field, default) for each field of ``names`` that a registered class
+    gives a default (:func:`field_default`), under each name the class is stored by: queries
+    read records without the field as holding the default."""
+    found: list[tuple[str, str, Any]] = []
+    for name in names:
+        if _defaults_generation[0] != registry_generation[0] or name not in _defaults_by_name:
+            _defaults_by_name[name] = [
+                (type_name, name, default)
+                for type_name, cls in list(registry.items())
+                if isinstance(cls, type) and (default := field_default(cls, name)) is not NO_DEFAULT
+            ]
+        found += _defaults_by_name[name]
+    return found
 
 
 def plan(cls: type, stored: list[str]) -> tuple[list[str], Callable[[Any, dict[str, Any]], None] | None] | None:

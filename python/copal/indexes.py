@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
-from .evolution import renamed_fields
+from .evolution import field_defaults, renamed_fields
 from .persistent import registry, type_name_of
 
 __all__ = ["Index", "declared_indexes"]
@@ -37,22 +38,38 @@ class Index:
         object.__setattr__(self, "unique", unique)
 
 
-Declaration = tuple[str, list[str], list[str], bool, list[tuple[str, str, str]]]
+Declaration = tuple[str, list[str], list[str], bool, list[tuple[str, str, str]], list[tuple[str, str, bytes]]]
 
 
-def declared_indexes() -> tuple[list[Declaration], list[str]]:
+def declared_indexes(index_keys: Callable[[list[Any]], list[bytes]]) -> tuple[list[Declaration], list[tuple[str, list[str]]]]:
     """The indexes declared by registered classes, as (declaring type, covered types, fields,
-    unique), and the type names of all registered classes (whose other indexes are dropped)."""
+    unique, renamed fields, (covered type, field, index key of its default)), and the indexes
+    they declare removed (``__copal_removed_indexes__``), as (declaring type, fields). An index
+    that no class declares is kept (and maintained) until it is declared removed: a program
+    running an older version of a class during a rolling deploy must not drop the index that
+    the newer version declares."""
     declared: list[Declaration] = []
-    owners: list[str] = []
+    removed: list[tuple[str, list[str]]] = []
     classes = {cls for cls in registry.values() if isinstance(cls, type)}
     for cls in sorted(classes, key=type_name_of):
-        owners.append(type_name_of(cls))
-        for index in cls.__dict__.get("__copal_indexes__", ()):
-            if not isinstance(index, Index):
-                raise TypeError(f"{cls.__qualname__}.__copal_indexes__ must hold copal.Index objects")
+        for index in _indexes_of(cls, "__copal_removed_indexes__"):
+            removed.append((type_name_of(cls), list(index.fields)))
+        for index in _indexes_of(cls, "__copal_indexes__"):
             covered = sorted(name for name, c in registry.items() if isinstance(c, type) and issubclass(c, cls))
             # Old records of the covered types may hold an index field under a former name.
             renamed = [r for r in renamed_fields() if r[0] in covered and r[2] in index.fields]
-            declared.append((type_name_of(cls), covered, list(index.fields), index.unique, renamed))
-    return declared, owners
+            # Old records without an index field are indexed under the default loading gives it,
+            # so that the index answers as a scan does.
+            defaults = [d for d in field_defaults(index.fields) if d[0] in covered]
+            keys = index_keys([value for _, _, value in defaults])
+            keyed = [(type_name, name, key) for (type_name, name, _), key in zip(defaults, keys)]
+            declared.append((type_name_of(cls), covered, list(index.fields), index.unique, renamed, keyed))
+    return declared, removed
+
+
+def _indexes_of(cls: type, attribute: str) -> list[Index]:
+    """The ``copal.Index`` objects of ``cls``'s own ``attribute``."""
+    indexes = list(cls.__dict__.get(attribute, ()))
+    if not all(isinstance(index, Index) for index in indexes):
+        raise TypeError(f"{cls.__qualname__}.{attribute} must hold copal.Index objects")
+    return indexes

@@ -10,7 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from .errors import CopalError
-from .evolution import BrokenObject, renamed_fields
+from .evolution import NO_DEFAULT, BrokenObject, field_default, field_defaults, renamed_fields
 from .persistent import Persistent, registry, registry_generation, type_name_of
 
 if TYPE_CHECKING:
@@ -161,9 +161,10 @@ def _kind(value: Any) -> int:
 
 
 def _resolve(obj: Any, path: tuple[str, ...], deleted: frozenset[int] = frozenset()) -> Any:
-    """The value at ``path``, following what the Rust evaluator follows: instance attributes
-    (not class attributes), dict keys, and references; anything else is missing. So is a
-    referenced object deleted by the running transaction (``deleted`` holds their ``id()``)."""
+    """The value at ``path``, following what the Rust evaluator follows: instance attributes,
+    dict keys, and references; anything else is missing. So is a referenced object deleted by
+    the running transaction (``deleted`` holds their ``id()``). An attribute a persistent object
+    lacks has the default that loading would give it (``evolution.field_default``), as in Rust."""
     value = obj
     for segment in path:
         if isinstance(value, dict):
@@ -175,7 +176,11 @@ def _resolve(obj: Any, path: tuple[str, ...], deleted: frozenset[int] = frozense
                 value._p_activate()
             except CopalError:
                 return _MISSING  # a reference to a deleted object
-            value = value.__dict__.get(segment, _MISSING)
+            found = value.__dict__.get(segment, _MISSING)
+            if found is _MISSING:
+                found = field_default(type(value), segment)
+                found = _MISSING if found is NO_DEFAULT else found
+            value = found
         elif isinstance(value, BrokenObject):
             value = value.state.get(segment, _MISSING)
         elif type(value).__module__ != "builtins" and hasattr(value, "__dict__") and not isinstance(value, enum.Enum):
@@ -370,7 +375,8 @@ class Query(Generic[T]):
         """Runs a query in Rust over the stored records of the queried classes (Rust resolves
         their type names to class numbers; a type never stored has no results)."""
         names = _extent_type_names(self._cls, self._only)
-        return self._tx._conn.query(names, node, order, offset, limit, exclude, mode, renamed_fields())
+        defaults = field_defaults({segment for path in self._paths() for segment in path})
+        return self._tx._conn.query(names, node, order, offset, limit, exclude, mode, renamed_fields(), defaults)
 
     def _paths(self) -> list[tuple[str, ...]]:
         paths = [path for path, _ in self._order]
@@ -479,6 +485,11 @@ class Query(Generic[T]):
             else "nothing stored yet"
         )
         parts = [f"{access}; filter {self._describe(self._node)}"]
+        defaults = field_defaults({segment for path in self._paths() for segment in path})
+        if defaults:
+            # Records written before a field was added are read as holding its default.
+            read_as = ", ".join(f"{name} = {default!r} ({type_name})" for type_name, name, default in defaults)
+            parts.append(f"records without a field read as its default: {read_as}")
         if self._order:
             keys = ", ".join(".".join(p) + (" desc" if d else "") for p, d in self._order)
             parts.append(f"sort by {keys}" + (f" (top {self._offset + self._limit})" if self._limit is not None else ""))

@@ -14,19 +14,21 @@ from collections.abc import Iterable
 from typing import Any, Literal, Protocol, TypeAlias
 
 from . import _core
-from .errors import CorruptRecordError
 
 __all__ = ["dumps", "loads", "dump", "load", "pack_many", "Archive", "Compression", "Format", "DEFAULT_MAX_SIZE"]
 
 Codec: TypeAlias = Literal["zstd", "gzip", "lz4"]
 #: The ``format`` argument of :func:`dumps`.
-Format: TypeAlias = Literal["binary", "json", "xml"]
+Format: TypeAlias = Literal["copal", "json", "xml"]
 #: The ``compress`` argument: a codec name, a ``(codec, level)`` pair, or ``None``.
 Compression: TypeAlias = Codec | tuple[Codec, int] | None
 
 # docs/STREAM.md section 2: the flags' compression codes, and the header before the length.
 _CODES: dict[str, int] = {"zstd": 1, "gzip": 2, "lz4": 3}
 _MAGIC = b"CPL1"
+# The magic bytes of the standard frames a compressed text document is in: gzip (RFC 1952), zstd
+# (RFC 8878) and LZ4 frames. A stream never starts with them (it starts with _MAGIC).
+_FRAME_MAGIC: dict[bytes, int] = {b"\x1f\x8b": _CODES["gzip"], b"\x28\xb5\x2f\xfd": _CODES["zstd"], b"\x04\x22\x4d\x18": _CODES["lz4"]}
 _FIXED_HEADER = len(_MAGIC) + 2
 _MAX_VARINT = 10
 _CHUNK = 1 << 20
@@ -70,7 +72,7 @@ def _compression(compress: Compression) -> tuple[int, int | None]:
     return code, level
 
 
-def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") -> bytes:
+def dumps(obj: Any, *, compress: Compression = None, format: Format = "copal") -> bytes:
     """Serializes the object graph of ``obj`` into a standalone stream.
 
     Everything a copal record can hold may appear in the graph (docs/FORMAT.md section 10),
@@ -83,24 +85,29 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") 
         compress: ``"zstd"`` (level 3), ``"gzip"`` (level 6) or ``"lz4"`` (the LZ4 frame
             format, fastest to decompress, no levels) to compress the payload, or a ``(codec,
             level)`` pair: zstd accepts -131072 to 22 (negative levels are faster), gzip 0 to 9.
-            :func:`loads` detects the compression by itself.
-        format: ``"binary"`` (the stream of docs/STREAM.md), ``"json"`` or ``"xml"``: a
+            :func:`loads` detects the compression by itself. A stream compresses its payload
+            (its header stays readable); a JSON or XML document is compressed whole, in the
+            codec's standard frame, so ``gunzip``, ``zstd -d`` and ``lz4 -d`` read it too.
+        format: ``"copal"`` (the stream of docs/STREAM.md), ``"json"`` or ``"xml"``: a
             document (docs/TEXT_FORMATS.md) that other languages can read; JSON uses JSON's own
             types where they fit and ``$``-tagged objects elsewhere (``{"$set": [...]}``,
             ``{"$type": "mod.Class", ...fields}``, ``{"$ref": n}`` for shared objects), XML one
             element per value (``<set>``, ``<object type="mod.Class">``, ``<ref id="n"/>``).
-            Text is not compressed. :func:`loads` detects the format by itself.
+            :func:`loads` detects the format by itself.
 
     Returns:
         bytes: The stream, made of the magic bytes ``b"CPL1"``, a version and flags byte, the payload
         length, and the payload (the class descriptors, then the value, in which each distinct
-        string is written once: stream version 3, docs/STREAM.md); or, with
+        string is written once: stream version 3, or 4 for a tuple or frozenset that contains
+        itself, docs/STREAM.md); or, with
         ``format="json"`` or ``"xml"``, the document in UTF-8 (bytes, ready for a file or a
-        socket, as orjson and msgspec return them; ``.decode()`` gives the str).
+        socket, as orjson and msgspec return them; ``.decode()`` gives the str), compressed
+        whole if ``compress`` is given.
 
     Raises:
-        TypeError: The graph holds a value copal cannot store (the message names its path), or
-            a tuple that contains itself through a mutable container.
+        TypeError: The graph holds a value copal cannot store (the message names its path), or,
+            with ``format="json"`` or ``"xml"``, a tuple or frozenset that contains itself
+            through a mutable container (binary streams hold it).
         ValueError: Values are nested deeper than 256 levels, or ``compress`` or ``format`` is
             invalid.
 
@@ -120,21 +127,19 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "binary") 
         >>> copal.dumps({"tags": {"x"}, "n": 1}, format="json")
         b'{"$copal":2,"value":{"tags":{"$set":["x"]},"n":1}}'
     """
-    if compress is None and format == "binary":
+    if compress is None and format == "copal":
         # The common call, without the argument handling below (a tenth of a small dumps).
         return _core.dumps_raw(obj)
     if format in ("json", "xml"):
-        if compress is not None:
-            raise ValueError(f"a text document is not compressed: use compress=None with format={format!r}")
-        if format == "json":
-            # The direct writer gives the transcoder's document several times faster; it hands
-            # the graphs it does not write (docs/TEXT_FORMATS.md section 5) to the transcoder.
-            document = _core.dumps_json_raw(obj)
-            if document is not None:
-                return document
-        return _core.dumps_text_raw(obj, format)
-    if format != "binary":
-        raise ValueError(f"unknown format {format!r}: use 'binary', 'json' or 'xml'")
+        code, level = _compression(compress)
+        document = _core.dumps_json_raw(obj) if format == "json" else None
+        if document is None:
+            # The direct JSON writer gives the transcoder's document several times faster; it
+            # hands the graphs it does not write (docs/TEXT_FORMATS.md section 5) to the transcoder.
+            document = _core.dumps_text_raw(obj, format)
+        return document if code == 0 else _core.compress_text_raw(document, code, level)
+    if format != "copal":
+        raise ValueError(f"unknown format {format!r}: use 'copal', 'json' or 'xml'")
     code, level = _compression(compress)
     return _core.dumps_raw(obj, code, level)
 
@@ -176,7 +181,8 @@ def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT
     """Rebuilds the object graph of a stream or JSON document written by :func:`dumps`.
 
     The format is detected: a ``str``, or bytes whose first non-blank byte is ``{`` or ``<``,
-    is a JSON or XML document (UTF-8); other bytes are a stream, whose compression is detected
+    is a JSON or XML document (UTF-8); bytes in a gzip, zstd or LZ4 frame (a compressed
+    document) are decompressed first; other bytes are a stream, whose compression is detected
     from its header. Classes are resolved as when loading
     from a database: persistent classes by their stored name (including
     ``__copal_aliases__``), other classes among modules already imported; nothing is imported
@@ -184,11 +190,12 @@ def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT
     unsaved (``_p_status == "unsaved"``), attached to no database.
 
     Args:
-        data: Exactly one stream or JSON document.
+        data: Exactly one stream, or one JSON or XML document (compressed or not).
         max_size: The most bytes a compressed payload may inflate to (256 MiB by default,
             ``copal.serialize.DEFAULT_MAX_SIZE``). Decompression stops, and loading fails, as soon as the
             output would pass it, so a small hostile stream cannot make the process allocate
-            gigabytes. Uncompressed payloads are not limited: their size is that of ``data``.
+            gigabytes. It bounds a compressed document the same way. Uncompressed payloads
+            are not limited: their size is that of ``data``.
 
     Returns:
         The root of the rebuilt graph.
@@ -218,22 +225,27 @@ def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT
         return _core.loads_text_raw(data, "xml" if data.lstrip(_BLANKS)[:1] == "<" else "json")
     if not isinstance(data, bytes):
         data = bytes(data)
+    code = _FRAME_MAGIC.get(data[:2]) or _FRAME_MAGIC.get(data[:4])
+    if code is not None:
+        data = _core.decompress_text_raw(data, code, max_size)
     first = data.lstrip(_BLANKS.encode())[:1]
     if first in (b"{", b"<"):
         return _core.loads_text_raw(data, "json" if first == b"{" else "xml")
     return _core.loads_raw(data, max_size)
 
 
-def dump(obj: Any, file: SupportsWrite, *, compress: Compression = None) -> None:
-    """Writes the stream of ``obj`` (see :func:`dumps`) to a binary file or stream.
+def dump(obj: Any, file: SupportsWrite, *, compress: Compression = None, format: Format = "copal") -> None:
+    """Writes the stream or document of ``obj`` (see :func:`dumps`) to a binary file or stream.
 
     Streams are self-delimiting, so several can be written one after the other to one file and
-    read back one at a time by :func:`load`.
+    read back one at a time by :func:`load`. A JSON or XML document is not: :func:`load` reads
+    it to the end of the file, so write one per file.
 
     Args:
         obj: The root of the graph.
         file: A binary file or stream with a ``write`` method.
         compress: As for :func:`dumps`.
+        format: As for :func:`dumps`.
 
     Example:
         >>> import copal, io
@@ -244,14 +256,16 @@ def dump(obj: Any, file: SupportsWrite, *, compress: Compression = None) -> None
         >>> copal.load(buffer), copal.load(buffer)
         ({'first': 1}, ['second'])
     """
-    file.write(dumps(obj, compress=compress))
+    file.write(dumps(obj, compress=compress, format=format))
 
 
 def load(file: SupportsRead, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
-    """Reads one stream from a binary file or stream and rebuilds its graph (see :func:`loads`).
+    """Reads one stream or document from a binary file or stream and rebuilds its graph (see
+    :func:`loads`).
 
     It reads exactly the bytes of one stream (the header gives its length), so it works on
-    pipes and sockets and leaves the file positioned after the stream.
+    pipes and sockets and leaves the file positioned after the stream. Anything else (a JSON or
+    XML document, compressed or not) is read to the end of the file.
 
     Args:
         file: A binary file or stream with a ``read`` method.
@@ -262,7 +276,8 @@ def load(file: SupportsRead, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
 
     Raises:
         EOFError: The file is at its end before the first byte of a stream.
-        CorruptRecordError: The bytes are not a well-formed stream, or the file ends inside it.
+        CorruptRecordError: The bytes are not a well-formed stream or document, or the file ends
+            inside a stream.
         SchemaError: As for :func:`loads`.
 
     Example:
@@ -275,9 +290,7 @@ def load(file: SupportsRead, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
     if not head:
         raise EOFError("no copal stream: the file is at its end")
     if head[: len(_MAGIC)] != _MAGIC[: len(head)]:
-        raise CorruptRecordError(
-            'corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")'
-        )
+        return loads(head + _read_to_end(file), max_size=max_size)
     if len(head) < _FIXED_HEADER:
         return loads(head)  # reports the truncation
     # The payload length: an unsigned LEB128 varint of at most 10 bytes.
@@ -294,6 +307,13 @@ def load(file: SupportsRead, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
     else:
         return loads(head + bytes(length_bytes))  # reports the malformed varint
     return loads(head + bytes(length_bytes) + _read(file, length), max_size=max_size)
+
+
+def _read_to_end(file: SupportsRead) -> bytes:
+    parts: list[bytes] = []
+    while part := _read(file, _CHUNK):
+        parts.append(part)
+    return b"".join(parts)
 
 
 def _read(file: SupportsRead, size: int) -> bytes:

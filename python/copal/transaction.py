@@ -29,6 +29,17 @@ class Transaction:
     A clean exit from the ``with`` block commits; an exception aborts and propagates.
     A commit raises :class:`~copal.ConflictError` if another transaction changed one of the
     objects this one changed since it read them; then nothing of this transaction is written.
+
+    Without ``with``, end it with :meth:`commit` or :meth:`abort`: until then it keeps its
+    snapshot (the embedded store cannot reuse the pages that snapshot reads) and one connection
+    of the database. Once :meth:`commit` returns or raises, the transaction has ended: after a
+    failed commit nothing of it was written, and the next attempt is a new transaction
+    (:meth:`Database.run <copal.Database.run>` makes them for you). Its objects then belong to no
+    transaction: reading them still works, changing one raises ``RuntimeError``.
+
+    Attributes:
+        tid_seen: The number of the last transaction committed when this one began: the
+            snapshot it reads. A later commit of another transaction is invisible to it.
     """
 
     def __init__(self, db: Database, conn: _core.Connection) -> None:

@@ -175,9 +175,23 @@ def serve(path: str, db: copal.Database, oid: int, data: bytes) -> dict[str, str
     return {"outcome": "loaded", "error": ""}
 
 
+def recursive_values() -> list[Any]:
+    """Tuples, frozensets and a tuple subclass that contain themselves through mutable values:
+    their streams hold superseded copies (docs/STREAM.md section 5), which records cannot."""
+    through_two: tuple[list[Any], dict[str, Any]] = ([], {})
+    through_two[0].append(through_two)
+    through_two[1]["t"] = through_two
+    node = Node("f")
+    frozen = frozenset([node, Node("g")])
+    node.next = frozen
+    sub = tagged(TaggedTuple, ([], "x"), label="l")
+    sub[0].append(sub)
+    return [through_two, frozen, sub, Pair([], 2)]
+
+
 def streams(db: copal.Database, names: dict[str, int]) -> dict[str, bytes]:
     """``copal.dumps`` of every stored object (persistent objects are written by value), plain
-    and compressed."""
+    and compressed, and of `recursive_values`."""
     with db.transaction() as tx:
         graph = {name: tx.get(oid) for name, oid in names.items() if name}
         tx.load_closure(list(graph.values()))
@@ -185,6 +199,7 @@ def streams(db: copal.Database, names: dict[str, int]) -> dict[str, bytes]:
             "plain": copal.dumps(graph),
             "zstd": copal.dumps(graph, compress="zstd"),
             "gzip": copal.dumps(graph, compress="gzip"),
+            "recursive": copal.dumps(recursive_values()),
         }
 
 

@@ -69,7 +69,7 @@ class SmallSquare(Square):
 
 
 class Defaults(Persistent):
-    """A class attribute used as a default value: not stored in records."""
+    """A class attribute used as a default value: not stored in records, read by queries."""
 
     status = "new"
 

@@ -67,9 +67,11 @@ def values(leaf: st.SearchStrategy[Any] | None = None) -> st.SearchStrategy[Any]
 
 
 @st.composite
-def value_graphs(draw: st.DrawFn) -> list[Any]:
+def value_graphs(draw: st.DrawFn, recursive_tuples: bool = False) -> list[Any]:
     """A list of nodes where later nodes contain earlier ones (shared references), and mutable
-    nodes may then be made to contain any node, including themselves or later ones (cycles)."""
+    nodes may then be made to contain any node, including themselves or later ones (cycles).
+    With `recursive_tuples`, cycles may also pass through tuples (a tuple containing itself
+    through a mutable container), which only binary streams can hold."""
     nodes: list[Any] = []
     hashable: list[bool] = []
     for _ in range(draw(st.integers(1, 12))):
@@ -123,17 +125,33 @@ def value_graphs(draw: st.DrawFn) -> list[Any]:
     # Back edges: containers pointing at any node, themselves included.
     for i, j in draw(st.lists(st.tuples(st.integers(0, len(nodes) - 1), st.integers(0, len(nodes) - 1)),
                               max_size=4)):
-        target, value = nodes[i], nodes[j]
-        if isinstance(target, list):
-            target.append(value)
-        elif isinstance(target, dict):
-            target[f"back{len(target)}"] = value
-        elif isinstance(target, (Point, Node)):
-            target.back = value
-    # copal refuses (with a TypeError) a tuple or frozenset that contains itself through a
-    # mutable container, since it cannot be rebuilt without mutating the tuple.
-    assume(not any(isinstance(n, (tuple, frozenset)) and _reaches(n, n) for n in nodes))
+        _point_back(nodes[i], nodes[j])
+    if recursive_tuples:
+        # Cycles through tuples are rare from random back edges: every tuple is made to contain
+        # itself through one of its items that can hold it.
+        for node in nodes:
+            holders = [item for item in node if _can_point_back(item)] if isinstance(node, tuple) else []
+            if holders:
+                _point_back(draw(st.sampled_from(holders)), node)
+    # Databases, archives and text documents refuse (with a TypeError) a tuple or frozenset
+    # that contains itself through a mutable container (docs/FORMAT.md section 7).
+    if not recursive_tuples:
+        assume(not any(isinstance(n, (tuple, frozenset)) and _reaches(n, n) for n in nodes))
     return nodes
+
+
+def _can_point_back(target: Any) -> bool:
+    return isinstance(target, (list, dict, Point, Node))
+
+
+def _point_back(target: Any, value: Any) -> None:
+    """Makes `target`, if it is a mutable node, hold `value` too."""
+    if isinstance(target, list):
+        target.append(value)
+    elif isinstance(target, dict):
+        target[f"back{len(target)}"] = value
+    elif isinstance(target, (Point, Node)):
+        target.back = value
 
 
 def _children(value: Any) -> list[Any]:

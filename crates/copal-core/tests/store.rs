@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use copal_core::format::{make_oid, Reader, RecordHeader, Writer, ROOT_OID};
 use copal_core::query::{self, CmpOp, Expr, Query};
+use copal_core::store::DeclaredIndex;
 use copal_core::{Commit, Snapshot, Store, StoreError, StoreOptions, Value};
 
 const POSTGRES_URL_VAR: &str = "COPAL_TEST_POSTGRES_URL";
@@ -69,6 +70,7 @@ on_every_store!(
     get_many_visits_sorted_ids_and_reports_missing_ones,
     ids_of_deleted_objects_are_never_reused,
     indexes_are_built_maintained_and_used_by_the_planner,
+    indexes_key_missing_fields_as_their_defaults_and_serve_only_queries_reading_the_same,
     verify_reports_dangling_references_and_undecodable_records,
 );
 
@@ -242,8 +244,10 @@ fn people(store: &Arc<Store>, n: i64) -> (u16, Vec<u64>) {
 fn indexes_are_built_maintained_and_used_by_the_planner(store: Arc<Store>) {
     let (class, oids) = people(&store, 500);
     let mut commit = Commit::begin(&store).unwrap();
-    commit.ensure_index("app.Person", &["app.Person".into()], &["age".into()], false, &[], &mut |_, _| {}).unwrap();
-    commit.ensure_index("app.Person", &["app.Person".into()], &["email".into()], true, &[], &mut |_, _| {}).unwrap();
+    let (person, age, email) = (["app.Person".to_owned()], ["age".to_owned()], ["email".to_owned()]);
+    let by_age = DeclaredIndex { type_name: "app.Person", covered: &person, fields: &age, unique: false, renamed: &[], defaults: &[] };
+    commit.ensure_index(&by_age, &mut |_, _| {}).unwrap();
+    commit.ensure_index(&DeclaredIndex { fields: &email, unique: true, ..by_age }, &mut |_, _| {}).unwrap();
     commit.finish().unwrap();
 
     let snapshot = Snapshot::new(&store).unwrap();
@@ -274,6 +278,37 @@ fn indexes_are_built_maintained_and_used_by_the_planner(store: Arc<Store>) {
     let tid = commit.tid();
     let dup = commit.put(oids[8], &record(d.id, tid, &[Value::Str("p9@x".into()), Value::Int(1)]));
     assert!(matches!(dup, Err(StoreError::UniqueViolation { .. })), "{dup:?}");
+}
+
+fn indexes_key_missing_fields_as_their_defaults_and_serve_only_queries_reading_the_same(store: Arc<Store>) {
+    // The people's records have no `tier` (a field their class gained later, default "gold").
+    let (class, _) = people(&store, 30);
+    let gold = {
+        let mut key = Vec::new();
+        copal_core::format::index_key::push_key(&mut key, Some(&Value::Str("gold".into())));
+        key
+    };
+    let (person, tier) = (["app.Person".to_owned()], ["tier".to_owned()]);
+    let defaults = [("app.Person".to_owned(), "tier".to_owned(), gold)];
+    let by_tier = DeclaredIndex { type_name: "app.Person", covered: &person, fields: &tier, unique: false, renamed: &[], defaults: &defaults };
+    let mut commit = Commit::begin(&store).unwrap();
+    commit.ensure_index(&by_tier, &mut |_, _| {}).unwrap();
+    commit.finish().unwrap();
+    assert!(store.verify().unwrap().ok());
+
+    let snapshot = Snapshot::new(&store).unwrap();
+    let is_gold = Expr::Cmp { path: vec!["tier".into()], op: CmpOp::Eq, value: Value::Str("gold".into()) };
+    let mut reading_defaults = Query::new(vec![class], is_gold.clone());
+    reading_defaults.defaults.insert("app.Person".into(), vec![("tier".into(), Value::Str("gold".into()))]);
+    let explained = query::explain(&snapshot, &reading_defaults).unwrap();
+    assert!(explained.contains("index app.Person(tier)") && explained.contains("from the index alone"), "{explained}");
+    assert_eq!(query::count(&snapshot, &reading_defaults).unwrap(), 30);
+    assert_eq!(query::run(&snapshot, &reading_defaults).unwrap().len(), 30);
+    // A query reading another default (or none) must not use the index: it scans, and finds
+    // what its own defaults say.
+    let without_defaults = Query::new(vec![class], is_gold);
+    assert!(query::explain(&snapshot, &without_defaults).unwrap().starts_with("scan"));
+    assert_eq!(query::count(&snapshot, &without_defaults).unwrap(), 0);
 }
 
 fn verify_reports_dangling_references_and_undecodable_records(store: Arc<Store>) {

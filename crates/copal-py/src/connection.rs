@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use copal_core::format::{oid_class, TzInfo, FLAG_MUTABLE_STATE};
 use copal_core::query::{self, Query};
 use copal_core::{Commit, Snapshot, Store};
-use copal_core::store::DeclaredIndex;
+use copal_core::store::{stale_indexes, DeclaredIndex, FieldDefault, RemovedIndex};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyTzInfo, PyType};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyTzInfo, PyType};
 use pyo3::IntoPyObjectExt;
 
 use crate::classes::{field_names, keys_are, resolve, ClassCache, ClassShape};
@@ -24,6 +24,7 @@ use crate::hashing::{IntMap, IntSet};
 use crate::persistent::{deactivate, PersistentBase, CHANGED, GHOST, GENERATION, UNSAVED, UP_TO_DATE};
 use crate::pytypes;
 use crate::query::{OperandConverter, OperandSink};
+use crate::database::StoreHandle;
 use crate::stats::SharedStats;
 
 /// Runs `f` without the GIL. LMDB write transactions must stay on the thread that began them;
@@ -66,16 +67,17 @@ impl<T> Guarded<T> {
 }
 
 /// An index declaration as `copal.indexes.declared_indexes` passes it: (declaring type name,
-/// covered type names, fields, unique, renamed fields).
-pub(crate) type IndexArgs = (String, Vec<String>, Vec<String>, bool, Vec<(String, String, String)>);
+/// covered type names, fields, unique, renamed fields, field defaults as index keys).
+pub(crate) type IndexArgs = (String, Vec<String>, Vec<String>, bool, Vec<(String, String, String)>, Vec<FieldDefault>);
 
-pub(crate) fn declared_index((type_name, covered, fields, unique, renamed): &IndexArgs) -> DeclaredIndex<'_> {
-    DeclaredIndex { type_name, covered, fields, unique: *unique, renamed }
+pub(crate) fn declared_index((type_name, covered, fields, unique, renamed, defaults): &IndexArgs) -> DeclaredIndex<'_> {
+    DeclaredIndex { type_name, covered, fields, unique: *unique, renamed, defaults }
 }
 
 #[pyclass(frozen, module = "copal._core")]
 pub struct Connection {
-    store: Arc<Store>,
+    /// Let go of when the connection is closed (see `StoreHandle`).
+    store: StoreHandle,
     stats: Arc<SharedStats>,
     snapshot: Guarded<Option<Snapshot>>,
     /// The last tid whose changes this connection's cache reflects.
@@ -102,7 +104,7 @@ pub struct Connection {
 impl Connection {
     pub fn new(store: Arc<Store>, stats: Arc<SharedStats>, registry: Py<PyDict>, cache_size: usize) -> Self {
         Connection {
-            store,
+            store: StoreHandle::new(store),
             stats,
             snapshot: Guarded::new(None),
             seen_tid: AtomicU64::new(0),
@@ -154,15 +156,16 @@ impl Connection {
     /// catalog is re-read only when a name is missing from it: a class number, once given, never
     /// changes, but another process may have registered the name since.
     fn resolve_classes(&self, names: &[String]) -> PyResult<Vec<u16>> {
+        let store = self.store.get()?;
         {
-            let catalog = self.store.catalog();
+            let catalog = store.catalog();
             let classes: Vec<u16> = names.iter().filter_map(|n| catalog.class_no(n)).collect();
             if classes.len() == names.len() {
                 return Ok(classes);
             }
         }
         self.with_snapshot(|s| s.refresh_catalog().py_err())?;
-        let catalog = self.store.catalog();
+        let catalog = store.catalog();
         Ok(names.iter().filter_map(|n| catalog.class_no(n)).collect())
     }
 
@@ -175,7 +178,7 @@ impl Connection {
             None => {
                 drop(current);
                 // Outside a transaction, reads see the latest committed state.
-                let snapshot = Snapshot::new(&self.store).py_err()?;
+                let snapshot = Snapshot::new(&self.store.get()?).py_err()?.count_into(&self.stats.storage);
                 f(&snapshot)
             }
         }
@@ -239,7 +242,7 @@ impl Connection {
         let obj = new_instance(&class)?;
         PersistentBase::of(&obj)?.attach(oid, self.self_ref(py)?, GHOST);
         if class.is(pytypes::broken_type(py)?) {
-            let type_name = self.store.catalog().type_name(oid_class(oid)).unwrap_or("?").to_owned();
+            let type_name = self.store.get()?.catalog().type_name(oid_class(oid)).unwrap_or("?").to_owned();
             let name = pyo3::intern!(py, "_v_copal_type");
             // SAFETY: valid object, name and value; bypasses Broken's read-only __setattr__.
             let rc = unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), PyString::new(py, &type_name).as_ptr()) };
@@ -260,12 +263,13 @@ impl Connection {
             return Ok(class.bind(py).clone());
         }
         let type_name = {
-            let known = self.store.catalog().type_name(class_no).map(str::to_owned);
+            let store = self.store.get()?;
+            let known = store.catalog().type_name(class_no).map(str::to_owned);
             match known {
                 Some(name) => name,
                 None => {
                     self.with_snapshot(|s| s.refresh_catalog().py_err())?;
-                    self.store.catalog().type_name(class_no).map(str::to_owned).ok_or_else(|| {
+                    store.catalog().type_name(class_no).map(str::to_owned).ok_or_else(|| {
                         crate::errors::CorruptRecordError::new_err(format!("reference to unknown class number {class_no}"))
                     })?
                 }
@@ -456,14 +460,15 @@ impl OperandSink for ReadOnlySink<'_> {
     }
 
     fn decode(&self, bytes: &[u8]) -> PyResult<copal_core::Value> {
-        crate::query::decode_operand(bytes, &self.conn.store.catalog())
+        crate::query::decode_operand(bytes, &self.conn.store.get()?.catalog())
     }
 }
 
 impl Sink for ReadOnlySink<'_> {
     fn descriptor_named(&mut self, type_name: &str, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
         let (fields, _) = field_names(dict)?;
-        let catalog = self.conn.store.catalog();
+        let store = self.conn.store.get()?;
+        let catalog = store.catalog();
         let Some(d) = catalog.find(type_name, &fields) else {
             self.unknown_class = true;
             return Err(SchemaError::new_err(format!("no stored {type_name} has these fields")));
@@ -474,7 +479,8 @@ impl Sink for ReadOnlySink<'_> {
     fn descriptor(&mut self, class: &Bound<'_, PyType>, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
         let (fields, _) = field_names(dict)?;
         let type_name = crate::classes::type_name_of(class)?;
-        let catalog = self.conn.store.catalog();
+        let store = self.conn.store.get()?;
+        let catalog = store.catalog();
         let Some(d) = catalog.find(&type_name, &fields) else {
             self.unknown_class = true;
             return Err(SchemaError::new_err(format!("no stored {type_name} has these fields")));
@@ -572,8 +578,8 @@ impl Connection {
         // cost out of single-transaction programs and off the commit's latency.
         self.evict(py)?;
         GENERATION.fetch_add(1, Ordering::Relaxed);
-        let store = Arc::clone(&self.store);
-        let snapshot = without_gil(py, || Snapshot::new(&store)).py_err()?;
+        let store = self.store.get()?;
+        let snapshot = without_gil(py, || Snapshot::new(&store)).py_err()?.count_into(&self.stats.storage);
         let since = self.seen_tid.load(Ordering::Relaxed);
         // A connection with nothing cached has nothing to invalidate: skip reading the log.
         let changes = if self.cache.lock()?.is_empty() { Some(Vec::new()) } else { snapshot.changes_since(since).py_err()? };
@@ -692,7 +698,7 @@ impl Connection {
     /// type names `names`: `mode` "objects" returns the matching objects, "oids" their ids,
     /// "count" how many match. `exclude` leaves out objects that are pending in the running
     /// transaction (the caller tests those in Python).
-    #[pyo3(signature = (names, filter, order, offset, limit, exclude, mode, renamed))]
+    #[pyo3(signature = (names, filter, order, offset, limit, exclude, mode, renamed, defaults))]
     #[allow(clippy::too_many_arguments)]
     fn query<'py>(
         &self,
@@ -705,6 +711,7 @@ impl Connection {
         exclude: std::collections::HashSet<u64>,
         mode: &str,
         renamed: Vec<(String, String, String)>,
+        defaults: Vec<(String, String, Bound<'py, PyAny>)>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let classes = self.resolve_classes(&names)?;
         if classes.is_empty() && mode != "explain" {
@@ -712,8 +719,12 @@ impl Connection {
             return if mode == "count" { 0.into_bound_py_any(py) } else { Ok(PyList::empty(py).into_any()) };
         }
         let mut sink = ReadOnlySink { conn: self, unknown_class: false };
-        let filter = OperandConverter { sink: &mut sink }.expr(filter)?;
+        let mut converter = OperandConverter { sink: &mut sink };
+        let filter = converter.expr(filter)?;
         let mut query = Query::new(classes, filter);
+        for (type_name, field, default) in defaults {
+            query.defaults.entry(type_name).or_default().push((field, converter.value(&default)?));
+        }
         query.order = order;
         query.offset = offset;
         query.limit = limit;
@@ -756,25 +767,27 @@ impl Connection {
     }
 
     /// Makes the store's indexes match the declarations: `declared` lists (declaring type name,
-    /// covered type names, fields, unique); indexes declared by a type of `owners` that are not
-    /// in `declared` are dropped. Runs as a commit of its own, building new indexes from the
-    /// existing objects.
+    /// covered type names, fields, unique, renamed fields, defaults); indexes declared removed
+    /// (`removed`: declaring type name and fields) or superseded are dropped
+    /// (`copal_core::store::stale_indexes`), other undeclared ones kept. Runs as a commit of
+    /// its own, building new indexes from the existing objects.
     /// `progress(index, records read, records to read)`, if given, is called while an index is
     /// built; an exception it raises aborts the maintenance commit.
-    #[pyo3(signature = (declared, owners, progress=None))]
+    #[pyo3(signature = (declared, removed, progress=None))]
     fn sync_indexes(
         &self,
         py: Python<'_>,
         declared: Vec<IndexArgs>,
-        owners: Vec<String>,
+        removed: Vec<RemovedIndex>,
         progress: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let store = Arc::clone(&self.store);
+        let store = self.store.get()?;
         let mut commit = without_gil(py, || Commit::begin(&store)).py_err()?;
         commit.set_maintenance();
         let before = commit.indexes().to_vec();
-        let mut kept = Vec::new();
-        for (type_name, covered, fields, unique, renamed) in &declared {
+        for declaration in &declared {
+            let declared = declared_index(declaration);
+            let (type_name, fields) = (declared.type_name, declared.fields);
             let label = format!("index {type_name}({})", fields.join(", "));
             let mut failure = None;
             let mut report = |read: u64, total: u64| {
@@ -782,18 +795,14 @@ impl Connection {
                     failure = callback.call1((label.as_str(), read, total)).err();
                 }
             };
-            let built = commit.ensure_index(type_name, covered, fields, *unique, renamed, &mut report);
+            let built = commit.ensure_index(&declared, &mut report);
             if let Some(error) = failure {
                 return Err(error);
             }
-            kept.push(built.py_err()?);
+            built.py_err()?;
         }
-        let stale: Vec<u32> = commit
-            .indexes()
-            .iter()
-            .filter(|d| owners.contains(&d.type_name) && !kept.contains(&d.id))
-            .map(|d| d.id)
-            .collect();
+        let declarations: Vec<DeclaredIndex<'_>> = declared.iter().map(declared_index).collect();
+        let stale = stale_indexes(commit.indexes(), &declarations, &removed);
         for id in &stale {
             commit.drop_index(*id).py_err()?;
         }
@@ -807,6 +816,21 @@ impl Connection {
     /// The class numbers of the stored type names `names` (unknown names are skipped).
     fn class_numbers(&self, names: Vec<String>) -> PyResult<Vec<u16>> {
         self.resolve_classes(&names)
+    }
+
+    /// The index keys of `values` (the defaults of index fields, which an index definition
+    /// records as keys), encoded as query operands are.
+    fn index_keys<'py>(&self, py: Python<'py>, values: Vec<Bound<'py, PyAny>>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let mut sink = ReadOnlySink { conn: self, unknown_class: false };
+        let mut converter = OperandConverter { sink: &mut sink };
+        values
+            .iter()
+            .map(|value| {
+                let mut key = Vec::new();
+                copal_core::format::index_key::push_key(&mut key, Some(&converter.value(value)?));
+                Ok(PyBytes::new(py, &key))
+            })
+            .collect()
     }
 
     /// Whether the running transaction has changed objects, or loaded objects whose state holds
@@ -863,6 +887,7 @@ impl Connection {
         let cache = std::mem::take(&mut *self.cache.lock()?);
         drop(cache);
         self.me.lock()?.take();
+        self.store.close();
         Ok(())
     }
 
@@ -886,15 +911,16 @@ impl Connection {
             return Ok(None);
         }
         let _pause = GcPause::new(py);
-        let store = Arc::clone(&this.store);
+        let store = this.store.get()?;
         // The commit ends the transaction: it takes over the snapshot, whose connection it runs
         // on (PostgreSQL). A read while it runs (none in practice) takes a fresh snapshot.
         let snapshot = this.snapshot.lock()?.take();
-        let commit = without_gil(py, || match snapshot {
+        let mut commit = without_gil(py, || match snapshot {
             Some(snapshot) => Commit::begin_after(&store, snapshot),
             None => Commit::begin(&store),
         })
         .py_err()?;
+        commit.count_into(&this.stats.storage);
         let mut sink = CommitSink { conn: this, jar, commit, new_shapes: Vec::new(), to_write: VecDeque::new(), persisted: Vec::new() };
         let result = this.write_changes(py, &mut sink, &changed, &watched, &added, &deleted);
         let result = result.and_then(|written| {

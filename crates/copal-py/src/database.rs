@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use copal_core::store::{MigrationReport, StoreStats};
 use copal_core::{Snapshot, StoreOptions};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
@@ -13,23 +14,62 @@ use crate::connection::{declared_index, Connection, IndexArgs};
 use crate::errors::IntoPyResult;
 use crate::stats::SharedStats;
 
+/// A handle on an open store that `close` lets go of. Every `copal.open` of one LMDB directory
+/// in a process shares one store, which stays open (with the options of its first open) while
+/// any handle holds it: the handles of a closed Database and of its connections (which the
+/// objects it loaded keep alive) let go, so that the directory can be opened again with other
+/// options.
+pub(crate) struct StoreHandle(RwLock<Option<Arc<copal_core::Store>>>);
+
+impl StoreHandle {
+    pub(crate) fn new(store: Arc<copal_core::Store>) -> Self {
+        StoreHandle(RwLock::new(Some(store)))
+    }
+
+    /// The store, unless the handle was closed.
+    pub(crate) fn get(&self) -> PyResult<Arc<copal_core::Store>> {
+        let store = self.0.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        store.clone().ok_or_else(|| PyRuntimeError::new_err("the database is closed"))
+    }
+
+    pub(crate) fn close(&self) {
+        self.0.write().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+    }
+}
+
 #[pyclass(module = "copal._core", frozen)]
 pub struct Store {
-    pub(crate) store: Arc<copal_core::Store>,
+    pub(crate) store: StoreHandle,
+    /// Where the database lives, kept for `repr` after closing.
+    location: String,
     stats: Arc<SharedStats>,
 }
 
 #[pymethods]
 impl Store {
     #[new]
-    #[pyo3(signature = (path, map_size=None, durable=true))]
-    fn open(py: Python<'_>, path: String, map_size: Option<usize>, durable: bool) -> PyResult<Self> {
+    #[pyo3(signature = (path, map_size=None, durable=true, max_connections=None, pool_timeout=None))]
+    fn open(
+        py: Python<'_>,
+        path: String,
+        map_size: Option<usize>,
+        durable: bool,
+        max_connections: Option<usize>,
+        pool_timeout: Option<f64>,
+    ) -> PyResult<Self> {
         let mut options = StoreOptions { durable, ..StoreOptions::default() };
         if let Some(size) = map_size {
             options.map_size = size;
         }
+        if let Some(max) = max_connections {
+            options.pool.max_connections = max;
+        }
+        if let Some(seconds) = pool_timeout {
+            options.pool.timeout = std::time::Duration::try_from_secs_f64(seconds)
+                .map_err(|_| pyo3::exceptions::PyValueError::new_err(format!("pool_timeout must be seconds >= 0, not {seconds}")))?;
+        }
         let store = py.detach(|| copal_core::Store::open(&path, options)).py_err()?;
-        Ok(Store { store, stats: Arc::default() })
+        Ok(Store { location: store.location(), store: StoreHandle::new(store), stats: Arc::default() })
     }
 
     /// Creates the database at `location` unless it exists (`copal init`); a dict saying what
@@ -50,11 +90,11 @@ impl Store {
     /// A new connection (identity map + snapshot) on this store; `registry` maps type names to
     /// the application's persistent classes.
     fn connect(&self, py: Python<'_>, registry: Py<PyDict>, cache_size: usize) -> PyResult<Py<Connection>> {
-        Connection::create(py, Connection::new(Arc::clone(&self.store), Arc::clone(&self.stats), registry, cache_size))
+        Connection::create(py, Connection::new(self.store.get()?, Arc::clone(&self.stats), registry, cache_size))
     }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = &self.store.stats;
+        let s = &self.stats.storage;
         let out = PyDict::new(py);
         out.set_item("records_read", StoreStats::get(&s.records_read))?;
         out.set_item("records_written", StoreStats::get(&s.records_written))?;
@@ -66,24 +106,29 @@ impl Store {
     }
 
     fn disk_size(&self) -> PyResult<u64> {
-        self.store.disk_size().py_err()
+        self.store.get()?.disk_size().py_err()
     }
 
     /// A consistent, compacted hot copy of the store in the new directory `dest`; returns its
     /// size in bytes.
     fn backup(&self, py: Python<'_>, dest: PathBuf) -> PyResult<u64> {
-        let store = Arc::clone(&self.store);
+        let store = self.store.get()?;
         py.detach(move || store.backup(&dest)).py_err()
     }
 
     /// Where the database lives (a directory for the embedded store).
     fn location(&self) -> String {
-        self.store.location()
+        self.location.clone()
+    }
+
+    /// Lets go of the store (see `StoreHandle`); the Database's connections are closed first.
+    fn close(&self) {
+        self.store.close();
     }
 
     /// Checks the whole store (see `copal verify`): a dict with counts and a list of problems.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let store = Arc::clone(&self.store);
+        let store = self.store.get()?;
         let report = py.detach(move || store.verify()).py_err()?;
         let out = PyDict::new(py);
         out.set_item("records", report.records)?;
@@ -97,7 +142,7 @@ impl Store {
     /// with it (read from record headers alone), the records whose header is unreadable, and the
     /// removed fields declared for each type name.
     fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let store = Arc::clone(&self.store);
+        let store = self.store.get()?;
         let summary = py.detach(move || Snapshot::new(&store)?.schema_summary()).py_err()?;
         let descriptors = PyList::empty(py);
         for used in &summary.descriptors {
@@ -124,13 +169,13 @@ impl Store {
         &self,
         py: Python<'_>,
         declared: Vec<IndexArgs>,
-        owners: Vec<String>,
+        removed_indexes: Vec<copal_core::store::RemovedIndex>,
         removed: Vec<(String, Vec<String>)>,
     ) -> PyResult<bool> {
-        let store = Arc::clone(&self.store);
+        let store = self.store.get()?;
         py.detach(move || {
             let indexes: Vec<_> = declared.iter().map(declared_index).collect();
-            Snapshot::new(&store)?.holds_declarations(&indexes, &owners, &removed)
+            Snapshot::new(&store)?.holds_declarations(&indexes, &removed_indexes, &removed)
         })
         .py_err()
     }
@@ -140,7 +185,7 @@ impl Store {
     /// name of a registered class with its removed fields (empty withdraws a declaration). A
     /// maintenance commit, made only if a declaration changed.
     fn sync_removed(&self, py: Python<'_>, declared: Vec<(String, Vec<String>)>) -> PyResult<()> {
-        let store = Arc::clone(&self.store);
+        let store = self.store.get()?;
         py.detach(move || {
             let mut commit = copal_core::Commit::begin(&store)?;
             commit.set_maintenance();
@@ -160,7 +205,7 @@ impl Store {
     /// Values of declared removed fields still held by records (`copal gc --schema`); with
     /// `purge`, rewrites those records without them in one maintenance commit.
     fn gc_schema<'py>(&self, py: Python<'py>, purge: bool) -> PyResult<Bound<'py, PyDict>> {
-        let store = Arc::clone(&self.store);
+        let store = self.store.get()?;
         let report = py.detach(move || store.gc_schema(purge)).py_err()?;
         let removed = PyList::empty(py);
         for values in &report.removed {
@@ -181,12 +226,12 @@ impl Store {
 
     /// Testing hook: the stored value of `oid` (record and checksum), None if absent.
     fn raw_value<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        Ok(self.store.raw_value(oid).py_err()?.map(|v| PyBytes::new(py, &v)))
+        Ok(self.store.get()?.raw_value(oid).py_err()?.map(|v| PyBytes::new(py, &v)))
     }
 
     /// Testing and repair hook: the raw record bytes of `oid` (None if absent).
     fn raw_record<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let snapshot = Snapshot::new(&self.store).py_err()?;
+        let snapshot = Snapshot::new(&self.store.get()?).py_err()?;
         Ok(snapshot.get(oid).py_err()?.map(|r| PyBytes::new(py, &r)))
     }
 
@@ -194,7 +239,8 @@ impl Store {
     /// with `sealed` false as the stored value itself), in a commit of its own.
     #[pyo3(signature = (oid, data, sealed=true))]
     fn put_raw_record(&self, oid: u64, data: &[u8], sealed: bool) -> PyResult<u64> {
-        let mut commit = copal_core::Commit::begin(&self.store).py_err()?;
+        let store = self.store.get()?;
+        let mut commit = copal_core::Commit::begin(&store).py_err()?;
         commit.put_raw(oid, data, sealed).py_err()?;
         commit.finish().py_err()
     }

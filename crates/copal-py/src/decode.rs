@@ -78,6 +78,9 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// Set for streams of version 3: TYPED_OBJECT and OBJECT_LIST are read (docs/STREAM.md
     /// section 5); they are unknown tags elsewhere.
     pub typed_objects: bool,
+    /// Set for streams of version 4: SUPERSEDED_TUPLE and SUPERSEDED_FROZENSET are read, as
+    /// values and as SUBCLASS bases (docs/STREAM.md section 5); they are unknown tags elsewhere.
+    pub superseded_copies: bool,
     /// How many values the decoding would have visited with back-references expanded, and the
     /// same count per memo slot: a set element or dict key whose expansion exceeds
     /// `hash_budget` is refused, since hashing it would visit every expanded value (a record
@@ -140,6 +143,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             string_slots: None,
             spare_strings: from_spare(spare.strings),
             typed_objects: false,
+            superseded_copies: false,
             expanded: 0,
             slot_weights: spare.weights,
             hash_budget: u64::MAX,
@@ -391,6 +395,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 self.memo[slot] = Some(value.clone());
                 value
             }
+            tag::SUPERSEDED_TUPLE if self.superseded_copies => self.superseded_copy(r, &PyTuple::type_object(py), depth)?,
+            tag::SUPERSEDED_FROZENSET if self.superseded_copies => self.superseded_copy(r, &PyFrozenSet::type_object(py), depth)?,
             tag::DATETIME => {
                 let flags = r.tz_flags()?;
                 let micros = r.zigzag()?;
@@ -492,6 +498,26 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
         })
+    }
+
+    /// A superseded copy after its tag (docs/STREAM.md section 5): its items, read for the
+    /// values they create and dropped, then the memo slot whose value it is. That slot must have
+    /// been taken inside the copy and hold a value of exactly `class` (a finished tuple or
+    /// frozenset, or an object of the SUBCLASS's class): a half-built value never escapes.
+    fn superseded_copy(&mut self, r: &mut Reader<'_>, class: &Bound<'py, PyType>, depth: usize) -> Out<'py> {
+        let slot = self.memo.len();
+        self.memo.push(None);
+        self.items(r, depth)?;
+        let offset = r.position();
+        let index = r.varint()?;
+        match self.memo.get(index as usize) {
+            Some(Some(value)) if index > slot as u64 && value.get_type().is(class) => {
+                let value = value.clone();
+                self.memo[slot] = Some(value.clone());
+                Ok(value)
+            }
+            _ => Err(DecodeError::BadBackRef { offset, index }.into()),
+        }
     }
 
     fn zone(&self, tz: &TzInfo, offset: usize) -> Result<Option<Bound<'py, PyTzInfo>>, Fail> {
@@ -673,6 +699,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             tag::SET => PySet::type_object(py),
             tag::TUPLE => PyTuple::type_object(py),
             tag::FROZENSET => PyFrozenSet::type_object(py),
+            tag::SUPERSEDED_TUPLE if self.superseded_copies => PyTuple::type_object(py),
+            tag::SUPERSEDED_FROZENSET if self.superseded_copies => PyFrozenSet::type_object(py),
             other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
         };
         crate::class_cache::check_inert(&class, &info)?;
@@ -683,7 +711,10 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 base.name()?
             ))));
         }
-        let obj = if base_tag == tag::TUPLE || base_tag == tag::FROZENSET {
+        let obj = if base_tag == tag::SUPERSEDED_TUPLE || base_tag == tag::SUPERSEDED_FROZENSET {
+            // The fields that follow are set on the value of the slot, as on any SUBCLASS value.
+            self.superseded_copy(r, &class, depth)?
+        } else if base_tag == tag::TUPLE || base_tag == tag::FROZENSET {
             let slot = self.memo.len();
             self.memo.push(None);
             let items = PyList::new(py, self.items(r, depth)?)?;

@@ -138,7 +138,15 @@ pub struct Encoder<'s> {
     /// Keys added to `memo`, in order, so that a trial encoding can be undone.
     memo_log: Vec<usize>,
     next_memo: u64,
-    unfinished: Vec<usize>,
+    /// The tuples and frozensets (and subclasses of them) whose items are being written,
+    /// innermost last.
+    unfinished: Vec<Unfinished>,
+    /// Set for streams (standalone.rs): a tuple or frozenset met again inside its own items is
+    /// written again there (see `Unfinished`). Records, archives and text documents refuse it.
+    pub supersedes_copies: bool,
+    /// How many copies of the value being written were superseded (SUPERSEDED_TUPLE and
+    /// SUPERSEDED_FROZENSET): only a stream with some needs version 4.
+    pub superseded_copies: usize,
     mutable: bool,
     /// Encoding a PersistentList/PersistentDict: its own top-level container (depth 0) is
     /// watched by its methods and does not make the state "mutable".
@@ -158,6 +166,19 @@ pub struct Encoder<'s> {
     /// Set for streams of version 2 (standalone.rs): equal strings are written once. Records and
     /// archives never share strings.
     pub strings: Option<StringTable>,
+}
+
+/// A tuple or frozenset (or a subclass of one) whose items are being written. A reader builds it
+/// only once its items are read (docs/FORMAT.md section 7), so its memo slot cannot be referred
+/// to from inside them. Met there again (through a mutable container), it is written again in
+/// full, in a slot of its own: that copy's items reach the containers on the cycle as
+/// back-references, so it finishes first, and the copies around it are then superseded by it
+/// (docs/STREAM.md section 5), as pickle discards the outer copy of a recursive tuple.
+struct Unfinished {
+    object: usize,
+    /// The memo slot of the first copy of `object` whose items were all written, once one is:
+    /// what `object` is written as from then on, while this copy is still unfinished.
+    first_finished: Option<u64>,
 }
 
 /// How the values of one class (other than the builtin types `Encoder::value` tests first) are
@@ -189,6 +210,8 @@ impl<'s> Encoder<'s> {
             memo_log: Vec::new(),
             next_memo: 0,
             unfinished: Vec::new(),
+            supersedes_copies: false,
+            superseded_copies: 0,
             mutable: false,
             tracks_own: false,
             root: 0,
@@ -235,6 +258,7 @@ impl<'s> Encoder<'s> {
         self.memo.clear();
         self.memo_log.clear();
         self.next_memo = 0;
+        self.superseded_copies = 0;
         if let Some(strings) = &mut self.strings {
             strings.clear();
         }
@@ -293,21 +317,73 @@ impl<'s> Encoder<'s> {
         self.backref_or_slot_of(value, true)
     }
 
+    /// A tuple or frozenset met again inside its own items takes a new slot and is written
+    /// again there (false; see `Unfinished`), or is refused where copies cannot be superseded.
     fn backref_or_slot_of(&mut self, value: &Bound<'_, PyAny>, may_be_unshared: bool) -> Result<bool, Failure> {
-        match self.memo_slot(value, may_be_unshared) {
-            Some(index) => {
-                if self.unfinished.contains(&(value.as_ptr() as usize)) {
-                    return Err(Failure::Unsupported {
-                        path: vec![],
-                        reason: "a tuple or frozenset that contains itself (through a mutable container) cannot be stored".into(),
-                    });
-                }
-                self.w.u8(tag::BACKREF);
-                self.w.varint(index);
-                Ok(true)
+        let Some(index) = self.memo_slot(value, may_be_unshared) else { return Ok(false) };
+        let key = value.as_ptr() as usize;
+        let index = match self.unfinished.iter().rfind(|unfinished| unfinished.object == key) {
+            None => index,
+            Some(Unfinished { first_finished: Some(copy), .. }) => *copy,
+            Some(_) if self.supersedes_copies => {
+                self.next_memo += 1;
+                return Ok(false);
             }
-            None => Ok(false),
+            Some(_) => {
+                return Err(Failure::Unsupported {
+                    path: vec![],
+                    reason: "a tuple or frozenset that contains itself (through a mutable container) can only be \
+                             written to a binary stream (copal.dumps), not stored in a database, an archive or a \
+                             text document"
+                        .into(),
+                });
+            }
+        };
+        self.w.u8(tag::BACKREF);
+        self.w.varint(index);
+        Ok(true)
+    }
+
+    /// Writes the items of tuple or frozenset `v` (or of a subclass of one), whose memo slot
+    /// `slot` was just taken and whose TUPLE or FROZENSET tag (or SUBCLASS base) is at `tag_at`.
+    /// If a copy of `v` written inside them finished first, this copy is superseded by it: its
+    /// tag becomes SUPERSEDED_TUPLE or SUPERSEDED_FROZENSET (of the same length, so that no
+    /// position written since moves) and that copy's slot follows the items (docs/STREAM.md
+    /// section 5).
+    fn immutable_items<'py>(
+        &mut self,
+        v: &Bound<'py, PyAny>,
+        (slot, tag_at): (u64, usize),
+        len: usize,
+        items: impl Iterator<Item = Bound<'py, PyAny>>,
+        depth: usize,
+    ) -> Step {
+        self.unfinished.push(Unfinished { object: v.as_ptr() as usize, first_finished: None });
+        let written = if self.supersedes_copies {
+            // A copy of `v` would write these items again: each is held by a second reference
+            // while it is written, which keeps it out of `is_unshared`'s shortcut, so that a
+            // container among them gets its identity-map entry and the copy refers back to it
+            // instead of writing it (and what it holds) a second time.
+            let mut second_reference = None;
+            self.items(len, items.inspect(|item| drop(second_reference.replace(item.clone()))), depth)
+        } else {
+            self.items(len, items, depth)
+        };
+        let Unfinished { object, first_finished } = self.unfinished.pop().expect("pushed above");
+        written?;
+        match first_finished {
+            Some(copy) => {
+                self.w.buf[tag_at] = tag::superseded(self.w.buf[tag_at]);
+                self.w.varint(copy);
+                self.superseded_copies += 1;
+            }
+            None => {
+                for outer in self.unfinished.iter_mut().filter(|outer| outer.object == object) {
+                    outer.first_finished = Some(slot);
+                }
+            }
         }
+        Ok(())
     }
 
     fn value(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
@@ -413,11 +489,10 @@ impl<'s> Encoder<'s> {
             }
         } else if let Ok(s) = v.cast_exact::<PyFrozenSet>() {
             if !self.backref_or_slot(v)? {
+                let copy = (self.next_memo - 1, self.w.buf.len());
                 self.w.u8(tag::FROZENSET);
-                self.unfinished.push(v.as_ptr() as usize);
                 let items = self.canonical_order(s.iter().collect(), depth)?;
-                self.items(items.len(), items.into_iter(), depth)?;
-                self.unfinished.pop();
+                self.immutable_items(v, copy, items.len(), items.into_iter(), depth)?;
             }
         } else if let Ok(c) = v.cast_exact::<PyComplex>() {
             self.w.u8(tag::COMPLEX);
@@ -451,6 +526,7 @@ impl<'s> Encoder<'s> {
     fn sort_keys<'py>(&mut self, items: Vec<Bound<'py, PyAny>>, depth: usize, keyed: &mut Vec<(Vec<u8>, Bound<'py, PyAny>)>) -> Step {
         for item in items {
             let (start, next_memo, logged, mutable) = (self.w.buf.len(), self.next_memo, self.memo_log.len(), self.mutable);
+            let superseded = self.superseded_copies;
             let result = self.value(&item, depth + 1);
             let key = self.w.buf.split_off(start);
             for k in self.memo_log.drain(logged..) {
@@ -458,10 +534,22 @@ impl<'s> Encoder<'s> {
             }
             self.next_memo = next_memo;
             self.mutable = mutable;
+            self.forget_copies(next_memo, superseded);
             result?;
             keyed.push((key, item));
         }
         Ok(())
+    }
+
+    /// Undoes what a trial encoding did to the copies of unfinished values (`Unfinished`): the
+    /// copies from slot `next_memo` on were not written.
+    fn forget_copies(&mut self, next_memo: u64, superseded: usize) {
+        self.superseded_copies = superseded;
+        for unfinished in &mut self.unfinished {
+            if unfinished.first_finished.is_some_and(|copy| copy >= next_memo) {
+                unfinished.first_finished = None;
+            }
+        }
     }
 
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
@@ -633,11 +721,9 @@ impl<'s> Encoder<'s> {
         if self.backref_or_slot(t.as_any())? {
             return Ok(());
         }
+        let copy = (self.next_memo - 1, self.w.buf.len());
         self.w.u8(tag::TUPLE);
-        self.unfinished.push(t.as_ptr() as usize);
-        self.items(t.len(), t.iter(), depth)?;
-        self.unfinished.pop();
-        Ok(())
+        self.immutable_items(t.as_any(), copy, t.len(), t.iter(), depth)
     }
 
     fn dict(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
@@ -737,9 +823,11 @@ impl<'s> Encoder<'s> {
         }
         let empty = PyDict::new(v.py());
         let dict = if has_instance_dict(v) { instance_dict(v)? } else { empty };
+        let slot = self.next_memo - 1;
         let shape = self.sink.descriptor(&v.get_type(), &dict)?;
         self.w.u8(tag::SUBCLASS);
         self.w.varint(u64::from(shape.descriptor));
+        let base_at = self.w.buf.len();
         self.w.u8(base);
         if base == tag::DICT {
             // Read through dict's own methods: a subclass may override items() or __iter__.
@@ -756,11 +844,9 @@ impl<'s> Encoder<'s> {
                 items = self.canonical_order(items, depth)?;
             }
             if base == tag::TUPLE || base == tag::FROZENSET {
-                self.unfinished.push(v.as_ptr() as usize);
-            }
-            self.items(items.len(), items.into_iter(), depth)?;
-            if base == tag::TUPLE || base == tag::FROZENSET {
-                self.unfinished.pop();
+                self.immutable_items(v, (slot, base_at), items.len(), items.into_iter(), depth)?;
+            } else {
+                self.items(items.len(), items.into_iter(), depth)?;
             }
         }
         self.fields(&dict, depth)

@@ -17,8 +17,11 @@ pub fn store_error(error: StoreError) -> PyErr {
     match error {
         StoreError::Conflict { .. } => ConflictError::new_err(message),
         StoreError::Corrupt { .. } => CorruptRecordError::new_err(message),
-        StoreError::Storage { .. } | StoreError::Exhausted { .. } => StorageError::new_err(message),
-        StoreError::Incompatible { .. } => SchemaError::new_err(message),
+        // A store layout this copal cannot use is about the database, not the application's
+        // classes: StorageError on both stores (docs/reference/errors.md).
+        StoreError::Storage { .. } | StoreError::Exhausted { .. } | StoreError::Incompatible { .. } => {
+            StorageError::new_err(message)
+        }
         StoreError::UniqueViolation { .. } => UniqueViolation::new_err(message),
         _ => CopalError::new_err(message),
     }

@@ -27,7 +27,7 @@ pub trait OperandSink: Sink {
 }
 
 impl OperandConverter<'_> {
-    fn value(&mut self, operand: &Bound<'_, PyAny>) -> PyResult<Value> {
+    pub fn value(&mut self, operand: &Bound<'_, PyAny>) -> PyResult<Value> {
         let encoded = Encoder::new(self.sink).standalone(operand);
         if self.sink.take_unknown_class() {
             return Ok(matches_nothing());

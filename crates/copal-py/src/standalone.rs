@@ -31,14 +31,19 @@ use crate::strings::{StringCache, StringTable};
 
 /// The first bytes of every stream (docs/STREAM.md section 2).
 pub const MAGIC: [u8; 4] = *b"CPL1";
-/// The stream version this build writes, and the newest it reads: version 1 with shared strings
-/// (STRREF, since version 2) and objects with untagged fields (TYPED_OBJECT and OBJECT_LIST,
-/// since version 3; docs/STREAM.md section 5). Versions 1 and 2 are read too.
-const STREAM_VERSION: u8 = 3;
+/// The newest stream version this build reads and writes: version 1 with shared strings (STRREF,
+/// since version 2), objects with untagged fields (TYPED_OBJECT and OBJECT_LIST, since version
+/// 3) and superseded copies of tuples and frozensets that contain themselves (SUPERSEDED_TUPLE
+/// and SUPERSEDED_FROZENSET, since version 4; docs/STREAM.md section 5). Older versions are read
+/// too.
+const STREAM_VERSION: u8 = SUPERSEDED_COPIES_VERSION;
 /// The first version whose values share strings.
 const SHARED_STRINGS_VERSION: u8 = 2;
 /// The first version whose descriptors have field kinds and whose values have typed objects.
 const TYPED_OBJECTS_VERSION: u8 = 3;
+/// The first version whose values may have superseded copies. A stream without any is written
+/// as version 3, which copal releases before version 4 read (docs/STREAM.md section 8).
+const SUPERSEDED_COPIES_VERSION: u8 = 4;
 const VERSION_OFFSET: usize = MAGIC.len();
 const FLAGS_OFFSET: usize = VERSION_OFFSET + 1;
 
@@ -136,16 +141,23 @@ pub fn dumps_raw<'py>(
     compression: u8,
     level: Option<i32>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let parts = encode_body(py, obj, true)?;
-    let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-    framed(py, &STREAM, STREAM_VERSION, 0, &parts, compression, level)
+    let body = encode_body(py, obj, true)?;
+    let parts: Vec<&[u8]> = body.parts.iter().map(Vec::as_slice).collect();
+    framed(py, &STREAM, body.version, 0, &parts, compression, level)
 }
 
-/// The body of the stream of `obj` (docs/STREAM.md section 4) in parts: the descriptor count,
-/// the descriptor entries, then, if `newest` (the body of a stream of this build's version), the
-/// field kinds, and the value, which then has shared strings and typed objects (section 5).
-/// Without `newest` it is a version 1 body (text documents transcode those).
-pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, newest: bool) -> PyResult<Vec<Vec<u8>>> {
+/// The body of a stream (docs/STREAM.md section 4) in parts, and the stream version it needs.
+pub(crate) struct EncodedBody {
+    pub(crate) version: u8,
+    pub(crate) parts: Vec<Vec<u8>>,
+}
+
+/// The body of the stream of `obj` in parts: the descriptor count, the descriptor entries, then,
+/// if `newest` (the body of a stream of this build's versions), the field kinds, and the value,
+/// which then has shared strings, typed objects and superseded copies (section 5); its version
+/// is 4 if it has superseded copies, else 3. Without `newest` it is a version 1 body (text
+/// documents transcode those).
+pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, newest: bool) -> PyResult<EncodedBody> {
     // Encoding allocates containers (materialized instance dicts) that cannot become garbage
     // before it ends: collections meanwhile would only walk the growing heap.
     let _gc = GcPause::new(py);
@@ -153,8 +165,14 @@ pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, newest: bool) 
     let mut encoder = Encoder::new(&mut sink);
     if newest {
         encoder.strings = Some(StringTable::default());
+        encoder.supersedes_copies = true;
     }
     let value = encoder.standalone(obj)?;
+    let version = match (newest, encoder.superseded_copies) {
+        (false, _) => 1,
+        (true, 0) => TYPED_OBJECTS_VERSION,
+        (true, _) => SUPERSEDED_COPIES_VERSION,
+    };
     drop(encoder);
     let mut count = Writer::new();
     count.varint(u64::from(sink.count));
@@ -163,7 +181,7 @@ pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, newest: bool) 
         parts.push(std::mem::take(&mut sink.kinds_bytes.buf));
     }
     parts.push(value);
-    Ok(parts)
+    Ok(EncodedBody { version, parts })
 }
 
 /// The concatenation of `parts` compressed with `compression` (a level checked by
@@ -678,5 +696,6 @@ pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], version: u8) -> PyR
         decoder.share_strings();
     }
     decoder.typed_objects = version >= TYPED_OBJECTS_VERSION;
+    decoder.superseded_copies = version >= SUPERSEDED_COPIES_VERSION;
     decoder.standalone(&mut r)
 }

@@ -1,9 +1,14 @@
 use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
-/// Counters kept by the binding (the store keeps the storage counters), shared by the
-/// connections of one Database.
+use copal_core::store::StoreStats;
+
+/// The counters of one Database, shared by its connections: the binding's own (cache) and the
+/// storage counters its snapshots and commits count into (`Snapshot::count_into`), so that two
+/// Database objects on one directory, which share one store, count apart.
 #[derive(Debug, Default)]
 pub struct SharedStats {
     pub cache_hits: AtomicU64,
     pub cache_misses: AtomicU64,
+    pub storage: Arc<StoreStats>,
 }

@@ -2,7 +2,8 @@
 //! `copal.loads` of such documents. Thin by design: the graph goes through the binary body
 //! (standalone.rs, the same codec as every stream) and copal_core::text transcodes the body;
 //! JSON is first tried with the direct writer (json_writer.rs), which gives the same document
-//! several times faster.
+//! several times faster. A document may be compressed as a whole, in the codec's standard
+//! frame (a gzip member, a zstd or an LZ4 frame), so that gunzip, zstd and lz4 read it too.
 
 use copal_core::text::{json, xml, Body, TextError};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -10,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 use crate::errors::{corrupt, CorruptRecordError};
-use crate::standalone::{decode_body, encode_body};
+use crate::standalone::{checked_level, checked_max_size, compress, decode_body, decompress, encode_body, COMPRESSION_NONE};
 
 type Writer = fn(&[u8]) -> Result<String, TextError>;
 type Parser = fn(&str) -> Result<Body, TextError>;
@@ -28,7 +29,7 @@ fn codec(format: &str) -> PyResult<(&'static str, Writer, Parser)> {
 pub fn dumps_text_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, format: &str) -> PyResult<Bound<'py, PyBytes>> {
     let (name, write, _) = codec(format)?;
     // Text has no shared strings (docs/TEXT_FORMATS.md): the body is written without them.
-    let body = encode_body(py, obj, false)?.concat();
+    let body = encode_body(py, obj, false)?.parts.concat();
     // The body was just written by the encoder, so it always transcodes; a failure is a bug.
     let text = py.detach(|| write(&body)).map_err(|e| PyRuntimeError::new_err(format!("{name} transcoding failed: {e}")))?;
     Ok(PyBytes::new(py, text.as_bytes()))
@@ -56,4 +57,26 @@ pub fn loads_text_raw<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, format: &s
         other => CorruptRecordError::new_err(format!("corrupt {name} document: {other}")),
     })?;
     decode_body(py, &body, 1)
+}
+
+/// `copal.dumps(obj, format="json"|"xml", compress=...)`: `document` in the standard frame of
+/// `compression` (a stream compression code other than none) at `level`.
+#[pyfunction]
+#[pyo3(signature = (document, compression, level = None))]
+pub fn compress_text_raw<'py>(py: Python<'py>, document: &[u8], compression: u8, level: Option<i32>) -> PyResult<Bound<'py, PyBytes>> {
+    if compression == COMPRESSION_NONE {
+        return Err(PyValueError::new_err("compress_text_raw needs a compression"));
+    }
+    let level = checked_level(compression, level)?;
+    let framed = compress(py, &[document], compression, level)?.unwrap_or_default();
+    Ok(PyBytes::new(py, &framed))
+}
+
+/// `copal.loads` of a compressed document: the bytes `data` (one frame of `compression`, nothing
+/// after it) inflate to, never more than `max_size` (a small hostile input cannot claim gigabytes).
+#[pyfunction]
+pub fn decompress_text_raw<'py>(py: Python<'py>, data: &[u8], compression: u8, max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let max_size = checked_max_size(max_size)?;
+    let body = decompress(py, compression, data, max_size)?;
+    Ok(PyBytes::new(py, body.bytes()))
 }

@@ -278,7 +278,7 @@ pub fn export_raw<'py>(
         COMPRESSION_GZIP => Output::Gzip(GzipWriter::new(out, level, Arc::clone(&raised))?),
         _ => Output::Plain(out),
     };
-    let store = Arc::clone(&store.store);
+    let store = store.store.get()?;
     let result = py.detach(|| -> Result<TransferReport, TransferError> {
         let mut progress = reporter(progress.as_ref(), "export", &raised);
         let report = store.export(format, types.as_deref(), &mut out, &mut progress)?;
@@ -295,7 +295,7 @@ pub fn export_raw<'py>(
 #[pyo3(signature = (store, file, progress))]
 pub fn import_raw<'py>(py: Python<'py>, store: PyRef<'_, Store>, file: Py<PyAny>, progress: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyDict>> {
     let raised = Raised::default();
-    let store = Arc::clone(&store.store);
+    let store = store.store.get()?;
     let result = py.detach(|| -> Result<TransferReport, TransferError> {
         let mut progress = reporter(progress.as_ref(), "import", &raised);
         let mut raw = BufReader::with_capacity(CHUNK, PyFileReader { file, raised: Arc::clone(&raised) });
@@ -317,14 +317,14 @@ pub fn import_raw<'py>(py: Python<'py>, store: PyRef<'_, Store>, file: Py<PyAny>
 /// The JSON document of the record of `oid` as an export writes it (None if absent).
 #[pyfunction]
 pub fn record_json(py: Python<'_>, store: PyRef<'_, Store>, oid: u64) -> PyResult<Option<String>> {
-    let store = Arc::clone(&store.store);
+    let store = store.store.get()?;
     py.detach(move || store.record_json(oid)).map_err(|e| transfer_error(e, &Raised::default(), false))
 }
 
 /// `(oid, type name, size)` of the records of `oids` (None for a missing one).
 #[pyfunction]
 pub fn record_summaries(py: Python<'_>, store: PyRef<'_, Store>, oids: Vec<u64>) -> PyResult<Vec<Option<(u64, String, usize)>>> {
-    let store = Arc::clone(&store.store);
+    let store = store.store.get()?;
     let summaries = py.detach(move || store.summaries(&oids)).py_err()?;
     Ok(summaries.into_iter().map(|s| s.map(|s| (s.oid, s.type_name, s.size))).collect())
 }
@@ -333,7 +333,7 @@ pub fn record_summaries(py: Python<'_>, store: PyRef<'_, Store>, oids: Vec<u64>)
 /// database stores no such type).
 #[pyfunction]
 pub fn extent_summaries(py: Python<'_>, store: PyRef<'_, Store>, type_name: String, limit: usize) -> PyResult<Option<Vec<(u64, String, usize)>>> {
-    let store = Arc::clone(&store.store);
+    let store = store.store.get()?;
     let summaries = py.detach(move || store.extent_summaries(&type_name, limit)).py_err()?;
     Ok(summaries.map(|list| list.into_iter().map(|s| (s.oid, s.type_name, s.size)).collect()))
 }

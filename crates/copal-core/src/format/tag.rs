@@ -46,6 +46,17 @@ pub const TYPED_OBJECT: u8 = 0x1C;
 /// memo. A list of TYPED_OBJECT bodies of one descriptor, each taking a memo slot after the
 /// list's: stream version 3 only (docs/STREAM.md section 5).
 pub const OBJECT_LIST: u8 = 0x1D;
+/// memo. A TUPLE (as a value, or as the base of a SUBCLASS) superseded by a copy of it written
+/// inside its items, whose memo slot follows the items: stream version 4 only (docs/STREAM.md
+/// section 5).
+pub const SUPERSEDED_TUPLE: u8 = 0x1E;
+/// memo. SUPERSEDED_TUPLE for a FROZENSET.
+pub const SUPERSEDED_FROZENSET: u8 = 0x1F;
+
+/// The tag that replaces TUPLE or FROZENSET `tag` when its copy is superseded.
+pub const fn superseded(tag: u8) -> u8 {
+    if tag == TUPLE { SUPERSEDED_TUPLE } else { SUPERSEDED_FROZENSET }
+}
 
 /// Whether a value with this tag takes a memo slot.
 pub const fn takes_memo_slot(tag: u8) -> bool {

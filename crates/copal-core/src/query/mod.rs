@@ -32,6 +32,11 @@ pub struct Query {
     /// Per stored type name, the (former name, current name) pairs of fields its class renamed
     /// (`__copal_renamed__`): records written before the rename hold the former name.
     pub renamed: HashMap<String, Vec<(String, String)>>,
+    /// Per stored type name, the (field name, value) pairs of the fields its class gives a
+    /// default (an `__init__` default or a class attribute): a record without such a field is
+    /// read as holding the default, as loading gives it (records written before the field was
+    /// added), so that a query agrees with what loading returns.
+    pub defaults: HashMap<String, Vec<(String, Value)>>,
 }
 
 impl Query {
@@ -39,7 +44,7 @@ impl Query {
         // Extents in class order give results in object-id order.
         classes.sort_unstable();
         classes.dedup();
-        Query { classes, filter, order: Vec::new(), offset: 0, limit: None, exclude: HashSet::new(), renamed: HashMap::new() }
+        Query { classes, filter, order: Vec::new(), offset: 0, limit: None, exclude: HashSet::new(), renamed: HashMap::new(), defaults: HashMap::new() }
     }
 
     /// Where field `name` sits in records of `descriptor`: under that name, or under a former
@@ -49,6 +54,21 @@ impl Query {
             let renames = self.renamed.get(&descriptor.type_name)?;
             renames.iter().filter(|(_, new)| new == name).find_map(|(old, _)| descriptor.field_index(old))
         })
+    }
+
+    /// The value of field `name` in records of `descriptor` that do not hold it: its class's
+    /// default, or None (missing).
+    fn field_default(&self, descriptor: &Descriptor, name: &str) -> Option<&Value> {
+        self.defaults.get(&descriptor.type_name)?.iter().find(|(field, _)| field == name).map(|(_, value)| value)
+    }
+
+    /// Field `name` of `fields`, the values of a record or embedded object of `descriptor`: the
+    /// stored value, else the default.
+    fn field_value(&self, descriptor: &Descriptor, fields: Vec<Value>, name: &str) -> Option<Value> {
+        match self.field_position(descriptor, name) {
+            Some(i) => fields.into_iter().nth(i),
+            None => self.field_default(descriptor, name).cloned(),
+        }
     }
 }
 
@@ -72,8 +92,9 @@ struct Reader<'s> {
 struct FieldLayout {
     descriptor: u32,
     slots: Vec<Option<usize>>,
-    /// Indexes of the names that this descriptor does not have.
-    absent: Vec<usize>,
+    /// Indexes of the names that this descriptor does not have, with the default each is read
+    /// as (None: missing).
+    absent: Vec<(usize, Option<Value>)>,
 }
 
 impl<'s> Reader<'s> {
@@ -115,12 +136,20 @@ impl<'s> Reader<'s> {
                     slots[*p] = Some(name_index);
                 }
             }
-            let absent = (0..names.len()).filter(|i| positions[*i].is_none()).collect();
+            let absent = (0..names.len())
+                .filter(|i| positions[*i].is_none())
+                .map(|i| (i, self.query.field_default(&descriptor, names[i]).cloned()))
+                .collect();
             self.layout = Some(FieldLayout { descriptor: header.descriptor, slots, absent });
         }
         out.resize(names.len(), None);
         let layout = self.layout.as_ref().expect("set above");
-        if layout.absent.iter().any(|&i| required[i].is_some()) {
+        let rejects = |required: Option<&str>, default: &Option<Value>| match (required, default) {
+            (Some(expected), Some(Value::Str(value))) => expected != value,
+            (Some(_), _) => true,
+            (None, _) => false,
+        };
+        if layout.absent.iter().any(|(i, default)| rejects(required[*i], default)) {
             return Ok(false);
         }
         let slots = &layout.slots;
@@ -150,8 +179,8 @@ impl<'s> Reader<'s> {
                 }
             }
         }
-        for &name_index in &layout.absent {
-            out[name_index] = None;
+        for (name_index, default) in &layout.absent {
+            out[*name_index] = default.clone();
         }
         Ok(true)
     }
@@ -174,7 +203,7 @@ impl<'s> Reader<'s> {
         let next = match value {
             Value::Object { descriptor, fields } | Value::Subclass { descriptor, fields, .. } => {
                 let d = self.descriptor(descriptor)?;
-                self.query.field_position(&d, segment).and_then(|i| fields.into_iter().nth(i))
+                self.query.field_value(&d, fields, segment)
             }
             Value::Dict(pairs) => pairs.into_iter().find(|(k, _)| matches!(k, Value::Str(s) if s == segment)).map(|(_, v)| v),
             Value::Ref(oid) => {
@@ -205,9 +234,13 @@ impl<'s> Reader<'s> {
             };
             self.referenced.insert(oid, loaded);
         }
-        Ok(self.referenced[&oid]
-            .as_ref()
-            .and_then(|(d, fields, record)| self.query.field_position(d, name).map(|i| (fields[i].clone(), Rc::clone(record)))))
+        Ok(self.referenced[&oid].as_ref().and_then(|(d, fields, record)| {
+            let value = match self.query.field_position(d, name) {
+                Some(i) => fields[i].clone(),
+                None => self.query.field_default(d, name)?.clone(),
+            };
+            Some((value, Rc::clone(record)))
+        }))
     }
 }
 

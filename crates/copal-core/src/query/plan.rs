@@ -180,12 +180,35 @@ fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<FieldRang
     Some(FieldRanges { ranges: vec![KeyRange { start, end }], exact, what: format!("{field} range") })
 }
 
+/// Whether `def` keys the records of `type_names` as the query reads them: a field under the
+/// same former names, and a field they lack as the same default (or missing). An index built by
+/// a program whose classes rename or default a field otherwise (another version of the class,
+/// during a rolling deploy: indexes are kept while any version declares them) would give other
+/// answers than a scan: the query scans.
+fn reads_like_query(query: &Query, def: &IndexDef, type_names: &[String]) -> bool {
+    type_names.iter().all(|type_name| {
+        def.fields.iter().all(|field| {
+            let read_as = query.defaults.get(type_name).and_then(|d| d.iter().find(|(f, _)| f == field)).map(|(_, v)| key_of(v));
+            let mut former: Vec<&str> = query
+                .renamed
+                .get(type_name)
+                .map(|r| r.iter().filter(|(_, new)| new == field).map(|(old, _)| old.as_str()).collect())
+                .unwrap_or_default();
+            let mut indexed: Vec<&str> =
+                def.renamed.iter().filter(|(t, _, new)| t == type_name && new == field).map(|(_, old, _)| old.as_str()).collect();
+            former.sort_unstable();
+            indexed.sort_unstable();
+            read_as.as_deref() == def.default_key(type_name, field) && former == indexed
+        })
+    })
+}
+
 /// The best access for `query` among `defs` (those covering every queried type).
 pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Access {
     let conds = conjuncts(&query.filter);
     let mut best: Option<(usize, Access)> = None;
     for def in defs {
-        if !type_names.iter().all(|t| def.covered.contains(t)) {
+        if !type_names.iter().all(|t| def.covered.contains(t)) || !reads_like_query(query, def, type_names) {
             continue;
         }
         let mut prefix = Vec::new();

@@ -71,6 +71,8 @@ pub struct Commit<'s> {
     maintenance: bool,
     next_descriptor: u32,
     next_class: ClassNo,
+    /// Where the commit and its conflicts are counted (`count_into`).
+    stats: Option<Arc<StoreStats>>,
 }
 
 impl<'s> Commit<'s> {
@@ -122,6 +124,7 @@ impl<'s> Commit<'s> {
             maintenance: false,
             next_descriptor,
             next_class,
+            stats: None,
         })
     }
 
@@ -155,7 +158,9 @@ impl<'s> Commit<'s> {
         if stored_tid == Some(read_tid) {
             Ok(())
         } else {
-            StoreStats::add(&self.store.stats.conflicts, 1);
+            if let Some(stats) = &self.stats {
+                StoreStats::add(&stats.conflicts, 1);
+            }
             Err(StoreError::Conflict { oid, read_tid, stored_tid })
         }
     }
@@ -327,22 +332,12 @@ impl<'s> Commit<'s> {
     /// Makes sure an index on `fields` declared by `type_name` exists and holds the objects of
     /// every type in `covered` (building entries for the existing objects); returns its id.
     /// A build calls `progress(records read, records to read)` every few thousand records.
-    pub fn ensure_index(
-        &mut self,
-        type_name: &str,
-        covered: &[String],
-        fields: &[String],
-        unique: bool,
-        renamed: &[(String, String, String)],
-        progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<u32, StoreError> {
-        // A definition whose renames differ is another index: the old one is dropped by the
-        // caller and this one built, so that old records get their keys under the former names.
-        let existing = self
-            .indexes
-            .iter()
-            .find(|d| d.is_declared_as(&DeclaredIndex { type_name, covered, fields, unique, renamed }))
-            .cloned();
+    pub fn ensure_index(&mut self, declared: &DeclaredIndex<'_>, progress: &mut dyn FnMut(u64, u64)) -> Result<u32, StoreError> {
+        // A definition whose renames or defaults differ is another index: the old one is dropped
+        // by the caller and this one built, so that old records get their keys under the former
+        // names and as the defaults.
+        let existing = self.indexes.iter().find(|d| d.is_declared_as(declared)).cloned();
+        let &DeclaredIndex { type_name, covered, fields, unique, renamed, defaults } = declared;
         let (def, to_build): (IndexDef, Vec<String>) = match existing {
             Some(def) => {
                 let missing: Vec<String> = covered.iter().filter(|c| !def.covered.contains(c)).cloned().collect();
@@ -362,6 +357,7 @@ impl<'s> Commit<'s> {
                     fields: fields.to_vec(),
                     unique,
                     renamed: renamed.to_vec(),
+                    defaults: defaults.to_vec(),
                 };
                 (def, covered.to_vec())
             }
@@ -432,6 +428,12 @@ impl<'s> Commit<'s> {
         self.maintenance = true;
     }
 
+    /// Counts this commit (records written, the commit, its conflicts) into `stats`.
+    pub fn count_into(&mut self, stats: &Arc<StoreStats>) {
+        self.stats = Some(Arc::clone(stats));
+    }
+
+
     /// The index definitions as this commit sees them.
     pub fn indexes(&self) -> &[Arc<IndexDef>] {
         &self.indexes
@@ -464,9 +466,10 @@ impl<'s> Commit<'s> {
             let mut catalog = store.catalog.write().unwrap_or_else(|poisoned| poisoned.into_inner());
             self.new_descriptors.drain(..).for_each(|d| catalog.insert(d));
         }
-        if !self.maintenance {
-            StoreStats::add(&store.stats.records_written, written);
-            StoreStats::add(&store.stats.commits, 1);
+        // `self.write` has been consumed by its commit: the counters are reached directly.
+        if let (false, Some(stats)) = (self.maintenance, &self.stats) {
+            StoreStats::add(&stats.records_written, written);
+            StoreStats::add(&stats.commits, 1);
         }
         Ok(self.tid)
     }

@@ -11,8 +11,11 @@ pub enum StoreError {
     /// Stored bytes (a record, a descriptor, the commit log) could not be decoded.
     Corrupt { what: String, source: DecodeError },
     /// The storage engine failed: I/O error, disk or map full, lock or environment trouble.
+    /// The message names the engine where the failure is the engine's own ("PostgreSQL: ...",
+    /// "LMDB: ..."); the error kind itself is not repeated in it.
     Storage { message: String },
-    /// The database was created by a newer copal or is not a copal database.
+    /// The database's layout (LMDB store format, PostgreSQL schema version) is one this copal
+    /// cannot use: written by a newer copal, or older and in need of `copal upgrade`.
     Incompatible { message: String },
     /// The database has no room for more classes or objects of a class.
     Exhausted { message: String },
@@ -32,9 +35,7 @@ impl fmt::Display for StoreError {
                 None => write!(f, "object {oid:#x} was deleted by another transaction after this one read it; retry the transaction"),
             },
             Self::Corrupt { what, source } => write!(f, "corrupt {what}: {source}"),
-            Self::Storage { message } => write!(f, "storage error: {message}"),
-            Self::Incompatible { message } => write!(f, "{message}"),
-            Self::Exhausted { message } => write!(f, "{message}"),
+            Self::Storage { message } | Self::Incompatible { message } | Self::Exhausted { message } => f.write_str(message),
             Self::UniqueViolation { index, oid, other } => write!(
                 f,
                 "object {oid:#x} has the same key as object {other:#x} in unique index {index}; \
@@ -57,7 +58,7 @@ impl From<heed::Error> for StoreError {
             heed::Error::Io(io) if io.raw_os_error() == Some(28) => {
                 "no space left on device; nothing of this transaction was written".to_owned()
             }
-            other => other.to_string(),
+            other => format!("LMDB: {other}"),
         };
         StoreError::Storage { message }
     }

@@ -17,7 +17,13 @@ pub struct DeclaredIndex<'a> {
     pub fields: &'a [String],
     pub unique: bool,
     pub renamed: &'a [(String, String, String)],
+    pub defaults: &'a [FieldDefault],
 }
+
+/// (covered type name, field name, index key of the default): records of that type without the
+/// field are keyed by the default that loading gives the field (a field added to the class
+/// after they were written), so that the index answers as a scan of the records does.
+pub type FieldDefault = (String, String, Vec<u8>);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexDef {
@@ -31,6 +37,8 @@ pub struct IndexDef {
     /// (covered type name, former field name, current name) for index fields that a class
     /// renamed: records written before the rename hold the value under the former name.
     pub renamed: Vec<(String, String, String)>,
+    /// The defaults of index fields that records of a covered type may lack.
+    pub defaults: Vec<FieldDefault>,
 }
 
 impl IndexDef {
@@ -40,6 +48,18 @@ impl IndexDef {
             && self.fields == declared.fields
             && self.unique == declared.unique
             && self.renamed == declared.renamed
+            && self.defaults == declared.defaults
+    }
+
+    /// What this definition declares (for building it again elsewhere: an import).
+    pub fn declared(&self) -> DeclaredIndex<'_> {
+        let IndexDef { type_name, covered, fields, unique, renamed, defaults, .. } = self;
+        DeclaredIndex { type_name, covered, fields, unique: *unique, renamed, defaults }
+    }
+
+    /// The key of the default of `field` for records of `type_name` without it.
+    pub fn default_key(&self, type_name: &str, field: &str) -> Option<&[u8]> {
+        self.defaults.iter().find(|(t, f, _)| t == type_name && f == field).map(|(_, _, key)| key.as_slice())
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -50,11 +70,20 @@ impl IndexDef {
         w.varint(self.fields.len() as u64);
         self.fields.iter().for_each(|f| w.length_prefixed(f.as_bytes()));
         w.u8(u8::from(self.unique));
-        // Definitions written before renames were recorded end here; they decode as none.
-        if !self.renamed.is_empty() {
+        // Definitions written before renames (then defaults) were recorded end here; they
+        // decode as none.
+        if !self.renamed.is_empty() || !self.defaults.is_empty() {
             w.varint(self.renamed.len() as u64);
             for (type_name, old, new) in &self.renamed {
                 [type_name, old, new].iter().for_each(|s| w.length_prefixed(s.as_bytes()));
+            }
+        }
+        if !self.defaults.is_empty() {
+            w.varint(self.defaults.len() as u64);
+            for (type_name, field, key) in &self.defaults {
+                w.length_prefixed(type_name.as_bytes());
+                w.length_prefixed(field.as_bytes());
+                w.length_prefixed(key);
             }
         }
         w.buf
@@ -72,8 +101,14 @@ impl IndexDef {
                 renamed.push((r.str()?.to_owned(), r.str()?.to_owned(), r.str()?.to_owned()));
             }
         }
+        let mut defaults = Vec::new();
+        if !r.is_empty() {
+            for _ in 0..r.length(3)? {
+                defaults.push((r.str()?.to_owned(), r.str()?.to_owned(), r.length_prefixed()?.to_vec()));
+            }
+        }
         r.expect_end()?;
-        Ok(IndexDef { id, type_name, covered, fields, unique, renamed })
+        Ok(IndexDef { id, type_name, covered, fields, unique, renamed, defaults })
     }
 
     /// Decodes a definition read from the store (a damaged one is a corrupt store).
@@ -81,8 +116,8 @@ impl IndexDef {
         IndexDef::decode(id, data).map_err(|source| StoreError::Corrupt { what: format!("index definition {id}"), source })
     }
 
-    /// The index key of a record (None where a field is missing), or None if the record's
-    /// class is not covered by this index.
+    /// The index key of a record (a field the record lacks keyed as its default, else as
+    /// missing), or None if the record's class is not covered by this index.
     pub fn key_of(
         &self,
         record: &[u8],
@@ -101,10 +136,36 @@ impl IndexDef {
                     .filter(|(t, _, new)| t == type_name && new == field)
                     .find_map(|(_, old, _)| names.iter().position(|n| n == old))
             });
-            push_key(&mut key, position.map(|i| &values[i]));
+            match (position, self.default_key(type_name, field)) {
+                (None, Some(default)) => key.extend_from_slice(default),
+                (position, _) => push_key(&mut key, position.map(|i| &values[i])),
+            }
         }
         Ok(Some(key))
     }
+}
+
+/// An index that the application's classes declare removed (`__copal_removed_indexes__`): the
+/// declaring type name and the fields.
+pub type RemovedIndex = (String, Vec<String>);
+
+/// The indexes among `defs` that index maintenance drops: those declared removed, and those
+/// superseded by a declaration of the same index with other renames or defaults (built anew
+/// beside them). An index that the running program's classes merely do not declare is kept
+/// and maintained: during a rolling deploy, a program still running an older class version
+/// would otherwise drop the index that the newer version declares, and the newer one build it
+/// again (docs/ARCHITECTURE.md, "Indexes").
+pub fn stale_indexes(defs: &[std::sync::Arc<IndexDef>], declared: &[DeclaredIndex<'_>], removed: &[RemovedIndex]) -> Vec<u32> {
+    defs.iter()
+        .filter(|def| !declared.iter().any(|index| def.is_declared_as(index)))
+        .filter(|def| {
+            let superseded = declared.iter().any(|index| {
+                index.type_name == def.type_name && index.fields == def.fields.as_slice() && index.unique == def.unique
+            });
+            superseded || removed.iter().any(|(type_name, fields)| *type_name == def.type_name && *fields == def.fields)
+        })
+        .map(|def| def.id)
+        .collect()
 }
 
 /// Type name and field names of a descriptor id.

@@ -46,7 +46,7 @@ const SHARED_RECORDS_FORMAT: u32 = 1;
 /// `descriptors`, `log`, `meta`, `index_defs`, `index_entries`.
 const FIXED_TABLES: u32 = 5;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StoreOptions {
     /// Address space reserved for the map. The file itself only grows as data is written, so the
     /// default reserves a terabyte of virtual memory and the database never has to be resized.
@@ -58,11 +58,35 @@ pub struct StoreOptions {
     /// How many commits the commit log keeps for cache invalidation; a connection that falls
     /// further behind drops its whole cache.
     pub log_retention: u64,
+    /// A PostgreSQL store's connections: how many may be open at once, how long a transaction
+    /// waits for one. Unused by the embedded store.
+    pub pool: super::PoolLimits,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { map_size: 1 << 40, max_readers: 1022, durable: true, log_retention: 100_000 }
+        StoreOptions { map_size: 1 << 40, max_readers: 1022, durable: true, log_retention: 100_000, pool: Default::default() }
+    }
+}
+
+fn python_bool(value: bool) -> String {
+    if value { "True" } else { "False" }.to_owned()
+}
+
+impl StoreOptions {
+    /// The first option whose value differs between `self` and `other`: its name and both
+    /// values.
+    fn first_difference(&self, other: &StoreOptions) -> Option<(&'static str, String, String)> {
+        // `pool` is PostgreSQL's only: an embedded store has no connections to limit.
+        let StoreOptions { map_size, max_readers, durable, log_retention, pool: _ } = self;
+        let pairs = [
+            ("map_size", map_size.to_string(), other.map_size.to_string()),
+            ("max_readers", max_readers.to_string(), other.max_readers.to_string()),
+            // Spelled as the Python argument is (`copal.open(path, durable=False)`).
+            ("durable", python_bool(*durable), python_bool(other.durable)),
+            ("log_retention", log_retention.to_string(), other.log_retention.to_string()),
+        ];
+        pairs.into_iter().find(|(_, mine, theirs)| mine != theirs)
     }
 }
 
@@ -93,10 +117,14 @@ pub(crate) struct LmdbBackend {
     /// The store format the directory held when this process opened it (0: none, created), for
     /// `copal upgrade` to report a migration done by the open.
     pub(crate) found_format: u32,
+    /// The options the environment was opened with: a later open of the directory in this
+    /// process shares it, so it must ask for the same.
+    options: StoreOptions,
 }
 
 /// LMDB refuses to open one environment twice in a process, so every `open` of the same
-/// directory shares one store (and its catalog and counters).
+/// directory shares one store (and its catalog); an open asking for other options than the
+/// store was opened with is refused, since they could not be honoured.
 fn open_stores() -> &'static Mutex<HashMap<PathBuf, Weak<Store>>> {
     static OPEN: OnceLock<Mutex<HashMap<PathBuf, Weak<Store>>>> = OnceLock::new();
     OPEN.get_or_init(Default::default)
@@ -111,6 +139,21 @@ pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<Arc<Store>, Sto
     })?;
     let mut open = open_stores().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(store) = open.get(&canonical).and_then(Weak::upgrade) {
+        let difference = match &store.backend {
+            Backend::Lmdb(backend) => backend.options.first_difference(&options),
+            Backend::Postgres(_) => None,
+        };
+        if let Some((option, open_with, asked)) = difference {
+            return Err(StoreError::Storage {
+                message: format!(
+                    "{} is already open in this process with {option}={open_with}, and this open asks for \
+                     {option}={asked}: LMDB opens a directory once per process, so every open of it shares \
+                     that environment and its options until all of them are closed. Open it with the same \
+                     options, or close the other Database first",
+                    canonical.display()
+                ),
+            });
+        }
         return Ok(store);
     }
     let backend = LmdbBackend::open(&canonical, &options)?;
@@ -173,7 +216,8 @@ impl LmdbBackend {
             Some(_) => {
                 return Err(StoreError::Incompatible {
                     message: format!(
-                        "{} has store format {found_format}, which this copal (format {STORE_FORMAT}) cannot read",
+                        "{} has store format {found_format}, which this copal (format {STORE_FORMAT}) cannot read: \
+                         use the copal release that wrote it, or a later one",
                         path.display()
                     ),
                 })
@@ -190,6 +234,7 @@ impl LmdbBackend {
             opening: Mutex::new(()),
             path: path.to_owned(),
             found_format,
+            options: options.clone(),
         })
     }
 

@@ -15,6 +15,7 @@ mod error;
 mod index;
 mod inspect;
 mod lmdb;
+mod pg_pool;
 mod pg_schema;
 mod pg_settings;
 mod postgres;
@@ -35,9 +36,10 @@ pub use catalog::Catalog;
 pub use checksum::unseal;
 pub use commit::Commit;
 pub use error::StoreError;
-pub use index::{entry_oid, prefix_end, DeclaredIndex, IndexDef};
+pub use index::{entry_oid, prefix_end, stale_indexes, DeclaredIndex, FieldDefault, IndexDef, RemovedIndex};
 pub use inspect::RecordSummary;
 pub use lmdb::StoreOptions;
+pub use pg_pool::PoolLimits;
 pub use schema::{DescriptorUse, RemovedValues, SchemaGcReport, SchemaSummary};
 pub use setup::MigrationReport;
 pub use snapshot::Snapshot;
@@ -51,11 +53,10 @@ use crate::format::{Descriptor, Oid};
 pub(crate) const META_TID: &[u8] = b"tid";
 
 /// An open database: a backend plus what every backend shares (the descriptor catalog cached
-/// in memory and the counters).
+/// in memory).
 pub struct Store {
     pub(crate) backend: Backend,
     pub(crate) catalog: RwLock<Catalog>,
-    pub stats: StoreStats,
     pub(crate) log_retention: u64,
 }
 
@@ -74,11 +75,11 @@ impl Store {
     /// Opens the database at `location`: a `postgresql://` (or `postgres://`) URL, creating
     /// copal's tables on first open (an older schema version is refused: see `Store::upgrade`),
     /// or else a directory for the embedded LMDB store. Of the
-    /// options, a PostgreSQL store uses `durable` (off: `synchronous_commit = off`) and
-    /// `log_retention`.
+    /// options, a PostgreSQL store uses `durable` (off: `synchronous_commit = off`), `pool`
+    /// and `log_retention`.
     pub fn open(location: &str, options: StoreOptions) -> Result<Arc<Store>, StoreError> {
         if postgres::is_url(location) {
-            postgres::open(location, options.durable, options.log_retention)
+            postgres::open(location, options.durable, options.pool, options.log_retention)
         } else {
             lmdb::open(Path::new(location), options)
         }
@@ -92,7 +93,7 @@ impl Store {
 
     /// A store whose catalog is still to be read (`refresh_catalog`).
     fn without_catalog(backend: Backend, log_retention: u64) -> Store {
-        Store { backend, catalog: RwLock::new(Catalog::default()), stats: StoreStats::default(), log_retention }
+        Store { backend, catalog: RwLock::new(Catalog::default()), log_retention }
     }
 
     pub fn catalog(&self) -> RwLockReadGuard<'_, Catalog> {

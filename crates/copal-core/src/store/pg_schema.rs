@@ -193,7 +193,8 @@ fn stored_version(client: &mut Client) -> Result<i64, StoreError> {
 }
 
 fn check_version(version: i64, location: &str, goal: Goal) -> Result<(), StoreError> {
-    let refuse = |message: String| Err(StoreError::Storage { message });
+    // The same kind as the embedded store's refusal of another store format.
+    let refuse = |message: String| Err(StoreError::Incompatible { message });
     if version > SCHEMA_VERSION {
         return refuse(format!(
             "the copal tables in {location} have schema version {version}, newer than this copal knows \
@@ -219,7 +220,7 @@ fn check_version(version: i64, location: &str, goal: Goal) -> Result<(), StoreEr
 pub(crate) fn check_unchanged(version: Option<i64>, location: &str) -> Result<(), StoreError> {
     match version {
         Some(SCHEMA_VERSION) => Ok(()),
-        other => Err(StoreError::Storage {
+        other => Err(StoreError::Incompatible {
             message: format!(
                 "the copal tables in {location} were changed to schema version {} while this program ran \
                  (it uses version {SCHEMA_VERSION}); nothing of this transaction was written: restart it with \

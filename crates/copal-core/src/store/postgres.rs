@@ -33,10 +33,10 @@ use std::sync::{Arc, Mutex};
 use postgres::types::ToSql;
 use postgres::types::Type;
 use postgres::error::SqlState;
-use postgres::{Client, Config, Row, SimpleQueryMessage, SimpleQueryRow, Statement};
+use postgres::{Client, Row, SimpleQueryMessage, SimpleQueryRow, Statement};
 
 use super::error::StoreError;
-use super::pg_settings::LazyTls;
+use super::pg_pool::{Pool, PoolLimits, Slot};
 use super::pg_schema::{self, Goal};
 use super::{Backend, DescriptorTable, IdVisitor, MigrationReport, SettingVisitor, Store, META_TID};
 use crate::format::Oid;
@@ -163,13 +163,15 @@ impl From<postgres::Error> for StoreError {
 type Params<'a> = [(&'a (dyn ToSql + Sync), Type)];
 
 /// One server connection with the statements it has run.
-struct Conn {
-    client: Client,
+pub(super) struct Conn {
+    pub(super) client: Client,
     /// The statements run on this connection: None after their first run, which is unprepared
     /// (one round trip, where prepare + execute is two: most statements of a short-lived
     /// connection run once); prepared on their second run, which costs the prepare's round trip
     /// once and then spares the server parsing and planning them on every later run.
-    statements: HashMap<&'static str, Option<Statement>>,
+    pub(super) statements: HashMap<&'static str, Option<Statement>>,
+    /// The pool's count of this connection (`max_connections`), given back when it is dropped.
+    pub(super) _slot: Slot,
 }
 
 impl Conn {
@@ -355,85 +357,14 @@ fn scan_entries(
     }
 }
 
-/// Idle connections of one database, shared by its snapshots and commits.
-struct Pool {
-    config: Config,
-    /// Secures new connections as the URL's `sslmode` says (pg_settings.rs).
-    tls: LazyTls,
-    durable: bool,
-    idle: Mutex<Vec<Conn>>,
-}
-
-impl Pool {
-    fn new(url: &str, durable: bool) -> Result<Pool, StoreError> {
-        let (config, tls) = super::pg_settings::connection_config(url, &|name| std::env::var(name).ok())?;
-        Ok(Pool { config, tls: LazyTls(tls), durable, idle: Mutex::new(Vec::new()) })
-    }
-
-    /// Runs `start` (which begins a transaction) on `handed_over`, a snapshot's connection still
-    /// in its transaction, or else on an idle connection, or on a new one when there is none or
-    /// when the one tried turns out to be dead: after a server restart every idle connection is,
-    /// so they are all dropped and the transaction starts on a fresh one instead of failing.
-    /// `start(conn, ending)` sends `ending` first, in the same round trip: the SQL that ends
-    /// the transaction the connection is in ("ROLLBACK; " for a snapshot's, else nothing).
-    fn start<T>(
-        &self,
-        handed_over: Option<Conn>,
-        start: impl Fn(&mut Conn, &str) -> Result<T, StoreError>,
-    ) -> Result<(Conn, T), StoreError> {
-        let (tried, ending) = match handed_over {
-            Some(conn) => (Some(conn), "ROLLBACK; "),
-            None => (self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop(), ""),
-        };
-        if let Some(mut conn) = tried {
-            match start(&mut conn, ending) {
-                Ok(value) => return Ok((conn, value)),
-                Err(_) if conn.client.is_closed() => {
-                    self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
-                }
-                Err(error) => {
-                    self.give_back(conn, true);
-                    return Err(error);
-                }
-            }
-        }
-        let mut conn = self.connect()?;
-        match start(&mut conn, "") {
-            Ok(value) => Ok((conn, value)),
-            Err(error) => {
-                self.give_back(conn, true);
-                Err(error)
-            }
-        }
-    }
-
-    fn connect(&self) -> Result<Conn, StoreError> {
-        let mut client = self.config.connect(self.tls.clone())?;
-        if !self.durable {
-            // Like LMDB's NO_SYNC: a server crash may lose the last commits, never corrupts.
-            client.batch_execute("SET synchronous_commit = off")?;
-        }
-        Ok(Conn { client, statements: HashMap::new() })
-    }
-
-    /// Keeps a connection for reuse, unless it is broken. `open_transaction`: roll back the
-    /// transaction it is in first (a snapshot's, or a commit that is abandoned).
-    fn give_back(&self, mut conn: Conn, open_transaction: bool) {
-        if conn.client.is_closed() || (open_transaction && conn.client.batch_execute("ROLLBACK").is_err()) {
-            return;
-        }
-        self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(conn);
-    }
-}
-
 pub(crate) struct PgBackend {
     pool: Arc<Pool>,
     location: String,
 }
 
-pub(crate) fn open(url: &str, durable: bool, log_retention: u64) -> Result<Arc<Store>, StoreError> {
+pub(crate) fn open(url: &str, durable: bool, limits: PoolLimits, log_retention: u64) -> Result<Arc<Store>, StoreError> {
     let location = without_password(url);
-    let pool = Arc::new(Pool::new(url, durable)?);
+    let pool = Arc::new(Pool::new(url, durable, limits)?);
     let (conn, descriptors) = pool.start(None, |conn, _| {
         if let Some(descriptors) = descriptors_if_current(conn)? {
             return Ok(descriptors);
@@ -484,8 +415,8 @@ impl DescriptorTable for DescriptorRows {
 /// Creates (`Goal::Create`) or upgrades the copal tables of the database at `url` without
 /// opening a store on it.
 pub(crate) fn migrate(url: &str, goal: Goal) -> Result<MigrationReport, StoreError> {
-    let pool = Pool::new(url, true)?;
-    pg_schema::prepare(&mut pool.connect()?.client, &without_password(url), goal)
+    let pool = Pool::new(url, true, PoolLimits::default())?;
+    pg_schema::prepare(&mut pool.connection()?.client, &without_password(url), goal)
 }
 
 /// The URL without its password, for messages and `repr`.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::checksum::unseal;
 use super::commit::Commit;
 use super::error::StoreError;
-use super::index::DeclaredIndex;
+use super::index::{stale_indexes, DeclaredIndex, RemovedIndex};
 use super::snapshot::Snapshot;
 use super::Store;
 use crate::format::{decode_record_state, DecodeError, Descriptor, Oid, Reader, RecordHeader, Value, Writer};
@@ -109,24 +109,22 @@ impl Snapshot {
     }
 
     /// Whether the store already holds what the application's classes declare: every declared
-    /// index exists and covers the types declared for it, no other index declared by a type of
-    /// `owners` is left, and the removed fields stored are `removed`'s. Then the maintenance
-    /// commits (`Commit::ensure_index`, `drop_index`, `declare_removed`) would change nothing,
-    /// and a process that opens the database need not wait for the commit lock to find it out.
+    /// index exists and covers the types declared for it, no index is stale (`stale_indexes`:
+    /// declared removed in `removed_indexes`, or superseded), and the removed fields stored are
+    /// `removed`'s. Then the maintenance commits (`Commit::ensure_index`, `drop_index`,
+    /// `declare_removed`) would change nothing, and a process that opens the database need not
+    /// wait for the commit lock to find it out.
     pub fn holds_declarations(
         &self,
         indexes: &[DeclaredIndex<'_>],
-        owners: &[String],
+        removed_indexes: &[RemovedIndex],
         removed: &[(String, Vec<String>)],
     ) -> Result<bool, StoreError> {
         let defs = self.index_defs()?;
         let built = indexes
             .iter()
             .all(|index| defs.iter().any(|def| def.is_declared_as(index) && index.covered.iter().all(|c| def.covered.contains(c))));
-        let stale = defs
-            .iter()
-            .any(|def| owners.contains(&def.type_name) && !indexes.iter().any(|index| def.is_declared_as(index)));
-        if !built || stale {
+        if !built || !stale_indexes(defs, indexes, removed_indexes).is_empty() {
             return Ok(false);
         }
         // Whether a type has descriptors decides whether its declaration is stored.
@@ -383,7 +381,9 @@ mod tests {
         let (old, new, oids) = two_versions(&store);
         let mut commit = Commit::begin(&store).unwrap();
         commit.set_maintenance();
-        commit.ensure_index("app.Account", &["app.Account".into()], &["owner".into()], true, &[], &mut |_, _| {}).unwrap();
+        let (account, owner) = (["app.Account".to_owned()], ["owner".to_owned()]);
+        let by_owner = DeclaredIndex { type_name: "app.Account", covered: &account, fields: &owner, unique: true, renamed: &[], defaults: &[] };
+        commit.ensure_index(&by_owner, &mut |_, _| {}).unwrap();
         assert!(commit.declare_removed("app.Account", &["legacy".into()]).unwrap());
         assert!(!commit.declare_removed("app.Account", &["legacy".into()]).unwrap(), "unchanged declaration");
         commit.finish().unwrap();
@@ -459,20 +459,21 @@ mod tests {
         two_versions(&store);
         let account = ["app.Account".to_owned()];
         let (owner, balance) = (["owner".to_owned()], ["balance".to_owned()]);
-        let by_owner = DeclaredIndex { type_name: "app.Account", covered: &account, fields: &owner, unique: true, renamed: &[] };
+        let by_owner = DeclaredIndex { type_name: "app.Account", covered: &account, fields: &owner, unique: true, renamed: &[], defaults: &[] };
         let removed = vec![("app.Account".to_owned(), vec!["legacy".to_owned()])];
-        let holds = |indexes: &[DeclaredIndex<'_>], owners: &[String], removed: &[(String, Vec<String>)]| {
-            Snapshot::new(&store).unwrap().holds_declarations(indexes, owners, removed).unwrap()
+        let holds = |indexes: &[DeclaredIndex<'_>], removed_indexes: &[RemovedIndex], removed: &[(String, Vec<String>)]| {
+            Snapshot::new(&store).unwrap().holds_declarations(indexes, removed_indexes, removed).unwrap()
         };
+        let owner_index_removed = [("app.Account".to_owned(), owner.to_vec())];
         assert!(holds(&[], &[], &[]));
-        assert!(!holds(&[by_owner], &account, &[]), "the index is not built yet");
+        assert!(!holds(&[by_owner], &[], &[]), "the index is not built yet");
         assert!(!holds(&[], &[], &removed), "the removal is not stored yet");
 
         let mut commit = Commit::begin(&store).unwrap();
-        commit.ensure_index("app.Account", &account, &owner, true, &[], &mut |_, _| {}).unwrap();
+        commit.ensure_index(&by_owner, &mut |_, _| {}).unwrap();
         commit.declare_removed("app.Account", &removed[0].1).unwrap();
         commit.finish().unwrap();
-        assert!(holds(&[by_owner], &account, &removed));
+        assert!(holds(&[by_owner], &[], &removed));
         // Each difference that a maintenance commit would write.
         let not_unique = DeclaredIndex { unique: false, ..by_owner };
         let other_field = DeclaredIndex { fields: &balance, ..by_owner };
@@ -481,13 +482,13 @@ mod tests {
         let renamed = [("app.Account".to_owned(), "name".to_owned(), "owner".to_owned())];
         let with_rename = DeclaredIndex { renamed: &renamed, ..by_owner };
         for changed in [not_unique, other_field, wider, with_rename] {
-            assert!(!holds(&[changed], &account, &removed));
+            assert!(!holds(&[changed], &[], &removed));
         }
-        assert!(!holds(&[], &account, &removed), "a dropped index");
-        assert!(holds(&[], &[], &removed), "an index of a class that no owner declares stays");
-        assert!(!holds(&[by_owner], &account, &[("app.Account".to_owned(), vec![])]), "a withdrawn removal");
-        assert!(!holds(&[by_owner], &account, &[("app.Account".to_owned(), balance.to_vec())]));
+        assert!(!holds(&[], &owner_index_removed, &removed), "an index declared removed");
+        assert!(holds(&[], &[], &removed), "an index that the classes do not declare stays");
+        assert!(!holds(&[by_owner], &[], &[("app.Account".to_owned(), vec![])]), "a withdrawn removal");
+        assert!(!holds(&[by_owner], &[], &[("app.Account".to_owned(), balance.to_vec())]));
         // A class with no records in this store stores no declaration: nothing to change.
-        assert!(holds(&[by_owner], &account, &[removed[0].clone(), ("app.Other".to_owned(), balance.to_vec())]));
+        assert!(holds(&[by_owner], &[], &[removed[0].clone(), ("app.Other".to_owned(), balance.to_vec())]));
     }
 }

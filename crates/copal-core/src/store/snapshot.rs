@@ -69,13 +69,27 @@ pub struct Snapshot {
     /// The index definitions, read by the first query that plans (they cannot change within
     /// a snapshot).
     index_defs: OnceLock<Vec<Arc<IndexDef>>>,
+    /// Where the records read are counted (`count_into`).
+    stats: Option<Arc<StoreStats>>,
 }
 
 impl Snapshot {
     pub fn new(store: &Arc<Store>) -> Result<Snapshot, StoreError> {
         let read = Read::begin(&store.backend)?;
         let tid = with_read!(&read, r => r.last_tid())?;
-        Ok(Snapshot { read, store: Arc::clone(store), tid, index_defs: OnceLock::new() })
+        Ok(Snapshot { read, store: Arc::clone(store), tid, index_defs: OnceLock::new(), stats: None })
+    }
+
+    /// Counts the records this snapshot reads into `stats`.
+    pub fn count_into(mut self, stats: &Arc<StoreStats>) -> Snapshot {
+        self.stats = Some(Arc::clone(stats));
+        self
+    }
+
+    fn count_read(&self, records: u64) {
+        if let Some(stats) = &self.stats {
+            StoreStats::add(&stats.records_read, records);
+        }
     }
 
     pub fn store(&self) -> &Arc<Store> {
@@ -104,7 +118,7 @@ impl Snapshot {
                 Cow::Owned(value)
             }
         };
-        StoreStats::add(&self.store.stats.records_read, 1);
+        self.count_read(1);
         Ok(Some(record))
     }
 
@@ -125,7 +139,7 @@ impl Snapshot {
     ) -> Result<(), E> {
         let checked = |i: usize, oid: Oid, value: &[u8]| visit(i, unseal(oid, value).map_err(&failed)?);
         with_read!(&self.read, r => r.get_many(oids, missing, &failed, checked))?;
-        StoreStats::add(&self.store.stats.records_read, oids.len() as u64);
+        self.count_read(oids.len() as u64);
         Ok(())
     }
 
@@ -144,7 +158,7 @@ impl Snapshot {
             read += 1;
             visit(oid, without_checksum(value), value)
         }));
-        StoreStats::add(&self.store.stats.records_read, read);
+        self.count_read(read);
         result
     }
 

@@ -1,6 +1,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Counters since the store was opened in this process, shared by every connection.
+/// Storage counters of one database handle (a Python `copal.Database`): the snapshots and
+/// commits started for it count into its own, which `Snapshot::count_into` and
+/// `Commit::count_into` set (a snapshot or commit without them counts nowhere). Not kept per
+/// store: every open of one LMDB directory in a process shares one store.
 #[derive(Debug, Default)]
 pub struct StoreStats {
     pub records_read: AtomicU64,

@@ -406,7 +406,7 @@ impl<'s> Import<'s> {
             }
             Entry::HighWater { class, next } => self.commit()?.raise_high_water_mark(*class, *next)?,
             Entry::Index(def) => {
-                self.commit()?.ensure_index(&def.type_name, &def.covered, &def.fields, def.unique, &def.renamed, &mut |_, _| {})?;
+                self.commit()?.ensure_index(&def.declared(), &mut |_, _| {})?;
                 self.report.indexes += 1;
             }
             Entry::Record { oid, record } => self.put(*oid, record, progress)?,

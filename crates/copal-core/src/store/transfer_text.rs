@@ -89,13 +89,23 @@ impl<'w> TextWriter<'w> {
             }
             Entry::Removed { type_name, fields } => dict(vec![("removed", Value::Str(type_name.clone())), ("fields", str_list(fields))]),
             Entry::HighWater { class, next } => dict(vec![("high_water", int((*class).into())), ("next", int(*next))]),
-            Entry::Index(def) => dict(vec![
-                ("index", Value::Str(def.type_name.clone())),
-                ("covered", str_list(&def.covered)),
-                ("fields", str_list(&def.fields)),
-                ("unique", Value::Bool(def.unique)),
-                ("renamed", Value::List(def.renamed.iter().map(|(t, old, new)| str_list(&[t.clone(), old.clone(), new.clone()])).collect())),
-            ]),
+            Entry::Index(def) => {
+                let mut members = vec![
+                    ("index", Value::Str(def.type_name.clone())),
+                    ("covered", str_list(&def.covered)),
+                    ("fields", str_list(&def.fields)),
+                    ("unique", Value::Bool(def.unique)),
+                    ("renamed", Value::List(def.renamed.iter().map(|(t, old, new)| str_list(&[t.clone(), old.clone(), new.clone()])).collect())),
+                ];
+                // Only when there are some: exports of indexes without defaults read as before.
+                if !def.defaults.is_empty() {
+                    let defaults = def.defaults.iter().map(|(t, field, key)| {
+                        Value::List(vec![Value::Str(t.clone()), Value::Str(field.clone()), Value::Bytes(key.clone())])
+                    });
+                    members.push(("defaults", Value::List(defaults.collect())));
+                }
+                dict(members)
+            }
             Entry::Record { oid, record } => return self.record(*oid, record),
             Entry::End { records } => dict(vec![("end", int(*records))]),
         };
@@ -259,7 +269,18 @@ impl<'r> TextReader<'r> {
                     Value::Bool(b) => b,
                     _ => return Err(malformed("\"unique\" must be true or false")),
                 };
-                Entry::Index(IndexDef { id: 0, type_name: members.string("index")?, covered: members.names("covered")?, fields: members.names("fields")?, unique, renamed })
+                let defaults = match members.take_optional("defaults") {
+                    None => Vec::new(),
+                    Some(Value::List(items)) => items.into_iter().map(|item| match item {
+                        Value::List(parts) => match <[Value; 3]>::try_from(parts) {
+                            Ok([Value::Str(t), Value::Str(field), Value::Bytes(key)]) => Ok((t, field, key)),
+                            _ => Err(malformed("a default must be [type, field, key bytes]")),
+                        },
+                        _ => Err(malformed("a default must be [type, field, key bytes]")),
+                    }).collect::<Result<_, _>>()?,
+                    Some(_) => return Err(malformed("\"defaults\" must be a list")),
+                };
+                Entry::Index(IndexDef { id: 0, type_name: members.string("index")?, covered: members.names("covered")?, fields: members.names("fields")?, unique, renamed, defaults })
             }
             Some("oid") => {
                 let oid = parse_oid(&members.string("oid")?)?;
@@ -327,8 +348,12 @@ struct Members(Vec<(Value, Value)>);
 
 impl Members {
     fn take(&mut self, name: &str) -> Result<Value, TransferError> {
+        self.take_optional(name).ok_or_else(|| malformed(format!("an entry lacks {name:?}")))
+    }
+
+    fn take_optional(&mut self, name: &str) -> Option<Value> {
         let at = self.0.iter().position(|(k, _)| matches!(k, Value::Str(s) if s == name));
-        at.map(|i| self.0.remove(i).1).ok_or_else(|| malformed(format!("an entry lacks {name:?}")))
+        at.map(|i| self.0.remove(i).1)
     }
 
     fn uint(&mut self, name: &str) -> Result<u64, TransferError> {

@@ -5,6 +5,7 @@ use std::io::Cursor;
 use super::*;
 use crate::format::{make_oid, Value};
 use crate::store::test_support::{record, temp_store};
+use crate::store::DeclaredIndex;
 
 /// A store with people referring to each other (one through a shared list), an index, a
 /// removed-field declaration, a deleted object and a root naming the first person.
@@ -24,7 +25,9 @@ fn populated(name: &str, people: u64) -> Arc<Store> {
     commit.put(ROOT_OID, &record(ROOT_DESCRIPTOR, tid, &[root])).unwrap();
     commit.finish().unwrap();
     let mut commit = Commit::begin(&store).unwrap();
-    commit.ensure_index("app.Person", &["app.Person".into()], &["name".into()], true, &[], &mut |_, _| {}).unwrap();
+    let (person_type, name) = (["app.Person".to_owned()], ["name".to_owned()]);
+    let by_name = DeclaredIndex { type_name: "app.Person", covered: &person_type, fields: &name, unique: true, renamed: &[], defaults: &[] };
+    commit.ensure_index(&by_name, &mut |_, _| {}).unwrap();
     commit.declare_removed("app.Person", &["age".into()]).unwrap();
     let gone = commit.allocate_oid(person.class_no).unwrap();
     commit.put(gone, &record(person.id, commit.tid(), &[Value::Str("gone".into()), Value::None, Value::None])).unwrap();
