@@ -163,3 +163,20 @@ def test_embedded_objects_of_a_record_are_full_instances(db: Any) -> None:
         leaf.more = 2
         assert vars(leaf) == {"label": "l2", "more": 2}
         assert pickle.loads(pickle.dumps(leaf)) == leaf
+
+
+def test_text_of_every_length_and_position_of_non_ascii_loads_exactly(module: types.ModuleType) -> None:
+    # Fresh ASCII strings are copied after a word-at-a-time check (decode.rs `new_string`), other
+    # text goes through CPython's UTF-8 decoder: the boundaries of both, in tagged values and in
+    # the typed str fields of an OBJECT_LIST.
+    texts = [""]
+    for length in range(1, 20):
+        ascii_text = "".join(chr(ord("a") + i % 26) for i in range(length))
+        texts.append(ascii_text)
+        texts.extend(ascii_text[:at] + "é" + ascii_text[at + 1 :] for at in range(length))
+        texts.append(ascii_text[:-1] + "\x7f")
+    cls = define(module, "Text")
+    loaded = copal.loads(copal.dumps([texts, [instance(cls, text=text) for text in texts]]))
+    assert loaded[0] == texts
+    assert [obj.text for obj in loaded[1]] == texts
+    assert all(type(text) is str for text in loaded[0])

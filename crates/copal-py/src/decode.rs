@@ -11,11 +11,12 @@ use pyo3::types::{
     PyString, PyTime, PyTuple, PyTzInfo, PyType,
 };
 use pyo3::{ffi, IntoPyObjectExt, PyTypeInfo};
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::errors::{corrupt, SchemaError};
+use crate::instance_values::FieldSlots;
 use crate::pytypes;
 
 /// What a decoder needs from the connection: descriptors and objects for references.
@@ -95,7 +96,14 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
 
 /// A descriptor and its class, None for a class that cannot be found (its objects load as
 /// BrokenObjects).
-type Target<'py> = (Arc<DecodeInfo>, Option<Bound<'py, PyType>>);
+struct Target<'py> {
+    info: Arc<DecodeInfo>,
+    class: Option<Bound<'py, PyType>>,
+    /// Where the fields go in the class's instances, read after the first object has been
+    /// built: a class no instance of which was made yet in this process has an empty key table,
+    /// which setting that first object's attributes fills.
+    slots: OnceCell<Option<FieldSlots>>,
+}
 
 /// Descriptor ids come from the data: only small ones index `Decoder::targets`, so that a
 /// corrupt id cannot make it allocate (larger ones are looked up every time, as valid ids of a
@@ -164,7 +172,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             let header = RecordHeader::read(&mut r)?;
             let state_start = r.position();
             let info = self.resolver.descriptor(self.py, header.descriptor)?;
-            self.set_fields(&mut r, obj, &info, false, 0)?;
+            self.set_fields(&mut r, obj, &info, None, false, 0)?;
             r.expect_end()?;
             Ok((header, state_start))
         })();
@@ -535,7 +543,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             Err(e) if e.is_instance_of::<SchemaError>(py) => None,
             Err(e) => return Err(e.into()),
         };
-        let target = Rc::new((info, class));
+        let target = Rc::new(Target { info, class, slots: OnceCell::new() });
         let index = id as usize;
         if index < MAX_REMEMBERED_TARGETS {
             if self.targets.len() <= index {
@@ -551,7 +559,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         &mut self,
         r: &mut Reader<'_>,
         id: u32,
-        (info, class): &Target<'py>,
+        Target { info, class, slots }: &Target<'py>,
         typed: bool,
         depth: usize,
     ) -> Out<'py> {
@@ -562,11 +570,11 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             None => {
                 // A class whose finalizer or property setters would run on values from the
                 // data is not rebuilt: the object loads as a BrokenObject instead.
-                let rebuildable = *info.rebuildable.get_or_init(|| {
-                    check_plain_class(&class, &info).is_ok() && check_inert(&class, &info).is_ok()
-                });
+                let rebuildable = *info
+                    .rebuildable
+                    .get_or_init(|| check_plain_class(class, info).is_ok() && check_inert(class, info).is_ok());
                 if !rebuildable {
-                    return self.broken_object(r, &info, typed, depth);
+                    return self.broken_object(r, info, typed, depth);
                 }
                 // object.__new__: `check_plain_class` (in `rebuildable`) made sure the class does
                 // not override it.
@@ -574,7 +582,12 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
         };
         self.memo.push(Some(obj.clone()));
-        self.set_fields(r, &obj, &info, typed, depth + 1)?;
+        let known_slots = slots.get();
+        self.set_fields(r, &obj, info, known_slots.and_then(Option::as_ref), typed, depth + 1)?;
+        if known_slots.is_none() {
+            // Set by a nested object of the same descriptor meanwhile, `set` keeps that value.
+            let _ = slots.set(FieldSlots::of(class, &info.fields));
+        }
         Ok(obj)
     }
 
@@ -646,10 +659,22 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         Ok(obj)
     }
 
-    /// `depth` is the depth of the field values: 0 for the fields of a record.
-    fn set_fields(&mut self, r: &mut Reader<'_>, obj: &Bound<'py, PyAny>, info: &DecodeInfo, typed: bool, depth: usize) -> Result<(), Fail> {
+    /// `depth` is the depth of the field values: 0 for the fields of a record. `slots`, where
+    /// known, stores them without the lookups of `PyObject_GenericSetAttr` (instance_values.rs).
+    fn set_fields(
+        &mut self,
+        r: &mut Reader<'_>,
+        obj: &Bound<'py, PyAny>,
+        info: &DecodeInfo,
+        slots: Option<&FieldSlots>,
+        typed: bool,
+        depth: usize,
+    ) -> Result<(), Fail> {
         for (index, field) in info.fields.iter().enumerate() {
             let value = self.field(r, info, index, typed, depth)?;
+            if slots.is_some_and(|slots| slots.store(obj, index, &value)) {
+                continue;
+            }
             // SAFETY: valid object, name and value pointers; the call takes its own references.
             let rc = unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), field.as_ptr(), value.as_ptr()) };
             if rc != 0 {
@@ -711,7 +736,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             obj
         };
         if crate::encode::has_instance_dict(&obj) {
-            self.set_fields(r, &obj, &info, false, depth + 1)?;
+            self.set_fields(r, &obj, &info, None, false, depth + 1)?;
         } else if !info.fields.is_empty() {
             return Err(Fail::Python(SchemaError::new_err(format!(
                 "stored type {:?} has fields but its class has no __dict__",
@@ -829,8 +854,26 @@ fn expansion_budget(len: usize) -> u64 {
 }
 
 /// The string of UTF-8 `bytes`, or None if they are not UTF-8. CPython's decoder checks them as
-/// it copies them, so they are not checked twice (this is the most frequent value).
+/// it copies them, so they are not checked twice (this is the most frequent value); ASCII text,
+/// checked here a word at a time, is copied into a new ASCII string without it.
 fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> Option<Bound<'py, PyAny>> {
+    // Empty and one-character strings come from CPython's decoder, which returns shared
+    // singletons for some of them.
+    #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+    if bytes.len() > 1 && bytes.is_ascii() {
+        // SAFETY: PyUnicode_New returns a new compact ASCII string of `bytes.len()` characters
+        // (or null with an exception set), whose data, writable until the string is shared,
+        // holds that many bytes plus a terminating NUL that it already wrote.
+        unsafe {
+            let string = ffi::PyUnicode_New(bytes.len() as ffi::Py_ssize_t, 127);
+            if string.is_null() {
+                drop(PyErr::take(py));
+                return None;
+            }
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ffi::PyUnicode_1BYTE_DATA(string), bytes.len());
+            return Some(Bound::from_owned_ptr(py, string));
+        }
+    }
     // SAFETY: `bytes` is valid for its length (which a slice keeps below isize::MAX); the call
     // returns a new reference, or null with an exception set, which is cleared here.
     let string = unsafe {

@@ -12,6 +12,7 @@ mod encode;
 mod errors;
 mod gc;
 mod hashing;
+mod instance_values;
 mod json_writer;
 mod persistent;
 mod query;
