@@ -269,7 +269,8 @@ impl WrittenStrings {
     /// For each provisional slot, the number of its group of equal texts (`NO_GROUP` for a text
     /// written once), and the number of groups; None when every text is written once.
     fn repeated_texts(&mut self, body: &[u8]) -> Option<(Vec<u32>, usize)> {
-        let mut candidates = self.candidates(&possible_repeats(&self.keys));
+        let filter = RepeatFilter::of(&self.keys)?;
+        let mut candidates = self.candidates(&filter);
         // Equal hash bits together, in the order written (the index is in the key's low bits).
         candidates.sort_unstable_by_key(|candidate| candidate.key);
         let mut groups: Option<Vec<u32>> = None;
@@ -296,21 +297,18 @@ impl WrittenStrings {
         groups.map(|groups| (groups, group_count))
     }
 
-    /// `keys` (a subset of `self.keys`, in the order written) with the places of their texts,
-    /// found by one pass over the log in order.
-    fn candidates(&self, keys: &[u64]) -> Vec<Candidate> {
-        let mut keys = keys.iter().peekable();
-        let mut candidates = Vec::with_capacity(keys.len());
+    /// The keys that pass `filter` with the places of their texts, in the order written, found
+    /// by one pass over the log and the keys in order.
+    fn candidates(&self, filter: &RepeatFilter) -> Vec<Candidate> {
         let strings_in_full = self.events.iter().filter(|event| event.slot == NEW);
-        for (index, event) in strings_in_full.enumerate() {
-            let Some(&&key) = keys.peek() else { break };
-            if key as u32 as usize == index {
+        strings_in_full
+            .zip(&self.keys)
+            .filter(|(_, &key)| filter.passes(key))
+            .map(|(event, &key)| {
                 let len = event.len as usize;
-                candidates.push(Candidate { key, start: (event.start as usize + event.form.head_len(len)) as u32, len: event.len });
-                keys.next();
-            }
-        }
-        candidates
+                Candidate { key, start: (event.start as usize + event.form.head_len(len)) as u32, len: event.len }
+            })
+            .collect()
     }
 
     /// Rewrites `body` in place with each string that repeats an earlier one (`groups`,
@@ -400,30 +398,51 @@ impl Candidate {
     }
 }
 
-/// The keys of `keys` whose hash bits may be those of another key, in their order. Sorting every key would take most of the time of
+/// Which keys may repeat another's hash bits. Sorting every key would take most of the time of
 /// `finish` on a stream of distinct strings (7 ms for 300,000 keys, a tenth of the encoding):
 /// instead each key's hash bits set a bit in a bitmap of eight bits per key (a few hundred KiB,
-/// which stay in the cache), and only the keys whose bit was set by another key are kept, about
-/// one in eight when all hashes differ.
-fn possible_repeats(keys: &[u64]) -> Vec<u64> {
-    if keys.len() < FILTER_FROM {
-        keys.to_vec()
-    } else {
-        let bits = (keys.len() * 8).next_power_of_two();
-        let bit_of = |key: u64| (key >> 32) as usize & (bits - 1);
-        let (mut seen, mut again) = (vec![0u64; bits / 64], vec![0u64; bits / 64]);
+/// which stay in the cache), and only the keys whose bit was set by another key pass, about one
+/// in eight when all hashes differ.
+enum RepeatFilter {
+    /// Few keys: all pass, the bitmap would cost more than it spares.
+    All,
+    /// The bits set by more than one key, of a bitmap of `mask + 1` bits.
+    Again { again: Vec<u64>, mask: usize },
+}
+
+impl RepeatFilter {
+    /// The filter for `keys`; None when no two keys share their hash bits (nothing repeats).
+    fn of(keys: &[u64]) -> Option<RepeatFilter> {
+        if keys.len() < FILTER_FROM {
+            return Some(RepeatFilter::All);
+        }
+        let mask = (keys.len() * 8).next_power_of_two() - 1;
+        let (mut seen, mut again) = (vec![0u64; (mask + 1) / 64], vec![0u64; (mask + 1) / 64]);
         let mut any_again = false;
         for &key in keys {
-            let (word, mask) = (bit_of(key) / 64, 1u64 << (bit_of(key) % 64));
-            any_again |= seen[word] & mask != 0;
-            again[word] |= seen[word] & mask;
-            seen[word] |= mask;
+            let (word, bit) = bit_of(key, mask);
+            any_again |= seen[word] & bit != 0;
+            again[word] |= seen[word] & bit;
+            seen[word] |= bit;
         }
-        if !any_again {
-            return Vec::new();
-        }
-        keys.iter().copied().filter(|&key| again[bit_of(key) / 64] & (1 << (bit_of(key) % 64)) != 0).collect()
+        any_again.then_some(RepeatFilter::Again { again, mask })
     }
+
+    fn passes(&self, key: u64) -> bool {
+        match self {
+            RepeatFilter::All => true,
+            RepeatFilter::Again { again, mask } => {
+                let (word, bit) = bit_of(key, *mask);
+                again[word] & bit != 0
+            }
+        }
+    }
+}
+
+/// The word and the bit within it of `key`'s hash bits in a bitmap of `mask + 1` bits.
+fn bit_of(key: u64, mask: usize) -> (usize, u64) {
+    let bit = (key >> 32) as usize & mask;
+    (bit / 64, 1 << (bit % 64))
 }
 
 /// Fewer keys are all sorted: the bitmap would cost more than it spares.
@@ -546,6 +565,11 @@ mod tests {
     }
 
     use StringForm::{Tagged, Typed};
+
+    /// The keys of `keys` that pass their filter, in their order.
+    fn possible_repeats(keys: &[u64]) -> Vec<u64> {
+        RepeatFilter::of(keys).map_or_else(Vec::new, |filter| keys.iter().copied().filter(|&key| filter.passes(key)).collect())
+    }
 
     #[test]
     fn keys_whose_hash_bits_repeat_are_all_kept() {
