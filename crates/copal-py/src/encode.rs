@@ -1,9 +1,10 @@
 //! Python objects -> copal bytes (docs/FORMAT.md "Values"), written straight from the objects
 //! with the core's `Writer` primitives.
 
+use std::rc::Rc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
-use copal_core::format::{oid_class, oid_seq, tag, FieldKind, ListHead, StringForm, TzInfo, Writer, FLAG_MUTABLE_STATE};
+use copal_core::format::{oid_class, oid_seq, tag, FieldKind, ListHead, StringForm, StringsMark, TzInfo, Writer, FLAG_MUTABLE_STATE};
 use copal_core::format::RecordHeader;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -45,7 +46,7 @@ pub trait Sink {
     }
     /// The field kinds of `descriptor` when objects may be written as TYPED_OBJECT and lists of
     /// them as OBJECT_LIST (stream version 3, docs/STREAM.md section 5). Records never do.
-    fn field_kinds(&self, _descriptor: u32) -> Option<std::rc::Rc<[FieldKind]>> {
+    fn field_kinds(&self, _descriptor: u32) -> Option<Rc<[FieldKind]>> {
         None
     }
 }
@@ -69,8 +70,23 @@ pub fn field_kind_of(v: &Bound<'_, PyAny>) -> FieldKind {
 
 /// Whether every value of `dict` has the kind of its field, so that it can be written as a
 /// TYPED_OBJECT of these `kinds`.
+///
+/// The values are read as borrowed references, without the reference counting of an iterator:
+/// this runs for every object of a stream, and `field_kind_of` runs no Python code, so the dict
+/// cannot change while it is read.
 fn fits_kinds(dict: &Bound<'_, PyDict>, kinds: &[FieldKind]) -> bool {
-    dict.len() == kinds.len() && dict.iter().zip(kinds).all(|((_, value), &kind)| kind == FieldKind::Any || field_kind_of(&value) == kind)
+    if dict.len() != kinds.len() {
+        return false;
+    }
+    let py = dict.py();
+    let mut position: ffi::Py_ssize_t = 0;
+    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+    kinds.iter().all(|&kind| {
+        // SAFETY: `dict` is a dict and the GIL is held; PyDict_Next returns borrowed references,
+        // which stay valid while no Python code runs.
+        let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) } != 0;
+        more && (kind == FieldKind::Any || field_kind_of(&*unsafe { pyo3::Borrowed::from_ptr(py, value) }) == kind)
+    })
 }
 
 /// Calls `write` with the index, key and value of each of the `len` attributes in `dict` (the
@@ -97,14 +113,6 @@ fn each_field<'py>(dict: &Bound<'py, PyDict>, len: usize, mut write: impl FnMut(
         return Err(changed());
     }
     Ok(())
-}
-
-/// A list whose items are all written as the TYPED_OBJECT bodies of one descriptor
-/// (`Encoder::uniform_objects`): the items with their instance dicts.
-struct UniformObjects<'py> {
-    descriptor: u32,
-    kinds: std::rc::Rc<[FieldKind]>,
-    objects: Vec<(Bound<'py, PyAny>, Bound<'py, PyDict>)>,
 }
 
 pub(crate) enum Failure {
@@ -166,6 +174,22 @@ pub struct Encoder<'s> {
     /// Set for streams of version 2 (standalone.rs): equal strings are written once. Records and
     /// archives never share strings.
     pub strings: Option<StringTable>,
+    /// The lists of this value whose OBJECT_LIST was abandoned after some of its items were
+    /// written (`object_list`), keyed by address and held so that the address is not reused:
+    /// met again (inside another abandoned list, which is written anew), they are written as
+    /// LISTs at once. Each list is thus abandoned once, which keeps the work linear in the
+    /// nesting depth instead of exponential.
+    mixed_lists: IntMap<usize, Py<PyList>>,
+}
+
+/// Where an encoding was, to go back to when an attempt is abandoned (`Encoder::rewind`).
+struct Mark {
+    len: usize,
+    next_memo: u64,
+    memo_logged: usize,
+    mutable: bool,
+    strings: Option<StringsMark>,
+    superseded_copies: usize,
 }
 
 /// A tuple or frozenset (or a subclass of one) whose items are being written. A reader builds it
@@ -220,6 +244,7 @@ impl<'s> Encoder<'s> {
             object_shapes: Vec::new(),
             refcounts_readable: None,
             strings: None,
+            mixed_lists: IntMap::default(),
         }
     }
 
@@ -232,6 +257,7 @@ impl<'s> Encoder<'s> {
         self.memo_log.clear();
         self.next_memo = 0;
         self.mutable = false;
+        self.mixed_lists.clear();
         let dict = stored_state(obj)?;
         let shape = match shape {
             Some(shape) => shape,
@@ -259,6 +285,7 @@ impl<'s> Encoder<'s> {
         self.memo_log.clear();
         self.next_memo = 0;
         self.superseded_copies = 0;
+        self.mixed_lists.clear();
         if let Some(strings) = &mut self.strings {
             strings.clear();
         }
@@ -525,16 +552,10 @@ impl<'s> Encoder<'s> {
     /// Each of `items` with its encoding, which is undone.
     fn sort_keys<'py>(&mut self, items: Vec<Bound<'py, PyAny>>, depth: usize, keyed: &mut Vec<(Vec<u8>, Bound<'py, PyAny>)>) -> Step {
         for item in items {
-            let (start, next_memo, logged, mutable) = (self.w.buf.len(), self.next_memo, self.memo_log.len(), self.mutable);
-            let superseded = self.superseded_copies;
+            let mark = self.mark();
             let result = self.value(&item, depth + 1);
-            let key = self.w.buf.split_off(start);
-            for k in self.memo_log.drain(logged..) {
-                self.memo.remove(&k);
-            }
-            self.next_memo = next_memo;
-            self.mutable = mutable;
-            self.forget_copies(next_memo, superseded);
+            let key = self.w.buf[mark.len..].to_vec();
+            self.rewind(mark);
             result?;
             keyed.push((key, item));
         }
@@ -549,6 +570,36 @@ impl<'s> Encoder<'s> {
             if unfinished.first_finished.is_some_and(|copy| copy >= next_memo) {
                 unfinished.first_finished = None;
             }
+        }
+    }
+
+    /// The state that `rewind` goes back to.
+    fn mark(&self) -> Mark {
+        Mark {
+            len: self.w.buf.len(),
+            next_memo: self.next_memo,
+            memo_logged: self.memo_log.len(),
+            mutable: self.mutable,
+            strings: self.strings.as_ref().map(StringTable::mark),
+            superseded_copies: self.superseded_copies,
+        }
+    }
+
+    /// Undoes everything written since `mark` was taken: its bytes, the memo slots and
+    /// identity-map entries it took (the reader numbers the memo-taking tags actually written),
+    /// its strings' slots and the copies of unfinished values it wrote. Descriptors the sink gave
+    /// out meanwhile stay: whatever is written instead asks for them again, in the same order
+    /// (`object_list`).
+    fn rewind(&mut self, mark: Mark) {
+        self.w.buf.truncate(mark.len);
+        for key in self.memo_log.drain(mark.memo_logged..) {
+            self.memo.remove(&key);
+        }
+        self.next_memo = mark.next_memo;
+        self.mutable = mark.mutable;
+        self.forget_copies(mark.next_memo, mark.superseded_copies);
+        if let (Some(strings), Some(strings_mark)) = (&mut self.strings, mark.strings) {
+            strings.rewind(strings_mark);
         }
     }
 
@@ -603,59 +654,93 @@ impl<'s> Encoder<'s> {
         if self.backref_or_slot(list.as_any())? {
             return Ok(());
         }
-        if let Some(uniform) = self.uniform_objects(list, depth)? {
-            self.w.u8(tag::OBJECT_LIST);
-            self.w.varint(uniform.objects.len() as u64);
-            return self.object_bodies(uniform, depth);
+        let objects_head = |w: &mut Writer, count: u64| {
+            w.u8(tag::OBJECT_LIST);
+            w.varint(count);
+        };
+        if self.object_list(list, depth, objects_head)? {
+            return Ok(());
         }
         self.w.u8(tag::LIST);
         self.items(list.len(), list.iter(), depth)
     }
 
-    /// The items of `list` if they can be written as an OBJECT_LIST (docs/STREAM.md section 5):
-    /// at least one, all plain instances of one class with one descriptor whose field kinds they
-    /// fit, none met elsewhere in the graph (an OBJECT_LIST has no place for a back-reference).
-    fn uniform_objects<'py>(&mut self, list: &Bound<'py, PyList>, depth: usize) -> PyResult<Option<UniformObjects<'py>>> {
+    /// Writes `list`, whose memo slot is taken, as a list of objects (docs/STREAM.md section 5:
+    /// OBJECT_LIST, or the list head of a typed field) if its items qualify: at least one, all
+    /// plain instances of one class with one descriptor whose field kinds they fit, none met
+    /// elsewhere in the graph (an OBJECT_LIST has no place for a back-reference). `head` writes
+    /// the form's head for that many objects. False, with nothing written, if they do not.
+    ///
+    /// One pass: each item is checked just before its body is written, while its dict and values
+    /// are in the cache, instead of checking every item first and walking the list again to
+    /// write it. An item that does not qualify makes the list abandoned: everything written for
+    /// the items before it is undone (`rewind`) and the caller writes the list in its generic
+    /// form, which writes those items again (their objects, typed one by one). The list is then
+    /// remembered (`mixed_lists`), so that it is abandoned once however often it is written.
+    fn object_list(&mut self, list: &Bound<'_, PyList>, depth: usize, head: impl Fn(&mut Writer, u64)) -> Result<bool, Failure> {
         // The first item is not held while the items are tested: its reference count must say
         // whether something else holds it (`is_unshared`).
-        let Ok(class) = list.get_item(0).map(|first| first.get_type()) else { return Ok(None) };
-        if depth >= MAX_DEPTH || !matches!(self.kind_of(&class)?, Kind::Object(_)) {
-            return Ok(None);
+        if list.is_empty() || depth >= MAX_DEPTH || self.mixed_lists.contains_key(&(list.as_ptr() as usize)) {
+            return Ok(false);
         }
-        let mut uniform: Option<UniformObjects<'py>> = None;
+        let class = list.get_item(0)?.get_type();
+        let Kind::Object(class_index) = self.kind_of(&class)? else { return Ok(false) };
+        let count = list.len();
+        let mark = self.mark();
+        let mut typed: Option<(u32, Rc<[FieldKind]>)> = None;
+        let mut written = 0;
         for item in list.iter() {
-            if !item.get_type().is(&class) || !self.is_unshared(&item) {
-                return Ok(None);
-            }
-            let dict = object_dict(&item)?;
-            let descriptor = self.sink.descriptor(&class, &dict)?.descriptor;
-            let found = match uniform.as_mut() {
-                Some(found) if found.descriptor == descriptor => found,
-                Some(_) => return Ok(None),
-                None => match self.sink.field_kinds(descriptor) {
-                    // A body of no fields is no bytes: the count could not be checked against
-                    // the input when read (the length rule), so such lists stay LISTs.
-                    Some(kinds) if !kinds.is_empty() => uniform.insert(UniformObjects { descriptor, kinds, objects: Vec::with_capacity(list.len()) }),
-                    _ => return Ok(None),
-                },
+            let Some((dict, descriptor, kinds)) = self.list_object(&item, &class, class_index, &typed)? else {
+                return Ok(self.abandon(list, mark, written));
             };
-            if !fits_kinds(&dict, &found.kinds) {
-                return Ok(None);
+            if typed.is_none() {
+                head(&mut self.w, count as u64);
+                self.w.varint(u64::from(descriptor));
+                typed = Some((descriptor, Rc::clone(&kinds)));
             }
-            found.objects.push((item, dict));
+            // It takes its memo slot, without an identity-map entry: nothing else holds it.
+            self.next_memo += 1;
+            at(self.typed_fields(&dict, &kinds, depth + 1), || format!("[{written}]"))?;
+            written += 1;
         }
-        Ok(uniform)
+        if written != count {
+            return Err(list_changed_size());
+        }
+        Ok(true)
     }
 
-    /// The descriptor id and the TYPED_OBJECT bodies of an OBJECT_LIST, after its count.
-    fn object_bodies(&mut self, uniform: UniformObjects<'_>, depth: usize) -> Step {
-        self.w.varint(u64::from(uniform.descriptor));
-        for (index, (object, dict)) in uniform.objects.iter().enumerate() {
-            // Each takes its memo slot; none was met before (`uniform_objects`).
-            self.memo_slot(object, true);
-            at(self.typed_fields(dict, &uniform.kinds, depth + 1), || format!("[{index}]"))?;
+    /// The instance dict, descriptor and field kinds of `item` if it can be the next object of
+    /// an OBJECT_LIST of plain objects of `class` (numbered `class_index`) whose first object
+    /// had the descriptor and kinds of `typed` (None: it is the first).
+    #[allow(clippy::type_complexity)]
+    fn list_object<'py>(
+        &mut self,
+        item: &Bound<'py, PyAny>,
+        class: &Bound<'_, PyType>,
+        class_index: usize,
+        typed: &Option<(u32, Rc<[FieldKind]>)>,
+    ) -> PyResult<Option<(Bound<'py, PyDict>, u32, Rc<[FieldKind]>)>> {
+        if !item.get_type().is(class) || !self.is_unshared(item) {
+            return Ok(None);
         }
-        Ok(())
+        let dict = object_dict(item)?;
+        let descriptor = self.shape_of(item, class_index, &dict)?.descriptor;
+        let kinds = match typed {
+            Some((first, kinds)) => (*first == descriptor).then(|| Rc::clone(kinds)),
+            // A body of no fields is no bytes: the count could not be checked against the input
+            // when read (the length rule), so such lists stay LISTs.
+            None => self.sink.field_kinds(descriptor).filter(|kinds| !kinds.is_empty()),
+        };
+        Ok(kinds.filter(|kinds| fits_kinds(&dict, kinds)).map(|kinds| (dict, descriptor, kinds)))
+    }
+
+    /// `object_list`'s way out when an item does not qualify, after `written` items: false.
+    fn abandon(&mut self, list: &Bound<'_, PyList>, mark: Mark, written: usize) -> bool {
+        self.rewind(mark);
+        if written > 0 {
+            self.mixed_lists.insert(list.as_ptr() as usize, list.clone().unbind());
+        }
+        false
     }
 
     /// The fields of an object as an OBJECT, or as a TYPED_OBJECT when its descriptor has field
@@ -701,16 +786,13 @@ impl<'s> Encoder<'s> {
             FieldKind::List => {
                 let list = v.cast::<PyList>().map_err(PyErr::from)?;
                 self.mutable = true;
+                let objects_head = |w: &mut Writer, count: u64| w.varint(ListHead::Objects(count).encode());
                 if let Some(slot) = self.memo_slot(v, true) {
                     self.w.varint(ListHead::Backref(slot).encode());
-                } else if let Some(uniform) = self.uniform_objects(list, depth)? {
-                    self.w.varint(ListHead::Objects(uniform.objects.len() as u64).encode());
-                    self.object_bodies(uniform, depth)?;
-                } else {
-                    self.w.varint(ListHead::Items(list.len() as u64).encode());
-                    for (index, item) in list.iter().enumerate() {
-                        at(self.value(&item, depth + 1), || format!("[{index}]"))?;
-                    }
+                } else if !self.object_list(list, depth, objects_head)? {
+                    let len = list.len();
+                    self.w.varint(ListHead::Items(len as u64).encode());
+                    self.item_values(len, list.iter(), depth)?;
                 }
             }
         }
@@ -737,8 +819,20 @@ impl<'s> Encoder<'s> {
 
     fn items<'py>(&mut self, len: usize, items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize) -> Step {
         self.w.varint(len as u64);
-        for (index, item) in items.enumerate() {
-            at(self.value(&item, depth + 1), || format!("[{index}]"))?;
+        self.item_values(len, items, depth)
+    }
+
+    /// The `len` items of a container, after its count. A list can shrink while it is written
+    /// (Python code run by the encoder, such as an enum's `_name_`, can remove items): fewer
+    /// items than the count would make a stream that does not read back, so it is refused.
+    fn item_values<'py>(&mut self, len: usize, items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize) -> Step {
+        let mut written = 0;
+        for item in items {
+            at(self.value(&item, depth + 1), || format!("[{written}]"))?;
+            written += 1;
+        }
+        if written != len {
+            return Err(list_changed_size());
         }
         Ok(())
     }
@@ -783,15 +877,19 @@ impl<'s> Encoder<'s> {
             return Ok(());
         }
         let dict = object_dict(v)?;
-        let shape = match &self.object_shapes[class_index] {
-            Some(last) if last.has_fields_of(&dict) => last.shape,
-            _ => {
-                let shape = self.sink.descriptor(&v.get_type(), &dict)?;
-                self.object_shapes[class_index] = Some(LastShape::new(&dict, shape));
-                shape
-            }
-        };
+        let shape = self.shape_of(v, class_index, &dict)?;
         self.object_fields(shape.descriptor, &dict, depth)
+    }
+
+    /// The shape the sink gives `v`, a plain object of the class numbered `class_index`, whose
+    /// instance dict is `dict`: the last one of its class if `dict` has the same key objects.
+    fn shape_of(&mut self, v: &Bound<'_, PyAny>, class_index: usize, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
+        if let Some(last) = self.object_shapes[class_index].as_ref().filter(|last| last.has_fields_of(dict)) {
+            return Ok(last.shape);
+        }
+        let shape = self.sink.descriptor(&v.get_type(), dict)?;
+        self.object_shapes[class_index] = Some(LastShape::new(dict, shape));
+        Ok(shape)
     }
 
     /// A persistent object written by value (standalone streams): an OBJECT of its stored
@@ -963,6 +1061,10 @@ pub(crate) fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyD
     // returns a new reference or null with an exception set.
     let dict = unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyObject_GenericGetDict(v.as_ptr(), std::ptr::null_mut()))? };
     Ok(dict.cast_into::<PyDict>()?)
+}
+
+fn list_changed_size() -> Failure {
+    Failure::Unsupported { path: vec![], reason: "the list changed size while it was being written".into() }
 }
 
 fn unsupported_type(class: &Bound<'_, PyType>) -> Failure {

@@ -7,7 +7,7 @@
 //! string instead, as pickle does for strings it memoized. Bounded: it never holds more than
 //! `SLOTS` strings. Streams do better: they store each distinct string once (`StringTable`).
 
-use copal_core::format::{reference_is_shorter, StringForm, WrittenStrings};
+use copal_core::format::{reference_is_shorter, StringForm, StringsMark, WrittenStrings};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
@@ -79,11 +79,10 @@ pub struct StringTable {
     written: WrittenStrings,
     /// Direct-mapped by object address: the string objects written last, with their provisional
     /// slots. Each entry holds a reference to its string, so that the address cannot be freed
-    /// and reused by another string while it is a key. Grows with the stream up to
-    /// `RECENT_SLOTS` entries, so that a small stream does not pay for a large table.
+    /// and reused by another string while it is a key. Grows with the stream (the number of
+    /// strings written in full) up to `RECENT_SLOTS` entries, so that a small stream does not
+    /// pay for a large table.
     recent: Vec<Option<Recent>>,
-    /// The number of strings written in full, which decides the size of `recent`.
-    written_count: usize,
 }
 
 /// A string object of `StringTable::recent`.
@@ -106,7 +105,24 @@ impl StringTable {
     pub fn clear(&mut self) {
         self.written.clear();
         self.recent.clear();
-        self.written_count = 0;
+    }
+
+    /// The table as it is now, for `rewind`.
+    pub fn mark(&self) -> StringsMark {
+        self.written.mark()
+    }
+
+    /// Forgets the strings written since `mark` was taken, whose bytes the caller removes from
+    /// the body (an abandoned OBJECT_LIST, encode.rs): their slots will be taken by other
+    /// strings, so no string object may be found by address with one of them.
+    pub fn rewind(&mut self, mark: StringsMark) {
+        self.written.rewind(mark);
+        let next_slot = self.written.strings_in_full();
+        for entry in &mut self.recent {
+            if entry.as_ref().is_some_and(|seen| seen.slot >= next_slot) {
+                *entry = None;
+            }
+        }
     }
 
     /// Writes at the end of `out` a reference in `form` to the string `s` if it is a string
@@ -125,10 +141,10 @@ impl StringTable {
     /// Writes `s`, whose UTF-8 form is `text`, in full at the end of `out` in `form`.
     pub fn write_new(&mut self, out: &mut Vec<u8>, form: StringForm, s: &Bound<'_, PyString>, text: &str) {
         let slot = self.written.write_new(out, form, text.as_bytes());
-        self.written_count += 1;
-        if self.recent.len() < RECENT_SLOTS && self.written_count > self.recent.len() {
+        let written_count = self.written.strings_in_full() as usize;
+        if self.recent.len() < RECENT_SLOTS && written_count > self.recent.len() {
             // Entries move with the size: start again empty.
-            let size = self.written_count.next_power_of_two().clamp(MIN_RECENT_SLOTS, RECENT_SLOTS);
+            let size = written_count.next_power_of_two().clamp(MIN_RECENT_SLOTS, RECENT_SLOTS);
             self.recent.clear();
             self.recent.resize_with(size, || None);
         }

@@ -15,12 +15,13 @@
 //! waits for memory on every new string once it outgrows the cache; the log and the rewrite only
 //! read and write memory in order, and the sort works on one array of 8-byte keys.
 
+use std::cell::Cell;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::OnceLock;
 
 use super::field_kind::StrHead;
 use super::tag;
-use super::varint::{varint_len, write_varint};
+use super::varint::{varint_len, write_varint, MAX_VARINT_LEN};
 
 /// The hash of a string's UTF-8 bytes for `WrittenStrings::find`.
 ///
@@ -128,7 +129,6 @@ pub fn reference_is_shorter(slot: u64, len: usize) -> bool {
 /// 4 GiB or 2^32 strings stops logging (`abandoned`) and is left as written, which is valid
 /// (every string in full, every reference to a provisional slot that is its real slot) but
 /// does not share the strings that repeat by content.
-#[derive(Default)]
 pub struct WrittenStrings {
     events: Vec<Event>,
     /// One per string written in full, its provisional slot being its index: the top 32 bits of
@@ -152,6 +152,45 @@ struct Event {
 /// `Event::slot` of a string written in full.
 const NEW: u32 = u32::MAX;
 
+/// The state of a `WrittenStrings` at some point of its body, to go back to (`rewind`).
+#[derive(Clone, Copy)]
+pub struct StringsMark {
+    events: usize,
+    keys: usize,
+    strings_in_full: u64,
+    abandoned: bool,
+}
+
+thread_local! {
+    /// The emptied log of the last `WrittenStrings` dropped on this thread, for the next one to
+    /// grow into: a large body's log (16 bytes per string event) allocated afresh for every
+    /// stream cost a page fault per 4 KiB appended, and its reallocations copied it.
+    static SPARE_LOG: Cell<Option<(Vec<Event>, Vec<u64>)>> = const { Cell::new(None) };
+}
+
+/// The largest log kept for the next body (`SPARE_LOG`), in bytes: the memory a thread keeps
+/// after writing a large stream.
+const MAX_SPARE_LOG_BYTES: usize = 64 << 20;
+
+impl Default for WrittenStrings {
+    fn default() -> Self {
+        let (events, keys) = SPARE_LOG.try_with(Cell::take).ok().flatten().unwrap_or_default();
+        WrittenStrings { events, keys, strings_in_full: 0, abandoned: false }
+    }
+}
+
+impl Drop for WrittenStrings {
+    fn drop(&mut self) {
+        let bytes = self.events.capacity() * size_of::<Event>() + self.keys.capacity() * size_of::<u64>();
+        if bytes <= MAX_SPARE_LOG_BYTES {
+            self.clear();
+            let log = (std::mem::take(&mut self.events), std::mem::take(&mut self.keys));
+            // A thread being torn down keeps nothing.
+            let _ = SPARE_LOG.try_with(|spare| spare.set(Some(log)));
+        }
+    }
+}
+
 impl WrittenStrings {
     /// Starts a new body: slots start again from 0.
     pub fn clear(&mut self) {
@@ -159,6 +198,25 @@ impl WrittenStrings {
         self.keys.clear();
         self.strings_in_full = 0;
         self.abandoned = false;
+    }
+
+    /// The log as it is now, for `rewind`.
+    pub fn mark(&self) -> StringsMark {
+        StringsMark { events: self.events.len(), keys: self.keys.len(), strings_in_full: self.strings_in_full, abandoned: self.abandoned }
+    }
+
+    /// Forgets the strings written since `mark` was taken, whose bytes the caller removes from
+    /// the body: the next string takes the first of their slots again.
+    pub fn rewind(&mut self, mark: StringsMark) {
+        self.events.truncate(mark.events);
+        self.keys.truncate(mark.keys);
+        self.strings_in_full = mark.strings_in_full;
+        self.abandoned = mark.abandoned;
+    }
+
+    /// The number of strings written in full since `clear`: the next string's provisional slot.
+    pub fn strings_in_full(&self) -> u64 {
+        self.strings_in_full
     }
 
     /// Writes `text` at the end of `out` (the body) in `form`, as a new string. Returns its
@@ -205,13 +263,14 @@ impl WrittenStrings {
             return;
         }
         let Some((groups, group_count)) = self.repeated_texts(body) else { return };
-        *body = self.rewritten(body, &groups, group_count);
+        self.rewrite(body, &groups, group_count);
     }
 
     /// For each provisional slot, the number of its group of equal texts (`NO_GROUP` for a text
     /// written once), and the number of groups; None when every text is written once.
     fn repeated_texts(&mut self, body: &[u8]) -> Option<(Vec<u32>, usize)> {
-        let mut candidates = self.candidates(&possible_repeats(&self.keys));
+        let filter = RepeatFilter::of(&self.keys)?;
+        let mut candidates = self.candidates(&filter);
         // Equal hash bits together, in the order written (the index is in the key's low bits).
         candidates.sort_unstable_by_key(|candidate| candidate.key);
         let mut groups: Option<Vec<u32>> = None;
@@ -238,29 +297,32 @@ impl WrittenStrings {
         groups.map(|groups| (groups, group_count))
     }
 
-    /// `keys` (a subset of `self.keys`, in the order written) with the places of their texts,
-    /// found by one pass over the log in order.
-    fn candidates(&self, keys: &[u64]) -> Vec<Candidate> {
-        let mut keys = keys.iter().peekable();
-        let mut candidates = Vec::with_capacity(keys.len());
+    /// The keys that pass `filter` with the places of their texts, in the order written, found
+    /// by one pass over the log and the keys in order.
+    fn candidates(&self, filter: &RepeatFilter) -> Vec<Candidate> {
         let strings_in_full = self.events.iter().filter(|event| event.slot == NEW);
-        for (index, event) in strings_in_full.enumerate() {
-            let Some(&&key) = keys.peek() else { break };
-            if key as u32 as usize == index {
+        strings_in_full
+            .zip(&self.keys)
+            .filter(|(_, &key)| filter.passes(key))
+            .map(|(event, &key)| {
                 let len = event.len as usize;
-                candidates.push(Candidate { key, start: (event.start as usize + event.form.head_len(len)) as u32, len: event.len });
-                keys.next();
-            }
-        }
-        candidates
+                Candidate { key, start: (event.start as usize + event.form.head_len(len)) as u32, len: event.len }
+            })
+            .collect()
     }
 
-    /// `body` with each string that repeats an earlier one (`groups`, `group_count` groups)
-    /// written as a reference to the first's final slot where this is shorter, and every
-    /// reference renumbered. Final slots count the strings still written in full, in order, as
-    /// a reader numbers them.
-    fn rewritten(&self, body: &[u8], groups: &[u32], group_count: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(body.len());
+    /// Rewrites `body` in place with each string that repeats an earlier one (`groups`,
+    /// `group_count` groups) written as a reference to the first's final slot where this is
+    /// shorter, and every reference renumbered. Final slots count the strings still written in
+    /// full, in order, as a reader numbers them.
+    ///
+    /// In place, because nothing grows: a reference replaces a string only when shorter, and a
+    /// renumbered reference names a slot no larger than before, so the rewritten body up to any
+    /// event ends no later than the original did. Only the events whose bytes change (repeats
+    /// made references, references whose slot moved down) move the bytes between them, in one
+    /// copy per change; the part before the first change is not moved at all, and no second
+    /// body is allocated (its fresh pages cost a page fault per 4 KiB written).
+    fn rewrite(&self, body: &mut Vec<u8>, groups: &[u32], group_count: usize) {
         // For each provisional slot, the final slot a reference to it names: its first
         // occurrence's. Read at random only for the by-address references, which name few
         // strings (a vocabulary of string objects).
@@ -269,32 +331,53 @@ impl WrittenStrings {
         // the random reads of the repeats.
         let mut group_slots: Vec<Option<u64>> = vec![None; group_count];
         let mut kept = 0;
-        let mut copied = 0;
+        // `body[..written]` is the rewritten body up to `body[unchanged]` of the original, and
+        // `body[unchanged..]` is still to rewrite (its next bytes are as they must be, up to the
+        // next event that changes); `written <= unchanged` (see above).
+        let (mut written, mut unchanged) = (0, 0);
+        let mut reference = Vec::with_capacity(MAX_VARINT_LEN + 1);
+        let mut replace = |body: &mut Vec<u8>, written: &mut usize, unchanged: &mut usize, event: &Event, end: usize, slot: u64| {
+            move_down(body, *unchanged..event.start as usize, written);
+            reference.clear();
+            event.form.write_reference(&mut reference, slot);
+            debug_assert!(*written + reference.len() <= end, "the rewrite overtook the bytes it reads");
+            body[*written..*written + reference.len()].copy_from_slice(&reference);
+            *written += reference.len();
+            *unchanged = end;
+        };
         for event in &self.events {
             let start = event.start as usize;
-            out.extend_from_slice(&body[copied..start]);
             if event.slot == NEW {
                 let len = event.len as usize;
-                let end = start + event.form.head_len(len) + len;
                 let group = groups[referent.len()];
                 let earlier = (group != NO_GROUP).then(|| group_slots[group as usize].get_or_insert(kept)).copied();
                 let slot = earlier.unwrap_or(kept);
                 referent.push(slot);
                 if slot < kept && reference_is_shorter(slot, len) {
-                    event.form.write_reference(&mut out, slot);
+                    replace(body, &mut written, &mut unchanged, event, start + event.form.head_len(len) + len, slot);
                 } else {
-                    out.extend_from_slice(&body[start..end]);
                     kept += 1;
                 }
-                copied = end;
             } else {
-                event.form.write_reference(&mut out, referent[event.slot as usize]);
-                copied = start + event.len as usize;
+                let slot = referent[event.slot as usize];
+                if slot != u64::from(event.slot) {
+                    replace(body, &mut written, &mut unchanged, event, start + event.len as usize, slot);
+                }
             }
         }
-        out.extend_from_slice(&body[copied..]);
-        out
+        let end = body.len();
+        move_down(body, unchanged..end, &mut written);
+        body.truncate(written);
     }
+}
+
+/// Moves the bytes `from` of `body` down to `*to` (no further than `from.start`), and advances
+/// `*to` past them. Bytes already in place are not copied.
+fn move_down(body: &mut [u8], from: std::ops::Range<usize>, to: &mut usize) {
+    if from.start != *to {
+        body.copy_within(from.clone(), *to);
+    }
+    *to += from.len();
 }
 
 /// `WrittenStrings::repeated_texts`'s mark of a text written once.
@@ -315,30 +398,51 @@ impl Candidate {
     }
 }
 
-/// The keys of `keys` whose hash bits may be those of another key, in their order. Sorting every key would take most of the time of
+/// Which keys may repeat another's hash bits. Sorting every key would take most of the time of
 /// `finish` on a stream of distinct strings (7 ms for 300,000 keys, a tenth of the encoding):
 /// instead each key's hash bits set a bit in a bitmap of eight bits per key (a few hundred KiB,
-/// which stay in the cache), and only the keys whose bit was set by another key are kept, about
-/// one in eight when all hashes differ.
-fn possible_repeats(keys: &[u64]) -> Vec<u64> {
-    if keys.len() < FILTER_FROM {
-        keys.to_vec()
-    } else {
-        let bits = (keys.len() * 8).next_power_of_two();
-        let bit_of = |key: u64| (key >> 32) as usize & (bits - 1);
-        let (mut seen, mut again) = (vec![0u64; bits / 64], vec![0u64; bits / 64]);
+/// which stay in the cache), and only the keys whose bit was set by another key pass, about one
+/// in eight when all hashes differ.
+enum RepeatFilter {
+    /// Few keys: all pass, the bitmap would cost more than it spares.
+    All,
+    /// The bits set by more than one key, of a bitmap of `mask + 1` bits.
+    Again { again: Vec<u64>, mask: usize },
+}
+
+impl RepeatFilter {
+    /// The filter for `keys`; None when no two keys share their hash bits (nothing repeats).
+    fn of(keys: &[u64]) -> Option<RepeatFilter> {
+        if keys.len() < FILTER_FROM {
+            return Some(RepeatFilter::All);
+        }
+        let mask = (keys.len() * 8).next_power_of_two() - 1;
+        let (mut seen, mut again) = (vec![0u64; (mask + 1) / 64], vec![0u64; (mask + 1) / 64]);
         let mut any_again = false;
         for &key in keys {
-            let (word, mask) = (bit_of(key) / 64, 1u64 << (bit_of(key) % 64));
-            any_again |= seen[word] & mask != 0;
-            again[word] |= seen[word] & mask;
-            seen[word] |= mask;
+            let (word, bit) = bit_of(key, mask);
+            any_again |= seen[word] & bit != 0;
+            again[word] |= seen[word] & bit;
+            seen[word] |= bit;
         }
-        if !any_again {
-            return Vec::new();
-        }
-        keys.iter().copied().filter(|&key| again[bit_of(key) / 64] & (1 << (bit_of(key) % 64)) != 0).collect()
+        any_again.then_some(RepeatFilter::Again { again, mask })
     }
+
+    fn passes(&self, key: u64) -> bool {
+        match self {
+            RepeatFilter::All => true,
+            RepeatFilter::Again { again, mask } => {
+                let (word, bit) = bit_of(key, *mask);
+                again[word] & bit != 0
+            }
+        }
+    }
+}
+
+/// The word and the bit within it of `key`'s hash bits in a bitmap of `mask + 1` bits.
+fn bit_of(key: u64, mask: usize) -> (usize, u64) {
+    let bit = (key >> 32) as usize & mask;
+    (bit / 64, 1 << (bit % 64))
 }
 
 /// Fewer keys are all sorted: the bitmap would cost more than it spares.
@@ -365,17 +469,21 @@ mod tests {
     /// The body `steps` make, deduplicated by `finish`.
     fn deduplicated(steps: &[Step]) -> Vec<u8> {
         let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        write_steps(&mut strings, &mut body, steps);
+        strings.finish(&mut body);
+        body
+    }
+
+    fn write_steps(strings: &mut WrittenStrings, body: &mut Vec<u8>, steps: &[Step]) {
         for step in steps {
             match step {
                 Step::Other(bytes) => body.extend_from_slice(bytes),
                 Step::New(form, text, hash) => {
-                    strings.write_new_hashed(&mut body, *form, text.as_bytes(), *hash);
+                    strings.write_new_hashed(body, *form, text.as_bytes(), *hash);
                 }
-                Step::Reference(form, slot) => strings.write_reference(&mut body, *form, *slot),
+                Step::Reference(form, slot) => strings.write_reference(body, *form, *slot),
             }
         }
-        strings.finish(&mut body);
-        body
     }
 
     /// The body `steps` make when each string is looked up by content as it is written (the
@@ -458,6 +566,11 @@ mod tests {
 
     use StringForm::{Tagged, Typed};
 
+    /// The keys of `keys` that pass their filter, in their order.
+    fn possible_repeats(keys: &[u64]) -> Vec<u64> {
+        RepeatFilter::of(keys).map_or_else(Vec::new, |filter| keys.iter().copied().filter(|&key| filter.passes(key)).collect())
+    }
+
     #[test]
     fn keys_whose_hash_bits_repeat_are_all_kept() {
         // Hash bits from a small range, so that many repeat; every one of those must be kept.
@@ -501,6 +614,40 @@ mod tests {
         strings.finish(&mut body);
         assert_eq!(body, written);
         assert_eq!(read_strings(&body, &[Tagged, Tagged, Typed, Tagged]), ["a", "a", "b", "b"]);
+    }
+
+    #[test]
+    fn strings_written_after_a_mark_and_rewound_leave_no_trace() {
+        // Before the mark: "a", "b". After it, abandoned: a repeat of "a", a new "c", a
+        // reference to "c" and other bytes. Then, written again from the mark: "c" (taking the
+        // abandoned "c"'s slot), "b" and a reference to "c".
+        let before = [new(Tagged, "a"), Step::Other(b"\x01"), new(Typed, "b")];
+        let abandoned = [new(Typed, "a"), new(Tagged, "c"), Step::Reference(Typed, 3), Step::Other(b"\x02\x03")];
+        let after = [new(Tagged, "c"), new(Typed, "b"), Step::Reference(Tagged, 2)];
+        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        write_steps(&mut strings, &mut body, &before);
+        let (mark, len) = (strings.mark(), body.len());
+        write_steps(&mut strings, &mut body, &abandoned);
+        strings.rewind(mark);
+        body.truncate(len);
+        assert_eq!(strings.strings_in_full(), 2);
+        write_steps(&mut strings, &mut body, &after);
+        strings.finish(&mut body);
+        let unbroken: Vec<Step> = before.iter().chain(&after).cloned().collect();
+        assert_eq!(body, same_as_direct(&unbroken));
+    }
+
+    #[test]
+    fn a_log_kept_for_the_next_body_starts_empty() {
+        let steps: Vec<Step> = (0..2000).map(|i| new(Tagged, &format!("s{}", i % 700))).collect();
+        let first = deduplicated(&steps);
+        // The log of the first body was kept for this thread's next one.
+        let strings = WrittenStrings::default();
+        assert!(strings.events.capacity() >= 2000 && strings.events.is_empty() && strings.keys.is_empty());
+        assert_eq!(strings.strings_in_full(), 0);
+        drop(strings);
+        assert_eq!(deduplicated(&steps), first);
+        assert_eq!(first, written_directly(&steps));
     }
 
     #[test]
