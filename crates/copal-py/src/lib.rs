@@ -12,6 +12,7 @@ mod encode;
 mod errors;
 mod gc;
 mod hashing;
+mod json_keys;
 mod json_writer;
 mod persistent;
 mod query;
