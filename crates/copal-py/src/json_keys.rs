@@ -12,14 +12,19 @@ use pyo3::types::PyString;
 /// key there.
 const SLOTS: usize = 256;
 
+/// Dict keys a document writes before it starts the cache: its slots take a few kilobytes to
+/// make, which would double the time of writing a small dict.
+const KEYS_BEFORE_CACHING: usize = 64;
+
 /// The longest fragment kept: `push_piece` copies up to 32 bytes by fixed-size moves, and
 /// longer keys are rarely repeated field names.
 const MAX_FRAGMENT: usize = 32;
 
 #[derive(Default)]
 pub struct KeyCache {
-    /// Empty until the document's first str-keyed dict.
+    /// Empty until the document has written `KEYS_BEFORE_CACHING` keys.
     slots: Vec<Slot>,
+    keys_written: usize,
 }
 
 #[derive(Default)]
@@ -33,22 +38,22 @@ struct Slot {
 }
 
 impl KeyCache {
-    fn slot(&mut self, key: *mut ffi::PyObject) -> &mut Slot {
-        if self.slots.is_empty() {
-            self.slots.resize_with(SLOTS, Slot::default);
-        }
-        // Objects are 16-byte aligned: the bits above those four vary between keys.
-        &mut self.slots[(key as usize >> 4) % SLOTS]
-    }
-
     /// Whether `key` is in the cache (then it is a UTF-8 str: only such keys are written).
-    pub fn holds(&mut self, key: *mut ffi::PyObject) -> bool {
-        self.slot(key).key.as_ref().is_some_and(|held| held.as_ptr() == key)
+    pub fn holds(&self, key: *mut ffi::PyObject) -> bool {
+        self.slots.get(slot_index(key)).is_some_and(|slot| slot.key.as_ref().is_some_and(|held| held.as_ptr() == key))
     }
 
     /// Appends `"key":` (escaped_key's text) for `key`, an exact str whose text is UTF-8.
     pub fn write(&mut self, out: &mut String, key: Borrowed<'_, '_, PyString>) -> PyResult<()> {
-        let slot = self.slot(key.as_ptr());
+        if self.slots.is_empty() {
+            self.keys_written += 1;
+            if self.keys_written <= KEYS_BEFORE_CACHING {
+                escaped_key(out, key.to_str()?);
+                return Ok(());
+            }
+            self.slots.resize_with(SLOTS, Slot::default);
+        }
+        let slot = &mut self.slots[slot_index(key.as_ptr())];
         let held = slot.key.as_ref().is_some_and(|held| held.as_ptr() == key.as_ptr());
         if held && !slot.fragment.is_empty() {
             push_piece(out, &slot.fragment);
@@ -65,4 +70,10 @@ impl KeyCache {
         }
         Ok(())
     }
+}
+
+/// The slot of `key`: objects are 16-byte aligned, and the bits above those four vary between
+/// keys.
+fn slot_index(key: *mut ffi::PyObject) -> usize {
+    (key as usize >> 4) % SLOTS
 }
