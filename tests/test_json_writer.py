@@ -129,6 +129,53 @@ def test_graphs_are_written_as_the_transcoder_writes_them(value: Any) -> None:
     assert_written_directly(value)
 
 
+def _runtime_keys(prefix: str, count: int) -> list[str]:
+    """Distinct str objects made at run time (not interned, not shared with other tests)."""
+    return ["".join([prefix, str(i)]) for i in range(count)]
+
+
+#: Keys that the key cache must write as escaped_key does: escapes, `$`, text other than ASCII,
+#: and keys longer than the fragments it keeps.
+ODD_KEYS = ["a\"b", "back\\slash", "new\nline", "\x00", "$type", "$", "$$x", "é", "Straße", "€", "😀", "k" * 40, "\u2028"]
+
+
+def test_dict_keys_met_again_are_written_as_the_transcoder_writes_them() -> None:
+    keys = ODD_KEYS + _runtime_keys("key-", 600)  # more keys than the cache has slots
+    records = [{key: i for key in keys[i % 7 :: 7]} for i in range(40)]
+    assert_written_directly(records)
+    # The same texts in other str objects, in other dicts of the same document.
+    assert_written_directly([records, [{"".join(key): 1 for key in keys[::5]} for _ in range(3)]])
+
+
+def test_dict_keys_are_not_confused_with_keys_of_an_earlier_document() -> None:
+    """The key cache goes by the key's address: a key freed after one document may leave its
+    address to a key of other text in the next one."""
+    for round in range(5):
+        keys = _runtime_keys(f"r{round}-", 300)
+        records = [{key: round for key in keys} for _ in range(3)]
+        assert_written_directly(records)
+        del keys, records
+
+
+def test_a_cached_key_beside_a_key_with_lone_surrogates_gives_dict_form() -> None:
+    key = _runtime_keys("cached", 1)[0]
+    # Enough keys first for the writer to start its key cache (small documents go without).
+    warm_up = {k: 0 for k in _runtime_keys("warm-up-", 100)}
+    value = [warm_up, {key: 1}, {key: 2}, {key: 3, "\ud800": 4}, {key: 5}]
+    assert_written_directly(value)
+    assert b'"$dict":[' in copal.dumps(value, format="json")
+
+
+def test_field_names_follow_instance_dicts_that_change_between_documents() -> None:
+    points = [Point(i, i) for i in range(3)]
+    first = copal.dumps(points, format="json")
+    for point in points:
+        del point.x
+        point.z = "z"
+    assert_written_directly(points)
+    assert copal.dumps(points, format="json") != first
+
+
 def test_shared_values_get_their_memo_slot_as_id() -> None:
     shared = [1]
     point = Point(shared, None)

@@ -33,6 +33,7 @@ use crate::classes::type_name_of;
 use crate::encode::{self, has_instance_dict, object_dict, time_of_day_micros, tz_info, Encoder, Kind};
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
+use crate::json_keys::KeyCache;
 use crate::pytypes;
 use crate::standalone::StreamSink;
 
@@ -162,6 +163,7 @@ struct JsonWriter {
     named: Vec<Rc<ClassName>>,
     /// Reference counts are split between threads on the free-threaded build: not read there.
     refcounts_readable: bool,
+    keys: KeyCache,
 }
 
 impl JsonWriter {
@@ -179,6 +181,7 @@ impl JsonWriter {
             class_numbers: HashMap::new(),
             named: Vec::new(),
             refcounts_readable: !pytypes::free_threaded(root.py()),
+            keys: KeyCache::default(),
         }
     }
 
@@ -280,25 +283,31 @@ impl JsonWriter {
         if depth > MAX_DEPTH {
             return Err(Unhandled);
         }
-        // The most frequent types first, each an exact type-pointer comparison.
-        if v.is_none() {
-            self.out.push_str("null");
-        } else if let Ok(s) = v.cast_exact::<PyString>() {
-            self.string(s)?;
-        } else if let Ok(i) = v.cast_exact::<PyInt>() {
-            self.int(i)?;
-        } else if let Ok(f) = v.cast_exact::<PyFloat>() {
-            float(&mut self.out, f.value());
-        } else if let Ok(b) = v.cast_exact::<PyBool>() {
-            self.out.push_str(if b.is_true() { "true" } else { "false" });
-        } else if let Ok(list) = v.cast_exact::<PyList>() {
-            self.list(list, depth)?;
-        } else if let Ok(dict) = v.cast_exact::<PyDict>() {
-            self.dict(dict, depth)?;
-        } else if let Ok(tuple) = v.cast_exact::<PyTuple>() {
-            self.tuple(tuple, depth)?;
-        } else {
-            self.by_class(v, depth)?;
+        // The most frequent types first, each an exact type-pointer comparison by the C API's
+        // checks, which only read the object's type: pyo3's `cast_exact` takes and drops a
+        // reference to the type object it compares with, two writes per test and value.
+        let ptr = v.as_ptr();
+        // SAFETY: `ptr` is a live object; each unchecked cast follows the check of its type.
+        unsafe {
+            if v.is_none() {
+                self.out.push_str("null");
+            } else if ffi::PyUnicode_CheckExact(ptr) != 0 {
+                self.string(v.cast_unchecked())?;
+            } else if ffi::PyLong_CheckExact(ptr) != 0 {
+                self.int(v.cast_unchecked())?;
+            } else if ffi::PyFloat_CheckExact(ptr) != 0 {
+                float(&mut self.out, ffi::PyFloat_AS_DOUBLE(ptr));
+            } else if ffi::PyBool_Check(ptr) != 0 {
+                self.out.push_str(if ptr == ffi::Py_True() { "true" } else { "false" });
+            } else if ffi::PyList_CheckExact(ptr) != 0 {
+                self.list(v.cast_unchecked(), depth)?;
+            } else if ffi::PyDict_CheckExact(ptr) != 0 {
+                self.dict(v.cast_unchecked(), depth)?;
+            } else if ffi::PyTuple_CheckExact(ptr) != 0 {
+                self.tuple(v.cast_unchecked(), depth)?;
+            } else {
+                self.by_class(v, depth)?;
+            }
         }
         Ok(())
     }
@@ -306,6 +315,13 @@ impl JsonWriter {
     fn by_class(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
         // The class by address: a new reference to it would cost two writes to a shared line.
         let key = v.get_type_ptr() as usize;
+        if let Some(Form::Object(object)) = self.forms.get(&key) {
+            let object = Rc::as_ptr(object);
+            // SAFETY: `forms` keeps each form until the writer is dropped (none is removed or
+            // replaced), so the ObjectForm behind its Rc outlives this call, wherever the map
+            // moves its entries meanwhile. Not cloning the Rc spares a write to it per object.
+            return self.object(v, unsafe { &*object }, depth);
+        }
         let form = match self.forms.get(&key) {
             Some(form) => form.clone(),
             None => {
@@ -451,7 +467,7 @@ impl JsonWriter {
             return Ok(());
         }
         let slot = self.next_slot - 1;
-        if self.targets.contains(&slot) {
+        if !self.targets.is_empty() && self.targets.contains(&slot) {
             self.open_tagged("\"$list\":");
             self.items(list.iter(), depth)?;
             self.out.push('}');
@@ -479,15 +495,20 @@ impl JsonWriter {
         if self.slot_or_ref(dict.as_any())? {
             return Ok(());
         }
-        if keys_are_plain_strings(dict) {
+        if self.keys_are_plain_strings(dict) {
             let mut first = !self.open_with_id();
-            for (key, value) in dict.iter() {
+            let mut position = 0;
+            while let Some((key, value)) = next_item(dict, &mut position) {
                 if !first {
                     self.out.push(',');
                 }
                 first = false;
-                let key = key.cast_exact::<PyString>().map_err(PyErr::from)?.to_str()?;
-                escaped_key(&mut self.out, key);
+                // Checked again, as the values written meanwhile may have changed the dict.
+                // SAFETY: `key` is a live object; only its type is read, and it is cast once known to be a str.
+                if unsafe { ffi::PyUnicode_CheckExact(key.as_ptr()) } == 0 {
+                    return Err(Unhandled);
+                }
+                self.keys.write(&mut self.out, unsafe { key.cast_unchecked::<PyString>() })?;
                 self.value(&value, depth + 1)?;
             }
             self.out.push('}');
@@ -503,6 +524,29 @@ impl JsonWriter {
             self.out.push_str("]}");
         }
         Ok(())
+    }
+
+    /// Whether every key of `dict` is an exact str that is UTF-8 (no lone surrogates): the body
+    /// holds such keys as STR, and the transcoder then writes the dict as a JSON object. Keys
+    /// in the key cache were found so when they were written.
+    fn keys_are_plain_strings(&mut self, dict: &Bound<'_, PyDict>) -> bool {
+        let mut position = 0;
+        let mut length: ffi::Py_ssize_t = 0;
+        while let Some((key, _)) = next_item(dict, &mut position) {
+            let key = key.as_ptr();
+            // SAFETY: `key` is a live object (the dict holds it); the UTF-8 form of an exact str
+            // is null with an exception set for lone surrogates, which is cleared.
+            unsafe {
+                if ffi::PyUnicode_CheckExact(key) == 0 {
+                    return false;
+                }
+                if !self.keys.holds(key) && ffi::PyUnicode_AsUTF8AndSize(key, &mut length).is_null() {
+                    ffi::PyErr_Clear();
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// A set or frozenset, its elements in encode.rs's canonical order: sorted by their binary
@@ -554,23 +598,25 @@ impl JsonWriter {
         let dict = object_dict(v)?;
         self.open_tagged("\"$type\":");
         self.class_name(&form.class);
-        for (position, (key, value)) in dict.iter().enumerate() {
-            let name = key.cast_into_exact::<PyString>().map_err(PyErr::from)?;
-            let mut fields = form.fields.borrow_mut();
-            match fields.get(position) {
-                Some((known, member)) if known.is(&name) => push_piece(&mut self.out, member),
-                _ => {
-                    let mut member = String::from(",");
-                    let name_text = name.to_str()?;
-                    // A name found in the cache was written by this branch before.
-                    escaped_key(&mut member, name_text);
-                    self.out.push_str(&member);
-                    fields.truncate(position);
-                    fields.push((name.unbind(), member));
+        let (mut position, mut index) = (0, 0);
+        while let Some((key, value)) = next_item(&dict, &mut position) {
+            {
+                let mut fields = form.fields.borrow_mut();
+                match fields.get(index) {
+                    Some((known, member)) if known.as_ptr() == key.as_ptr() => push_piece(&mut self.out, member),
+                    _ => {
+                        let name = key.cast_exact::<PyString>().map_err(PyErr::from)?;
+                        let mut member = String::from(",");
+                        // A name found in the cache was written by this branch before.
+                        escaped_key(&mut member, name.to_str()?);
+                        self.out.push_str(&member);
+                        fields.truncate(index);
+                        fields.push((name.to_owned().unbind(), member));
+                    }
                 }
             }
-            drop(fields);
             self.value(&value, depth + 1)?;
+            index += 1;
         }
         self.out.push('}');
         Ok(())
@@ -606,28 +652,22 @@ fn zone_of(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Unhandled> {
     }
 }
 
-/// Whether every key of `dict` is an exact str that is UTF-8 (no lone surrogates): the body
-/// holds such keys as STR, and the transcoder then writes the dict as a JSON object. Read with
-/// borrowed references, as this runs for every dict.
-fn keys_are_plain_strings(dict: &Bound<'_, PyDict>) -> bool {
-    let mut position: ffi::Py_ssize_t = 0;
+/// The item of `dict` at `position` (which it advances), as `PyDict_Next` gives it: the key
+/// borrowed, as it is only written before anything else runs; the value as a new reference,
+/// as the reference-count test of `may_be_met_again` counts one (and so that Python code run
+/// while writing it cannot free it). A dict changed meanwhile is still read safely by
+/// `PyDict_Next` (its entries are bounds-checked), as the encoder would then meet it changed.
+fn next_item<'a, 'py>(
+    dict: &'a Bound<'py, PyDict>,
+    position: &mut ffi::Py_ssize_t,
+) -> Option<(Borrowed<'a, 'py, PyAny>, Bound<'py, PyAny>)> {
     let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
-    let mut length: ffi::Py_ssize_t = 0;
-    // SAFETY: `dict` is a dict and the GIL is held. The borrowed references PyDict_Next returns
-    // stay valid as no Python code runs here: a type test, and the UTF-8 form of an exact str
-    // (null with an exception set for lone surrogates, which is cleared).
+    // SAFETY: `dict` is a dict and the GIL is held; on success both pointers are borrowed
+    // references to live objects, held by the dict, which `'a` keeps alive.
     unsafe {
-        while ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) != 0 {
-            if ffi::PyUnicode_CheckExact(key) == 0 {
-                return false;
-            }
-            if ffi::PyUnicode_AsUTF8AndSize(key, &mut length).is_null() {
-                ffi::PyErr_Clear();
-                return false;
-            }
-        }
+        (ffi::PyDict_Next(dict.as_ptr(), position, &mut key, &mut value) != 0)
+            .then(|| (Borrowed::from_ptr(dict.py(), key), Bound::from_borrowed_ptr(dict.py(), value)))
     }
-    true
 }
 
 /// Whether the binary encoding of set element `item` is the same wherever it is written: it

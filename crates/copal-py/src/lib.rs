@@ -13,6 +13,7 @@ mod errors;
 mod gc;
 mod hashing;
 mod instance_values;
+mod json_keys;
 mod json_writer;
 mod persistent;
 mod query;

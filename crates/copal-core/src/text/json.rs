@@ -391,18 +391,18 @@ impl<'a> JsonWriter<'a> {
 // so that both write every value with the same bytes.
 
 /// The magnitudes for which Debug writes a float in plain decimal notation (`0.0001`,
-/// `123.0`), as ryu does. Outside it Debug uses an exponent (`1e-5`, `1e16`) from other bounds
-/// than ryu's.
+/// `123.0`), as zmij does. Outside it Debug uses an exponent (`1e-5`, `1e16`) from other bounds
+/// than zmij's.
 const PLAIN_FLOATS: std::ops::Range<f64> = 1e-4..1e16;
 
-/// Whether ryu writes `f` as Debug does, faster: in plain notation, and where the shortest
+/// Whether zmij writes `f` as Debug does, faster: in plain notation, and where the shortest
 /// digits that read back are unique. Both write the shortest digits closest to the value, but
 /// when two are equally close (1825382308105347.25 between ...47.2 and ...47.3), Debug rounds
-/// half up and ryu half to even. Such a tie needs the value's exact decimal expansion to be
+/// half up and zmij (as ryu before it) half to even. Such a tie needs the value's exact decimal expansion to be
 /// one digit longer than the shortest text, so at most 18 significant digits; the value is
 /// m * 2^e (m odd), whose expansion has the digits of m * 5^-e when e < 0, and an integer below
 /// 1e16 is its own shortest text (its neighbours are at most 2 apart).
-fn ryu_writes_as_debug(f: f64) -> bool {
+fn shortest_writes_as_debug(f: f64) -> bool {
     if !PLAIN_FLOATS.contains(&f.abs()) {
         return false;
     }
@@ -444,7 +444,7 @@ pub fn push_piece(out: &mut String, piece: &str) {
 #[inline]
 unsafe fn append(out: &mut String, bytes: &[u8]) {
     let n = bytes.len();
-    if n > 16 {
+    if n > 32 {
         // SAFETY: the caller guarantees UTF-8.
         out.push_str(unsafe { std::str::from_utf8_unchecked(bytes) });
         return;
@@ -468,9 +468,13 @@ unsafe fn append(out: &mut String, bytes: &[u8]) {
                 std::ptr::copy_nonoverlapping(src, dst, 4);
                 std::ptr::copy_nonoverlapping(src.add(n - 4), dst.add(n - 4), 4);
             }
-            _ => {
+            8..=16 => {
                 std::ptr::copy_nonoverlapping(src, dst, 8);
                 std::ptr::copy_nonoverlapping(src.add(n - 8), dst.add(n - 8), 8);
+            }
+            _ => {
+                std::ptr::copy_nonoverlapping(src, dst, 16);
+                std::ptr::copy_nonoverlapping(src.add(n - 16), dst.add(n - 16), 16);
             }
         }
         vec.set_len(len + n);
@@ -528,20 +532,11 @@ pub fn float(out: &mut String, f: f64) {
 
 /// The text of a finite float (JSON and XML): the shortest text that reads back as the same
 /// f64, always with a `.` or an exponent, so that it reads back as a float, not an int. That is
-/// Debug's text, written by ryu where ryu writes the same, faster.
+/// Debug's text, written by zmij where zmij writes the same, faster.
 pub fn finite_float(out: &mut String, f: f64) {
-    if ryu_writes_as_debug(f) {
-        // Written in place: copied from ryu's own buffer, the copy read the digits back before
-        // their stores had retired, which stalled it.
-        // SAFETY: ryu writes at most 24 bytes, reserved here, of ASCII (the float is finite),
-        // and returns how many.
-        unsafe {
-            let vec = out.as_mut_vec();
-            vec.reserve(24);
-            let len = vec.len();
-            let written = ryu::raw::format64(f, vec.as_mut_ptr().add(len));
-            vec.set_len(len + written);
-        }
+    if shortest_writes_as_debug(f) {
+        let mut digits = zmij::Buffer::new();
+        push_piece(out, digits.format_finite(f));
     } else {
         let _ = write!(out, "{f:?}");
     }
@@ -569,10 +564,10 @@ pub fn string(out: &mut String, s: &str) {
 fn escape_into(out: &mut String, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
-    while let Some(offset) = first_to_escape(&bytes[start..]) {
-        let i = start + offset;
-        push_piece(out, &s[start..i]);
-        match bytes[i] {
+    loop {
+        start += append_plain(out, &bytes[start..]);
+        let Some(&byte) = bytes.get(start) else { return };
+        match byte {
             b'"' => out.push_str("\\\""),
             b'\\' => out.push_str("\\\\"),
             b'\n' => out.push_str("\\n"),
@@ -582,31 +577,71 @@ fn escape_into(out: &mut String, s: &str) {
                 let _ = write!(out, "\\u{b:04x}");
             }
         }
-        start = i + 1;
+        start += 1;
     }
-    push_piece(out, &s[start..]);
 }
 
-/// The position of the first byte of `bytes` that JSON strings escape. Eight bytes at a time:
-/// most strings have none, and this is the inner loop of writing them.
-fn first_to_escape(bytes: &[u8]) -> Option<usize> {
+/// Whether JSON strings escape `byte`.
+fn needs_escape(byte: u8) -> bool {
+    byte < 0x20 || byte == b'"' || byte == b'\\'
+}
+
+/// The high bit of each byte of `word` that JSON strings escape: below 0x20, or equal to `"` or
+/// `\` (a byte is equal when the xor makes it zero). Borrows can only mark bytes above one
+/// truly marked, so the lowest mark is exact.
+fn escape_marks(word: u64) -> u64 {
     const ONES: u64 = u64::MAX / 255;
     const HIGH: u64 = ONES * 0x80;
-    let mut chunks = bytes.chunks_exact(8);
-    let mut offset = 0;
-    for chunk in &mut chunks {
-        let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
-        // The high bit of each byte below 0x20, or equal to `"` or `\` (a byte is equal when
-        // the xor makes it zero). Borrows can only mark bytes above one truly marked, so the
-        // lowest mark is exact.
-        let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGH;
-        let marks = below(word, 0x20) | below(word ^ (ONES * u64::from(b'"')), 1) | below(word ^ (ONES * u64::from(b'\\')), 1);
-        if marks != 0 {
-            return Some(offset + marks.trailing_zeros() as usize / 8);
-        }
-        offset += 8;
+    let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGH;
+    below(word, 0x20) | below(word ^ (ONES * u64::from(b'"')), 1) | below(word ^ (ONES * u64::from(b'\\')), 1)
+}
+
+/// Appends the longest start of `bytes` that needs no escape, and returns its length. Eight
+/// bytes at a time, each word stored as soon as it is tested: most strings need no escape, and
+/// testing them first and copying them after read each byte twice (and called memcpy for the
+/// longer ones). A stored word whose test fails is stored whole, but only its bytes before the
+/// first escape are kept (the length is set to them).
+fn append_plain(out: &mut String, bytes: &[u8]) -> usize {
+    let n = bytes.len();
+    if n < 8 {
+        let plain = bytes.iter().position(|&b| needs_escape(b)).unwrap_or(n);
+        // SAFETY: the bytes end before an ASCII byte or at the end of `bytes`, a whole str, so
+        // they are UTF-8.
+        unsafe { append(out, &bytes[..plain]) };
+        return plain;
     }
-    chunks.remainder().iter().position(|&b| b < 0x20 || b == b'"' || b == b'\\').map(|i| offset + i)
+    out.reserve(n);
+    // SAFETY: `n` bytes were reserved. Every store below writes within the `n` bytes past the
+    // length (words at offsets `i` with `i + 8 <= n`, the last one at `n - 8`), and the length
+    // is set to the bytes copied before the first one to escape. That byte is ASCII, so the
+    // bytes kept end on a character boundary and `out` stays UTF-8.
+    unsafe {
+        let vec = out.as_mut_vec();
+        let len = vec.len();
+        let (src, dst) = (bytes.as_ptr(), vec.as_mut_ptr().add(len));
+        // Each word is stored, then tested; returns how many of its bytes are kept.
+        let copy_word = |i: usize| {
+            let word = std::ptr::read_unaligned(src.add(i).cast::<[u8; 8]>());
+            std::ptr::write_unaligned(dst.add(i).cast::<[u8; 8]>(), word);
+            escape_marks(u64::from_le_bytes(word)).trailing_zeros() as usize / 8
+        };
+        let mut plain = n;
+        let mut i = 0;
+        while i + 8 <= n {
+            let kept = copy_word(i);
+            if kept < 8 {
+                plain = i + kept;
+                break;
+            }
+            i += 8;
+        }
+        if plain == n && i < n {
+            // The last eight bytes, overlapping the ones copied already (which have no mark).
+            plain = n - 8 + copy_word(n - 8);
+        }
+        vec.set_len(len + plain);
+        plain
+    }
 }
 
 // -- reading ------------------------------------------------------------------------------------
@@ -1155,7 +1190,7 @@ mod tests {
         text
     }
 
-    /// `float` writes what Debug writes, the text it had before it used ryu: over random bit
+    /// `float` writes what Debug writes, the text it had before it used zmij: over random bit
     /// patterns (every magnitude), random magnitudes around the bounds of `PLAIN_FLOATS`,
     /// decimal fractions, whose shortest digits are short, and values in [2^43, 2^51), where
     /// ties between two shortest texts are frequent.
@@ -1216,8 +1251,24 @@ mod tests {
         assert_eq!(out, u64::MAX.to_string());
     }
 
+    /// JSON string contents as `escape_into` must write them, one character at a time.
+    fn escaped_slowly(text: &str) -> String {
+        text.chars()
+            .map(|c| match c {
+                '"' => "\\\"".to_string(),
+                '\\' => "\\\\".to_string(),
+                '\n' => "\\n".to_string(),
+                '\r' => "\\r".to_string(),
+                '\t' => "\\t".to_string(),
+                c if u32::from(c) < 0x20 => format!("\\u{:04x}", u32::from(c)),
+                c => c.to_string(),
+            })
+            .collect()
+    }
+
     /// Every byte that needs escaping, at every position of strings longer and shorter than the
-    /// eight bytes `first_to_escape` reads at a time, after bytes close to it in value.
+    /// eight bytes `append_plain` reads at a time, after bytes close to it in value, and after
+    /// text already in the buffer; and strings with nothing to escape, of every length.
     #[test]
     fn escapes_are_found_anywhere() {
         let special: Vec<char> = (0u8..0x20).map(char::from).chain(['"', '\\']).collect();
@@ -1226,12 +1277,18 @@ mod tests {
                 for &c in &special {
                     for filler in ['a', '!', '#', '[', ']', ' ', '\u{7f}', 'é'] {
                         let text: String = (0..len).map(|i| if i == at { c } else { filler }).collect();
-                        let expected = text.find(c).unwrap();
-                        assert_eq!(first_to_escape(text.as_bytes()), Some(expected), "{text:?}");
+                        let mut out = String::from("x");
+                        escape_into(&mut out, &text);
+                        assert_eq!(out, format!("x{}", escaped_slowly(&text)), "{text:?}");
                     }
                 }
             }
-            assert_eq!(first_to_escape("!#[]é\u{7f}~ ".repeat(len).as_bytes()), None);
+            let plain = "!#[]é\u{7f}~ 😀".repeat(len);
+            for end in (0..=plain.len()).filter(|&end| plain.is_char_boundary(end)) {
+                let mut out = String::from("{");
+                assert_eq!(append_plain(&mut out, &plain.as_bytes()[..end]), end);
+                assert_eq!(out, format!("{{{}", &plain[..end]));
+            }
         }
         let mut out = String::new();
         escape_into(&mut out, "a\"b\\c\nd\re\tf\u{1}g\u{1f}");

@@ -1,0 +1,79 @@
+//! The dict keys of one JSON document as the direct writer (json_writer.rs) writes them,
+//! `"key":`, kept by the key's address: the dicts of a document usually share their key
+//! objects (literals in code are interned, and JSON parsers give a repeated key the same str),
+//! and copying a kept fragment costs less than escaping the key again.
+
+use copal_core::text::json::{escaped_key, push_piece};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+/// Slots of the cache; a key goes to the slot of its address (direct mapped), replacing the
+/// key there.
+const SLOTS: usize = 256;
+
+/// Dict keys a document writes before it starts the cache: its slots take a few kilobytes to
+/// make, which would double the time of writing a small dict.
+const KEYS_BEFORE_CACHING: usize = 64;
+
+/// The longest fragment kept: `push_piece` copies up to 32 bytes by fixed-size moves, and
+/// longer keys are rarely repeated field names.
+const MAX_FRAGMENT: usize = 32;
+
+#[derive(Default)]
+pub struct KeyCache {
+    /// Empty until the document has written `KEYS_BEFORE_CACHING` keys.
+    slots: Vec<Slot>,
+    keys_written: usize,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// The key, held so that its address cannot be reused by another str while it is here (a
+    /// str is immutable, so a held key's text cannot change either).
+    key: Option<Py<PyString>>,
+    /// Its `"key":` once the key was met a second time in this slot; empty before, so that a
+    /// dict whose keys are all distinct pays one reference, not a copy, per key.
+    fragment: String,
+}
+
+impl KeyCache {
+    /// Whether `key` is in the cache (then it is a UTF-8 str: only such keys are written).
+    pub fn holds(&self, key: *mut ffi::PyObject) -> bool {
+        self.slots.get(slot_index(key)).is_some_and(|slot| slot.key.as_ref().is_some_and(|held| held.as_ptr() == key))
+    }
+
+    /// Appends `"key":` (escaped_key's text) for `key`, an exact str whose text is UTF-8.
+    pub fn write(&mut self, out: &mut String, key: Borrowed<'_, '_, PyString>) -> PyResult<()> {
+        if self.slots.is_empty() {
+            self.keys_written += 1;
+            if self.keys_written <= KEYS_BEFORE_CACHING {
+                escaped_key(out, key.to_str()?);
+                return Ok(());
+            }
+            self.slots.resize_with(SLOTS, Slot::default);
+        }
+        let slot = &mut self.slots[slot_index(key.as_ptr())];
+        let held = slot.key.as_ref().is_some_and(|held| held.as_ptr() == key.as_ptr());
+        if held && !slot.fragment.is_empty() {
+            push_piece(out, &slot.fragment);
+            return Ok(());
+        }
+        let start = out.len();
+        escaped_key(out, key.to_str()?);
+        let fragment = &out[start..];
+        if held && fragment.len() <= MAX_FRAGMENT {
+            slot.fragment.push_str(fragment);
+        } else if !held {
+            slot.key = Some(key.to_owned().unbind());
+            slot.fragment.clear();
+        }
+        Ok(())
+    }
+}
+
+/// The slot of `key`: objects are 16-byte aligned, and the bits above those four vary between
+/// keys.
+fn slot_index(key: *mut ffi::PyObject) -> usize {
+    (key as usize >> 4) % SLOTS
+}
