@@ -92,6 +92,9 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// resolver is asked once per decoding and not once per object (seed 003 has one embedded
     /// Address per Person and one OBJECT_LIST of Phones each).
     targets: Vec<Option<Rc<Target<'py>>>>,
+    /// The classes of SUBCLASS values found rebuildable by their base (`rebuilt_by_base`) in
+    /// this decoding: a stream of many named tuples walks their class's MRO once.
+    rebuildable_subclasses: Vec<usize>,
 }
 
 /// A descriptor and its class, None for a class that cannot be found (its objects load as
@@ -148,6 +151,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             slot_weights: spare.weights,
             hash_budget: u64::MAX,
             targets: Vec::new(),
+            rebuildable_subclasses: Vec::new(),
         }
     }
 
@@ -710,6 +714,18 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 info.type_name,
                 base.name()?
             ))));
+        }
+        let class_address = class.as_ptr() as usize;
+        if !self.rebuildable_subclasses.contains(&class_address) {
+            if !crate::encode::rebuilt_by_base(&class, &base)? {
+                return Err(Fail::Python(SchemaError::new_err(format!(
+                    "stored type {:?} cannot be rebuilt from the {} it is stored as: a class between them \
+                     is not written in Python or makes its instances in its own __new__",
+                    info.type_name,
+                    base.name()?
+                ))));
+            }
+            self.rebuildable_subclasses.push(class_address);
         }
         let obj = if base_tag == tag::SUPERSEDED_TUPLE || base_tag == tag::SUPERSEDED_FROZENSET {
             // The fields that follow are set on the value of the slot, as on any SUBCLASS value.

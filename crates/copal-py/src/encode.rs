@@ -1034,17 +1034,17 @@ pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResu
     if !is_heap_type(class) {
         return Ok(Kind::Unsupported);
     }
-    let base_tag = [
-        (class.is_subclass_of::<PyList>()?, tag::LIST),
-        (class.is_subclass_of::<PyDict>()?, tag::DICT),
-        (class.is_subclass_of::<PyTuple>()?, tag::TUPLE),
-        (class.is_subclass_of::<PySet>()?, tag::SET),
-        (class.is_subclass_of::<PyFrozenSet>()?, tag::FROZENSET),
+    let base = [
+        (PyList::type_object(py), tag::LIST),
+        (PyDict::type_object(py), tag::DICT),
+        (PyTuple::type_object(py), tag::TUPLE),
+        (PySet::type_object(py), tag::SET),
+        (PyFrozenSet::type_object(py), tag::FROZENSET),
     ]
     .into_iter()
-    .find_map(|(is, t)| is.then_some(t));
-    if let Some(base) = base_tag {
-        return Ok(Kind::Subclass(base));
+    .find(|(base, _)| class.is_subclass(base).unwrap_or(false));
+    if let Some((base, base_tag)) = base {
+        return Ok(if rebuilt_by_base(class, &base)? { Kind::Subclass(base_tag) } else { Kind::Unsupported });
     }
     if class_has_instance_dict(class) && new_is_object_new(class)? && !is_builtin_subclass(class)? {
         return Ok(Kind::Object(object_index));
@@ -1160,6 +1160,33 @@ fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
 
 /// Decoding creates plain instances with `object.__new__`, which runs no user code; classes
 /// with their own `__new__` are therefore not stored by value.
+/// Whether the instances of `class`, a subclass of the built-in container `base`, are rebuilt
+/// whole by `base`'s own constructor and methods, as the decoder rebuilds them: every class
+/// between the two is a Python class (a heap type) whose `__new__`, if it has one, is written
+/// in Python. Not so for struct sequences (`os.stat_result`, `time.struct_time`: `tuple.__new__`
+/// refuses them, and their fields past the tuple would be lost) or subclasses of containers
+/// written in C (`collections.OrderedDict` keeps its order outside the dict, so an instance
+/// filled by `dict.update` looks empty).
+pub(crate) fn rebuilt_by_base(class: &Bound<'_, PyType>, base: &Bound<'_, PyType>) -> PyResult<bool> {
+    let py = class.py();
+    let staticmethod = py.import(pyo3::intern!(py, "builtins"))?.getattr(pyo3::intern!(py, "staticmethod"))?;
+    for ancestor in class.mro().iter() {
+        let ancestor = ancestor.cast_into::<PyType>()?;
+        if ancestor.is(base) {
+            return Ok(true);
+        }
+        if !is_heap_type(&ancestor) {
+            return Ok(false);
+        }
+        let namespace = ancestor.getattr(pyo3::intern!(py, "__dict__"))?;
+        let new = namespace.call_method1(pyo3::intern!(py, "get"), (pyo3::intern!(py, "__new__"),))?;
+        if !new.is_none() && !new.is_instance(&staticmethod)? {
+            return Ok(false);
+        }
+    }
+    Ok(false)
+}
+
 pub fn new_is_object_new(class: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
     let name = pyo3::intern!(py, "__new__");
