@@ -1034,17 +1034,17 @@ pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResu
     if !is_heap_type(class) {
         return Ok(Kind::Unsupported);
     }
-    let base = [
+    let containers = [
         (PyList::type_object(py), tag::LIST),
         (PyDict::type_object(py), tag::DICT),
         (PyTuple::type_object(py), tag::TUPLE),
         (PySet::type_object(py), tag::SET),
         (PyFrozenSet::type_object(py), tag::FROZENSET),
-    ]
-    .into_iter()
-    .find(|(base, _)| class.is_subclass(base).unwrap_or(false));
-    if let Some((base, base_tag)) = base {
-        return Ok(if rebuilt_by_base(class, &base)? { Kind::Subclass(base_tag) } else { Kind::Unsupported });
+    ];
+    for (base, base_tag) in containers {
+        if class.is_subclass(&base)? {
+            return Ok(if rebuilt_by_base(class, &base)? { Kind::Subclass(base_tag) } else { Kind::Unsupported });
+        }
     }
     if class_has_instance_dict(class) && new_is_object_new(class)? && !is_builtin_subclass(class)? {
         return Ok(Kind::Object(object_index));
@@ -1158,8 +1158,6 @@ fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
     unsafe { (*class.as_type_ptr()).tp_dictoffset != 0 }
 }
 
-/// Decoding creates plain instances with `object.__new__`, which runs no user code; classes
-/// with their own `__new__` are therefore not stored by value.
 /// Whether the instances of `class`, a subclass of the built-in container `base`, are rebuilt
 /// whole by `base`'s own constructor and methods, as the decoder rebuilds them: every class
 /// between the two is a Python class (a heap type) whose `__new__`, if it has one, is written
@@ -1187,6 +1185,8 @@ pub(crate) fn rebuilt_by_base(class: &Bound<'_, PyType>, base: &Bound<'_, PyType
     Ok(false)
 }
 
+/// Decoding creates plain instances with `object.__new__`, which runs no user code; classes
+/// with their own `__new__` are therefore not stored by value.
 pub fn new_is_object_new(class: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
     let name = pyo3::intern!(py, "__new__");
