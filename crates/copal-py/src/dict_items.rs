@@ -40,10 +40,13 @@ enum Cursor<'py> {
 impl<'py> Items<'py> {
     /// The attributes of `obj`, whose class gives its instances a `__dict__`: its inline values
     /// if it has them (its `__dict__` is then not made), else its `__dict__`'s items.
+    /// A made `__dict__` is read with `PyDict_Next`: measured on seed 001's, that was faster than
+    /// reading its split table, whose guard tests outweighed the calls saved.
+    #[inline]
     pub fn of_instance(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
         match CompactItems::of_instance(obj) {
             Some(items) => Ok(Items(Cursor::Compact(items))),
-            None => Ok(Items::of_dict(object_dict(obj)?)),
+            None => Ok(Items(Cursor::Generic { dict: object_dict(obj)?, position: 0 })),
         }
     }
 
@@ -54,6 +57,7 @@ impl<'py> Items<'py> {
         }
     }
 
+    #[inline]
     pub fn next(&mut self) -> Next<'_, 'py> {
         match &mut self.0 {
             Cursor::Compact(items) => items.next(),
@@ -141,6 +145,7 @@ mod compact {
     }
 
     impl<'py> CompactItems<'py> {
+        #[inline]
         pub fn of_instance(obj: &Bound<'py, PyAny>) -> Option<Self> {
             let ptr = obj.as_ptr();
             // SAFETY: `obj` is live and the GIL is held. The values pointer is read only once the
@@ -182,6 +187,7 @@ mod compact {
             }
         }
 
+        #[inline]
         pub fn next(&mut self) -> Next<'_, 'py> {
             let unchanged = match &self.guard {
                 // SAFETY: `of_instance` found that the type has a managed dict, and an instance
