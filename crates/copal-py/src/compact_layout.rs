@@ -20,14 +20,14 @@ pub struct DictKeys {
     // `dk_indices` follows: `1 << log2_index_bytes` bytes, then the entries.
 }
 
-/// `DICT_KEYS_GENERAL`: a table whose keys may be of any type; the other kinds hold exact strs
-/// only (`insertdict` turns a table into this kind before it takes any other key).
-pub const KEYS_GENERAL: u8 = 0;
+/// `DICT_KEYS_UNICODE`: a combined table whose keys are all exact strs (`insertdict` turns it
+/// into `DICT_KEYS_GENERAL` before it takes any other key), its values in its entries.
+pub const KEYS_UNICODE: u8 = 1;
 
 /// `DICT_KEYS_SPLIT`: a key table shared by the instances of a class.
 pub const KEYS_SPLIT: u8 = 2;
 
-/// `PyDictUnicodeEntry`, the entries of every kind of table but `KEYS_GENERAL`. In a split
+/// `PyDictUnicodeEntry`, the entries of `KEYS_UNICODE` and `KEYS_SPLIT` tables. In a split
 /// table the value is not here but in each values array.
 #[repr(C)]
 pub struct UnicodeEntry {
@@ -39,7 +39,7 @@ pub struct UnicodeEntry {
 /// insertion order.
 pub const SHARED_KEYS_MAX_SIZE: usize = 30;
 
-/// `DK_UNICODE_ENTRIES`: the entries of a table whose kind is not `KEYS_GENERAL`, after its
+/// `DK_UNICODE_ENTRIES`: the entries of a `KEYS_UNICODE` or `KEYS_SPLIT` table, after its
 /// index table.
 ///
 /// # Safety

@@ -179,9 +179,9 @@ mod compact {
             unsafe {
                 let keys = (*mp).ma_keys.cast::<DictKeys>();
                 let values = (*mp).ma_values.cast::<*mut ffi::PyObject>();
-                let table = if !values.is_null() {
+                let table = if !values.is_null() && (*keys).kind == layout::KEYS_SPLIT {
                     split(values, keys)
-                } else if (*keys).kind != layout::KEYS_GENERAL {
+                } else if values.is_null() && (*keys).kind == layout::KEYS_UNICODE {
                     Table::Combined { entries: layout::unicode_entries(keys), entry_count: entry_count(keys) }
                 } else {
                     return None;
