@@ -10,6 +10,8 @@ corpus, and pin which graphs go to the transcoder, so that neither can drift unn
 from __future__ import annotations
 
 import datetime
+import enum
+import gc
 import json
 import math
 import sys
@@ -280,3 +282,109 @@ def test_version_1_documents_are_still_read(name: str) -> None:
     value = {**CONTAINERS, **GRAPHS, **LEFT_TO_TRANSCODER}[name]
     assert V1_DOCUMENTS[name].startswith('{"$copal":1,')
     assert copal.dumps(copal.loads(V1_DOCUMENTS[name]), format="json") == copal.dumps(value, format="json")
+
+
+# --------------------------------------------------------------------------- instance attributes
+# CPython 3.11 keeps an instance's attributes in an inline values array until its __dict__ is
+# asked for; the writer reads that array (crates/copal-py/src/dict_items.rs) and falls back to
+# the dict otherwise. Every state must give the transcoder's document.
+
+
+def _has_dict(obj: Any) -> bool:
+    """Whether CPython made `obj`'s __dict__ (the GC then visits the dict, else the values)."""
+    return any(type(referent) is dict for referent in gc.get_referents(obj))
+
+
+def _points(n: int) -> list[Point]:
+    return [Point(i, f"p{i}") for i in range(n)]
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="inline values are read on CPython 3.11 only")
+def test_writing_an_instance_does_not_make_its_dict() -> None:
+    points = _points(3)
+    assert not any(_has_dict(point) for point in points)
+    assert _core.dumps_json_raw(points) is not None
+    assert not any(_has_dict(point) for point in points)
+    assert_written_directly(points)  # the transcoder's encoder makes the dicts
+
+
+def test_instances_whose_dict_was_made_are_written_from_it() -> None:
+    points = _points(4)
+    vars(points[1])
+    points[2].__dict__["extra"] = [1]
+    assert_written_directly(points)
+
+
+def test_attributes_deleted_and_added_after_creation_keep_their_order() -> None:
+    points = _points(4)
+    del points[0].x
+    points[0].x = "again"  # now after y
+    del points[1].y
+    points[2].z = 3
+    points[3].y = None
+    assert_written_directly(points)
+    assert copal.dumps(points[0], format="json").index(b'"y"') < copal.dumps(points[0], format="json").index(b'"x"')
+
+
+class Wide:
+    """More attributes than a shared key table holds (30): the later ones go to a dict."""
+
+    def __init__(self, n: int) -> None:
+        for i in range(n):
+            setattr(self, f"field_{i}", i)
+
+
+def test_instances_with_more_than_30_attributes() -> None:
+    assert_written_directly([Wide(29), Wide(31), Wide(40), Wide(2)])
+
+
+class SubPoint(Point):
+    def __init__(self, x: Any, y: Any, z: Any) -> None:
+        super().__init__(x, y)
+        self.z = z
+
+
+class OtherLayout:
+    """A class with a key table of its own, in another order than Point's."""
+
+    def __init__(self) -> None:
+        self.y = "y"
+        self.x = "x"
+
+
+def test_subclasses_and_instances_whose_class_changed() -> None:
+    moved = _points(2)
+    moved[0].__class__ = OtherLayout
+    other = OtherLayout()
+    other.__class__ = Point
+    assert_written_directly([SubPoint(1, 2, 3), Point(4, 5), *moved, other, OtherLayout()])
+
+
+class Meddler(enum.Enum):
+    """A member whose `_name_` lookup (made by the writer) changes the value being written."""
+
+    MEMBER = 1
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "_name_":
+            for victim in MEDDLED:
+                if isinstance(victim, dict):
+                    # A new value of the same text, and the same size: the encoder's own
+                    # reading refuses a dict that grows.
+                    victim["b"] = [2]
+                else:
+                    vars(victim)
+        return super().__getattribute__(name)
+
+
+MEDDLED: list[Any] = []
+
+
+@pytest.mark.parametrize("victim", [Point(Meddler.MEMBER, 2), {"a": Meddler.MEMBER, "b": [2]}], ids=["instance", "dict"])
+def test_a_value_changed_while_it_is_written_goes_to_the_transcoder(victim: Any) -> None:
+    MEDDLED[:] = [victim]
+    try:
+        assert _core.dumps_json_raw(victim) is None
+        assert json.loads(copal.dumps(victim, format="json")) == json.loads(transcoded(victim))
+    finally:
+        MEDDLED.clear()

@@ -40,6 +40,8 @@ mod compact {
     use pyo3::prelude::*;
     use pyo3::types::{PyString, PyType};
 
+    use crate::compact_layout as layout;
+
     /// Where the fields of one descriptor go in the instances of one class, valid while the class's
     /// key table and version tag are those recorded (a change to the class, such as a property
     /// added by Python code run mid-decoding, resets the tag).
@@ -56,66 +58,6 @@ mod compact {
     extern "C" {
         // Exported by CPython 3.11 though not part of the limited API (class_cache.rs uses it too).
         fn _PyType_Lookup(class: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;
-    }
-
-    mod layout {
-        //! CPython 3.11's private structures, as Include/internal/pycore_dict.h and
-        //! pycore_object.h of 3.11 define them.
-        use pyo3::ffi;
-
-        /// `struct _dictkeysobject` up to its index table.
-        #[repr(C)]
-        pub struct DictKeys {
-            pub refcnt: ffi::Py_ssize_t,
-            pub log2_size: u8,
-            pub log2_index_bytes: u8,
-            pub kind: u8,
-            pub version: u32,
-            pub usable: ffi::Py_ssize_t,
-            pub nentries: ffi::Py_ssize_t,
-            // `dk_indices` follows: `1 << log2_index_bytes` bytes, then the entries.
-        }
-
-        /// `DICT_KEYS_SPLIT`: a key table shared by the instances of a class.
-        pub const KEYS_SPLIT: u8 = 2;
-
-        /// `PyDictUnicodeEntry`, the entries of a split table.
-        #[repr(C)]
-        pub struct UnicodeEntry {
-            pub key: *mut ffi::PyObject,
-            pub value: *mut ffi::PyObject,
-        }
-
-        /// `SHARED_KEYS_MAX_SIZE`: a shared table holds at most 30 keys, so an index fits the
-        /// one-byte insertion order.
-        pub const SHARED_KEYS_MAX_SIZE: usize = 30;
-
-        /// `_PyObject_ValuesPointer`: the values array of an instance with a managed dict is the
-        /// fourth pointer before the object (after it, at -3, the dict once one is made).
-        ///
-        /// # Safety
-        /// `obj` must be a live object whose type has `Py_TPFLAGS_MANAGED_DICT`.
-        pub unsafe fn values_pointer(obj: *mut ffi::PyObject) -> *mut *mut *mut ffi::PyObject {
-            // SAFETY: such objects are allocated with two pointers before the GC header, which is
-            // two pointers long too (`_PyType_PreHeaderSize`).
-            unsafe { obj.cast::<*mut *mut ffi::PyObject>().sub(4) }
-        }
-
-        /// `_PyDictValues_AddToInsertionOrder`: the bytes before the values hold, at -1, the size of
-        /// that prefix, at -2 the count of attributes set, and before it their indices in order.
-        ///
-        /// # Safety
-        /// `values` must be a live values array whose slot `index` was empty until now.
-        pub unsafe fn add_to_insertion_order(values: *mut *mut ffi::PyObject, index: u8) {
-            // SAFETY: the prefix was sized for every slot of the array (`init_inline_values`), and
-            // each slot is added once, when it stops being empty.
-            unsafe {
-                let count = values.cast::<u8>().sub(2);
-                let new_count = *count + 1;
-                *count.sub(new_count as usize) = index;
-                *count = new_count;
-            }
-        }
     }
 
     impl FieldSlots {
@@ -136,8 +78,7 @@ mod compact {
                     return None;
                 }
                 let entry_count = usize::try_from((*keys).nentries).ok()?.min(layout::SHARED_KEYS_MAX_SIZE);
-                let entries =
-                    keys.add(1).cast::<u8>().add(1 << (*keys).log2_index_bytes).cast::<layout::UnicodeEntry>();
+                let entries = layout::unicode_entries(keys);
                 let slots = fields
                     .iter()
                     .map(|field| {

@@ -8,6 +8,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
+use crate::json_writer::str_text;
+
 /// Slots of the cache; a key goes to the slot of its address (direct mapped), replacing the
 /// key there.
 const SLOTS: usize = 256;
@@ -48,7 +50,7 @@ impl KeyCache {
         if self.slots.is_empty() {
             self.keys_written += 1;
             if self.keys_written <= KEYS_BEFORE_CACHING {
-                escaped_key(out, key.to_str()?);
+                escaped_key(out, str_text(&key)?);
                 return Ok(());
             }
             self.slots.resize_with(SLOTS, Slot::default);
@@ -60,7 +62,7 @@ impl KeyCache {
             return Ok(());
         }
         let start = out.len();
-        escaped_key(out, key.to_str()?);
+        escaped_key(out, str_text(&key)?);
         let fragment = &out[start..];
         if held && fragment.len() <= MAX_FRAGMENT {
             slot.fragment.push_str(fragment);

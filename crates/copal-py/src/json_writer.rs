@@ -30,7 +30,8 @@ use pyo3::types::{
 use pyo3::PyTypeInfo;
 
 use crate::classes::type_name_of;
-use crate::encode::{self, has_instance_dict, object_dict, time_of_day_micros, tz_info, Encoder, Kind};
+use crate::dict_items::{Items, Next};
+use crate::encode::{self, has_instance_dict, time_of_day_micros, tz_info, Encoder, Kind};
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
 use crate::json_keys::KeyCache;
@@ -44,8 +45,9 @@ const MAX_DEPTH: usize = 256;
 /// The document of `obj`, or `None` if it holds a value this writer leaves to the transcoder
 /// (see the module comment).
 pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyBytes>> {
-    // Reading instance dicts materializes them (one allocation per object), and nothing made
-    // here can become cyclic garbage before the end: collections meanwhile would be waste.
+    // Reading an instance dict that CPython has not made makes it (one allocation per object,
+    // where the inline values cannot be read), and nothing made here can become cyclic garbage
+    // before the end: collections meanwhile would be waste.
     let _gc = GcPause::new(py);
     // Taken, not borrowed: a value's Python code (an enum's `_name_`, say) may write JSON too,
     // and then simply starts with an empty buffer.
@@ -417,7 +419,7 @@ impl JsonWriter {
     }
 
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
-        match s.to_str() {
+        match str_text(s) {
             Ok(text) => self.text(text),
             Err(_) => {
                 // Lone surrogates are not UTF-8: the generalized UTF-8 of encode.rs, in base64.
@@ -496,9 +498,14 @@ impl JsonWriter {
             return Ok(());
         }
         if self.keys_are_plain_strings(dict) {
+            let mut items = Items::of_dict(dict.clone());
             let mut first = !self.open_with_id();
-            let mut position = 0;
-            while let Some((key, value)) = next_item(dict, &mut position) {
+            loop {
+                let (key, value) = match items.next() {
+                    Next::Item(key, value) => (key, value),
+                    Next::End => break,
+                    Next::Changed => return Err(Unhandled),
+                };
                 if !first {
                     self.out.push(',');
                 }
@@ -530,23 +537,24 @@ impl JsonWriter {
     /// holds such keys as STR, and the transcoder then writes the dict as a JSON object. Keys
     /// in the key cache were found so when they were written.
     fn keys_are_plain_strings(&mut self, dict: &Bound<'_, PyDict>) -> bool {
-        let mut position = 0;
-        let mut length: ffi::Py_ssize_t = 0;
-        while let Some((key, _)) = next_item(dict, &mut position) {
-            let key = key.as_ptr();
-            // SAFETY: `key` is a live object (the dict holds it); the UTF-8 form of an exact str
-            // is null with an exception set for lone surrogates, which is cleared.
+        let mut items = Items::of_dict(dict.clone());
+        loop {
+            // No Python code runs in this loop, so the dict cannot change.
+            let key = match items.next() {
+                Next::Item(key, _) => key.as_ptr(),
+                Next::End => return true,
+                Next::Changed => return false,
+            };
+            // SAFETY: `key` is a live object (the dict holds it), cast once known to be a str.
             unsafe {
                 if ffi::PyUnicode_CheckExact(key) == 0 {
                     return false;
                 }
-                if !self.keys.holds(key) && ffi::PyUnicode_AsUTF8AndSize(key, &mut length).is_null() {
-                    ffi::PyErr_Clear();
+                if !self.keys.holds(key) && str_text(&Borrowed::from_ptr(dict.py(), key).cast_unchecked()).is_err() {
                     return false;
                 }
             }
         }
-        true
     }
 
     /// A set or frozenset, its elements in encode.rs's canonical order: sorted by their binary
@@ -595,11 +603,16 @@ impl JsonWriter {
         if self.slot_or_ref(v)? {
             return Ok(());
         }
-        let dict = object_dict(v)?;
+        let mut items = Items::of_instance(v)?;
         self.open_tagged("\"$type\":");
         self.class_name(&form.class);
-        let (mut position, mut index) = (0, 0);
-        while let Some((key, value)) = next_item(&dict, &mut position) {
+        let mut index = 0;
+        loop {
+            let (key, value) = match items.next() {
+                Next::Item(key, value) => (key, value),
+                Next::End => break,
+                Next::Changed => return Err(Unhandled),
+            };
             {
                 let mut fields = form.fields.borrow_mut();
                 match fields.get(index) {
@@ -608,7 +621,7 @@ impl JsonWriter {
                         let name = key.cast_exact::<PyString>().map_err(PyErr::from)?;
                         let mut member = String::from(",");
                         // A name found in the cache was written by this branch before.
-                        escaped_key(&mut member, name.to_str()?);
+                        escaped_key(&mut member, str_text(&name)?);
                         self.out.push_str(&member);
                         fields.truncate(index);
                         fields.push((name.to_owned().unbind(), member));
@@ -642,6 +655,28 @@ impl JsonWriter {
     }
 }
 
+/// The text of `s` (an error for lone surrogates, which UTF-8 cannot hold). A compact ASCII str,
+/// the most frequent kind, is read in place: its characters are its UTF-8, and the call to
+/// `PyUnicode_AsUTF8AndSize` that `to_str` makes for every str took a twentieth of writing
+/// seed 003.
+pub(crate) fn str_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<&'a str> {
+    #[cfg(not(any(PyPy, GraalPy, Py_LIMITED_API, Py_3_14)))]
+    {
+        let ptr = s.as_ptr();
+        // SAFETY: `s` is a live str, which `'a` keeps alive; a compact ASCII str (always ready)
+        // holds its `length` characters, one byte each, inline after its header, and ASCII is
+        // UTF-8.
+        unsafe {
+            if ffi::PyUnicode_IS_COMPACT_ASCII(ptr) != 0 {
+                let length = usize::try_from(ffi::PyUnicode_GET_LENGTH(ptr)).unwrap_or(0);
+                let bytes = std::slice::from_raw_parts(ffi::PyUnicode_DATA(ptr).cast::<u8>(), length);
+                return Ok(std::str::from_utf8_unchecked(bytes));
+            }
+        }
+    }
+    s.to_str()
+}
+
 /// The time zone of a datetime or time, as encode.rs stores it; offsets of a day or more (which
 /// the transcoder refuses) are left to it.
 fn zone_of(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Unhandled> {
@@ -649,24 +684,6 @@ fn zone_of(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Unhandled> {
         Ok(TzInfo::Offset(micros)) if micros.unsigned_abs() >= MICROS_PER_DAY as u64 => Err(Unhandled),
         Ok(zone) => Ok(zone),
         Err(_) => Err(Unhandled),
-    }
-}
-
-/// The item of `dict` at `position` (which it advances), as `PyDict_Next` gives it: the key
-/// borrowed, as it is only written before anything else runs; the value as a new reference,
-/// as the reference-count test of `may_be_met_again` counts one (and so that Python code run
-/// while writing it cannot free it). A dict changed meanwhile is still read safely by
-/// `PyDict_Next` (its entries are bounds-checked), as the encoder would then meet it changed.
-fn next_item<'a, 'py>(
-    dict: &'a Bound<'py, PyDict>,
-    position: &mut ffi::Py_ssize_t,
-) -> Option<(Borrowed<'a, 'py, PyAny>, Bound<'py, PyAny>)> {
-    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
-    // SAFETY: `dict` is a dict and the GIL is held; on success both pointers are borrowed
-    // references to live objects, held by the dict, which `'a` keeps alive.
-    unsafe {
-        (ffi::PyDict_Next(dict.as_ptr(), position, &mut key, &mut value) != 0)
-            .then(|| (Borrowed::from_ptr(dict.py(), key), Bound::from_borrowed_ptr(dict.py(), value)))
     }
 }
 

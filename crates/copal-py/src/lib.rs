@@ -5,9 +5,11 @@
 mod archive;
 mod class_cache;
 mod classes;
+mod compact_layout;
 mod connection;
 mod database;
 mod decode;
+mod dict_items;
 mod encode;
 mod errors;
 mod gc;
