@@ -2,6 +2,7 @@
 //! with the core's `Writer` primitives.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
 use copal_core::format::{oid_class, oid_seq, tag, FieldKind, ListHead, StringForm, StringsMark, TzInfo, Writer, FLAG_MUTABLE_STATE};
@@ -18,6 +19,7 @@ use crate::classes::{type_name_of, ClassShape};
 use crate::hashing::IntMap;
 use crate::persistent::{instance_dict, PersistentBase};
 use crate::pytypes;
+use crate::slots::SlotLayout;
 use crate::strings::StringTable;
 
 /// Deepest nesting the encoder writes; equal to the decoders' limit so that everything written
@@ -169,6 +171,9 @@ pub struct Encoder<'s> {
     /// For each `Kind::Object` class (indexed by `Kind::Object`'s number), the descriptor its
     /// last object was written with and that object's field names.
     object_shapes: Vec<Option<LastShape>>,
+    /// For each `Kind::Object` class, its slots if it has any (slots.rs), indexed like
+    /// `object_shapes`.
+    object_layouts: Vec<Option<Arc<SlotLayout>>>,
     /// Whether reference counts can be read (see `is_unshared`), found out on first use.
     refcounts_readable: Option<bool>,
     /// Set for streams of version 2 (standalone.rs): equal strings are written once. Records and
@@ -219,8 +224,8 @@ pub(crate) enum Kind {
     Enum,
     /// A Python subclass of list, dict, tuple, set or frozenset, with the tag of its base.
     Subclass(u8),
-    /// A plain instance of a Python class, written by value as an OBJECT; the number of the
-    /// class's entry in `Encoder::object_shapes`.
+    /// A plain instance of a Python class (with a `__dict__`, slots or both), written by value
+    /// as an OBJECT; the number of the class's entry in `Encoder::object_shapes`.
     Object(usize),
     Unsupported,
 }
@@ -242,6 +247,7 @@ impl<'s> Encoder<'s> {
             kinds: IntMap::default(),
             kind_classes: Vec::new(),
             object_shapes: Vec::new(),
+            object_layouts: Vec::new(),
             refcounts_readable: None,
             strings: None,
             mixed_lists: IntMap::default(),
@@ -473,6 +479,7 @@ impl<'s> Encoder<'s> {
         let kind = classify(class, self.object_shapes.len())?;
         if let Kind::Object(_) = kind {
             self.object_shapes.push(None);
+            self.object_layouts.push(crate::slots::layout_of(class)?);
         }
         self.kinds.insert(key, kind);
         self.kind_classes.push(class.clone().unbind());
@@ -723,7 +730,7 @@ impl<'s> Encoder<'s> {
         if !item.get_type().is(class) || !self.is_unshared(item) {
             return Ok(None);
         }
-        let dict = object_dict(item)?;
+        let dict = self.object_state(item, class_index)?;
         let descriptor = self.shape_of(item, class_index, &dict)?.descriptor;
         let kinds = match typed {
             Some((first, kinds)) => (*first == descriptor).then(|| Rc::clone(kinds)),
@@ -876,9 +883,18 @@ impl<'s> Encoder<'s> {
         if self.backref_or_slot(v)? {
             return Ok(());
         }
-        let dict = object_dict(v)?;
+        let dict = self.object_state(v, class_index)?;
         let shape = self.shape_of(v, class_index, &dict)?;
         self.object_fields(shape.descriptor, &dict, depth)
+    }
+
+    /// The fields of `v`, a plain object of the class numbered `class_index`: its instance dict,
+    /// or a new dict of its slots and instance dict if its class has slots.
+    fn object_state<'py>(&self, v: &Bound<'py, PyAny>, class_index: usize) -> PyResult<Bound<'py, PyDict>> {
+        match &self.object_layouts[class_index] {
+            Some(layout) => layout.state(v),
+            None => object_dict(v),
+        }
     }
 
     /// The shape the sink gives `v`, a plain object of the class numbered `class_index`, whose
@@ -919,8 +935,10 @@ impl<'s> Encoder<'s> {
         if self.backref_or_slot(v)? {
             return Ok(());
         }
-        let empty = PyDict::new(v.py());
-        let dict = if has_instance_dict(v) { instance_dict(v)? } else { empty };
+        let dict = match crate::slots::layout_of(&v.get_type())? {
+            Some(layout) => layout.state(v)?,
+            None => instance_dict(v)?,
+        };
         let slot = self.next_memo - 1;
         let shape = self.sink.descriptor(&v.get_type(), &dict)?;
         self.w.u8(tag::SUBCLASS);
@@ -1046,14 +1064,22 @@ pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResu
     if let Some((base, base_tag)) = base {
         return Ok(if rebuilt_by_base(class, &base)? { Kind::Subclass(base_tag) } else { Kind::Unsupported });
     }
-    if class_has_instance_dict(class) && new_is_object_new(class)? && !is_builtin_subclass(class)? {
+    let state_known = class_has_instance_dict(class) || only_python_classes_to_object(class)?;
+    if state_known && new_is_object_new(class)? && !is_builtin_subclass(class)? {
         return Ok(Kind::Object(object_index));
     }
     Ok(Kind::Unsupported)
 }
 
-/// The instance dict of `v`, an instance of a `Kind::Object` class (whose instances have a
-/// `__dict__` slot), taken from the slot (CPython materializes it if it keeps the attributes
+/// Whether every class of `class`'s MRO but `object` is a Python class: then the slots (and
+/// `__dict__`, if any) its class statements declared are all its instances hold.
+fn only_python_classes_to_object(class: &Bound<'_, PyType>) -> PyResult<bool> {
+    let object = pytypes::object_type(class.py())?;
+    Ok(class.mro().iter().all(|ancestor| ancestor.is(object) || ancestor.cast::<PyType>().is_ok_and(|ancestor| is_heap_type(&ancestor))))
+}
+
+/// The instance dict of `v`, an instance of a `Kind::Object` class without slots (whose
+/// instances have a `__dict__` slot), taken from the slot (CPython materializes it if it keeps the attributes
 /// inline) instead of by looking `__dict__` up along the class's MRO for every object. It is
 /// the dict the decoder sets the fields in.
 pub(crate) fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
@@ -1072,7 +1098,7 @@ fn unsupported_type(class: &Bound<'_, PyType>) -> Failure {
         path: vec![],
         reason: format!(
             "values of type {} cannot be stored (see docs/FORMAT.md for the supported types; \
-             make the class a copal.Persistent or a plain class with __dict__)",
+             make the class a copal.Persistent or a plain class with __dict__ or __slots__)",
             type_name_of(class).unwrap_or_else(|_| "?".into())
         ),
     }
@@ -1153,7 +1179,7 @@ pub fn has_instance_dict(v: &Bound<'_, PyAny>) -> bool {
     class_has_instance_dict(&v.get_type())
 }
 
-fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
+pub(crate) fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
     // SAFETY: `class` is a valid type object; only its layout field is read.
     unsafe { (*class.as_type_ptr()).tp_dictoffset != 0 }
 }

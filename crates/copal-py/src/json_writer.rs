@@ -716,7 +716,8 @@ fn classify(class: &Bound<'_, PyType>, v: &Bound<'_, PyAny>) -> PyResult<Form> {
         Kind::Decimal => Form::Decimal,
         Kind::Uuid => Form::Uuid,
         Kind::Enum => Form::Enum(ClassName::new(type_name_of(class)?)),
-        Kind::Object(_) if has_instance_dict(v) => {
+        // Objects with slots are transcoded: their fields are not one dict to walk.
+        Kind::Object(_) if has_instance_dict(v) && crate::slots::layout_of(class)?.is_none() => {
             Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), fields: RefCell::default() }))
         }
         Kind::Persistent | Kind::Broken | Kind::Subclass(_) | Kind::Object(_) | Kind::Unsupported => Form::Transcoded,
