@@ -153,6 +153,14 @@ def test_slots_and_instance_dict_are_both_fields() -> None:
     assert back_child.a == 4 and back_child.more == 5 and vars(back_child) == {"more": 5}
 
 
+def test_instance_dict_entry_named_like_a_set_slot_is_refused() -> None:
+    obj = WithDict()
+    obj.a = 1
+    obj.__dict__["a"] = 2  # reachable only through the dict: the slot takes attribute access
+    with pytest.raises(TypeError, match="named like one of its slots"):
+        copal.dumps(obj)
+
+
 def test_weakref_slot_is_not_a_field_and_still_works() -> None:
     back = copal.loads(copal.dumps(derived(1, 2)))
     assert weakref.ref(back)() is back

@@ -17,7 +17,7 @@ use pyo3::IntoPyObjectExt;
 
 use crate::classes::{field_names, keys_are, resolve, ClassCache, ClassShape};
 use crate::decode::{DecodeInfo, Decoder, Resolver};
-use crate::encode::{Encoder, Sink};
+use crate::encode::{Encoder, FieldSource, Sink};
 use crate::errors::{DanglingReference, IntoPyResult, SchemaError};
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
@@ -1123,7 +1123,7 @@ fn collect_references<'py>(value: &Bound<'py, PyAny>, out: &mut Vec<Bound<'py, P
         // Plain objects stored by value, through their slots and instance dict; enum members
         // and objects of built-in types without an instance dict hold no references of their own.
         let fields = match crate::slots::layout_of(&value.get_type())? {
-            Some(layout) => Some(layout.state(value)?),
+            Some(layout) => Some(crate::slots::SlotFields::of(value, &layout)?.to_dict()?),
             None => crate::persistent::instance_dict(value).ok(),
         };
         if let Some(fields) = fields {

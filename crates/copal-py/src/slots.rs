@@ -16,6 +16,8 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyType};
 
+use crate::encode::FieldSource;
+
 /// One slot of a class: its attribute name, its member descriptor and where the descriptor
 /// keeps the value in an instance.
 pub struct SlotField {
@@ -83,36 +85,81 @@ fn stored_slots(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     CELL.import(py, "copal.slots", "stored_slots")
 }
 
-impl SlotLayout {
-    /// The fields of `obj`, an instance of the class this layout was made for: its slots that
-    /// are set, then its `__dict__`. A new dict, which the decoder never sees: setting its items
-    /// changes nothing in `obj`.
-    pub fn state<'py>(&self, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-        let py = obj.py();
-        let state = PyDict::new(py);
-        for field in &self.fields {
-            if let Some(value) = self.value(obj, field) {
-                state.set_item(field.name.bind(py), value)?;
-            }
-        }
-        if self.has_dict {
+/// The fields of one object with slots, read in place: its slots that are set, then the items
+/// of its `__dict__` (encode.rs `FieldSource`).
+pub struct SlotFields<'py> {
+    obj: Bound<'py, PyAny>,
+    layout: Arc<SlotLayout>,
+    /// The instance dict, when the class has one.
+    dict: Option<Bound<'py, PyDict>>,
+}
+
+impl<'py> SlotFields<'py> {
+    /// The fields of `obj`, whose type is the class `layout` was made for or a subclass of it.
+    pub fn of(obj: &Bound<'py, PyAny>, layout: &Arc<SlotLayout>) -> PyResult<Self> {
+        let dict = if layout.has_dict {
             // SAFETY: the class has a dict slot (`has_dict`); the call returns a new reference
-            // or null with an exception set.
-            let dict = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyObject_GenericGetDict(obj.as_ptr(), std::ptr::null_mut()))? };
-            state.update(dict.cast::<PyDict>()?.as_mapping())?;
-        }
-        Ok(state)
+            // (the dict, made now if the attributes were kept inline) or null with an exception.
+            let dict = unsafe { Bound::from_owned_ptr_or_err(obj.py(), ffi::PyObject_GenericGetDict(obj.as_ptr(), std::ptr::null_mut()))? };
+            Some(dict.cast_into::<PyDict>()?)
+        } else {
+            None
+        };
+        Ok(SlotFields { obj: obj.clone(), layout: Arc::clone(layout), dict })
     }
 
-    /// The value in slot `field` of `obj`, None if it is unset.
-    fn value<'py>(&self, obj: &Bound<'py, PyAny>, field: &SlotField) -> Option<Bound<'py, PyAny>> {
-        // SAFETY: `obj` is an instance of the layout's class or a subclass (the callers take the
-        // layout from its type), so the offset lies inside it (`SlotLayout`'s invariant) and
-        // holds an object pointer or null, read with the GIL held as the member's `__get__`
-        // reads it.
-        unsafe {
-            let value = *obj.as_ptr().cast::<u8>().add(field.offset).cast::<*mut ffi::PyObject>();
-            Bound::from_borrowed_ptr_or_opt(obj.py(), value)
+    /// The value in slot `field` of the object, null if it is unset. A borrowed reference.
+    fn value(&self, field: &SlotField) -> *mut ffi::PyObject {
+        // SAFETY: the object is an instance of the layout's class or a subclass (`of`), so the
+        // offset lies inside it (`SlotLayout`'s invariant) and holds an object pointer or null,
+        // read with the GIL held as the member's `__get__` reads it.
+        unsafe { *self.obj.as_ptr().cast::<u8>().add(field.offset).cast::<*mut ffi::PyObject>() }
+    }
+}
+
+impl<'py> FieldSource<'py> for SlotFields<'py> {
+    fn py(&self) -> Python<'py> {
+        self.obj.py()
+    }
+
+    fn count(&self) -> usize {
+        let slots = self.layout.fields.iter().filter(|field| !self.value(field).is_null()).count();
+        slots + self.dict.as_ref().map_or(0, |dict| dict.len())
+    }
+
+    /// Positions below the number of slots are slots; the dict's own positions follow.
+    fn next_field(&self, position: &mut ffi::Py_ssize_t) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
+        let slots = self.layout.fields.len() as ffi::Py_ssize_t;
+        while let Some(field) = usize::try_from(*position).ok().and_then(|index| self.layout.fields.get(index)) {
+            *position += 1;
+            let value = self.value(field);
+            if !value.is_null() {
+                return Some((field.name.as_ptr(), value));
+            }
         }
+        let dict = self.dict.as_ref()?;
+        let mut dict_position = *position - slots;
+        let found = dict.next_field(&mut dict_position);
+        *position = dict_position + slots;
+        found
+    }
+
+    fn to_dict(&self) -> PyResult<Bound<'py, PyDict>> {
+        let py = self.py();
+        let state = PyDict::new(py);
+        let mut position: ffi::Py_ssize_t = 0;
+        while let Some((name, value)) = self.next_field(&mut position) {
+            // SAFETY: borrowed references from `next_field`, made owned before any Python code
+            // (a key's hash) runs.
+            let (name, value) = unsafe { (Bound::from_borrowed_ptr(py, name), Bound::from_borrowed_ptr(py, value)) };
+            state.set_item(name, value)?;
+        }
+        if state.len() != self.count() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "cannot store an object of type {}: its __dict__ holds an attribute named like one of its slots",
+                crate::classes::type_name_of(&self.obj.get_type()).unwrap_or_else(|_| "?".into())
+            )));
+        }
+        Ok(state)
     }
 }
