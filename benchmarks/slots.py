@@ -3,6 +3,7 @@ against pickle and msgspec, in one process; each figure is the minimum over ``--
 the thread CPU time, with the collector off while timed (as the codec suite's "GC off" mode).
 
     python benchmarks/slots.py --reps 7 --json out.json
+    python benchmarks/slots.py --only copal --reps 5
 
 Run it under two builds, alternately, to compare them (the slots rows are skipped by a build
 that cannot store slots objects).
@@ -73,12 +74,15 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--json")
+    parser.add_argument("--only", help="one codec (copal, pickle or msgspec), for paired runs of two builds")
     args = parser.parse_args()
     plain = make_foos(args.n)
     values = {"dict": plain, "slots": slot_foos(plain)}
     rows: dict[str, dict[str, float]] = {}
     for model, data in values.items():
         for name, (encode, decode) in codecs(model).items():
+            if args.only not in (None, name):
+                continue
             try:
                 blob = encode(data)
             except TypeError:

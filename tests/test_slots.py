@@ -355,6 +355,39 @@ def test_evolution_of_a_slots_dataclass(tmp_path: Path) -> None:
     db.close()
 
 
+NARROWED_V2 = """
+import dataclasses
+import copal
+
+@dataclasses.dataclass(slots=True)
+class Item:
+    name: str
+    level: int = 3
+
+class Box(copal.Persistent):
+    def __init__(self, item):
+        self.item = item
+"""
+
+
+def test_a_stored_field_a_slots_class_has_no_place_for(tmp_path: Path) -> None:
+    v1 = load_module(tmp_path, "evo_narrowed", V1)
+    data = copal.dumps(v1.Item("n", 4))
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        tx.root["b"] = v1.Box(v1.Item("n", 4))
+    db.close()
+    load_module(tmp_path, "evo_narrowed", NARROWED_V2)
+    with pytest.raises(copal.SchemaError, match="field old that its class has neither a slot nor a __dict__"):
+        copal.loads(data)
+    # A record whose class evolved (an added default) goes through the fix-up first.
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        with pytest.raises(copal.SchemaError, match="neither a slot nor a __dict__ for: add the slot"):
+            tx.root["b"].item
+    db.close()
+
+
 slot_values = st.one_of(st.none(), st.integers(), st.text(), st.lists(st.integers(), max_size=3))
 
 

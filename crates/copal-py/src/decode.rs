@@ -720,10 +720,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         for (name, value) in state.iter() {
             let is_slot = layout.fields.iter().any(|slot| slot.name.bind(self.py).as_any().eq(&name).unwrap_or(false));
             if !is_slot && !layout.has_dict {
-                return Err(Fail::Python(SchemaError::new_err(format!(
-                    "stored type {:?} has a field {name} that its class has neither a slot nor a __dict__ for",
-                    info.type_name
-                ))));
+                return Err(Fail::Python(no_place_for(info, &name)));
             }
             // SAFETY: valid object, name and value pointers; the call takes its own references.
             if unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr()) } != 0 {
@@ -1022,7 +1019,24 @@ pub fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResu
             }
         }
     }
+    // A class without `__dict__` has room for its slots only. (A fix-up may drop fields
+    // first: `set_evolved_slots` checks what is left.)
+    if let Some(layout) = layout.as_ref().filter(|layout| !layout.has_dict && info.fixup.is_none()) {
+        let is_slot_name = |field: &Py<PyString>| layout.fields.iter().any(|slot| slot.name.bind(py).as_any().eq(field.bind(py)).unwrap_or(false));
+        if let Some(field) = info.fields.iter().find(|field| !is_slot_name(field)) {
+            return Err(no_place_for(info, field.bind(py)));
+        }
+    }
     Ok(())
+}
+
+/// A stored field that an object of a class with slots and no `__dict__` cannot hold.
+fn no_place_for(info: &DecodeInfo, field: &Bound<'_, PyAny>) -> PyErr {
+    SchemaError::new_err(format!(
+        "stored type {:?} has a field {field} that its class has neither a slot nor a __dict__ for: add the \
+         slot, or declare the field in __copal_removed__",
+        info.type_name
+    ))
 }
 
 pub fn check_plain_class(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()> {
