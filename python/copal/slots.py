@@ -30,6 +30,8 @@ def stored_slots(cls: type) -> tuple[tuple[str, Any], ...]:
             property, say): which of the two holds the object's value cannot be told.
     """
     slots: list[tuple[str, Any]] = []
+    # Members that no __slots__ declares (os.stat_result's fields, say) are their type's to
+    # fill, not slots.
     for klass in reversed(cls.__mro__):
         for name, member in _own_slots(klass):
             found = _class_attribute(cls, name)
@@ -60,6 +62,8 @@ def _slot_value(obj: Any, member: Any) -> Any:
 def _own_slots(klass: type) -> list[tuple[str, Any]]:
     """The member descriptors ``klass`` itself made for its ``__slots__``, in declared order."""
     namespace = klass.__dict__
+    if "__slots__" not in namespace:
+        return []
     members = {
         name: value
         for name, value in namespace.items()
