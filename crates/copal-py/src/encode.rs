@@ -1138,18 +1138,25 @@ pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResu
     if let Some((base, base_tag)) = base {
         return Ok(if rebuilt_by_base(class, &base)? { Kind::Subclass(base_tag) } else { Kind::Unsupported });
     }
-    let state_known = class_has_instance_dict(class) || only_python_classes_to_object(class)?;
+    let state_known = class_has_instance_dict(class) || every_base_declares_slots(class)?;
     if state_known && new_is_object_new(class)? && !is_builtin_subclass(class)? {
         return Ok(Kind::Object(object_index));
     }
     Ok(Kind::Unsupported)
 }
 
-/// Whether every class of `class`'s MRO but `object` is a Python class: then the slots (and
-/// `__dict__`, if any) its class statements declared are all its instances hold.
-fn only_python_classes_to_object(class: &Bound<'_, PyType>) -> PyResult<bool> {
-    let object = pytypes::object_type(class.py())?;
-    Ok(class.mro().iter().all(|ancestor| ancestor.is(object) || ancestor.cast::<PyType>().is_ok_and(|ancestor| is_heap_type(&ancestor))))
+/// Whether every class of `class`'s MRO but `object` declares `__slots__`: then its instances
+/// hold nothing but those slots. (A class statement without `__slots__` gives its instances a
+/// `__dict__`; a type without either, such as `_thread.lock`, keeps its state out of reach.)
+fn every_base_declares_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
+    let py = class.py();
+    let object = pytypes::object_type(py)?;
+    for ancestor in class.mro().iter().filter(|ancestor| !ancestor.is(object)) {
+        if !ancestor.getattr(pyo3::intern!(py, "__dict__"))?.contains(pyo3::intern!(py, "__slots__"))? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// The instance dict of `v`, an instance of a `Kind::Object` class without slots (whose
