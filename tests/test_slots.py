@@ -339,13 +339,21 @@ class Box(copal.Persistent):
 """
 
 
-def test_evolution_of_a_slots_dataclass(tmp_path: Path) -> None:
-    v1 = load_module(tmp_path, "evo_slots", V1)
+def stored_by_v1(tmp_path: Path, module: str, v2: str) -> bytes:
+    """Stores a Box of Item("n", 4) as module version V1 defines them, then redefines the module
+    as ``v2``; returns the stream of that Item as V1 wrote it."""
+    v1 = load_module(tmp_path, module, V1)
+    data = copal.dumps(v1.Item("n", 4))
     db = copal.open(tmp_path / "db")
     with db.transaction() as tx:
         tx.root["b"] = v1.Box(v1.Item("n", 4))
     db.close()
-    load_module(tmp_path, "evo_slots", V2)
+    load_module(tmp_path, module, v2)
+    return data
+
+
+def test_evolution_of_a_slots_dataclass(tmp_path: Path) -> None:
+    stored_by_v1(tmp_path, "evo_slots", V2)
     db = copal.open(tmp_path / "db")
     with db.transaction() as tx:
         item = tx.root["b"].item
@@ -371,13 +379,7 @@ class Box(copal.Persistent):
 
 
 def test_a_stored_field_a_slots_class_has_no_place_for(tmp_path: Path) -> None:
-    v1 = load_module(tmp_path, "evo_narrowed", V1)
-    data = copal.dumps(v1.Item("n", 4))
-    db = copal.open(tmp_path / "db")
-    with db.transaction() as tx:
-        tx.root["b"] = v1.Box(v1.Item("n", 4))
-    db.close()
-    load_module(tmp_path, "evo_narrowed", NARROWED_V2)
+    data = stored_by_v1(tmp_path, "evo_narrowed", NARROWED_V2)
     with pytest.raises(copal.SchemaError, match="field old that its class has neither a slot nor a __dict__"):
         copal.loads(data)
     # A record whose class evolved (an added default) goes through the fix-up first.

@@ -674,9 +674,9 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         typed: bool,
         depth: usize,
     ) -> Result<(), Fail> {
-        if let Some(fixup) = &info.fixup {
+        if info.fixup.is_some() {
             if let Some(layout) = crate::slots::layout_of(&obj.get_type())? {
-                return self.set_evolved_slots(r, obj, info, fixup, &layout, typed, depth);
+                return self.set_evolved_slots(r, obj, info, &layout, typed, depth);
             }
         }
         for (index, field) in info.fields.iter().enumerate() {
@@ -700,13 +700,11 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// dict of their own, since slots are not in the instance dict, and the edited fields are
     /// then set (a field dropped by the fix-up is never set, which a class without `__dict__`
     /// would have no place for).
-    #[allow(clippy::too_many_arguments)]
     fn set_evolved_slots(
         &mut self,
         r: &mut Reader<'_>,
         obj: &Bound<'py, PyAny>,
         info: &DecodeInfo,
-        fixup: &Py<PyAny>,
         layout: &crate::slots::SlotLayout,
         typed: bool,
         depth: usize,
@@ -716,7 +714,9 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             let value = self.field(r, info, index, typed, depth)?;
             state.set_item(field.bind(self.py), value)?;
         }
-        fixup.bind(self.py).call1((obj, &state))?;
+        if let Some(fixup) = &info.fixup {
+            fixup.bind(self.py).call1((obj, &state))?;
+        }
         for (name, value) in state.iter() {
             let is_slot = layout.fields.iter().any(|slot| slot.name.bind(self.py).as_any().eq(&name).unwrap_or(false));
             if !is_slot && !layout.has_dict {
