@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import copal
-from copal import field
+from copal import _core, field
 from copal.slots import stored_slots, stored_state
 
 from helpers.versions import load_module
@@ -240,6 +240,15 @@ def test_text_formats(text_format: copal.serialize.Format) -> None:
     assert back[3].secret() == 1
     if text_format == "json":
         assert '"x":1' in copal.dumps(Point(1, 2), format="json").decode().replace(" ", "")
+
+
+def test_json_is_written_directly_as_the_transcoder_writes_it() -> None:
+    values = [Point(1, 2), [Point(3, 4), Point(5, 6)], derived(b=1), Frozen("f"), Private(1, 2), Derived()]
+    direct = _core.dumps_json_raw(values)
+    assert direct is not None and direct == _core.dumps_text_raw(values, "json")
+    with_dict = WithDict()
+    with_dict.c = 1
+    assert _core.dumps_json_raw(with_dict) is None  # left to the transcoder
 
 
 def test_archives() -> None:

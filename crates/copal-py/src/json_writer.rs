@@ -16,6 +16,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY};
 use copal_core::format::{is_decimal_text, TzInfo};
@@ -30,7 +31,8 @@ use pyo3::types::{
 use pyo3::PyTypeInfo;
 
 use crate::classes::type_name_of;
-use crate::encode::{self, has_instance_dict, object_dict, time_of_day_micros, tz_info, Encoder, Kind};
+use crate::encode::{self, object_dict, time_of_day_micros, tz_info, Encoder, FieldSource, Kind, ObjectFields};
+use crate::slots::{SlotFields, SlotLayout};
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
 use crate::json_keys::KeyCache;
@@ -131,6 +133,8 @@ impl ClassName {
 
 struct ObjectForm {
     class: Rc<ClassName>,
+    /// The slots of the class (which then has no instance dict), if it has any.
+    slots: Option<Arc<SlotLayout>>,
     /// The `,"name":` of each field, by position, with the field name it was made from: the
     /// objects of a class almost always have the same interned names, so an identity test
     /// replaces escaping the name.
@@ -326,7 +330,7 @@ impl JsonWriter {
             Some(form) => form.clone(),
             None => {
                 let class = v.get_type();
-                let form = classify(&class, v)?;
+                let form = classify(&class)?;
                 self.forms.insert(key, form.clone());
                 self.form_classes.push(class.unbind());
                 form
@@ -595,11 +599,14 @@ impl JsonWriter {
         if self.slot_or_ref(v)? {
             return Ok(());
         }
-        let dict = object_dict(v)?;
+        let fields = match &form.slots {
+            Some(layout) => ObjectFields::Slots(SlotFields::of(v, layout)?),
+            None => ObjectFields::Dict(object_dict(v)?),
+        };
         self.open_tagged("\"$type\":");
         self.class_name(&form.class);
         let (mut position, mut index) = (0, 0);
-        while let Some((key, value)) = next_item(&dict, &mut position) {
+        while let Some((key, value)) = next_item(&fields, &mut position) {
             {
                 let mut fields = form.fields.borrow_mut();
                 match fields.get(index) {
@@ -652,22 +659,20 @@ fn zone_of(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Unhandled> {
     }
 }
 
-/// The item of `dict` at `position` (which it advances), as `PyDict_Next` gives it: the key
-/// borrowed, as it is only written before anything else runs; the value as a new reference,
-/// as the reference-count test of `may_be_met_again` counts one (and so that Python code run
-/// while writing it cannot free it). A dict changed meanwhile is still read safely by
-/// `PyDict_Next` (its entries are bounds-checked), as the encoder would then meet it changed.
+/// The item of a dict (or field of an object) at `position` (which it advances), as
+/// `PyDict_Next` gives it: the key borrowed, as it is only written before anything else runs;
+/// the value as a new reference, as the reference-count test of `may_be_met_again` counts one
+/// (and so that Python code run while writing it cannot free it). A dict changed meanwhile is
+/// still read safely by `PyDict_Next` (its entries are bounds-checked), as the encoder would
+/// then meet it changed; so are slots, which are read one by one.
 fn next_item<'a, 'py>(
-    dict: &'a Bound<'py, PyDict>,
+    fields: &'a impl FieldSource<'py>,
     position: &mut ffi::Py_ssize_t,
 ) -> Option<(Borrowed<'a, 'py, PyAny>, Bound<'py, PyAny>)> {
-    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
-    // SAFETY: `dict` is a dict and the GIL is held; on success both pointers are borrowed
-    // references to live objects, held by the dict, which `'a` keeps alive.
-    unsafe {
-        (ffi::PyDict_Next(dict.as_ptr(), position, &mut key, &mut value) != 0)
-            .then(|| (Borrowed::from_ptr(dict.py(), key), Bound::from_borrowed_ptr(dict.py(), value)))
-    }
+    let py = fields.py();
+    // SAFETY: borrowed references to live objects: the key held by the dict or by the slot
+    // layout, which `'a` keeps alive; the value made owned at once.
+    fields.next_field(position).map(|(key, value)| unsafe { (Borrowed::from_ptr(py, key), Bound::from_borrowed_ptr(py, value)) })
 }
 
 /// Whether the binary encoding of set element `item` is the same wherever it is written: it
@@ -694,9 +699,9 @@ fn encodes_alone(item: &Bound<'_, PyAny>) -> bool {
         || pytypes::uuid_type(py).is_ok_and(|uuid| class.is(uuid))
 }
 
-/// How values of `class` (of which `v` is one) are written: encode.rs's `classify`, mapped to
-/// the forms of this writer (what it does not write itself goes to the transcoder).
-fn classify(class: &Bound<'_, PyType>, v: &Bound<'_, PyAny>) -> PyResult<Form> {
+/// How values of `class` are written: encode.rs's `classify`, mapped to the forms of this writer
+/// (what it does not write itself goes to the transcoder).
+fn classify(class: &Bound<'_, PyType>) -> PyResult<Form> {
     let py = class.py();
     Ok(match encode::classify(class, 0)? {
         Kind::Builtin => {
@@ -716,11 +721,13 @@ fn classify(class: &Bound<'_, PyType>, v: &Bound<'_, PyAny>) -> PyResult<Form> {
         Kind::Decimal => Form::Decimal,
         Kind::Uuid => Form::Uuid,
         Kind::Enum => Form::Enum(ClassName::new(type_name_of(class)?)),
-        // Objects with slots are transcoded: their fields are not one dict to walk.
-        Kind::Object(_) if has_instance_dict(v) && crate::slots::layout_of(class)?.is_none() => {
-            Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), fields: RefCell::default() }))
-        }
-        Kind::Persistent | Kind::Broken | Kind::Subclass(_) | Kind::Object(_) | Kind::Unsupported => Form::Transcoded,
+        Kind::Object(_) => match crate::slots::layout_of(class)? {
+            // An instance dict beside slots could hold a key named like a slot, which the encoder
+            // refuses: such objects are left to it.
+            Some(layout) if layout.has_dict => Form::Transcoded,
+            slots => Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), slots, fields: RefCell::default() })),
+        },
+        Kind::Persistent | Kind::Broken | Kind::Subclass(_) | Kind::Unsupported => Form::Transcoded,
     })
 }
 
