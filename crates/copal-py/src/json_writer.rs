@@ -31,7 +31,7 @@ use pyo3::types::{
 use pyo3::PyTypeInfo;
 
 use crate::classes::type_name_of;
-use crate::encode::{self, object_dict, time_of_day_micros, tz_info, Encoder, FieldSource, Kind, ObjectFields};
+use crate::encode::{self, object_dict, time_of_day_micros, tz_info, Encoder, FieldSource, Kind};
 use crate::slots::{SlotFields, SlotLayout};
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
@@ -599,17 +599,22 @@ impl JsonWriter {
         if self.slot_or_ref(v)? {
             return Ok(());
         }
-        let fields = match &form.slots {
-            Some(layout) => ObjectFields::Slots(SlotFields::of(v, layout)?),
-            None => ObjectFields::Dict(object_dict(v)?),
-        };
+        match &form.slots {
+            Some(layout) => self.object_fields(form, &SlotFields::of(v, layout)?, depth),
+            None => self.object_fields(form, &object_dict(v)?, depth),
+        }
+    }
+
+    /// The `$type` and the fields of an object, from its instance dict or its slots (each its
+    /// own copy of this code, so that the dict's costs no dispatch per field).
+    fn object_fields<'py>(&mut self, form: &ObjectForm, fields: &impl FieldSource<'py>, depth: usize) -> Step {
         self.open_tagged("\"$type\":");
         self.class_name(&form.class);
         let (mut position, mut index) = (0, 0);
-        while let Some((key, value)) = next_item(&fields, &mut position) {
+        while let Some((key, value)) = next_item(fields, &mut position) {
             {
-                let mut fields = form.fields.borrow_mut();
-                match fields.get(index) {
+                let mut members = form.fields.borrow_mut();
+                match members.get(index) {
                     Some((known, member)) if known.as_ptr() == key.as_ptr() => push_piece(&mut self.out, member),
                     _ => {
                         let name = key.cast_exact::<PyString>().map_err(PyErr::from)?;
@@ -617,8 +622,8 @@ impl JsonWriter {
                         // A name found in the cache was written by this branch before.
                         escaped_key(&mut member, name.to_str()?);
                         self.out.push_str(&member);
-                        fields.truncate(index);
-                        fields.push((name.to_owned().unbind(), member));
+                        members.truncate(index);
+                        members.push((name.to_owned().unbind(), member));
                     }
                 }
             }
