@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable
 
 from .errors import CopalError, SchemaError
 from .persistent import Persistent, registry, registry_generation
+from .slots import stored_slots
 
 __all__ = ["Broken", "BrokenObject", "declared_removals", "field_default", "field_defaults", "plan", "renamed_fields"]
 
@@ -226,7 +227,7 @@ def field_default(cls: type, name: str) -> Any:
     if key in _defaults:
         return _defaults[key]
     attribute = inspect.getattr_static(cls, name, NO_DEFAULT)
-    if attribute is NO_DEFAULT:
+    if attribute is NO_DEFAULT or name in _slot_names(cls):
         default = _init_defaults(cls).get(name, NO_DEFAULT)
     elif callable(attribute) or hasattr(type(attribute), "__get__"):
         default = NO_DEFAULT
@@ -246,6 +247,19 @@ def _storable(value: Any) -> bool:
     except (TypeError, ValueError, CopalError):
         return False
     return True
+
+
+def _slot_names(cls: type) -> set[str]:
+    try:
+        return {name for name, _ in stored_slots(cls)}
+    except TypeError:  # a shadowed slot: such a class is not loaded
+        return set()
+
+
+def _has_class_value(cls: type, name: str) -> bool:
+    """Whether attribute lookup finds ``name`` on ``cls``: not so for a slot, whose member
+    descriptor on the class holds no value for an object that never had it set."""
+    return hasattr(cls, name) and name not in _slot_names(cls)
 
 
 def field_defaults(names: Iterable[str]) -> list[tuple[str, str, Any]]:
@@ -276,7 +290,7 @@ def plan(cls: type, stored: list[str]) -> tuple[list[str], Callable[[Any, dict[s
     defaults = {
         name: value
         for name, value in _init_defaults(cls).items()
-        if name not in present and not hasattr(cls, name)
+        if name not in present and not _has_class_value(cls, name)
     }
     # Annotations declare stored types only on persistent classes: a dataclass's annotations
     # are routinely looser than its values (``x: float = 0``), and rewriting them on load would

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator, Mapping, SupportsIndex, TypeVar, overload
 
 from . import _core
+from .slots import stored_slots
 
 __all__ = ["Persistent", "PersistentList", "PersistentDict", "type_name_of", "registry"]
 
@@ -56,6 +57,13 @@ class Persistent(_core.PersistentBase):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if stored_slots(cls):
+            # The stored state of a persistent object is its instance dict: it is what loading
+            # fills, a ghost empties and a commit writes. Slot values would be lost.
+            raise TypeError(
+                f"{cls.__qualname__} declares __slots__, which a copal.Persistent cannot store (its state "
+                "is its instance __dict__): use plain attributes, or __slots__ on values stored inside it"
+            )
         registry[type_name_of(cls)] = cls
         for alias in cls.__dict__.get("__copal_aliases__", ()):
             registry[str(alias)] = cls

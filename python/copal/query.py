@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, Ty
 from .errors import CopalError
 from .evolution import NO_DEFAULT, BrokenObject, field_default, field_defaults, renamed_fields
 from .persistent import Persistent, registry, registry_generation, type_name_of
+from .slots import stored_state
 
 if TYPE_CHECKING:
     from .transaction import Transaction
@@ -183,8 +184,8 @@ def _resolve(obj: Any, path: tuple[str, ...], deleted: frozenset[int] = frozense
             value = found
         elif isinstance(value, BrokenObject):
             value = value.state.get(segment, _MISSING)
-        elif type(value).__module__ != "builtins" and hasattr(value, "__dict__") and not isinstance(value, enum.Enum):
-            value = vars(value).get(segment, _MISSING)
+        elif type(value).__module__ != "builtins" and not isinstance(value, (enum.Enum, uuid.UUID)):
+            value = stored_state(value).get(segment, _MISSING)
         else:
             return _MISSING
         if value is _MISSING:

@@ -55,6 +55,8 @@ pub(crate) struct ClassFacts {
     inert_fields: Vec<Vec<Py<PyString>>>,
     /// Whether `check_plain_class` passed: instances may be made with `object.__new__`.
     pub plain_instances: Option<()>,
+    /// The slots of the class's instances (`slots::layout_of`).
+    pub slots: Option<Option<Arc<crate::slots::SlotLayout>>>,
 }
 
 /// A class's field names, as strings and interned.

@@ -17,7 +17,7 @@ use pyo3::IntoPyObjectExt;
 
 use crate::classes::{field_names, keys_are, resolve, ClassCache, ClassShape};
 use crate::decode::{DecodeInfo, Decoder, Resolver};
-use crate::encode::{Encoder, Sink};
+use crate::encode::{Encoder, FieldSource, Sink};
 use crate::errors::{DanglingReference, IntoPyResult, SchemaError};
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
@@ -1113,13 +1113,17 @@ fn collect_references<'py>(value: &Bound<'py, PyAny>, out: &mut Vec<Bound<'py, P
             collect_references(&item?, out, depth + 1)?;
         }
     } else if !value.is_instance_of::<PyString>()
-        && crate::encode::has_instance_dict(value)
+        && (crate::encode::has_instance_dict(value) || crate::encode::is_heap_type(&value.get_type()))
         && !value.is_instance(pytypes::enum_type(value.py())?)?
     {
-        // Plain objects stored by value; enum members and objects without an instance dict
-        // hold no references of their own.
-        if let Ok(dict) = crate::persistent::instance_dict(value) {
-            collect_references(&dict.into_any(), out, depth + 1)?;
+        // Plain objects stored by value, through their slots and instance dict; enum members
+        // and objects of built-in types without an instance dict hold no references of their own.
+        let fields = match crate::slots::layout_of(&value.get_type())? {
+            Some(layout) => Some(crate::slots::SlotFields::of(value, &layout)?.to_dict()?),
+            None => crate::persistent::instance_dict(value).ok(),
+        };
+        if let Some(fields) = fields {
+            collect_references(&fields.into_any(), out, depth + 1)?;
         }
     }
     Ok(())

@@ -674,6 +674,11 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         typed: bool,
         depth: usize,
     ) -> Result<(), Fail> {
+        if info.fixup.is_some() {
+            if let Some(layout) = crate::slots::layout_of(&obj.get_type())? {
+                return self.set_evolved_slots(r, obj, info, &layout, typed, depth);
+            }
+        }
         for (index, field) in info.fields.iter().enumerate() {
             let value = self.field(r, info, index, typed, depth)?;
             if slots.is_some_and(|slots| slots.store(obj, index, &value)) {
@@ -687,6 +692,40 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         }
         if let Some(fixup) = &info.fixup {
             fixup.bind(self.py).call1((obj, crate::persistent::instance_dict(obj)?))?;
+        }
+        Ok(())
+    }
+
+    /// `set_fields` for an object with slots and a fix-up: the fix-up edits the fields in a
+    /// dict of their own, since slots are not in the instance dict, and the edited fields are
+    /// then set (a field dropped by the fix-up is never set, which a class without `__dict__`
+    /// would have no place for).
+    fn set_evolved_slots(
+        &mut self,
+        r: &mut Reader<'_>,
+        obj: &Bound<'py, PyAny>,
+        info: &DecodeInfo,
+        layout: &crate::slots::SlotLayout,
+        typed: bool,
+        depth: usize,
+    ) -> Result<(), Fail> {
+        let state = PyDict::new(self.py);
+        for (index, field) in info.fields.iter().enumerate() {
+            let value = self.field(r, info, index, typed, depth)?;
+            state.set_item(field.bind(self.py), value)?;
+        }
+        if let Some(fixup) = &info.fixup {
+            fixup.bind(self.py).call1((obj, &state))?;
+        }
+        for (name, value) in state.iter() {
+            let is_slot = layout.fields.iter().any(|slot| slot.name.bind(self.py).as_any().eq(&name).unwrap_or(false));
+            if !is_slot && !layout.has_dict {
+                return Err(Fail::Python(no_place_for(info, &name)));
+            }
+            // SAFETY: valid object, name and value pointers; the call takes its own references.
+            if unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr()) } != 0 {
+                return Err(PyErr::fetch(self.py).into());
+            }
         }
         Ok(())
     }
@@ -751,11 +790,11 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             obj
         };
-        if crate::encode::has_instance_dict(&obj) {
+        if crate::encode::has_instance_dict(&obj) || crate::slots::layout_of(&class)?.is_some() {
             self.set_fields(r, &obj, &info, None, false, depth + 1)?;
         } else if !info.fields.is_empty() {
             return Err(Fail::Python(SchemaError::new_err(format!(
-                "stored type {:?} has fields but its class has no __dict__",
+                "stored type {:?} has fields but its class has neither __dict__ nor __slots__",
                 info.type_name
             ))));
         }
@@ -935,8 +974,9 @@ fn clock(micros_of_day: i64) -> (u8, u8, u8, u32) {
 
 /// Refuses a class whose instances would run its code with values from the stream: a
 /// finalizer (`__del__` runs when the rebuilt object is collected, even if decoding fails later),
-/// or a data descriptor (a property with a setter, a slot, `__class__`, `__dict__`) named like one
-/// of the descriptor's fields, whose setter would run when the field is set. Writers never produce
+/// or a data descriptor (a property with a setter, `__class__`, `__dict__`) named like one of the
+/// descriptor's fields, whose setter would run when the field is set; the class's own slots
+/// (slots.rs) are where their fields go. Writers never produce
 /// such streams: an instance's `__dict__` cannot hold an attribute that a data descriptor shadows.
 /// The class's namespaces are read through `type`'s own descriptors, so no metaclass code runs.
 pub fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResult<()> {
@@ -967,16 +1007,36 @@ pub fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResu
     if lookup(pyo3::intern!(py, "__del__").as_any())?.is_some() {
         return refuse("has a finalizer (__del__)".into());
     }
+    // A slot's member descriptor is where the field belongs: setting it runs no code of the class.
+    let layout = crate::slots::layout_of(class)?;
+    let is_slot = |attribute: &Bound<'py, PyAny>| layout.as_ref().is_some_and(|layout| layout.fields.iter().any(|slot| slot.member.is(attribute)));
     for field in &info.fields {
         if let Some(attribute) = lookup(field.bind(py).as_any())? {
             // SAFETY: reading a slot of the live type object of `attribute`.
             let is_data_descriptor = unsafe { (*attribute.get_type().as_type_ptr()).tp_descr_set.is_some() };
-            if is_data_descriptor {
+            if is_data_descriptor && !is_slot(&attribute) {
                 return refuse(format!("has a data descriptor (property, slot, ...) for its field {}", field.bind(py)));
             }
         }
     }
+    // A class without `__dict__` has room for its slots only. (A fix-up may drop fields
+    // first: `set_evolved_slots` checks what is left.)
+    if let Some(layout) = layout.as_ref().filter(|layout| !layout.has_dict && info.fixup.is_none()) {
+        let is_slot_name = |field: &Py<PyString>| layout.fields.iter().any(|slot| slot.name.bind(py).as_any().eq(field.bind(py)).unwrap_or(false));
+        if let Some(field) = info.fields.iter().find(|field| !is_slot_name(field)) {
+            return Err(no_place_for(info, field.bind(py)));
+        }
+    }
     Ok(())
+}
+
+/// A stored field that an object of a class with slots and no `__dict__` cannot hold.
+fn no_place_for(info: &DecodeInfo, field: &Bound<'_, PyAny>) -> PyErr {
+    SchemaError::new_err(format!(
+        "stored type {:?} has a field {field} that its class has neither a slot nor a __dict__ for: add the \
+         slot, or declare the field in __copal_removed__",
+        info.type_name
+    ))
 }
 
 pub fn check_plain_class(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()> {

@@ -18,7 +18,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::encode::object_dict;
+use crate::encode::{object_dict, FieldSource};
+use crate::slots::SlotFields;
 
 use compact::CompactItems;
 
@@ -38,6 +39,7 @@ pub struct Items<'py>(Cursor<'py>);
 enum Cursor<'py> {
     Compact(CompactItems<'py>),
     Generic { dict: Bound<'py, PyDict>, position: ffi::Py_ssize_t },
+    Slots { fields: SlotFields<'py>, position: ffi::Py_ssize_t },
 }
 
 impl<'py> Items<'py> {
@@ -53,6 +55,12 @@ impl<'py> Items<'py> {
         }
     }
 
+    /// The fields of an object of a class with slots (`SlotFields`), read one by one, so that
+    /// a slot changed meanwhile is read as it is then.
+    pub fn of_slots(fields: SlotFields<'py>) -> Self {
+        Items(Cursor::Slots { fields, position: 0 })
+    }
+
     pub fn of_dict(dict: Bound<'py, PyDict>) -> Self {
         match CompactItems::of_dict(&dict) {
             Some(items) => Items(Cursor::Compact(items)),
@@ -65,6 +73,12 @@ impl<'py> Items<'py> {
         match &mut self.0 {
             Cursor::Compact(items) => items.next(),
             Cursor::Generic { dict, position } => next_item(dict, position).map_or(Next::End, |(k, v)| Next::Item(k, v)),
+            Cursor::Slots { fields, position } => match fields.next_field(position) {
+                // SAFETY: borrowed references to live objects: the name held by the slot layout,
+                // which `fields` keeps alive, and the value, made owned at once.
+                Some((key, value)) => unsafe { Next::Item(Borrowed::from_ptr(fields.py(), key), Bound::from_borrowed_ptr(fields.py(), value)) },
+                None => Next::End,
+            },
         }
     }
 }

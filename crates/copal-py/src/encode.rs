@@ -2,6 +2,7 @@
 //! with the core's `Writer` primitives.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
 use copal_core::format::{oid_class, oid_seq, tag, FieldKind, ListHead, StringForm, StringsMark, TzInfo, Writer, FLAG_MUTABLE_STATE};
@@ -18,6 +19,7 @@ use crate::classes::{type_name_of, ClassShape};
 use crate::hashing::IntMap;
 use crate::persistent::{instance_dict, PersistentBase};
 use crate::pytypes;
+use crate::slots::{SlotFields, SlotLayout};
 use crate::strings::StringTable;
 
 /// Deepest nesting the encoder writes; equal to the decoders' limit so that everything written
@@ -68,48 +70,121 @@ pub fn field_kind_of(v: &Bound<'_, PyAny>) -> FieldKind {
     }
 }
 
-/// Whether every value of `dict` has the kind of its field, so that it can be written as a
-/// TYPED_OBJECT of these `kinds`.
+/// The fields of an object being written, in order: an instance dict (or a stored state), or
+/// the slots and dict of an object with slots, read in place (slots.rs).
+pub(crate) trait FieldSource<'py> {
+    fn py(&self) -> Python<'py>;
+    /// How many fields there are now.
+    fn count(&self) -> usize;
+    /// The name and value of the next field after `position` (0 for the first), which it
+    /// advances, or None after the last. Borrowed references, valid while no Python code runs.
+    fn next_field(&self, position: &mut ffi::Py_ssize_t) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)>;
+    /// The fields as a dict of their own (for the sink, which names a descriptor's fields by
+    /// the keys of a dict).
+    fn to_dict(&self) -> PyResult<Bound<'py, PyDict>>;
+}
+
+impl<'py> FieldSource<'py> for Bound<'py, PyDict> {
+    fn py(&self) -> Python<'py> {
+        Bound::py(self)
+    }
+
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn next_field(&self, position: &mut ffi::Py_ssize_t) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
+        let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `self` is a dict and the GIL is held; PyDict_Next returns borrowed references.
+        (unsafe { ffi::PyDict_Next(self.as_ptr(), position, &mut key, &mut value) } != 0).then_some((key, value))
+    }
+
+    fn to_dict(&self) -> PyResult<Bound<'py, PyDict>> {
+        Ok(self.clone())
+    }
+}
+
+/// The fields of a plain object (`Encoder::object_state`).
+pub(crate) enum ObjectFields<'py> {
+    Dict(Bound<'py, PyDict>),
+    Slots(SlotFields<'py>),
+}
+
+impl<'py> FieldSource<'py> for ObjectFields<'py> {
+    fn py(&self) -> Python<'py> {
+        match self {
+            ObjectFields::Dict(dict) => FieldSource::py(dict),
+            ObjectFields::Slots(slots) => slots.py(),
+        }
+    }
+
+    fn count(&self) -> usize {
+        match self {
+            ObjectFields::Dict(dict) => dict.len(),
+            ObjectFields::Slots(slots) => slots.count(),
+        }
+    }
+
+    fn next_field(&self, position: &mut ffi::Py_ssize_t) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
+        match self {
+            ObjectFields::Dict(dict) => dict.next_field(position),
+            ObjectFields::Slots(slots) => slots.next_field(position),
+        }
+    }
+
+    fn to_dict(&self) -> PyResult<Bound<'py, PyDict>> {
+        match self {
+            ObjectFields::Dict(dict) => Ok(dict.clone()),
+            ObjectFields::Slots(slots) => slots.to_dict(),
+        }
+    }
+}
+
+/// Whether every field value of `fields` has the kind of its field, so that it can be written
+/// as a TYPED_OBJECT of these `kinds`.
 ///
 /// The values are read as borrowed references, without the reference counting of an iterator:
-/// this runs for every object of a stream, and `field_kind_of` runs no Python code, so the dict
-/// cannot change while it is read.
-fn fits_kinds(dict: &Bound<'_, PyDict>, kinds: &[FieldKind]) -> bool {
-    if dict.len() != kinds.len() {
+/// this runs for every object of a stream, and `field_kind_of` runs no Python code, so the
+/// fields cannot change while they are read.
+fn fits_kinds<'py>(fields: &impl FieldSource<'py>, kinds: &[FieldKind]) -> bool {
+    if fields.count() != kinds.len() {
         return false;
     }
-    let py = dict.py();
+    let py = fields.py();
     let mut position: ffi::Py_ssize_t = 0;
-    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
     kinds.iter().all(|&kind| {
-        // SAFETY: `dict` is a dict and the GIL is held; PyDict_Next returns borrowed references,
-        // which stay valid while no Python code runs.
-        let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) } != 0;
-        more && (kind == FieldKind::Any || field_kind_of(&*unsafe { pyo3::Borrowed::from_ptr(py, value) }) == kind)
+        // SAFETY: a borrowed reference, valid while no Python code runs.
+        fields.next_field(&mut position).is_some_and(|(_, value)| {
+            kind == FieldKind::Any || field_kind_of(&*unsafe { pyo3::Borrowed::from_ptr(py, value) }) == kind
+        })
     })
 }
 
-/// Calls `write` with the index, key and value of each of the `len` attributes in `dict` (the
+/// Calls `write` with the index, key and value of each of the `len` fields of `fields` (the
 /// fields of the descriptor it is written under). Python code run while a value is written (an
-/// enum's `_name_`, a hash, the loading of a ghost) can change the dict: an object whose
+/// enum's `_name_`, a hash, the loading of a ghost) can change the object: an object whose
 /// attributes were added or removed meanwhile is refused, where iterating on would write a body
 /// that does not match its descriptor (or stop at pyo3's panic on a dict changing size).
-fn each_field<'py>(dict: &Bound<'py, PyDict>, len: usize, mut write: impl FnMut(usize, &Bound<'py, PyAny>, &Bound<'py, PyAny>) -> Step) -> Step {
+fn each_field<'py>(
+    fields: &impl FieldSource<'py>,
+    len: usize,
+    mut write: impl FnMut(usize, &Bound<'py, PyAny>, &Bound<'py, PyAny>) -> Step,
+) -> Step {
     let changed = || Failure::Unsupported { path: vec![], reason: "its attributes changed while it was being written".into() };
-    let py = dict.py();
+    let py = fields.py();
     let mut position: ffi::Py_ssize_t = 0;
-    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
-    // SAFETY: `dict` is a dict and the GIL is held. PyDict_Next returns borrowed references,
-    // made owned (new references) before `write` can run Python code.
-    let mut next = || unsafe {
-        (ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) != 0)
-            .then(|| (Bound::from_borrowed_ptr(py, key), Bound::from_borrowed_ptr(py, value)))
+    // SAFETY: borrowed references, made owned (new references) before `write` can run Python
+    // code.
+    let mut next = || {
+        fields
+            .next_field(&mut position)
+            .map(|(key, value)| unsafe { (Bound::from_borrowed_ptr(py, key), Bound::from_borrowed_ptr(py, value)) })
     };
     for index in 0..len {
-        let Some((key, value)) = next().filter(|_| dict.len() == len) else { return Err(changed()) };
+        let Some((key, value)) = next().filter(|_| fields.count() == len) else { return Err(changed()) };
         write(index, &key, &value)?;
     }
-    if dict.len() != len || next().is_some() {
+    if fields.count() != len || next().is_some() {
         return Err(changed());
     }
     Ok(())
@@ -169,6 +244,9 @@ pub struct Encoder<'s> {
     /// For each `Kind::Object` class (indexed by `Kind::Object`'s number), the descriptor its
     /// last object was written with and that object's field names.
     object_shapes: Vec<Option<LastShape>>,
+    /// For each `Kind::Object` class, its slots if it has any (slots.rs), indexed like
+    /// `object_shapes`.
+    object_layouts: Vec<Option<Arc<SlotLayout>>>,
     /// Whether reference counts can be read (see `is_unshared`), found out on first use.
     refcounts_readable: Option<bool>,
     /// Set for streams of version 2 (standalone.rs): equal strings are written once. Records and
@@ -219,8 +297,8 @@ pub(crate) enum Kind {
     Enum,
     /// A Python subclass of list, dict, tuple, set or frozenset, with the tag of its base.
     Subclass(u8),
-    /// A plain instance of a Python class, written by value as an OBJECT; the number of the
-    /// class's entry in `Encoder::object_shapes`.
+    /// A plain instance of a Python class (with a `__dict__`, slots or both), written by value
+    /// as an OBJECT; the number of the class's entry in `Encoder::object_shapes`.
     Object(usize),
     Unsupported,
 }
@@ -242,6 +320,7 @@ impl<'s> Encoder<'s> {
             kinds: IntMap::default(),
             kind_classes: Vec::new(),
             object_shapes: Vec::new(),
+            object_layouts: Vec::new(),
             refcounts_readable: None,
             strings: None,
             mixed_lists: IntMap::default(),
@@ -473,6 +552,7 @@ impl<'s> Encoder<'s> {
         let kind = classify(class, self.object_shapes.len())?;
         if let Kind::Object(_) = kind {
             self.object_shapes.push(None);
+            self.object_layouts.push(crate::slots::layout_of(class)?);
         }
         self.kinds.insert(key, kind);
         self.kind_classes.push(class.clone().unbind());
@@ -690,7 +770,7 @@ impl<'s> Encoder<'s> {
         let mut typed: Option<(u32, Rc<[FieldKind]>)> = None;
         let mut written = 0;
         for item in list.iter() {
-            let Some((dict, descriptor, kinds)) = self.list_object(&item, &class, class_index, &typed)? else {
+            let Some((fields, descriptor, kinds)) = self.list_object(&item, &class, class_index, &typed)? else {
                 return Ok(self.abandon(list, mark, written));
             };
             if typed.is_none() {
@@ -700,7 +780,7 @@ impl<'s> Encoder<'s> {
             }
             // It takes its memo slot, without an identity-map entry: nothing else holds it.
             self.next_memo += 1;
-            at(self.typed_fields(&dict, &kinds, depth + 1), || format!("[{written}]"))?;
+            at(self.typed_fields(&fields, &kinds, depth + 1), || format!("[{written}]"))?;
             written += 1;
         }
         if written != count {
@@ -709,7 +789,7 @@ impl<'s> Encoder<'s> {
         Ok(true)
     }
 
-    /// The instance dict, descriptor and field kinds of `item` if it can be the next object of
+    /// The fields, descriptor and field kinds of `item` if it can be the next object of
     /// an OBJECT_LIST of plain objects of `class` (numbered `class_index`) whose first object
     /// had the descriptor and kinds of `typed` (None: it is the first).
     #[allow(clippy::type_complexity)]
@@ -719,19 +799,19 @@ impl<'s> Encoder<'s> {
         class: &Bound<'_, PyType>,
         class_index: usize,
         typed: &Option<(u32, Rc<[FieldKind]>)>,
-    ) -> PyResult<Option<(Bound<'py, PyDict>, u32, Rc<[FieldKind]>)>> {
+    ) -> PyResult<Option<(ObjectFields<'py>, u32, Rc<[FieldKind]>)>> {
         if !item.get_type().is(class) || !self.is_unshared(item) {
             return Ok(None);
         }
-        let dict = object_dict(item)?;
-        let descriptor = self.shape_of(item, class_index, &dict)?.descriptor;
+        let fields = self.object_state(item, class_index)?;
+        let descriptor = self.shape_of(item, class_index, &fields)?.descriptor;
         let kinds = match typed {
             Some((first, kinds)) => (*first == descriptor).then(|| Rc::clone(kinds)),
             // A body of no fields is no bytes: the count could not be checked against the input
             // when read (the length rule), so such lists stay LISTs.
             None => self.sink.field_kinds(descriptor).filter(|kinds| !kinds.is_empty()),
         };
-        Ok(kinds.filter(|kinds| fits_kinds(&dict, kinds)).map(|kinds| (dict, descriptor, kinds)))
+        Ok(kinds.filter(|kinds| fits_kinds(&fields, kinds)).map(|kinds| (fields, descriptor, kinds)))
     }
 
     /// `object_list`'s way out when an item does not qualify, after `written` items: false.
@@ -745,27 +825,27 @@ impl<'s> Encoder<'s> {
 
     /// The fields of an object as an OBJECT, or as a TYPED_OBJECT when its descriptor has field
     /// kinds that its values fit.
-    fn object_fields(&mut self, descriptor: u32, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
+    fn object_fields<'py>(&mut self, descriptor: u32, fields: &impl FieldSource<'py>, depth: usize) -> Step {
         match self.sink.field_kinds(descriptor) {
-            Some(kinds) if fits_kinds(dict, &kinds) => {
+            Some(kinds) if fits_kinds(fields, &kinds) => {
                 self.w.u8(tag::TYPED_OBJECT);
                 self.w.varint(u64::from(descriptor));
-                self.typed_fields(dict, &kinds, depth)
+                self.typed_fields(fields, &kinds, depth)
             }
             _ => {
                 self.w.u8(tag::OBJECT);
                 self.w.varint(u64::from(descriptor));
-                self.fields(dict, depth)
+                self.fields(fields, depth)
             }
         }
     }
 
     /// The fields of a TYPED_OBJECT whose values fit `kinds` (`fits_kinds`), each in the form of
     /// its kind.
-    fn typed_fields(&mut self, dict: &Bound<'_, PyDict>, kinds: &[FieldKind], depth: usize) -> Step {
+    fn typed_fields<'py>(&mut self, fields: &impl FieldSource<'py>, kinds: &[FieldKind], depth: usize) -> Step {
         // `fits_kinds` checked the values, but Python code run by the encoder since may have
         // changed the attributes of an object of an OBJECT_LIST still to write (`each_field`).
-        each_field(dict, kinds.len(), |index, key, value| at(self.typed_value(value, kinds[index], depth + 1), || format!(".{key}")))
+        each_field(fields, kinds.len(), |index, key, value| at(self.typed_value(value, kinds[index], depth + 1), || format!(".{key}")))
     }
 
     fn typed_value(&mut self, v: &Bound<'_, PyAny>, kind: FieldKind, depth: usize) -> Step {
@@ -876,19 +956,28 @@ impl<'s> Encoder<'s> {
         if self.backref_or_slot(v)? {
             return Ok(());
         }
-        let dict = object_dict(v)?;
-        let shape = self.shape_of(v, class_index, &dict)?;
-        self.object_fields(shape.descriptor, &dict, depth)
+        let fields = self.object_state(v, class_index)?;
+        let shape = self.shape_of(v, class_index, &fields)?;
+        self.object_fields(shape.descriptor, &fields, depth)
     }
 
-    /// The shape the sink gives `v`, a plain object of the class numbered `class_index`, whose
-    /// instance dict is `dict`: the last one of its class if `dict` has the same key objects.
-    fn shape_of(&mut self, v: &Bound<'_, PyAny>, class_index: usize, dict: &Bound<'_, PyDict>) -> PyResult<ClassShape> {
-        if let Some(last) = self.object_shapes[class_index].as_ref().filter(|last| last.has_fields_of(dict)) {
+    /// The fields of `v`, a plain object of the class numbered `class_index`: its instance dict,
+    /// or its slots (and dict) read in place if its class has slots.
+    fn object_state<'py>(&self, v: &Bound<'py, PyAny>, class_index: usize) -> PyResult<ObjectFields<'py>> {
+        Ok(match &self.object_layouts[class_index] {
+            Some(layout) => ObjectFields::Slots(SlotFields::of(v, layout)?),
+            None => ObjectFields::Dict(object_dict(v)?),
+        })
+    }
+
+    /// The shape the sink gives `v`, a plain object of the class numbered `class_index`, with
+    /// `fields`: the last one of its class if `fields` have the same name objects.
+    fn shape_of<'py>(&mut self, v: &Bound<'py, PyAny>, class_index: usize, fields: &impl FieldSource<'py>) -> PyResult<ClassShape> {
+        if let Some(last) = self.object_shapes[class_index].as_ref().filter(|last| last.has_fields_of(fields)) {
             return Ok(last.shape);
         }
-        let shape = self.sink.descriptor(&v.get_type(), dict)?;
-        self.object_shapes[class_index] = Some(LastShape::new(dict, shape));
+        let shape = self.sink.descriptor(&v.get_type(), &fields.to_dict()?)?;
+        self.object_shapes[class_index] = Some(LastShape::new(fields, shape));
         Ok(shape)
     }
 
@@ -908,8 +997,8 @@ impl<'s> Encoder<'s> {
         self.object_fields(shape.descriptor, &dict, depth)
     }
 
-    fn fields(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
-        each_field(dict, dict.len(), |_, key, value| at(self.value(value, depth + 1), || format!(".{key}")))
+    fn fields<'py>(&mut self, fields: &impl FieldSource<'py>, depth: usize) -> Step {
+        each_field(fields, fields.count(), |_, key, value| at(self.value(value, depth + 1), || format!(".{key}")))
     }
 
     fn subclass(&mut self, v: &Bound<'_, PyAny>, base: u8, depth: usize) -> Step {
@@ -919,10 +1008,12 @@ impl<'s> Encoder<'s> {
         if self.backref_or_slot(v)? {
             return Ok(());
         }
-        let empty = PyDict::new(v.py());
-        let dict = if has_instance_dict(v) { instance_dict(v)? } else { empty };
+        let fields = match crate::slots::layout_of(&v.get_type())? {
+            Some(layout) => ObjectFields::Slots(SlotFields::of(v, &layout)?),
+            None => ObjectFields::Dict(instance_dict(v)?),
+        };
         let slot = self.next_memo - 1;
-        let shape = self.sink.descriptor(&v.get_type(), &dict)?;
+        let shape = self.sink.descriptor(&v.get_type(), &fields.to_dict()?)?;
         self.w.u8(tag::SUBCLASS);
         self.w.varint(u64::from(shape.descriptor));
         let base_at = self.w.buf.len();
@@ -947,12 +1038,12 @@ impl<'s> Encoder<'s> {
                 self.items(items.len(), items.into_iter(), depth)?;
             }
         }
-        self.fields(&dict, depth)
+        self.fields(&fields, depth)
     }
 }
 
 /// The descriptor the sink gave for the last object of a class, and the field names (the keys
-/// of the object's dict, in order) it was given for. The instances of a class usually share one
+/// of the object's dict, or its slots, in order) it was given for. The instances of a class usually share one
 /// set of key objects (CPython's split dicts, interned attribute names), so the next object of
 /// the class is checked by comparing addresses instead of asking the sink (a class lookup and a
 /// comparison of names). The sink's answer depends only on the class and the field names, so
@@ -965,23 +1056,24 @@ struct LastShape {
 }
 
 impl LastShape {
-    fn new(dict: &Bound<'_, PyDict>, shape: ClassShape) -> Self {
-        LastShape { fields: dict.keys().iter().map(Bound::unbind).collect(), shape }
+    fn new<'py>(fields: &impl FieldSource<'py>, shape: ClassShape) -> Self {
+        let mut position: ffi::Py_ssize_t = 0;
+        let names = std::iter::from_fn(|| fields.next_field(&mut position))
+            // SAFETY: a borrowed reference, made owned at once.
+            .map(|(name, _)| unsafe { Bound::from_borrowed_ptr(fields.py(), name) }.unbind())
+            .collect();
+        LastShape { fields: names, shape }
     }
 
-    /// Whether the keys of `dict` are the objects of `fields`, in order. No Python code runs.
-    fn has_fields_of(&self, dict: &Bound<'_, PyDict>) -> bool {
-        if dict.len() != self.fields.len() {
+    /// Whether the names of `fields` are the objects of `self.fields`, in order. No Python code
+    /// runs.
+    fn has_fields_of<'py>(&self, fields: &impl FieldSource<'py>) -> bool {
+        if fields.count() != self.fields.len() {
             return false;
         }
         let mut position: ffi::Py_ssize_t = 0;
-        let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
-        self.fields.iter().all(|field| {
-            // SAFETY: `dict` is a dict and the GIL is held; PyDict_Next returns borrowed
-            // references, which are only compared as addresses.
-            let more = unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut position, &mut key, &mut value) } != 0;
-            more && key == field.as_ptr()
-        })
+        // The borrowed names are only compared as addresses.
+        self.fields.iter().all(|field| fields.next_field(&mut position).is_some_and(|(name, _)| name == field.as_ptr()))
     }
 }
 
@@ -1046,14 +1138,29 @@ pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResu
             return Ok(if rebuilt_by_base(class, &base)? { Kind::Subclass(base_tag) } else { Kind::Unsupported });
         }
     }
-    if class_has_instance_dict(class) && new_is_object_new(class)? && !is_builtin_subclass(class)? {
+    let state_known = class_has_instance_dict(class) || every_base_declares_slots(class)?;
+    if state_known && new_is_object_new(class)? && !is_builtin_subclass(class)? {
         return Ok(Kind::Object(object_index));
     }
     Ok(Kind::Unsupported)
 }
 
-/// The instance dict of `v`, an instance of a `Kind::Object` class (whose instances have a
-/// `__dict__` slot), taken from the slot (CPython materializes it if it keeps the attributes
+/// Whether every class of `class`'s MRO but `object` declares `__slots__`: then its instances
+/// hold nothing but those slots. (A class statement without `__slots__` gives its instances a
+/// `__dict__`; a type without either, such as `_thread.lock`, keeps its state out of reach.)
+fn every_base_declares_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
+    let py = class.py();
+    let object = pytypes::object_type(py)?;
+    for ancestor in class.mro().iter().filter(|ancestor| !ancestor.is(object)) {
+        if !ancestor.getattr(pyo3::intern!(py, "__dict__"))?.contains(pyo3::intern!(py, "__slots__"))? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The instance dict of `v`, an instance of a `Kind::Object` class without slots (whose
+/// instances have a `__dict__` slot), taken from the slot (CPython materializes it if it keeps the attributes
 /// inline) instead of by looking `__dict__` up along the class's MRO for every object. It is
 /// the dict the decoder sets the fields in.
 pub(crate) fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
@@ -1072,7 +1179,7 @@ fn unsupported_type(class: &Bound<'_, PyType>) -> Failure {
         path: vec![],
         reason: format!(
             "values of type {} cannot be stored (see docs/FORMAT.md for the supported types; \
-             make the class a copal.Persistent or a plain class with __dict__)",
+             make the class a copal.Persistent or a plain class with __dict__ or __slots__)",
             type_name_of(class).unwrap_or_else(|_| "?".into())
         ),
     }
@@ -1153,7 +1260,7 @@ pub fn has_instance_dict(v: &Bound<'_, PyAny>) -> bool {
     class_has_instance_dict(&v.get_type())
 }
 
-fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
+pub(crate) fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
     // SAFETY: `class` is a valid type object; only its layout field is read.
     unsafe { (*class.as_type_ptr()).tp_dictoffset != 0 }
 }

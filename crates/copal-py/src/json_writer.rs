@@ -16,6 +16,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY};
 use copal_core::format::{is_decimal_text, TzInfo};
@@ -31,7 +32,8 @@ use pyo3::PyTypeInfo;
 
 use crate::classes::type_name_of;
 use crate::dict_items::{Items, Next};
-use crate::encode::{self, has_instance_dict, time_of_day_micros, tz_info, Encoder, Kind};
+use crate::encode::{self, time_of_day_micros, tz_info, Encoder, Kind};
+use crate::slots::{SlotFields, SlotLayout};
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
 use crate::json_keys::KeyCache;
@@ -133,6 +135,8 @@ impl ClassName {
 
 struct ObjectForm {
     class: Rc<ClassName>,
+    /// The slots of the class (which then has no instance dict), if it has any.
+    slots: Option<Arc<SlotLayout>>,
     /// The `,"name":` of each field, by position, with the field name it was made from: the
     /// objects of a class almost always have the same interned names, so an identity test
     /// replaces escaping the name.
@@ -328,7 +332,7 @@ impl JsonWriter {
             Some(form) => form.clone(),
             None => {
                 let class = v.get_type();
-                let form = classify(&class, v)?;
+                let form = classify(&class)?;
                 self.forms.insert(key, form.clone());
                 self.form_classes.push(class.unbind());
                 form
@@ -603,7 +607,10 @@ impl JsonWriter {
         if self.slot_or_ref(v)? {
             return Ok(());
         }
-        let mut items = Items::of_instance(v)?;
+        let mut items = match &form.slots {
+            Some(layout) => Items::of_slots(SlotFields::of(v, layout)?),
+            None => Items::of_instance(v)?,
+        };
         self.open_tagged("\"$type\":");
         self.class_name(&form.class);
         let mut index = 0;
@@ -614,8 +621,8 @@ impl JsonWriter {
                 Next::Changed => return Err(Unhandled),
             };
             {
-                let mut fields = form.fields.borrow_mut();
-                match fields.get(index) {
+                let mut members = form.fields.borrow_mut();
+                match members.get(index) {
                     Some((known, member)) if known.as_ptr() == key.as_ptr() => push_piece(&mut self.out, member),
                     _ => {
                         let name = key.cast_exact::<PyString>().map_err(PyErr::from)?;
@@ -623,8 +630,8 @@ impl JsonWriter {
                         // A name found in the cache was written by this branch before.
                         escaped_key(&mut member, str_text(&name)?);
                         self.out.push_str(&member);
-                        fields.truncate(index);
-                        fields.push((name.to_owned().unbind(), member));
+                        members.truncate(index);
+                        members.push((name.to_owned().unbind(), member));
                     }
                 }
             }
@@ -711,9 +718,9 @@ fn encodes_alone(item: &Bound<'_, PyAny>) -> bool {
         || pytypes::uuid_type(py).is_ok_and(|uuid| class.is(uuid))
 }
 
-/// How values of `class` (of which `v` is one) are written: encode.rs's `classify`, mapped to
-/// the forms of this writer (what it does not write itself goes to the transcoder).
-fn classify(class: &Bound<'_, PyType>, v: &Bound<'_, PyAny>) -> PyResult<Form> {
+/// How values of `class` are written: encode.rs's `classify`, mapped to the forms of this writer
+/// (what it does not write itself goes to the transcoder).
+fn classify(class: &Bound<'_, PyType>) -> PyResult<Form> {
     let py = class.py();
     Ok(match encode::classify(class, 0)? {
         Kind::Builtin => {
@@ -733,10 +740,13 @@ fn classify(class: &Bound<'_, PyType>, v: &Bound<'_, PyAny>) -> PyResult<Form> {
         Kind::Decimal => Form::Decimal,
         Kind::Uuid => Form::Uuid,
         Kind::Enum => Form::Enum(ClassName::new(type_name_of(class)?)),
-        Kind::Object(_) if has_instance_dict(v) => {
-            Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), fields: RefCell::default() }))
-        }
-        Kind::Persistent | Kind::Broken | Kind::Subclass(_) | Kind::Object(_) | Kind::Unsupported => Form::Transcoded,
+        Kind::Object(_) => match crate::slots::layout_of(class)? {
+            // An instance dict beside slots could hold a key named like a slot, which the encoder
+            // refuses: such objects are left to it.
+            Some(layout) if layout.has_dict => Form::Transcoded,
+            slots => Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), slots, fields: RefCell::default() })),
+        },
+        Kind::Persistent | Kind::Broken | Kind::Subclass(_) | Kind::Unsupported => Form::Transcoded,
     })
 }
 

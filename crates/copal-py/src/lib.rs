@@ -19,6 +19,7 @@ mod json_keys;
 mod json_writer;
 mod persistent;
 mod query;
+mod slots;
 mod pytypes;
 mod stats;
 mod standalone;

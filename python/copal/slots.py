@@ -1,0 +1,93 @@
+"""The ``__slots__`` of a class that copal stores as fields of its objects.
+
+An object stored by value (an OBJECT, docs/FORMAT.md "Values") has as fields the slots that
+are set, in the order of its class's MRO with bases first, then its ``__dict__`` if it has one.
+Each slot is read and written through its member descriptor, as ``copy`` and ``pickle`` do, so
+that no ``__setattr__`` of the class runs (a frozen dataclass raises in its own).
+
+>>> class Point:
+...     __slots__ = ("x", "y")
+>>> [name for name, _ in stored_slots(Point)]
+['x', 'y']
+"""
+
+from __future__ import annotations
+
+from types import MemberDescriptorType
+from typing import Any
+
+_NOT_FOUND: Any = object()
+
+
+def stored_slots(cls: type) -> tuple[tuple[str, Any], ...]:
+    """(attribute name, member descriptor) of every slot of ``cls``'s instances, bases first.
+
+    Names are the attribute names, mangled as the class statement mangles them (``__x`` in
+    class ``C`` is ``_C__x``). ``__dict__`` and ``__weakref__`` are not slots that hold values.
+
+    Raises:
+        TypeError: a slot is shadowed in ``cls``'s MRO by another attribute of its name (a
+            property, say): which of the two holds the object's value cannot be told.
+    """
+    slots: list[tuple[str, Any]] = []
+    # Members that no __slots__ declares (os.stat_result's fields, say) are their type's to
+    # fill, not slots.
+    for klass in reversed(cls.__mro__):
+        for name, member in _own_slots(klass):
+            found = _class_attribute(cls, name)
+            if found is not member:
+                raise TypeError(
+                    f"cannot store instances of {cls.__module__}.{cls.__qualname__}: its slot {name!r} "
+                    f"(declared by {klass.__qualname__}) is shadowed by {type(found).__name__} "
+                    f"{name!r}, so copal cannot tell where the value lives; rename one of them"
+                )
+            slots.append((name, member))
+    return tuple(slots)
+
+
+def stored_state(obj: Any) -> dict[str, Any]:
+    """The fields an object stored by value has: its slots that are set, then its ``__dict__``."""
+    state = {name: value for name, member in stored_slots(type(obj)) if (value := _slot_value(obj, member)) is not _NOT_FOUND}
+    state.update(getattr(obj, "__dict__", {}))
+    return state
+
+
+def _slot_value(obj: Any, member: Any) -> Any:
+    try:
+        return member.__get__(obj, type(obj))
+    except AttributeError:
+        return _NOT_FOUND
+
+
+def _own_slots(klass: type) -> list[tuple[str, Any]]:
+    """The member descriptors ``klass`` itself made for its ``__slots__``, in declared order."""
+    namespace = klass.__dict__
+    if "__slots__" not in namespace:
+        return []
+    members = {
+        name: value
+        for name, value in namespace.items()
+        if type(value) is MemberDescriptorType and value.__objclass__ is klass
+    }
+    declared = namespace.get("__slots__", ())
+    names = [declared] if isinstance(declared, str) else list(declared) if isinstance(declared, (tuple, list, dict)) else []
+    ordered = [mangled for name in names if (mangled := _mangle(klass.__name__, name)) in members]
+    # Members the declaration no longer lists (it was an iterator, now spent) follow in the
+    # order the class statement made them.
+    ordered += [name for name in members if name not in ordered]
+    return [(name, members[name]) for name in ordered]
+
+
+def _class_attribute(cls: type, name: str) -> Any:
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _NOT_FOUND
+
+
+def _mangle(class_name: str, name: str) -> str:
+    """``name`` as the class statement of ``class_name`` stores it (CPython's ``_Py_Mangle``)."""
+    stripped = class_name.lstrip("_")
+    if not name.startswith("__") or name.endswith("__") or "." in name or not stripped:
+        return name
+    return f"_{stripped}{name}"
