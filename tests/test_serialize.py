@@ -535,6 +535,41 @@ def test_a_list_that_shrinks_while_it_is_written_is_refused() -> None:
             HOOKED_CALLBACKS.clear()
 
 
+@pytest.mark.parametrize("change", ["grow", "shrink"])
+def test_a_dict_that_changes_size_while_it_is_written_is_refused(change: str) -> None:
+    """Python code run while a dict is written (an enum's ``_name_``) can add or remove items:
+    the count already written would no longer match, so the dict is refused with TypeError
+    (never a panic), in streams and in the state of a stored object."""
+    def meddle(victim: dict[str, Any]) -> Callable[[], None]:
+        return (lambda: victim.__setitem__("added", 1)) if change == "grow" else (lambda: victim.pop("later"))
+    victim: dict[str, Any] = {"first": Hooked.ONLY, "later": 2}
+    HOOKED_CALLBACKS.append(meddle(victim))
+    try:
+        with pytest.raises(TypeError, match="changed size while it was being written"):
+            copal.dumps(victim)
+    finally:
+        HOOKED_CALLBACKS.clear()
+
+
+def test_an_object_whose_state_changes_size_while_it_is_stored_is_refused(tmp_path: Path) -> None:
+    class Holder(copal.Persistent):
+        pass
+
+    with copal.open(tmp_path / "db") as db:
+        holder = Holder()
+        holder.first = Hooked.ONLY
+        holder.later = 2
+        HOOKED_CALLBACKS.append(lambda: setattr(holder, "added", 1))
+        try:
+            with pytest.raises(TypeError, match="changed size while it was being written"):
+                with db.transaction() as tx:
+                    tx.root["holder"] = holder
+        finally:
+            HOOKED_CALLBACKS.clear()
+        with db.transaction() as tx:
+            assert "holder" not in tx.root
+
+
 def test_typed_values_count_towards_the_depth_limit() -> None:
     """Untagged values nest like tagged ones: 256 levels are written and read, 257 refused."""
     def nested(levels: int) -> Any:

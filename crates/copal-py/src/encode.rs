@@ -346,9 +346,7 @@ impl<'s> Encoder<'s> {
         RecordHeader { flags: 0, descriptor: shape.descriptor, tid }.write(&mut self.w);
         let state_start = self.w.buf.len();
         let type_name = || type_name_of(&obj.get_type()).unwrap_or_else(|_| "?".to_owned());
-        for (key, value) in dict.iter() {
-            self.value(&value, 0).map_err(|f| into_pyerr(f, &format!("{}.{}", type_name(), key)))?;
-        }
+        each_item(&dict, |key, value| self.value(&value, 0).map_err(|f| into_pyerr(f, &format!("{}.{}", type_name(), key))))??;
         self.tracks_own = false;
         if self.mutable {
             self.w.buf[0] |= FLAG_MUTABLE_STATE;
@@ -919,11 +917,11 @@ impl<'s> Encoder<'s> {
 
     fn pairs(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
         self.w.varint(dict.len() as u64);
-        for (key, value) in dict.iter() {
+        each_item(dict, |key, value| {
             at(self.value(&key, depth + 1), || format!("<key {}>", short_repr(&key)))?;
-            at(self.value(&value, depth + 1), || format!("[{}]", short_repr(&key)))?;
-        }
-        Ok(())
+            at(self.value(&value, depth + 1), || format!("[{}]", short_repr(&key)))
+        })?
+        .map_err(Failure::Python)
     }
 
     /// A BrokenObject, written back as it was read: same type name, same fields.
@@ -1168,6 +1166,29 @@ pub(crate) fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyD
     // returns a new reference or null with an exception set.
     let dict = unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyObject_GenericGetDict(v.as_ptr(), std::ptr::null_mut()))? };
     Ok(dict.cast_into::<PyDict>()?)
+}
+
+/// Calls `each` with the items of `dict`, which Python code run by `each` (an enum's `_name_`,
+/// say) may change: pyo3's iterator would panic then, and a count written before the items would
+/// no longer match, so a dict whose size changed is refused after its last item. Items are read
+/// with `PyDict_Next`, which checks its bounds at each call.
+fn each_item<'py, E>(
+    dict: &Bound<'py, PyDict>,
+    mut each: impl FnMut(Bound<'py, PyAny>, Bound<'py, PyAny>) -> Result<(), E>,
+) -> Result<PyResult<()>, E> {
+    let len = dict.len();
+    let (mut position, mut read) = (0, 0);
+    while let Some((key, value)) = dict.next_field(&mut position) {
+        // SAFETY: borrowed references to live objects held by `dict`, made owned at once.
+        let (key, value) = unsafe { (Bound::from_borrowed_ptr(dict.py(), key), Bound::from_borrowed_ptr(dict.py(), value)) };
+        each(key, value)?;
+        read += 1;
+    }
+    Ok(if read == len && dict.len() == len {
+        Ok(())
+    } else {
+        Err(PyTypeError::new_err("the dict changed size while it was being written"))
+    })
 }
 
 fn list_changed_size() -> Failure {
