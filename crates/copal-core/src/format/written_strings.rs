@@ -14,6 +14,11 @@
 //! strings are all distinct is final as written. A table probed per string (the previous design)
 //! waits for memory on every new string once it outgrows the cache; the log and the rewrite only
 //! read and write memory in order, and the sort works on one array of 8-byte keys.
+//!
+//! **Repeats found as they are written.** Strings written as the values of objects' fields
+//! (`write_field`) are first looked up in a small table per field (`field_texts`): a repeat
+//! found there is written as a reference at once and never reaches `finish`. What the tables
+//! miss, `finish` finds as above, so the body is the same either way.
 
 use std::cell::Cell;
 use std::hash::{BuildHasher, RandomState};
@@ -307,7 +312,7 @@ impl WrittenStrings {
         if !self.abandoned {
             // Not abandoned: the body's length and the slot fit 32 bits.
             let start = (out.len() - text.len()) as u32;
-            self.field_texts(field).remember(hash, start, text.len() as u32, slot as u32, generation);
+            self.field_texts(field).remember(hash, text, start, slot as u32, generation);
         }
         slot
     }
@@ -747,6 +752,20 @@ mod tests {
         assert_eq!(read_strings(&body, &[Tagged, Tagged, Typed, Tagged]), ["a", "a", "b", "b"]);
     }
 
+    /// The body of `before`, `abandoned` (written after a mark, then rewound and its bytes
+    /// removed) and `after`, finished, with the log that wrote it.
+    fn rewound(before: &[Step], abandoned: &[Step], after: &[Step]) -> (WrittenStrings, Vec<u8>) {
+        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        write_steps(&mut strings, &mut body, before);
+        let (mark, len) = (strings.mark(), body.len());
+        write_steps(&mut strings, &mut body, abandoned);
+        strings.rewind(mark);
+        body.truncate(len);
+        write_steps(&mut strings, &mut body, after);
+        strings.finish(&mut body);
+        (strings, body)
+    }
+
     #[test]
     fn strings_written_after_a_mark_and_rewound_leave_no_trace() {
         // Before the mark: "a", "b". After it, abandoned: a repeat of "a", a new "c", a
@@ -755,15 +774,8 @@ mod tests {
         let before = [new(Tagged, "a"), Step::Other(b"\x01"), new(Typed, "b")];
         let abandoned = [new(Typed, "a"), new(Tagged, "c"), Step::Reference(Typed, 3), Step::Other(b"\x02\x03")];
         let after = [new(Tagged, "c"), new(Typed, "b"), Step::Reference(Tagged, 2)];
-        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
-        write_steps(&mut strings, &mut body, &before);
-        let (mark, len) = (strings.mark(), body.len());
-        write_steps(&mut strings, &mut body, &abandoned);
-        strings.rewind(mark);
-        body.truncate(len);
-        assert_eq!(strings.strings_in_full(), 2);
-        write_steps(&mut strings, &mut body, &after);
-        strings.finish(&mut body);
+        let (strings, body) = rewound(&before, &abandoned, &after);
+        assert_eq!(strings.strings_in_full(), 4, "the abandoned strings' slots were taken again");
         let unbroken: Vec<Step> = before.iter().chain(&after).cloned().collect();
         assert_eq!(body, same_as_direct(&unbroken));
     }
@@ -924,14 +936,7 @@ mod tests {
         let before = [field(Typed, "kept", 0, 0)];
         let abandoned = [field(Typed, "lost", 0, 0), field(Typed, "lost", 0, 0)];
         let after = [new(Typed, "here"), field(Typed, "lost", 0, 0), field(Typed, "kept", 0, 0), field(Typed, "lost", 0, 0)];
-        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
-        write_steps(&mut strings, &mut body, &before);
-        let (mark, len) = (strings.mark(), body.len());
-        write_steps(&mut strings, &mut body, &abandoned);
-        strings.rewind(mark);
-        body.truncate(len);
-        write_steps(&mut strings, &mut body, &after);
-        strings.finish(&mut body);
+        let (_, body) = rewound(&before, &abandoned, &after);
         let unbroken: Vec<Step> = before.iter().chain(&after).cloned().collect();
         assert_eq!(body, same_as_direct(&unbroken));
         assert_eq!(read_strings(&body, &[Typed; 5]), ["kept", "here", "lost", "kept", "lost"]);
