@@ -379,6 +379,47 @@ def test_objects_with_equal_but_distinct_field_names_share_a_descriptor() -> Non
     assert [vars(p) for p in copal.loads(data)] == [{"x": 1, "y": 2}, {"x": 3, "y": 4}, {"y": 6, "x": 5}, {"x": 7, "y": 8}]
 
 
+def test_strings_repeated_in_fields_of_objects_are_stored_once() -> None:
+    """The encoder finds the repeats of a field's values while it writes them (a table per
+    class and field, copal-core `field_texts.rs`) and the rest when the body is complete: the
+    stream is the same whichever finds them, whether the strings are one object or equal copies,
+    across fields (x and y of Point) and classes (Point and Node's label)."""
+    cities = [f"city-{i:02d}" for i in range(40)]
+
+    def rows(text: Callable[[str], str]) -> list[Any]:
+        return [
+            [Point(text(cities[i % 40]), text(cities[i * 7 % 40])) for i in range(3000)],
+            [Node(text(cities[i % 31])) for i in range(3000)],
+        ]
+
+    shared, copies = rows(lambda city: city), rows(distinct_copy)
+    data = copal.dumps(copies)
+    assert data == copal.dumps(shared)
+    assert all(data.count(city.encode()) == 1 for city in cities)
+    assert_same(copies, copal.loads(data))
+
+
+def test_strings_that_look_alike_in_a_field_are_told_apart() -> None:
+    """A field's table finds a text by its hash, then compares its length and bytes: prefixes,
+    strings a byte apart, the empty string and non-ASCII texts of one field stay themselves."""
+    texts = ["ab", "abc", "abd", "", "a", "ab\u00e9", "ab\u00e8", "abc", "ab", "\u00e9", "\u00e8", "\u00e9"]
+    value = [Point(distinct_copy(text), distinct_copy(text[::-1])) for text in texts * 50]
+    assert_same(value, copal.loads(copal.dumps(value)))
+
+
+def test_many_distinct_strings_in_fields_and_far_repeats() -> None:
+    """A field whose values do not repeat stops being looked up as it is written; its rare
+    repeats, far apart, are still stored once, and a vocabulary field beside it keeps its
+    table."""
+    count = 40_000
+    value = [Point(f"distinct-{i:06d}", distinct_copy(f"word-{i * 7919 % 3000}")) for i in range(count)]
+    value += [Point(distinct_copy(f"distinct-{i:06d}"), "word-1") for i in range(0, count, 1000)]
+    data = copal.dumps(value)
+    assert data.count(b"distinct-000000") == 1
+    assert data.count(b"word-2999") == 1
+    assert_same(value, copal.loads(data))
+
+
 def test_sets_with_shared_strings_are_deterministic() -> None:
     """Set elements are ordered by their plain encoding, whatever strings came before."""
     first = copal.dumps(["b", {"a", "b", "c"}, {"c", "b"}])

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
-use copal_core::format::{oid_class, oid_seq, tag, FieldKind, ListHead, StringForm, StringsMark, TzInfo, Writer, FLAG_MUTABLE_STATE};
+use copal_core::format::{oid_class, oid_seq, tag, FieldKind, ListHead, ObjectField, StringForm, StringsMark, TzInfo, Writer, FLAG_MUTABLE_STATE};
 use copal_core::format::RecordHeader;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -682,7 +682,7 @@ impl<'s> Encoder<'s> {
     }
 
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
-        if !self.shared_string(s, StringForm::Tagged) {
+        if !self.shared_string(s, StringForm::Tagged, None) {
             // Lone surrogates are not UTF-8; "surrogatepass" writes each as its own 3-byte
             // sequence (generalized UTF-8, docs/FORMAT.md "Strings").
             let bytes = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
@@ -693,8 +693,9 @@ impl<'s> Encoder<'s> {
     }
 
     /// Writes the string `s` in `form`, through the stream's string table if the stream shares
-    /// strings. False, with nothing written, when `s` is not UTF-8 (lone surrogates).
-    fn shared_string(&mut self, s: &Bound<'_, PyString>, form: StringForm) -> bool {
+    /// strings (with the texts `field` wrote recently, if it is the value of an object's typed
+    /// field). False, with nothing written, when `s` is not UTF-8 (lone surrogates).
+    fn shared_string(&mut self, s: &Bound<'_, PyString>, form: StringForm, field: Option<ObjectField>) -> bool {
         // An object met again is found by address, before its text is read.
         if let Some(strings) = &mut self.strings {
             if strings.wrote_reference(&mut self.w.buf, form, s) {
@@ -703,7 +704,7 @@ impl<'s> Encoder<'s> {
         }
         let Ok(text) = s.to_str() else { return false };
         match &mut self.strings {
-            Some(strings) => strings.write_new(&mut self.w.buf, form, s, text),
+            Some(strings) => strings.write_new(&mut self.w.buf, form, s, text, field),
             None => form.write_new(&mut self.w.buf, text.as_bytes()),
         }
         true
@@ -778,7 +779,7 @@ impl<'s> Encoder<'s> {
             }
             // It takes its memo slot, without an identity-map entry: nothing else holds it.
             self.next_memo += 1;
-            at(self.typed_fields(&fields, &kinds, depth + 1), || format!("[{written}]"))?;
+            at(self.typed_fields(descriptor, &fields, &kinds, depth + 1), || format!("[{written}]"))?;
             written += 1;
         }
         if written != count {
@@ -828,7 +829,7 @@ impl<'s> Encoder<'s> {
             Some(kinds) if fits_kinds(fields, &kinds) => {
                 self.w.u8(tag::TYPED_OBJECT);
                 self.w.varint(u64::from(descriptor));
-                self.typed_fields(fields, &kinds, depth)
+                self.typed_fields(descriptor, fields, &kinds, depth)
             }
             _ => {
                 self.w.u8(tag::OBJECT);
@@ -838,15 +839,19 @@ impl<'s> Encoder<'s> {
         }
     }
 
-    /// The fields of a TYPED_OBJECT whose values fit `kinds` (`fits_kinds`), each in the form of
-    /// its kind.
-    fn typed_fields<'py>(&mut self, fields: &impl FieldSource<'py>, kinds: &[FieldKind], depth: usize) -> Step {
+    /// The fields of a TYPED_OBJECT of `descriptor` whose values fit `kinds` (`fits_kinds`),
+    /// each in the form of its kind.
+    fn typed_fields<'py>(&mut self, descriptor: u32, fields: &impl FieldSource<'py>, kinds: &[FieldKind], depth: usize) -> Step {
         // `fits_kinds` checked the values, but Python code run by the encoder since may have
         // changed the attributes of an object of an OBJECT_LIST still to write (`each_field`).
-        each_field(fields, kinds.len(), |index, key, value| at(self.typed_value(value, kinds[index], depth + 1), || format!(".{key}")))
+        each_field(fields, kinds.len(), |index, key, value| {
+            let field = ObjectField { descriptor, index: index as u32 };
+            at(self.typed_value(value, kinds[index], field, depth + 1), || format!(".{key}"))
+        })
     }
 
-    fn typed_value(&mut self, v: &Bound<'_, PyAny>, kind: FieldKind, depth: usize) -> Step {
+    /// `v`, the value of `field`, in the form of its kind.
+    fn typed_value(&mut self, v: &Bound<'_, PyAny>, kind: FieldKind, field: ObjectField, depth: usize) -> Step {
         if depth > MAX_DEPTH {
             return Err(Failure::Unsupported { path: vec![], reason: format!("values nested deeper than {MAX_DEPTH} levels") });
         }
@@ -857,7 +862,7 @@ impl<'s> Encoder<'s> {
             FieldKind::Str => {
                 let s = v.cast::<PyString>().map_err(PyErr::from)?;
                 // `fits_kinds` saw a UTF-8 str here; Python code run since may have replaced it.
-                if !self.shared_string(s, StringForm::Typed) {
+                if !self.shared_string(s, StringForm::Typed, Some(field)) {
                     return Err(Failure::Unsupported { path: vec![], reason: "a string field changed while it was being written".into() });
                 }
             }

@@ -7,7 +7,7 @@
 //! string instead, as pickle does for strings it memoized. Bounded: it never holds more than
 //! `SLOTS` strings. Streams do better: they store each distinct string once (`StringTable`).
 
-use copal_core::format::{reference_is_shorter, StringForm, StringsMark, WrittenStrings};
+use copal_core::format::{reference_is_shorter, ObjectField, StringForm, StringsMark, WrittenStrings};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
@@ -138,9 +138,14 @@ impl StringTable {
         true
     }
 
-    /// Writes `s`, whose UTF-8 form is `text`, in full at the end of `out` in `form`.
-    pub fn write_new(&mut self, out: &mut Vec<u8>, form: StringForm, s: &Bound<'_, PyString>, text: &str) {
-        let slot = self.written.write_new(out, form, text.as_bytes());
+    /// Writes `s`, whose UTF-8 form is `text`, at the end of `out` in `form`: in full, or, as
+    /// the value of `field` of an object, as a reference if that field wrote an equal string
+    /// recently (`WrittenStrings::write_field`).
+    pub fn write_new(&mut self, out: &mut Vec<u8>, form: StringForm, s: &Bound<'_, PyString>, text: &str, field: Option<ObjectField>) {
+        let slot = match field {
+            Some(field) => self.written.write_field(out, form, text.as_bytes(), field),
+            None => self.written.write_new(out, form, text.as_bytes()),
+        };
         let written_count = self.written.strings_in_full() as usize;
         if self.recent.len() < RECENT_SLOTS && written_count > self.recent.len() {
             // Entries move with the size: start again empty.

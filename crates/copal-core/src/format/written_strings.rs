@@ -14,12 +14,18 @@
 //! strings are all distinct is final as written. A table probed per string (the previous design)
 //! waits for memory on every new string once it outgrows the cache; the log and the rewrite only
 //! read and write memory in order, and the sort works on one array of 8-byte keys.
+//!
+//! **Repeats found as they are written.** Strings written as the values of objects' fields
+//! (`write_field`) are first looked up in a small table per field (`field_texts`): a repeat
+//! found there is written as a reference at once and never reaches `finish`. What the tables
+//! miss, `finish` finds as above, so the body is the same either way.
 
 use std::cell::Cell;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::OnceLock;
 
 use super::field_kind::StrHead;
+use super::field_texts::{FieldTexts, ObjectField};
 use super::tag;
 use super::varint::{varint_len, write_varint, MAX_VARINT_LEN};
 
@@ -106,6 +112,14 @@ impl StringForm {
         }
     }
 
+    /// The number of bytes of a reference to `slot`.
+    fn reference_len(self, slot: u64) -> usize {
+        match self {
+            StringForm::Tagged => 1 + varint_len(slot),
+            StringForm::Typed => varint_len(StrHead::Slot(slot).encode()),
+        }
+    }
+
     /// The number of bytes before the text of a new string of `len` bytes.
     fn head_len(self, len: usize) -> usize {
         match self {
@@ -130,61 +144,92 @@ pub fn reference_is_shorter(slot: u64, len: usize) -> bool {
 /// (every string in full, every reference to a provisional slot that is its real slot) but
 /// does not share the strings that repeat by content.
 pub struct WrittenStrings {
-    events: Vec<Event>,
+    /// One per string written in full, its provisional slot being its index.
+    texts: Vec<LoggedText>,
+    /// One per reference written, in the order written.
+    references: Vec<LoggedReference>,
     /// One per string written in full, its provisional slot being its index: the top 32 bits of
     /// its hash, then the index, so that sorting them groups equal hashes in the order written.
+    /// `finish` reuses them for the final slots (`final_slots`).
     keys: Vec<u64>,
     /// The number of strings written in full: the next provisional slot.
     strings_in_full: u64,
     abandoned: bool,
+    /// The texts written last in each field of the body's objects (`write_field`), by
+    /// descriptor and position.
+    fields: Vec<Vec<FieldTexts>>,
+    /// The log's generation: a rewind starts a new one, in which the places and slots that
+    /// `fields` remembered before it may no longer hold their strings. Never 0 (`FieldTexts`'s
+    /// empty entries).
+    generation: u32,
 }
 
-/// A string of the body as written: `len` bytes of text after the head at `start` (`slot` is
-/// `NEW`), or a reference to provisional slot `slot` of `len` bytes at `start`.
+/// A string of the body written in full: `len` bytes of text after its head in `form` at
+/// `start`.
 #[derive(Clone, Copy)]
-struct Event {
+struct LoggedText {
     start: u32,
     len: u32,
+    form: StringForm,
+}
+
+impl LoggedText {
+    fn text_start(&self) -> usize {
+        self.start as usize + self.form.head_len(self.len as usize)
+    }
+
+    fn end(&self) -> usize {
+        self.text_start() + self.len as usize
+    }
+}
+
+/// A reference of the body to provisional slot `slot`, in `form` at `start`.
+#[derive(Clone, Copy)]
+struct LoggedReference {
+    start: u32,
     slot: u32,
     form: StringForm,
 }
 
-/// `Event::slot` of a string written in full.
-const NEW: u32 = u32::MAX;
-
 /// The state of a `WrittenStrings` at some point of its body, to go back to (`rewind`).
 #[derive(Clone, Copy)]
 pub struct StringsMark {
-    events: usize,
-    keys: usize,
+    texts: usize,
+    references: usize,
     strings_in_full: u64,
     abandoned: bool,
 }
 
 thread_local! {
     /// The emptied log of the last `WrittenStrings` dropped on this thread, for the next one to
-    /// grow into: a large body's log (16 bytes per string event) allocated afresh for every
-    /// stream cost a page fault per 4 KiB appended, and its reallocations copied it.
-    static SPARE_LOG: Cell<Option<(Vec<Event>, Vec<u64>)>> = const { Cell::new(None) };
+    /// grow into: a large body's log (20 bytes per string in full, 12 per reference) allocated
+    /// afresh for every stream cost a page fault per 4 KiB appended, and its reallocations
+    /// copied it.
+    static SPARE_LOG: Cell<Option<Log>> = const { Cell::new(None) };
 }
 
 /// The largest log kept for the next body (`SPARE_LOG`), in bytes: the memory a thread keeps
 /// after writing a large stream.
 const MAX_SPARE_LOG_BYTES: usize = 8 << 20;
 
+/// The vectors of a `WrittenStrings`'s log: texts, references and keys.
+type Log = (Vec<LoggedText>, Vec<LoggedReference>, Vec<u64>);
+
 impl Default for WrittenStrings {
     fn default() -> Self {
-        let (events, keys) = SPARE_LOG.try_with(Cell::take).ok().flatten().unwrap_or_default();
-        WrittenStrings { events, keys, strings_in_full: 0, abandoned: false }
+        let (texts, references, keys) = SPARE_LOG.try_with(Cell::take).ok().flatten().unwrap_or_default();
+        WrittenStrings { texts, references, keys, strings_in_full: 0, abandoned: false, fields: Vec::new(), generation: 1 }
     }
 }
 
 impl Drop for WrittenStrings {
     fn drop(&mut self) {
-        let bytes = self.events.capacity() * size_of::<Event>() + self.keys.capacity() * size_of::<u64>();
+        let bytes = self.texts.capacity() * size_of::<LoggedText>()
+            + self.references.capacity() * size_of::<LoggedReference>()
+            + self.keys.capacity() * size_of::<u64>();
         if bytes <= MAX_SPARE_LOG_BYTES {
             self.clear();
-            let log = (std::mem::take(&mut self.events), std::mem::take(&mut self.keys));
+            let log = (std::mem::take(&mut self.texts), std::mem::take(&mut self.references), std::mem::take(&mut self.keys));
             // A thread being torn down keeps nothing.
             let _ = SPARE_LOG.try_with(|spare| spare.set(Some(log)));
         }
@@ -194,24 +239,44 @@ impl Drop for WrittenStrings {
 impl WrittenStrings {
     /// Starts a new body: slots start again from 0.
     pub fn clear(&mut self) {
-        self.events.clear();
+        self.texts.clear();
+        self.references.clear();
         self.keys.clear();
         self.strings_in_full = 0;
         self.abandoned = false;
+        self.fields.clear();
     }
 
     /// The log as it is now, for `rewind`.
     pub fn mark(&self) -> StringsMark {
-        StringsMark { events: self.events.len(), keys: self.keys.len(), strings_in_full: self.strings_in_full, abandoned: self.abandoned }
+        StringsMark {
+            texts: self.texts.len(),
+            references: self.references.len(),
+            strings_in_full: self.strings_in_full,
+            abandoned: self.abandoned,
+        }
     }
 
     /// Forgets the strings written since `mark` was taken, whose bytes the caller removes from
     /// the body: the next string takes the first of their slots again.
     pub fn rewind(&mut self, mark: StringsMark) {
-        self.events.truncate(mark.events);
-        self.keys.truncate(mark.keys);
+        self.texts.truncate(mark.texts);
+        self.references.truncate(mark.references);
+        self.keys.truncate(mark.texts);
         self.strings_in_full = mark.strings_in_full;
         self.abandoned = mark.abandoned;
+        self.next_generation();
+    }
+
+    /// Starts a new generation of the log, so that no string remembered by `fields` before it
+    /// is found again. At the end of the numbers the tables are emptied instead, so that an
+    /// entry of a generation long past never passes for one of the new.
+    fn next_generation(&mut self) {
+        if self.generation == u32::MAX {
+            self.fields.iter_mut().flatten().for_each(FieldTexts::forget);
+            self.generation = 0;
+        }
+        self.generation += 1;
     }
 
     /// The number of strings written in full since `clear`: the next string's provisional slot.
@@ -225,6 +290,47 @@ impl WrittenStrings {
         self.write_new_hashed(out, form, text, text_hash(text))
     }
 
+    /// Writes `text`, the value of `field` of an object, at the end of `out` (the body) in
+    /// `form`: as a reference when the field wrote an equal string in full recently (see
+    /// `field_texts`), else as a new string. Returns the provisional slot of the string, which
+    /// `write_reference` may refer to. The body is the same as `write_new`'s once `finish`ed.
+    pub fn write_field(&mut self, out: &mut Vec<u8>, form: StringForm, text: &[u8], field: ObjectField) -> u64 {
+        let hash = text_hash(text);
+        let generation = self.generation;
+        if self.abandoned {
+            return self.write_new_hashed(out, form, text, hash);
+        }
+        let texts = self.field_texts(field);
+        if texts.retired {
+            return self.write_new_hashed(out, form, text, hash);
+        }
+        if let Some(slot) = texts.find(out, text, hash, generation) {
+            self.write_reference(out, form, slot);
+            return slot;
+        }
+        let slot = self.write_new_hashed(out, form, text, hash);
+        if !self.abandoned {
+            // Not abandoned: the body's length and the slot fit 32 bits.
+            let start = (out.len() - text.len()) as u32;
+            self.field_texts(field).remember(hash, text, start, slot as u32, generation);
+        }
+        slot
+    }
+
+    /// The table of `field`'s texts, made on first use.
+    #[inline]
+    fn field_texts(&mut self, field: ObjectField) -> &mut FieldTexts {
+        let (descriptor, index) = (field.descriptor as usize, field.index as usize);
+        if self.fields.len() <= descriptor {
+            self.fields.resize_with(descriptor + 1, Vec::new);
+        }
+        let of_descriptor = &mut self.fields[descriptor];
+        if of_descriptor.len() <= index {
+            of_descriptor.resize_with(index + 1, FieldTexts::default);
+        }
+        &mut of_descriptor[index]
+    }
+
     /// `write_new` with the hash given (tests force collisions with it).
     fn write_new_hashed(&mut self, out: &mut Vec<u8>, form: StringForm, text: &[u8], hash: u64) -> u64 {
         let start = out.len();
@@ -233,9 +339,9 @@ impl WrittenStrings {
         let slot = self.strings_in_full;
         self.strings_in_full += 1;
         match (u32::try_from(out.len()), u32::try_from(slot)) {
-            (Ok(_), Ok(index)) if index != NEW && !self.abandoned => {
+            (Ok(_), Ok(index)) if !self.abandoned => {
                 // Both fit: `start` and the length are below the end.
-                self.events.push(Event { start: start as u32, len: text.len() as u32, slot: NEW, form });
+                self.texts.push(LoggedText { start: start as u32, len: text.len() as u32, form });
                 self.keys.push(hash & !u64::from(u32::MAX) | u64::from(index));
             }
             _ => self.abandoned = true,
@@ -250,7 +356,7 @@ impl WrittenStrings {
         form.write_reference(out, slot);
         match (u32::try_from(out.len()), u32::try_from(slot)) {
             (Ok(_), Ok(slot)) if !self.abandoned => {
-                self.events.push(Event { start: start as u32, len: (out.len() - start) as u32, slot, form });
+                self.references.push(LoggedReference { start: start as u32, slot, form });
             }
             _ => self.abandoned = true,
         }
@@ -259,115 +365,139 @@ impl WrittenStrings {
     /// Makes `body` (everything written since `clear`, from its first byte) share its equal
     /// strings: see the module comment. Leaves `body` as it is when no string repeats another.
     pub fn finish(&mut self, body: &mut Vec<u8>) {
-        if self.abandoned {
+        if self.abandoned || !self.mark_repeats(body) {
             return;
         }
-        let Some((groups, group_count)) = self.repeated_texts(body) else { return };
-        self.rewrite(body, &groups, group_count);
+        let repeats = self.final_slots();
+        self.rewrite(body, &repeats);
     }
 
-    /// For each provisional slot, the number of its group of equal texts (`NO_GROUP` for a text
-    /// written once), and the number of groups; None when every text is written once.
-    fn repeated_texts(&mut self, body: &[u8]) -> Option<(Vec<u32>, usize)> {
-        let filter = RepeatFilter::of(&self.keys)?;
+    /// Finds the texts that repeat an earlier one, and points the key of each at its first
+    /// occurrence: its low 32 bits become that occurrence's provisional slot (smaller than its
+    /// own, which the key of a text written once keeps). False when every text is written once.
+    fn mark_repeats(&mut self, body: &[u8]) -> bool {
+        let Some(filter) = RepeatFilter::of(&self.keys) else { return false };
         let mut candidates = self.candidates(&filter);
         // Equal hash bits together, in the order written (the index is in the key's low bits).
         candidates.sort_unstable_by_key(|candidate| candidate.key);
-        let mut groups: Option<Vec<u32>> = None;
-        let mut group_count = 0;
+        let mut any = false;
         // The firsts of the distinct texts of one run of equal hashes, in the order written.
         let mut distinct: Vec<&Candidate> = Vec::new();
         for run in candidates.chunk_by(|a, b| a.key >> 32 == b.key >> 32).filter(|run| run.len() > 1) {
             distinct.clear();
             for candidate in run {
                 let text = candidate.text(body);
-                let Some(earlier) = distinct.iter().find(|earlier| earlier.text(body) == text) else {
-                    distinct.push(candidate);
-                    continue;
-                };
-                let groups = groups.get_or_insert_with(|| vec![NO_GROUP; self.keys.len()]);
-                let earlier = earlier.key as u32 as usize;
-                if groups[earlier] == NO_GROUP {
-                    groups[earlier] = group_count as u32;
-                    group_count += 1;
+                match distinct.iter().find(|earlier| earlier.text(body) == text) {
+                    Some(earlier) => {
+                        self.keys[candidate.key as u32 as usize] = u64::from(earlier.key as u32);
+                        any = true;
+                    }
+                    None => distinct.push(candidate),
                 }
-                groups[candidate.key as u32 as usize] = groups[earlier];
             }
         }
-        groups.map(|groups| (groups, group_count))
+        any
     }
 
-    /// The keys that pass `filter` with the places of their texts, in the order written, found
-    /// by one pass over the log and the keys in order.
+    /// The keys that pass `filter` with the places of their texts, in the order written: the
+    /// few that pass are looked up in the log by their index, in increasing order.
     fn candidates(&self, filter: &RepeatFilter) -> Vec<Candidate> {
-        let strings_in_full = self.events.iter().filter(|event| event.slot == NEW);
-        strings_in_full
-            .zip(&self.keys)
-            .filter(|(_, &key)| filter.passes(key))
-            .map(|(event, &key)| {
-                let len = event.len as usize;
-                Candidate { key, start: (event.start as usize + event.form.head_len(len)) as u32, len: event.len }
+        self.keys
+            .iter()
+            .filter(|&&key| filter.passes(key))
+            .map(|&key| {
+                let text = &self.texts[key as u32 as usize];
+                Candidate { key, start: text.text_start() as u32, len: text.len }
             })
             .collect()
     }
 
-    /// Rewrites `body` in place with each string that repeats an earlier one (`groups`,
-    /// `group_count` groups) written as a reference to the first's final slot where this is
-    /// shorter, and every reference renumbered. Final slots count the strings still written in
-    /// full, in order, as a reader numbers them.
+    /// Replaces each key (marked by `mark_repeats`) by the final slot that a reference to its
+    /// provisional slot names: a text kept in full takes the next slot, in order, as a reader
+    /// numbers them; a repeat names its first occurrence's. Returns the repeats made references
+    /// (those whose reference is shorter, the writer's rule of docs/STREAM.md section 5), in
+    /// the order written; the others stay in full and take a slot.
+    fn final_slots(&mut self) -> Vec<Change> {
+        let mut repeats = Vec::new();
+        let mut kept = 0;
+        for (slot, text) in self.texts.iter().enumerate() {
+            let first = self.keys[slot] as u32 as usize;
+            if first == slot {
+                self.keys[slot] = kept;
+                kept += 1;
+                continue;
+            }
+            // The first occurrence was written earlier, so its key is already its final slot.
+            let referent = self.keys[first];
+            self.keys[slot] = referent;
+            if reference_is_shorter(referent, text.len as usize) {
+                repeats.push(Change { start: text.start, end: text.end() as u32, form: text.form, slot: referent });
+            } else {
+                kept += 1;
+            }
+        }
+        repeats
+    }
+
+    /// Rewrites `body` in place with each of `repeats` written as a reference, and every
+    /// reference renumbered to the final slot (`final_slots`) of the slot it named.
     ///
     /// In place, because nothing grows: a reference replaces a string only when shorter, and a
     /// renumbered reference names a slot no larger than before, so the rewritten body up to any
-    /// event ends no later than the original did. Only the events whose bytes change (repeats
+    /// change ends no later than the original did. Only the strings whose bytes change (repeats
     /// made references, references whose slot moved down) move the bytes between them, in one
     /// copy per change; the part before the first change is not moved at all, and no second
-    /// body is allocated (its fresh pages cost a page fault per 4 KiB written).
-    fn rewrite(&self, body: &mut Vec<u8>, groups: &[u32], group_count: usize) {
-        // For each provisional slot, the final slot a reference to it names: its first
-        // occurrence's. Read at random only for the by-address references, which name few
-        // strings (a vocabulary of string objects).
-        let mut referent: Vec<u64> = Vec::with_capacity(groups.len());
-        // For each group, its first occurrence's final slot once written: a small array, for
-        // the random reads of the repeats.
-        let mut group_slots: Vec<Option<u64>> = vec![None; group_count];
-        let mut kept = 0;
-        // `body[..written]` is the rewritten body up to `body[unchanged]` of the original, and
-        // `body[unchanged..]` is still to rewrite (its next bytes are as they must be, up to the
-        // next event that changes); `written <= unchanged` (see above).
-        let (mut written, mut unchanged) = (0, 0);
-        let mut reference = Vec::with_capacity(MAX_VARINT_LEN + 1);
-        let mut replace = |body: &mut Vec<u8>, written: &mut usize, unchanged: &mut usize, event: &Event, end: usize, slot: u64| {
-            move_down(body, *unchanged..event.start as usize, written);
-            reference.clear();
-            event.form.write_reference(&mut reference, slot);
-            debug_assert!(*written + reference.len() <= end, "the rewrite overtook the bytes it reads");
-            body[*written..*written + reference.len()].copy_from_slice(&reference);
-            *written += reference.len();
-            *unchanged = end;
-        };
-        for event in &self.events {
-            let start = event.start as usize;
-            if event.slot == NEW {
-                let len = event.len as usize;
-                let group = groups[referent.len()];
-                let earlier = (group != NO_GROUP).then(|| group_slots[group as usize].get_or_insert(kept)).copied();
-                let slot = earlier.unwrap_or(kept);
-                referent.push(slot);
-                if slot < kept && reference_is_shorter(slot, len) {
-                    replace(body, &mut written, &mut unchanged, event, start + event.form.head_len(len) + len, slot);
-                } else {
-                    kept += 1;
-                }
-            } else {
-                let slot = referent[event.slot as usize];
-                if slot != u64::from(event.slot) {
-                    replace(body, &mut written, &mut unchanged, event, start + event.len as usize, slot);
-                }
+    /// body is allocated (its fresh pages cost a page fault per 4 KiB written). The strings
+    /// kept in full are not visited at all: only the repeats and the references, merged in the
+    /// order written.
+    fn rewrite(&self, body: &mut Vec<u8>, repeats: &[Change]) {
+        let mut rewrite = Rewrite { written: 0, unchanged: 0, reference: Vec::with_capacity(MAX_VARINT_LEN + 1) };
+        let mut repeats = repeats.iter().peekable();
+        for reference in &self.references {
+            while let Some(repeat) = repeats.next_if(|repeat| repeat.start < reference.start) {
+                rewrite.replace(body, repeat);
+            }
+            let slot = self.keys[reference.slot as usize];
+            if slot != u64::from(reference.slot) {
+                let end = reference.start as usize + reference.form.reference_len(u64::from(reference.slot));
+                rewrite.replace(body, &Change { start: reference.start, end: end as u32, form: reference.form, slot });
             }
         }
+        repeats.for_each(|repeat| rewrite.replace(body, repeat));
         let end = body.len();
-        move_down(body, unchanged..end, &mut written);
-        body.truncate(written);
+        move_down(body, rewrite.unchanged..end, &mut rewrite.written);
+        body.truncate(rewrite.written);
+    }
+}
+
+/// A string of the body to write as a reference to final slot `slot`, in `form`, in place of
+/// the bytes `start..end`.
+struct Change {
+    start: u32,
+    end: u32,
+    form: StringForm,
+    slot: u64,
+}
+
+/// The state of `WrittenStrings::rewrite`: `body[..written]` is the rewritten body up to
+/// `body[unchanged]` of the original, and `body[unchanged..]` is still to rewrite (its next
+/// bytes are as they must be, up to the next change); `written <= unchanged`.
+struct Rewrite {
+    written: usize,
+    unchanged: usize,
+    /// The bytes of the reference being written.
+    reference: Vec<u8>,
+}
+
+impl Rewrite {
+    fn replace(&mut self, body: &mut [u8], change: &Change) {
+        move_down(body, self.unchanged..change.start as usize, &mut self.written);
+        self.reference.clear();
+        change.form.write_reference(&mut self.reference, change.slot);
+        debug_assert!(self.written + self.reference.len() <= change.end as usize, "the rewrite overtook the bytes it reads");
+        body[self.written..self.written + self.reference.len()].copy_from_slice(&self.reference);
+        self.written += self.reference.len();
+        self.unchanged = change.end as usize;
     }
 }
 
@@ -379,9 +509,6 @@ fn move_down(body: &mut [u8], from: std::ops::Range<usize>, to: &mut usize) {
     }
     *to += from.len();
 }
-
-/// `WrittenStrings::repeated_texts`'s mark of a text written once.
-const NO_GROUP: u32 = u32::MAX;
 
 /// A string that may repeat another: its key (hash bits and provisional slot) and the place of
 /// its text in the body, beside each other so that the runs of equal hashes are compared without
@@ -460,6 +587,12 @@ mod tests {
         Other(&'static [u8]),
         New(StringForm, String, u64),
         Reference(StringForm, u64),
+        /// A string written as the value of a field of an object (`write_field`).
+        Field(StringForm, String, ObjectField),
+    }
+
+    fn field(form: StringForm, text: &str, descriptor: u32, index: u32) -> Step {
+        Step::Field(form, text.to_owned(), ObjectField { descriptor, index })
     }
 
     fn new(form: StringForm, text: &str) -> Step {
@@ -482,6 +615,9 @@ mod tests {
                     strings.write_new_hashed(body, *form, text.as_bytes(), *hash);
                 }
                 Step::Reference(form, slot) => strings.write_reference(body, *form, *slot),
+                Step::Field(form, text, field) => {
+                    strings.write_field(body, *form, text.as_bytes(), *field);
+                }
             }
         }
     }
@@ -498,7 +634,7 @@ mod tests {
                     body.extend_from_slice(bytes);
                     continue;
                 }
-                Step::New(form, text, _) => {
+                Step::New(form, text, _) | Step::Field(form, text, _) => {
                     provisional.push(text.clone());
                     (*form, text.clone())
                 }
@@ -616,6 +752,20 @@ mod tests {
         assert_eq!(read_strings(&body, &[Tagged, Tagged, Typed, Tagged]), ["a", "a", "b", "b"]);
     }
 
+    /// The body of `before`, `abandoned` (written after a mark, then rewound and its bytes
+    /// removed) and `after`, finished, with the log that wrote it.
+    fn rewound(before: &[Step], abandoned: &[Step], after: &[Step]) -> (WrittenStrings, Vec<u8>) {
+        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        write_steps(&mut strings, &mut body, before);
+        let (mark, len) = (strings.mark(), body.len());
+        write_steps(&mut strings, &mut body, abandoned);
+        strings.rewind(mark);
+        body.truncate(len);
+        write_steps(&mut strings, &mut body, after);
+        strings.finish(&mut body);
+        (strings, body)
+    }
+
     #[test]
     fn strings_written_after_a_mark_and_rewound_leave_no_trace() {
         // Before the mark: "a", "b". After it, abandoned: a repeat of "a", a new "c", a
@@ -624,15 +774,8 @@ mod tests {
         let before = [new(Tagged, "a"), Step::Other(b"\x01"), new(Typed, "b")];
         let abandoned = [new(Typed, "a"), new(Tagged, "c"), Step::Reference(Typed, 3), Step::Other(b"\x02\x03")];
         let after = [new(Tagged, "c"), new(Typed, "b"), Step::Reference(Tagged, 2)];
-        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
-        write_steps(&mut strings, &mut body, &before);
-        let (mark, len) = (strings.mark(), body.len());
-        write_steps(&mut strings, &mut body, &abandoned);
-        strings.rewind(mark);
-        body.truncate(len);
-        assert_eq!(strings.strings_in_full(), 2);
-        write_steps(&mut strings, &mut body, &after);
-        strings.finish(&mut body);
+        let (strings, body) = rewound(&before, &abandoned, &after);
+        assert_eq!(strings.strings_in_full(), 4, "the abandoned strings' slots were taken again");
         let unbroken: Vec<Step> = before.iter().chain(&after).cloned().collect();
         assert_eq!(body, same_as_direct(&unbroken));
     }
@@ -643,7 +786,7 @@ mod tests {
         let first = deduplicated(&steps);
         // The log of the first body was kept for this thread's next one.
         let strings = WrittenStrings::default();
-        assert!(strings.events.capacity() >= 2000 && strings.events.is_empty() && strings.keys.is_empty());
+        assert!(strings.texts.capacity() >= 2000 && strings.texts.is_empty() && strings.references.is_empty() && strings.keys.is_empty());
         assert_eq!(strings.strings_in_full(), 0);
         drop(strings);
         assert_eq!(deduplicated(&steps), first);
@@ -746,5 +889,91 @@ mod tests {
         }
         assert!(provisional.len() > 16384);
         same_as_direct(&steps);
+    }
+
+    #[test]
+    fn repeats_in_a_field_are_references_as_written_and_the_body_is_the_same() {
+        // Two classes whose fields repeat a vocabulary (the same texts in two fields, and in a
+        // field of another class), beside a field of distinct values and tagged strings.
+        let mut steps = Vec::new();
+        for i in 0..3000 {
+            let city = format!("city-{}", i % 37);
+            steps.push(field(Typed, &city, 0, 1));
+            steps.push(field(Typed, &format!("mail-{i}@example.org"), 0, 2));
+            steps.push(field(Typed, &city, 1, 0));
+            steps.push(Step::Other(b"\x05"));
+            steps.push(new(Tagged, &format!("street-{}", i % 300)));
+            steps.push(field(Tagged, &format!("city-{}", i % 41), 0, 3));
+        }
+        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        write_steps(&mut strings, &mut body, &steps);
+        // Most repeats of the cities never reached the log of texts in full (15,000 strings
+        // otherwise; those that did collided in a direct-mapped table).
+        assert!(strings.texts.len() < 3000 + 3000 + 2000, "{} texts in full", strings.texts.len());
+        strings.finish(&mut body);
+        assert_eq!(body, written_directly(&steps));
+    }
+
+    #[test]
+    fn texts_that_look_alike_are_not_taken_for_each_other() {
+        // Prefixes, one byte apart, equal bytes of another length, empty, non-ASCII: each in
+        // one field, each written twice, and the first a prefix of what follows it.
+        let texts = ["ab", "abc", "abd", "", "a", "ab\u{e9}", "ab\u{e8}", "abc", "ab"];
+        let mut steps: Vec<Step> = texts.iter().map(|text| field(Typed, text, 0, 0)).collect();
+        steps.extend(texts.iter().rev().map(|text| field(Tagged, text, 0, 0)));
+        let body = same_as_direct(&steps);
+        let forms: Vec<StringForm> = (0..texts.len()).map(|_| Typed).chain((0..texts.len()).map(|_| Tagged)).collect();
+        let read: Vec<String> = texts.iter().chain(texts.iter().rev()).map(|text| text.to_string()).collect();
+        assert_eq!(read_strings(&body, &forms), read);
+    }
+
+    #[test]
+    fn a_rewind_forgets_what_the_fields_remembered() {
+        // "lost" is written in a field after the mark and rewound; "kept" before it. Then other
+        // bytes and strings take the place and the slot of "lost", and the field writes "lost"
+        // and "kept" again: "lost" must be new (its old place now holds "here"), "kept" may not
+        // be found by the field any more (a new generation) but is shared by `finish`.
+        let before = [field(Typed, "kept", 0, 0)];
+        let abandoned = [field(Typed, "lost", 0, 0), field(Typed, "lost", 0, 0)];
+        let after = [new(Typed, "here"), field(Typed, "lost", 0, 0), field(Typed, "kept", 0, 0), field(Typed, "lost", 0, 0)];
+        let (_, body) = rewound(&before, &abandoned, &after);
+        let unbroken: Vec<Step> = before.iter().chain(&after).cloned().collect();
+        assert_eq!(body, same_as_direct(&unbroken));
+        assert_eq!(read_strings(&body, &[Typed; 5]), ["kept", "here", "lost", "kept", "lost"]);
+    }
+
+    #[test]
+    fn generations_past_the_last_number_start_again_with_empty_tables() {
+        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        strings.write_field(&mut body, Typed, b"old", ObjectField { descriptor: 0, index: 0 });
+        let mark = strings.mark();
+        strings.generation = u32::MAX - 1;
+        strings.rewind(mark);
+        strings.rewind(mark);
+        assert_eq!(strings.generation, 1);
+        // The entry of "old" (generation 1) was emptied: not taken for the new generation 1.
+        strings.write_field(&mut body, Typed, b"old", ObjectField { descriptor: 0, index: 0 });
+        assert_eq!(strings.texts.len(), 2);
+        strings.finish(&mut body);
+        assert_eq!(read_strings(&body, &[Typed; 2]), ["old", "old"]);
+    }
+
+    #[test]
+    fn many_distinct_strings_in_fields_retire_them_and_vocabularies_keep_theirs() {
+        let (mut steps, mut state) = (Vec::new(), 7u64);
+        for i in 0..40_000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            steps.push(field(Typed, &format!("distinct-{i}"), 2, 0));
+            steps.push(field(Typed, &format!("vocabulary-{}", (state >> 33) % 3000), 2, 1));
+            if i % 1000 == 0 {
+                // A repeat of a distinct value, far from its first occurrence.
+                steps.push(field(Typed, &format!("distinct-{}", i / 2), 2, 0));
+            }
+        }
+        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        write_steps(&mut strings, &mut body, &steps);
+        assert!(strings.fields[2][0].retired && !strings.fields[2][1].retired);
+        strings.finish(&mut body);
+        assert_eq!(body, written_directly(&steps));
     }
 }
