@@ -1046,16 +1046,19 @@ pub(crate) fn scalar_base(py: Python<'_>, base: u8) -> Option<Bound<'_, PyType>>
     SCALAR_BASES.iter().find(|(_, scalar, _)| *scalar == classified_as).map(|(base_type, ..)| base_type(py))
 }
 
+/// The built-in containers whose Python subclasses are SUBCLASS values, with their tags.
+const CONTAINER_BASES: [(fn(Python<'_>) -> Bound<'_, PyType>, u8); 5] = [
+    (PyList::type_object, tag::LIST),
+    (PyDict::type_object, tag::DICT),
+    (PyTuple::type_object, tag::TUPLE),
+    (PySet::type_object, tag::SET),
+    (PyFrozenSet::type_object, tag::FROZENSET),
+];
+
 /// The built-ins whose Python subclasses are SUBCLASS values, with the tag of their base.
 fn subclass_bases(py: Python<'_>) -> impl Iterator<Item = (Bound<'_, PyType>, u8)> {
-    let containers = [
-        (PyList::type_object(py), tag::LIST),
-        (PyDict::type_object(py), tag::DICT),
-        (PyTuple::type_object(py), tag::TUPLE),
-        (PySet::type_object(py), tag::SET),
-        (PyFrozenSet::type_object(py), tag::FROZENSET),
-    ];
-    containers.into_iter().chain(SCALAR_BASES.iter().map(move |&(base_type, base, _)| (base_type(py), base)))
+    let containers = CONTAINER_BASES.iter().map(move |&(base_type, base)| (base_type(py), base));
+    containers.chain(SCALAR_BASES.iter().map(move |&(base_type, base, _)| (base_type(py), base)))
 }
 
 /// The built-in of `subclass_bases` that `class` is a subclass of, with its tag.
@@ -1245,8 +1248,8 @@ fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
 
 /// Decoding creates plain instances with `object.__new__`, which runs no user code; classes
 /// with their own `__new__` are therefore not stored by value.
-/// Whether the instances of `class`, a subclass of the built-in container `base`, are rebuilt
-/// whole by `base`'s own constructor and methods, as the decoder rebuilds them: every class
+/// Whether the instances of `class`, a subclass of the built-in container or scalar `base`, are
+/// rebuilt whole by `base`'s own constructor and methods, as the decoder rebuilds them: every class
 /// between the two is a Python class (a heap type) whose `__new__`, if it has one, is written
 /// in Python. Not so for struct sequences (`os.stat_result`, `time.struct_time`: `tuple.__new__`
 /// refuses them, and their fields past the tuple would be lost) or subclasses of containers
