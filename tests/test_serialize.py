@@ -1118,10 +1118,12 @@ def _int_subclass() -> Any:
 
 def _scalar_subclasses() -> Any:
     """Each scalar base (an int past 64 bits is a BIGINT, a str with a lone surrogate a
-    STR_SURROGATES), one instance twice, and a plain string equal to a subclassed one: the base
-    took no string slot, so the plain string is a new STR."""
+    STR_SURROGATES), one instance twice, then plain strings: the bases took no string slot, so
+    a string equal to a base is a new STR, and the first plain string takes string slot 0, to
+    which the last one refers."""
     shared = VFloat(1.5)
-    return [VInt(-(2**64)), shared, VComplex(1, -0.0), VStr("h\u00e9"), VStr("\ud800"), VBytes(b""), shared, "h\u00e9"]
+    return [VInt(-(2**64)), shared, VComplex(1, -0.0), VStr("h\u00e9"), VStr("\ud800"), VBytes(b""), shared,
+            "x", "h\u00e9", "x"]
 
 
 def _scalar_subclass_cycle() -> Any:
