@@ -736,15 +736,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             self.rebuildable_subclasses.push(class_address);
         }
         let obj = if is_scalar {
-            // Not a STR value of the stream: a string base takes no string slot.
-            let string_slots = self.string_slots.take();
-            let value = self.value_inner(r, depth);
-            self.string_slots = string_slots;
-            // The built-in's constructor copies the value into the new instance; no method of
-            // the class runs.
-            let obj = base.call_method1("__new__", (&class, value?))?;
-            self.memo.push(Some(obj.clone()));
-            obj
+            self.scalar_instance(r, &class, &base, depth)?
         } else if base_tag == tag::SUPERSEDED_TUPLE || base_tag == tag::SUPERSEDED_FROZENSET {
             // The fields that follow are set on the value of the slot, as on any SUBCLASS value.
             self.superseded_copy(r, &class, depth)?
@@ -777,6 +769,25 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 info.type_name
             ))));
         }
+        Ok(obj)
+    }
+}
+
+impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
+    /// The instance of `class`, a subclass of scalar built-in `base`, whose value is the
+    /// SUBCLASS base that `r` is at (docs/STREAM.md section 5), in the SUBCLASS's memo slot.
+    /// Kept out of `subclass` (and `value_inner` read through `value`, its one caller, in which
+    /// it stays inlined): streams without such values decode as fast as before they existed.
+    #[inline(never)]
+    fn scalar_instance(&mut self, r: &mut Reader<'_>, class: &Bound<'py, PyType>, base: &Bound<'py, PyType>, depth: usize) -> Out<'py> {
+        // Not a STR value of the stream: a string base takes no string slot.
+        let string_slots = self.string_slots.take();
+        let value = self.value(r, depth);
+        self.string_slots = string_slots;
+        // The built-in's constructor copies the value into the new instance; no method of the
+        // class runs.
+        let obj = base.call_method1("__new__", (class, value?))?;
+        self.memo.push(Some(obj.clone()));
         Ok(obj)
     }
 }
