@@ -1023,11 +1023,14 @@ fn builtin_iter<'py>(v: &Bound<'py, PyAny>, base: u8) -> PyResult<Vec<Bound<'py,
 
 use pyo3::PyTypeInfo;
 
+/// The type object of a built-in type.
+type BuiltinType = fn(Python<'_>) -> Bound<'_, PyType>;
+
 /// The scalar built-ins whose Python subclasses streams hold as SUBCLASS values (docs/STREAM.md
 /// section 5): each with the tag its base is classified under (an int's value is then written
 /// as INT or BIGINT, a str's as STR or STR_SURROGATES), and the method of the built-in that
 /// returns an instance's value as a plain object of the built-in. Records refuse them.
-const SCALAR_BASES: [(fn(Python<'_>) -> Bound<'_, PyType>, u8, &str); 5] = [
+const SCALAR_BASES: [(BuiltinType, u8, &str); 5] = [
     (PyInt::type_object, tag::INT, "__int__"),
     (PyFloat::type_object, tag::FLOAT, "__float__"),
     (PyComplex::type_object, tag::COMPLEX, "__complex__"),
@@ -1047,7 +1050,7 @@ pub(crate) fn scalar_base(py: Python<'_>, base: u8) -> Option<Bound<'_, PyType>>
 }
 
 /// The built-in containers whose Python subclasses are SUBCLASS values, with their tags.
-const CONTAINER_BASES: [(fn(Python<'_>) -> Bound<'_, PyType>, u8); 5] = [
+const CONTAINER_BASES: [(BuiltinType, u8); 5] = [
     (PyList::type_object, tag::LIST),
     (PyDict::type_object, tag::DICT),
     (PyTuple::type_object, tag::TUPLE),
@@ -1278,8 +1281,7 @@ pub(crate) fn rebuilt_by_base(class: &Bound<'_, PyType>, base: &Bound<'_, PyType
 /// Whether instances of `class` keep values in slots (the `__slots__` of its Python classes).
 fn has_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
-    // SAFETY: only the address of the static type object is taken.
-    let member_descriptor = unsafe { std::ptr::addr_of_mut!(ffi::PyMemberDescr_Type) };
+    let member_descriptor = py.import(pyo3::intern!(py, "types"))?.getattr(pyo3::intern!(py, "MemberDescriptorType"))?;
     for ancestor in class.mro().iter() {
         let ancestor = ancestor.cast_into::<PyType>()?;
         if !is_heap_type(&ancestor) {
@@ -1287,7 +1289,7 @@ fn has_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
         }
         let namespace = ancestor.getattr(pyo3::intern!(py, "__dict__"))?;
         for attribute in namespace.call_method0(pyo3::intern!(py, "values"))?.try_iter()? {
-            if attribute?.get_type_ptr() == member_descriptor {
+            if attribute?.get_type().is(&member_descriptor) {
                 return Ok(true);
             }
         }
