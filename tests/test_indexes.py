@@ -156,6 +156,33 @@ def test_index_declared_on_existing_data_is_built_kept_when_undeclared_and_dropp
         assert tx.query(Late).where(n=1042).count() == 1
 
 
+def test_an_index_no_longer_declared_unique_stops_refusing_duplicates(store: Any) -> None:
+    class Member(Persistent):
+        __copal_indexes__ = [Index("email", unique=True)]
+
+        def __init__(self, email: str) -> None:
+            self.email = email
+
+    db = store.open()
+    with db.transaction() as tx:
+        tx.root["members"] = PersistentList([Member("a@x")])
+    with pytest.raises(copal.UniqueViolation):
+        with db.transaction() as tx:
+            tx.root["members"].append(Member("a@x"))
+    Member.__copal_indexes__ = [Index("email")]
+    db = store.reopen(db)
+
+    class Trigger(Persistent):
+        pass
+
+    with db.transaction() as tx:
+        tx.root["members"].append(Member("a@x"))
+    with db.transaction() as tx:
+        assert tx.query(Member).where(email="a@x").count() == 2
+        assert "index" in tx.query(Member).where(email="a@x").explain()
+    assert db.verify()["problems"] == []
+
+
 def test_removed_indexes_must_be_index_objects(store: Any) -> None:
     class Odd(Persistent):
         __copal_removed_indexes__ = ["n"]

@@ -627,3 +627,6 @@ def test_pool_options_are_checked(pg_server: PgServer, tmp_path: Path) -> None:
         copal.open(tmp_path / "db", pool_timeout=1)
     with pytest.raises(ValueError, match="max_connections must be at least 1, not 0"):
         copal.open(pg_server.url(), max_connections=0)
+    for seconds in (-1, float("nan")):
+        with pytest.raises(ValueError, match=r"pool_timeout must be seconds >= 0, not"):
+            copal.open(pg_server.url(), pool_timeout=seconds)

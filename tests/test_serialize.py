@@ -766,6 +766,21 @@ def test_load_of_a_truncated_file() -> None:
         copal.load(io.BytesIO(b"PK\x03\x04 a zip file"))
 
 
+def test_load_refuses_garbage_without_reading_to_the_end() -> None:
+    class Endless(io.RawIOBase):
+        """A pipe that keeps sending garbage: reading it to the end would never return."""
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: Any) -> int:
+            buffer[:] = b"x" * len(buffer)
+            return len(buffer)
+
+    with pytest.raises(CorruptRecordError, match="not a copal stream"):
+        copal.load(Endless())
+
+
 def test_load_needs_a_binary_file() -> None:
     with pytest.raises(TypeError, match="binary file"):
         copal.load(io.StringIO("CPL1"))

@@ -56,8 +56,6 @@ class Database:
                 raise ValueError(f"{name} applies to a PostgreSQL database only, not to the embedded store")
         if max_connections is not None and max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, not {max_connections}")
-        if pool_timeout is not None and not pool_timeout >= 0:
-            raise ValueError(f"pool_timeout must be seconds >= 0, not {pool_timeout}")
         self.cache_size = cache_size
         self._progress: Progress = progress if progress is not None else ProgressBar()
         self._store = _core.Store(self.path, map_size, durable, max_connections, pool_timeout)
@@ -235,7 +233,7 @@ class Database:
         return report
 
     def _stored_type_names(self) -> set[str]:
-        return {descriptor["type_name"] for descriptor in self._store.schema()["descriptors"]}
+        return set(self._store.type_names())
 
     def _no_such_type(self, type_name: str, stored: set[str] | None = None) -> str:
         """The error for a type name the database does not store, with the stored names a user

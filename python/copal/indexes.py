@@ -57,10 +57,12 @@ def declared_indexes(index_keys: Callable[[list[Any]], list[bytes]]) -> tuple[li
         for index in _indexes_of(cls, "__copal_indexes__"):
             covered = sorted(name for name, c in registry.items() if isinstance(c, type) and issubclass(c, cls))
             # Old records of the covered types may hold an index field under a former name.
-            renamed = [r for r in renamed_fields() if r[0] in covered and r[2] in index.fields]
+            # Sorted, as `covered` is: the declaration must not depend on the order classes were
+            # imported in, or two processes would each find the other's index superseded.
+            renamed = sorted(r for r in renamed_fields() if r[0] in covered and r[2] in index.fields)
             # Old records without an index field are indexed under the default loading gives it,
             # so that the index answers as a scan does.
-            defaults = [d for d in field_defaults(index.fields) if d[0] in covered]
+            defaults = sorted((d for d in field_defaults(index.fields) if d[0] in covered), key=lambda d: (d[0], d[1]))
             keys = index_keys([value for _, _, value in defaults])
             keyed = [(type_name, name, key) for (type_name, name, _), key in zip(defaults, keys)]
             declared.append((type_name_of(cls), covered, list(index.fields), index.unique, renamed, keyed))

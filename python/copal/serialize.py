@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any, Literal, Protocol, TypeAlias
 
 from . import _core
+from .errors import CorruptRecordError
 
 __all__ = ["dumps", "loads", "dump", "load", "pack_many", "Archive", "Compression", "Format", "DEFAULT_MAX_SIZE"]
 
@@ -292,6 +293,10 @@ def load(file: SupportsRead, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
     if not head:
         raise EOFError("no copal stream: the file is at its end")
     if head[: len(_MAGIC)] != _MAGIC[: len(head)]:
+        # A document runs to the end of the file. Anything else is refused at once, without
+        # waiting for the end of a pipe or socket that sends garbage.
+        if not (head.lstrip(_BLANKS.encode())[:1] in (b"", b"{", b"<") or any(head.startswith(m) for m in _FRAME_MAGIC)):
+            raise CorruptRecordError('corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")')
         return loads(head + _read_to_end(file), max_size=max_size)
     if len(head) < _FIXED_HEADER:
         return loads(head)  # reports the truncation

@@ -825,11 +825,7 @@ impl Connection {
         let mut converter = OperandConverter { sink: &mut sink };
         values
             .iter()
-            .map(|value| {
-                let mut key = Vec::new();
-                copal_core::format::index_key::push_key(&mut key, Some(&converter.value(value)?));
-                Ok(PyBytes::new(py, &key))
-            })
+            .map(|value| Ok(PyBytes::new(py, &copal_core::format::index_key::key_of(&converter.value(value)?))))
             .collect()
     }
 

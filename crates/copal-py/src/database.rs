@@ -162,6 +162,14 @@ impl Store {
         Ok(out)
     }
 
+    /// The type names of the stored descriptors, read from the catalog alone: unlike `schema`,
+    /// no record is read, so checking a name costs the same on a store of any size.
+    fn type_names(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let store = self.store.get()?;
+        let descriptors = py.detach(move || Snapshot::new(&store)?.all_descriptors()).py_err()?;
+        Ok(descriptors.iter().map(|descriptor| descriptor.type_name.clone()).collect())
+    }
+
     /// Whether the store already holds the declared indexes (as `Connection.sync_indexes` takes
     /// them) and removed fields (as `sync_removed` takes them): then neither needs its
     /// maintenance commit, whose lock would make a new process wait behind running commits.

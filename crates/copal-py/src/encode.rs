@@ -1065,8 +1065,13 @@ fn subclass_bases(py: Python<'_>) -> impl Iterator<Item = (Bound<'_, PyType>, u8
 }
 
 /// The built-in of `subclass_bases` that `class` is a subclass of, with its tag.
-fn subclass_base<'py>(class: &Bound<'py, PyType>) -> Option<(Bound<'py, PyType>, u8)> {
-    subclass_bases(class.py()).find(|(base, _)| class.is_subclass(base).unwrap_or(false))
+fn subclass_base<'py>(class: &Bound<'py, PyType>) -> PyResult<Option<(Bound<'py, PyType>, u8)>> {
+    for (base, base_tag) in subclass_bases(class.py()) {
+        if class.is_subclass(&base)? {
+            return Ok(Some((base, base_tag)));
+        }
+    }
+    Ok(None)
 }
 
 /// How values of `class` are written (see `Kind`). Everything here depends on the class alone;
@@ -1105,7 +1110,7 @@ pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResu
     if !is_heap_type(class) {
         return Ok(Kind::Unsupported);
     }
-    if let Some((base, base_tag)) = subclass_base(class) {
+    if let Some((base, base_tag)) = subclass_base(class)? {
         // A SUBCLASS holds the base and the instance dict: a subclass of a scalar built-in whose
         // instances keep values in slots is refused rather than written without them.
         let kept_whole = rebuilt_by_base(class, &base)? && (scalar_base(py, base_tag).is_none() || !has_slots(class)?);
@@ -1135,7 +1140,9 @@ fn list_changed_size() -> Failure {
 fn unsupported_type(class: &Bound<'_, PyType>) -> Failure {
     let name = type_name_of(class).unwrap_or_else(|_| "?".into());
     let base_name = |base: &Bound<'_, PyType>| base.name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-    let reason = match subclass_base(class).filter(|_| is_heap_type(class)) {
+    // Only the message depends on this: an error from a class's `__subclasscheck__` gives the
+    // general one.
+    let reason = match subclass_base(class).ok().flatten().filter(|_| is_heap_type(class)) {
         Some((base, _)) if has_slots(class).unwrap_or(false) => format!(
             "values of type {name} cannot be stored: they keep values in __slots__, and a subclass of {} is \
              stored as its {} value and its __dict__",
@@ -1249,8 +1256,6 @@ fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
     unsafe { (*class.as_type_ptr()).tp_dictoffset != 0 }
 }
 
-/// Decoding creates plain instances with `object.__new__`, which runs no user code; classes
-/// with their own `__new__` are therefore not stored by value.
 /// Whether the instances of `class`, a subclass of the built-in container or scalar `base`, are
 /// rebuilt whole by `base`'s own constructor and methods, as the decoder rebuilds them: every class
 /// between the two is a Python class (a heap type) whose `__new__`, if it has one, is written
@@ -1297,6 +1302,8 @@ fn has_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
     Ok(false)
 }
 
+/// Decoding creates plain instances with `object.__new__`, which runs no user code; classes
+/// with their own `__new__` are therefore not stored by value.
 pub fn new_is_object_new(class: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
     let name = pyo3::intern!(py, "__new__");

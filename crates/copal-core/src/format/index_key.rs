@@ -19,6 +19,13 @@ pub const TIMEDELTA: u8 = 0x08;
 pub const UUID: u8 = 0x09;
 pub const OTHER: u8 = 0x0A;
 
+/// The key of `value` alone.
+pub fn key_of(value: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    push_key(&mut out, Some(value));
+    out
+}
+
 /// Appends the key of `value` (None: the field is missing) to `out`.
 pub fn push_key(out: &mut Vec<u8>, value: Option<&Value>) {
     let Some(value) = value else {

@@ -170,7 +170,7 @@ thread_local! {
 
 /// The largest log kept for the next body (`SPARE_LOG`), in bytes: the memory a thread keeps
 /// after writing a large stream.
-const MAX_SPARE_LOG_BYTES: usize = 64 << 20;
+const MAX_SPARE_LOG_BYTES: usize = 8 << 20;
 
 impl Default for WrittenStrings {
     fn default() -> Self {

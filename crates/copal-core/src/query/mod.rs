@@ -56,10 +56,10 @@ impl Query {
         })
     }
 
-    /// The value of field `name` in records of `descriptor` that do not hold it: its class's
+    /// The value of field `name` in records of `type_name` that do not hold it: its class's
     /// default, or None (missing).
-    fn field_default(&self, descriptor: &Descriptor, name: &str) -> Option<&Value> {
-        self.defaults.get(&descriptor.type_name)?.iter().find(|(field, _)| field == name).map(|(_, value)| value)
+    pub(crate) fn field_default(&self, type_name: &str, name: &str) -> Option<&Value> {
+        self.defaults.get(type_name)?.iter().find(|(field, _)| field == name).map(|(_, value)| value)
     }
 
     /// Field `name` of `fields`, the values of a record or embedded object of `descriptor`: the
@@ -67,7 +67,7 @@ impl Query {
     fn field_value(&self, descriptor: &Descriptor, fields: Vec<Value>, name: &str) -> Option<Value> {
         match self.field_position(descriptor, name) {
             Some(i) => fields.into_iter().nth(i),
-            None => self.field_default(descriptor, name).cloned(),
+            None => self.field_default(&descriptor.type_name, name).cloned(),
         }
     }
 }
@@ -138,7 +138,7 @@ impl<'s> Reader<'s> {
             }
             let absent = (0..names.len())
                 .filter(|i| positions[*i].is_none())
-                .map(|i| (i, self.query.field_default(&descriptor, names[i]).cloned()))
+                .map(|i| (i, self.query.field_default(&descriptor.type_name, names[i]).cloned()))
                 .collect();
             self.layout = Some(FieldLayout { descriptor: header.descriptor, slots, absent });
         }
@@ -237,7 +237,7 @@ impl<'s> Reader<'s> {
         Ok(self.referenced[&oid].as_ref().and_then(|(d, fields, record)| {
             let value = match self.query.field_position(d, name) {
                 Some(i) => fields[i].clone(),
-                None => self.query.field_default(d, name)?.clone(),
+                None => self.query.field_default(&d.type_name, name)?.clone(),
             };
             Some((value, Rc::clone(record)))
         }))

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::expr::{CmpOp, Expr, Path};
 use super::order::bigint_to_i128;
 use super::Query;
-use crate::format::index_key::{kind_byte, push_key, str_prefix_key, NUMBER, STR};
+use crate::format::index_key::{key_of, kind_byte, str_prefix_key, NUMBER, STR};
 use crate::format::Value;
 use crate::store::{prefix_end, IndexDef};
 
@@ -104,12 +104,6 @@ fn numbers_end(prefix: &[u8]) -> Vec<u8> {
     end
 }
 
-fn key_of(value: &Value) -> Vec<u8> {
-    let mut out = Vec::new();
-    push_key(&mut out, Some(value));
-    out
-}
-
 fn joined(prefix: &[u8], rest: &[u8]) -> Vec<u8> {
     let mut out = prefix.to_vec();
     out.extend_from_slice(rest);
@@ -188,7 +182,7 @@ fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<FieldRang
 fn reads_like_query(query: &Query, def: &IndexDef, type_names: &[String]) -> bool {
     type_names.iter().all(|type_name| {
         def.fields.iter().all(|field| {
-            let read_as = query.defaults.get(type_name).and_then(|d| d.iter().find(|(f, _)| f == field)).map(|(_, v)| key_of(v));
+            let read_as = query.field_default(type_name, field).map(key_of);
             let mut former: Vec<&str> = query
                 .renamed
                 .get(type_name)

@@ -150,8 +150,9 @@ impl IndexDef {
 pub type RemovedIndex = (String, Vec<String>);
 
 /// The indexes among `defs` that index maintenance drops: those declared removed, and those
-/// superseded by a declaration of the same index with other renames or defaults (built anew
-/// beside them). An index that the running program's classes merely do not declare is kept
+/// superseded by a declaration on the same type and fields with another uniqueness, renames or
+/// defaults (built anew beside them: an index no longer declared unique must stop refusing
+/// duplicates). An index that the running program's classes merely do not declare is kept
 /// and maintained: during a rolling deploy, a program still running an older class version
 /// would otherwise drop the index that the newer version declares, and the newer one build it
 /// again (docs/ARCHITECTURE.md, "Indexes").
@@ -160,7 +161,7 @@ pub fn stale_indexes(defs: &[std::sync::Arc<IndexDef>], declared: &[DeclaredInde
         .filter(|def| !declared.iter().any(|index| def.is_declared_as(index)))
         .filter(|def| {
             let superseded = declared.iter().any(|index| {
-                index.type_name == def.type_name && index.fields == def.fields.as_slice() && index.unique == def.unique
+                index.type_name == def.type_name && index.fields == def.fields.as_slice()
             });
             superseded || removed.iter().any(|(type_name, fields)| *type_name == def.type_name && *fields == def.fields)
         })
