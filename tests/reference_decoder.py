@@ -39,6 +39,9 @@ ITEM_TAGS = {LIST: "list", TUPLE: "tuple", SET: "set", FROZENSET: "frozenset"}
 # The value a superseded copy stands for.
 SUPERSEDED_BASES = {SUPERSEDED_TUPLE: TUPLE, SUPERSEDED_FROZENSET: FROZENSET}
 SUBCLASS_BASES = {LIST, TUPLE, DICT, SET, FROZENSET}
+# docs/STREAM.md section 5, version 4: SUBCLASS bases that are scalar values, read from their tag
+# on as the value they are (a string base takes no string slot).
+SCALAR_SUBCLASS_BASES = {INT, BIGINT, FLOAT, COMPLEX, STR, STR_SURROGATES, BYTES}
 
 # Section 6.5: time-zone flags and ranges.
 TZ_FOLD, TZ_OFFSET, TZ_NAMED = 0x01, 0x02, 0x04
@@ -89,7 +92,8 @@ class _Reader:
         self.strings: int | None = 0 if shared_strings else None
         # Streams of version 3 only: the field kinds of each descriptor.
         self.kinds = kinds
-        # Streams of version 4 only: the type name of each descriptor (superseded copies).
+        # Streams of version 4 only: the type name of each descriptor (superseded copies); it also
+        # marks the version whose SUBCLASS bases may be scalar values.
         self.type_names = type_names
         # One entry per memo slot taken: True once the value exists, False while an immutable
         # container (tuple, frozenset, or a subclass of them) is still reading its items.
@@ -264,6 +268,11 @@ class _Reader:
             base = self.u8()
             if base in SUPERSEDED and self.type_names is not None:
                 body = self.superseded(base, slot, self.subclass_type(descriptor, SUPERSEDED_BASES[base]), depth)
+            elif base in SCALAR_SUBCLASS_BASES and self.type_names is not None:
+                self.pos = base_at
+                strings, self.strings = self.strings, None
+                body = self.value(depth)
+                self.strings = strings
             elif base not in SUBCLASS_BASES:
                 raise self.fail("UnknownTag", base_at, f"0x{base:02x} is not a SUBCLASS base")
             else:
@@ -423,7 +432,8 @@ def decode_value(
     With `kinds` (version 3 and later: id -> field kinds), TYPED_OBJECT and OBJECT_LIST are read,
     as the ``object`` and ``list`` they stand for. With `type_names` (version 4: id -> type
     name), SUPERSEDED_TUPLE and SUPERSEDED_FROZENSET are read, as values and SUBCLASS bases, as
-    ``{"superseded_tuple": {"items": [...], "by": slot}}`` (and ``superseded_frozenset``)."""
+    ``{"superseded_tuple": {"items": [...], "by": slot}}`` (and ``superseded_frozenset``), and so
+    are SUBCLASS bases that are scalar values, as the value (``{"int": 5}``, ``{"str": "a"}``)."""
     r = _Reader(data, descriptors, shared_strings, kinds, type_names)
     out = r.value(0)
     r.expect_end()

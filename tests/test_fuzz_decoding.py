@@ -330,7 +330,8 @@ def test_token_soups_load_or_raise_copal_errors(worker: Worker, data: st.DataObj
 @given(data=st.data())
 def test_mutated_streams_load_or_raise_copal_errors(worker: Worker, data: st.DataObject) -> None:
     """copal.loads (docs/STREAM.md) of mutated copal.dumps streams, plain and compressed, and of
-    a stream of tuples containing themselves (superseded copies, version 4)."""
+    a stream of tuples containing themselves (superseded copies, version 4) and of subclasses of
+    scalar built-ins (version 4 too)."""
     kind = data.draw(st.sampled_from(["plain", "plain", "zstd", "gzip", "recursive"]), label="stream")
     check(worker, "stream", mutate(data, worker.streams[kind], list(worker.streams.values())))
 

@@ -1071,6 +1071,31 @@ class VTuple(tuple):  # type: ignore[type-arg]
     """A tuple subclass with an instance attribute ``label``."""
 
 
+@_in_module
+class VInt(int):
+    """An int subclass with an instance attribute ``label``."""
+
+
+@_in_module
+class VFloat(float):
+    pass
+
+
+@_in_module
+class VComplex(complex):
+    pass
+
+
+@_in_module
+class VStr(str):
+    """A str subclass with an instance attribute ``label``."""
+
+
+@_in_module
+class VBytes(bytes):
+    pass
+
+
 class Perm(enum.Flag):
     READ = 1
     WRITE = 2
@@ -1176,6 +1201,28 @@ def _recursive_tuple_subclass() -> Any:
     return t
 
 
+def _int_subclass() -> Any:
+    x = VInt(5)
+    x.label = "l"
+    return x
+
+
+def _scalar_subclasses() -> Any:
+    """Each scalar base (an int past 64 bits is a BIGINT, a str with a lone surrogate a
+    STR_SURROGATES), one instance twice, then plain strings: the bases took no string slot, so
+    a string equal to a base is a new STR, and the first plain string takes string slot 0, to
+    which the last one refers."""
+    shared = VFloat(1.5)
+    return [VInt(-(2**64)), shared, VComplex(1, -0.0), VStr("h\u00e9"), VStr("\ud800"), VBytes(b""), shared,
+            "x", "h\u00e9", "x"]
+
+
+def _scalar_subclass_cycle() -> Any:
+    s = VStr("s")
+    s.label = [s]
+    return s
+
+
 # name -> (factory, compress, canonical: copal writes exactly these bytes for the value)
 VALID: dict[str, tuple[Callable[[], Any], copal.serialize.Compression, bool]] = {
     "none": (lambda: None, None, True),
@@ -1200,6 +1247,9 @@ VALID: dict[str, tuple[Callable[[], Any], copal.serialize.Compression, bool]] = 
     "recursive_tuple_twice": (_recursive_tuple_twice, None, True),
     "recursive_frozenset": (_recursive_frozenset, None, True),
     "recursive_tuple_subclass": (_recursive_tuple_subclass, None, True),
+    "int_subclass": (_int_subclass, None, True),
+    "scalar_subclasses": (_scalar_subclasses, None, True),
+    "scalar_subclass_cycle": (_scalar_subclass_cycle, None, True),
     "zstd": (lambda: ["copal"] * 20, "zstd", False),
     "gzip": (lambda: ["copal"] * 20, "gzip", False),
     "lz4": (lambda: ["copal"] * 20, "lz4", False),
@@ -1213,6 +1263,7 @@ def _invalid() -> dict[str, tuple[bytes, str]]:
     listed = table(entry(f"{VECTOR_MODULE}.VPoint", ["x"])) + b"\x0b"  # version 3: x is a LIST
     gz = gzip.compress(table() + b"\x00", mtime=0)
     vtuple = table(entry(f"{VECTOR_MODULE}.VTuple", []))
+    vint, vfloat, vstr = (table(entry(f"{VECTOR_MODULE}.{name}", [])) for name in ("VInt", "VFloat", "VStr"))
 
     def v4(value: bytes, descriptors: bytes = table()) -> bytes:
         return stream(descriptors + value, version=4)
@@ -1247,6 +1298,12 @@ def _invalid() -> dict[str, tuple[bytes, str]]:
         "superseded_subclass_by_a_plain_tuple": (v4(b"\x19\x00\x1e\x01\x0c\x00\x01", vtuple), "BadBackRef"),
         "superseded_slot_missing": (v4(b"\x1e\x00"), "Truncated"),
         "backref_inside_a_superseded_copy": (v4(b"\x1e\x02\x0c\x00\x1a\x00\x01"), "BadBackRef"),
+        "scalar_subclass_base_in_version_3": (stream(vint + b"\x19\x00\x03\x0a", version=3), "UnknownTag"),
+        "scalar_subclass_str_base_bad_utf8": (v4(b"\x19\x00\x07\x01\xff", vstr), "BadUtf8"),
+        "scalar_subclass_float_base_truncated": (v4(b"\x19\x00\x05\x00\x00\xf8\x3f", vfloat), "Truncated"),
+        "subclass_base_strref": (v4(b"\x0b\x02\x07\x01a\x19\x00\x1b\x00", vstr), "UnknownTag"),
+        "subclass_base_bool": (v4(b"\x19\x00\x02", vint), "UnknownTag"),
+        "subclass_base_bytearray": (v4(b"\x19\x00\x0a\x00", vint), "UnknownTag"),
         "typed_object_in_version_2": (stream(point + b"\x1c\x00\x02\x02a", version=2), "UnknownTag"),
         "object_list_in_version_2": (stream(point + b"\x1d\x00\x00", version=2), "UnknownTag"),
         "field_kinds_missing": (stream(point + b"\x03", version=3), "Truncated"),

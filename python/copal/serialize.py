@@ -100,7 +100,8 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "copal") -
         bytes: The stream, made of the magic bytes ``b"CPL1"``, a version and flags byte, the payload
         length, and the payload (the class descriptors, then the value, in which each distinct
         string is written once: stream version 3, or 4 for a tuple or frozenset that contains
-        itself, docs/STREAM.md); or, with
+        itself or an instance of a subclass of int, float, complex, str or bytes,
+        docs/STREAM.md); or, with
         ``format="json"`` or ``"xml"``, the document in UTF-8 (bytes, ready for a file or a
         socket, as orjson and msgspec return them; ``.decode()`` gives the str), compressed
         whole if ``compress`` is given.
@@ -108,7 +109,8 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "copal") -
     Raises:
         TypeError: The graph holds a value copal cannot store (the message names its path), or,
             with ``format="json"`` or ``"xml"``, a tuple or frozenset that contains itself
-            through a mutable container (binary streams hold it).
+            through a mutable container or an instance of a subclass of int, float, complex,
+            str or bytes (binary streams hold both).
         ValueError: Values are nested deeper than 256 levels, or ``compress`` or ``format`` is
             invalid.
 

@@ -39,8 +39,8 @@ from copal import CorruptRecordError, Persistent, PersistentDict, PersistentList
 
 from helpers.fuzz_decode_models import Perm
 from helpers.models import (
-    Color, FrozenKey, Holder, Item, Level, Node, Pair, Point, Tagged, TaggedDict, TaggedSet,
-    TaggedTuple, Vector, tagged,
+    Color, FrozenKey, Holder, Item, Level, Node, Pair, Point, Tagged, TaggedBytes, TaggedComplex, TaggedDict,
+    TaggedFloat, TaggedInt, TaggedSet, TaggedStr, TaggedTuple, Vector, tagged,
 )
 
 
@@ -176,8 +176,9 @@ def serve(path: str, db: copal.Database, oid: int, data: bytes) -> dict[str, str
 
 
 def recursive_values() -> list[Any]:
-    """Tuples, frozensets and a tuple subclass that contain themselves through mutable values:
-    their streams hold superseded copies (docs/STREAM.md section 5), which records cannot."""
+    """Tuples, frozensets and a tuple subclass that contain themselves through mutable values,
+    and instances of subclasses of scalar built-ins: their streams hold superseded copies and
+    SUBCLASS values of scalar bases (docs/STREAM.md section 5), which records cannot."""
     through_two: tuple[list[Any], dict[str, Any]] = ([], {})
     through_two[0].append(through_two)
     through_two[1]["t"] = through_two
@@ -186,7 +187,9 @@ def recursive_values() -> list[Any]:
     node.next = frozen
     sub = tagged(TaggedTuple, ([], "x"), label="l")
     sub[0].append(sub)
-    return [through_two, frozen, sub, Pair([], 2)]
+    scalars = [tagged(TaggedInt, 2**70, label=sub), tagged(TaggedStr, "s\u00e9", label="l"), TaggedFloat(0.5),
+               TaggedComplex(1j), TaggedBytes(b"b"), TaggedInt(-3)]
+    return [through_two, frozen, sub, Pair([], 2), scalars]
 
 
 def streams(db: copal.Database, names: dict[str, int]) -> dict[str, bytes]:

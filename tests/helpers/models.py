@@ -140,6 +140,26 @@ class TaggedTuple(tuple):  # type: ignore[type-arg]
     """A tuple subclass with its own attributes."""
 
 
+class TaggedInt(int):
+    """An int subclass with its own attributes (binary streams only: docs/STREAM.md section 5)."""
+
+
+class TaggedFloat(float):
+    """A float subclass with its own attributes (binary streams only)."""
+
+
+class TaggedComplex(complex):
+    """A complex subclass with its own attributes (binary streams only)."""
+
+
+class TaggedStr(str):
+    """A str subclass with its own attributes (binary streams only)."""
+
+
+class TaggedBytes(bytes):
+    """A bytes subclass with its own attributes (binary streams only)."""
+
+
 Pair = collections.namedtuple("Pair", ["left", "right"])
 
 

@@ -8,7 +8,20 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from helpers.models import Color, Level, Node, Point, Tagged, TaggedDict, Vector
+from helpers.models import (
+    Color,
+    Level,
+    Node,
+    Point,
+    Tagged,
+    TaggedBytes,
+    TaggedComplex,
+    TaggedDict,
+    TaggedFloat,
+    TaggedInt,
+    TaggedStr,
+    Vector,
+)
 
 # Text including surrogates and other characters that UTF-8 cannot encode.
 any_text = st.text(st.characters(exclude_categories=()), max_size=20)
@@ -41,6 +54,16 @@ def hashable_leaves() -> st.SearchStrategy[Any]:
     )
 
 
+#: Instances of subclasses of the scalar built-ins, hashable and equal to their copies.
+scalar_subclass_instances = st.one_of(
+    big_ints.map(TaggedInt),
+    st.floats(allow_nan=False).map(TaggedFloat),
+    st.complex_numbers(allow_nan=False).map(TaggedComplex),
+    any_text.map(TaggedStr),
+    st.binary(max_size=20).map(TaggedBytes),
+)
+
+
 def leaves() -> st.SearchStrategy[Any]:
     """All leaves, including NaNs, which never compare equal (use assert_same)."""
     return hashable_leaves() | st.floats() | st.decimals() | st.builds(bytearray, st.binary(max_size=20))
@@ -67,16 +90,18 @@ def values(leaf: st.SearchStrategy[Any] | None = None) -> st.SearchStrategy[Any]
 
 
 @st.composite
-def value_graphs(draw: st.DrawFn, recursive_tuples: bool = False) -> list[Any]:
+def value_graphs(draw: st.DrawFn, recursive_tuples: bool = False, scalar_subclasses: bool = False) -> list[Any]:
     """A list of nodes where later nodes contain earlier ones (shared references), and mutable
     nodes may then be made to contain any node, including themselves or later ones (cycles).
     With `recursive_tuples`, cycles may also pass through tuples (a tuple containing itself
-    through a mutable container), which only binary streams can hold."""
+    through a mutable container), and with `scalar_subclasses` nodes may be instances of
+    subclasses of int, float, complex, str and bytes holding earlier nodes in an attribute: both
+    only binary streams can hold."""
     nodes: list[Any] = []
     hashable: list[bool] = []
     for _ in range(draw(st.integers(1, 12))):
-        kinds = ["leaf", "hleaf"] + (["list", "tuple", "dict", "set", "frozenset", "point", "node",
-                                      "tagged", "tdict"] if nodes else [])
+        containers = ["list", "tuple", "dict", "set", "frozenset", "point", "node", "tagged", "tdict"]
+        kinds = ["leaf", "hleaf"] + (containers + (["scalar"] if scalar_subclasses else []) if nodes else [])
         kind = draw(st.sampled_from(kinds))
         if kind == "leaf":
             nodes.append(draw(leaves()))
@@ -92,6 +117,11 @@ def value_graphs(draw: st.DrawFn, recursive_tuples: bool = False) -> list[Any]:
         if kind == "list":
             nodes.append(children)
             hashable.append(False)
+        elif kind == "scalar":
+            scalar = draw(scalar_subclass_instances)
+            scalar.children = children
+            nodes.append(scalar)
+            hashable.append(True)
         elif kind == "tagged":
             obj = Tagged(children)
             obj.tag = draw(st.text(max_size=5))

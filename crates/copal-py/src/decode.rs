@@ -79,8 +79,9 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// section 5); they are unknown tags elsewhere.
     pub typed_objects: bool,
     /// Set for streams of version 4: SUPERSEDED_TUPLE and SUPERSEDED_FROZENSET are read, as
-    /// values and as SUBCLASS bases (docs/STREAM.md section 5); they are unknown tags elsewhere.
-    pub superseded_copies: bool,
+    /// values and as SUBCLASS bases, and so are SUBCLASS bases of scalar tags (docs/STREAM.md
+    /// section 5); they are unknown tags elsewhere.
+    pub version_4_values: bool,
     /// How many values the decoding would have visited with back-references expanded, and the
     /// same count per memo slot: a set element or dict key whose expansion exceeds
     /// `hash_budget` is refused, since hashing it would visit every expanded value (a record
@@ -146,7 +147,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             string_slots: None,
             spare_strings: from_spare(spare.strings),
             typed_objects: false,
-            superseded_copies: false,
+            version_4_values: false,
             expanded: 0,
             slot_weights: spare.weights,
             hash_budget: u64::MAX,
@@ -399,8 +400,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 self.memo[slot] = Some(value.clone());
                 value
             }
-            tag::SUPERSEDED_TUPLE if self.superseded_copies => self.superseded_copy(r, &PyTuple::type_object(py), depth)?,
-            tag::SUPERSEDED_FROZENSET if self.superseded_copies => self.superseded_copy(r, &PyFrozenSet::type_object(py), depth)?,
+            tag::SUPERSEDED_TUPLE if self.version_4_values => self.superseded_copy(r, &PyTuple::type_object(py), depth)?,
+            tag::SUPERSEDED_FROZENSET if self.version_4_values => self.superseded_copy(r, &PyFrozenSet::type_object(py), depth)?,
             tag::DATETIME => {
                 let flags = r.tz_flags()?;
                 let micros = r.zigzag()?;
@@ -735,16 +736,23 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         let info = self.resolver.descriptor(py, r.u32_varint()?)?;
         let class = self.resolver.class_of(py, &info)?;
         let offset = r.position();
-        let base_tag = r.u8()?;
-        let base: Bound<'py, PyType> = match base_tag {
-            tag::LIST => PyList::type_object(py),
-            tag::DICT => PyDict::type_object(py),
-            tag::SET => PySet::type_object(py),
-            tag::TUPLE => PyTuple::type_object(py),
-            tag::FROZENSET => PyFrozenSet::type_object(py),
-            tag::SUPERSEDED_TUPLE if self.superseded_copies => PyTuple::type_object(py),
-            tag::SUPERSEDED_FROZENSET if self.superseded_copies => PyFrozenSet::type_object(py),
-            other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
+        let base_tag = r.peek_u8()?;
+        // A scalar base is read below as the value it is, from its tag on; a container's tag is
+        // taken here.
+        let scalar = crate::encode::scalar_base(py, base_tag).filter(|_| self.version_4_values);
+        let is_scalar = scalar.is_some();
+        let base: Bound<'py, PyType> = match scalar {
+            Some(scalar) => scalar,
+            None => match r.u8()? {
+                tag::LIST => PyList::type_object(py),
+                tag::DICT => PyDict::type_object(py),
+                tag::SET => PySet::type_object(py),
+                tag::TUPLE => PyTuple::type_object(py),
+                tag::FROZENSET => PyFrozenSet::type_object(py),
+                tag::SUPERSEDED_TUPLE if self.version_4_values => PyTuple::type_object(py),
+                tag::SUPERSEDED_FROZENSET if self.version_4_values => PyFrozenSet::type_object(py),
+                other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
+            },
         };
         crate::class_cache::check_inert(&class, &info)?;
         if !crate::encode::is_heap_type(&class) || !class.is_subclass(&base)? {
@@ -766,7 +774,9 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             self.rebuildable_subclasses.push(class_address);
         }
-        let obj = if base_tag == tag::SUPERSEDED_TUPLE || base_tag == tag::SUPERSEDED_FROZENSET {
+        let obj = if is_scalar {
+            self.scalar_instance(r, &class, &base, depth)?
+        } else if base_tag == tag::SUPERSEDED_TUPLE || base_tag == tag::SUPERSEDED_FROZENSET {
             // The fields that follow are set on the value of the slot, as on any SUBCLASS value.
             self.superseded_copy(r, &class, depth)?
         } else if base_tag == tag::TUPLE || base_tag == tag::FROZENSET {
@@ -798,6 +808,25 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 info.type_name
             ))));
         }
+        Ok(obj)
+    }
+}
+
+impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
+    /// The instance of `class`, a subclass of scalar built-in `base`, whose value is the
+    /// SUBCLASS base that `r` is at (docs/STREAM.md section 5), in the SUBCLASS's memo slot.
+    /// Kept out of `subclass` (and `value_inner` read through `value`, its one caller, in which
+    /// it stays inlined): streams without such values decode as fast as before they existed.
+    #[inline(never)]
+    fn scalar_instance(&mut self, r: &mut Reader<'_>, class: &Bound<'py, PyType>, base: &Bound<'py, PyType>, depth: usize) -> Out<'py> {
+        // Not a STR value of the stream: a string base takes no string slot.
+        let string_slots = self.string_slots.take();
+        let value = self.value(r, depth);
+        self.string_slots = string_slots;
+        // The built-in's constructor copies the value into the new instance; no method of the
+        // class runs.
+        let obj = base.call_method1("__new__", (class, value?))?;
+        self.memo.push(Some(obj.clone()));
         Ok(obj)
     }
 }

@@ -224,12 +224,15 @@ pub struct Encoder<'s> {
     /// The tuples and frozensets (and subclasses of them) whose items are being written,
     /// innermost last.
     unfinished: Vec<Unfinished>,
-    /// Set for streams (standalone.rs): a tuple or frozenset met again inside its own items is
-    /// written again there (see `Unfinished`). Records, archives and text documents refuse it.
-    pub supersedes_copies: bool,
-    /// How many copies of the value being written were superseded (SUPERSEDED_TUPLE and
-    /// SUPERSEDED_FROZENSET): only a stream with some needs version 4.
-    pub superseded_copies: usize,
+    /// Set for binary streams (standalone.rs), which hold values that records, archives and
+    /// text documents refuse (`only_in_streams`): a tuple or frozenset met again inside its own
+    /// items is written again there (see `Unfinished`), and a subclass of a scalar built-in is a
+    /// SUBCLASS value of a scalar base (docs/STREAM.md section 5).
+    pub stream_only_values: bool,
+    /// How many values of stream version 4 the value being written holds (copies superseded
+    /// with SUPERSEDED_TUPLE and SUPERSEDED_FROZENSET, SUBCLASS values of scalar bases): only a
+    /// stream with some needs version 4.
+    pub version_4_values: usize,
     mutable: bool,
     /// Encoding a PersistentList/PersistentDict: its own top-level container (depth 0) is
     /// watched by its methods and does not make the state "mutable".
@@ -267,7 +270,7 @@ struct Mark {
     memo_logged: usize,
     mutable: bool,
     strings: Option<StringsMark>,
-    superseded_copies: usize,
+    version_4_values: usize,
 }
 
 /// A tuple or frozenset (or a subclass of one) whose items are being written. A reader builds it
@@ -295,7 +298,8 @@ pub(crate) enum Kind {
     Uuid,
     Broken,
     Enum,
-    /// A Python subclass of list, dict, tuple, set or frozenset, with the tag of its base.
+    /// A Python subclass of list, dict, tuple, set or frozenset, or of a scalar built-in
+    /// (`SCALAR_BASES`), with the tag of its base (see `subclass_bases`).
     Subclass(u8),
     /// A plain instance of a Python class (with a `__dict__`, slots or both), written by value
     /// as an OBJECT; the number of the class's entry in `Encoder::object_shapes`.
@@ -312,8 +316,8 @@ impl<'s> Encoder<'s> {
             memo_log: Vec::new(),
             next_memo: 0,
             unfinished: Vec::new(),
-            supersedes_copies: false,
-            superseded_copies: 0,
+            stream_only_values: false,
+            version_4_values: 0,
             mutable: false,
             tracks_own: false,
             root: 0,
@@ -361,7 +365,7 @@ impl<'s> Encoder<'s> {
         self.memo.clear();
         self.memo_log.clear();
         self.next_memo = 0;
-        self.superseded_copies = 0;
+        self.version_4_values = 0;
         self.mixed_lists.clear();
         if let Some(strings) = &mut self.strings {
             strings.clear();
@@ -429,19 +433,11 @@ impl<'s> Encoder<'s> {
         let index = match self.unfinished.iter().rfind(|unfinished| unfinished.object == key) {
             None => index,
             Some(Unfinished { first_finished: Some(copy), .. }) => *copy,
-            Some(_) if self.supersedes_copies => {
+            Some(_) if self.stream_only_values => {
                 self.next_memo += 1;
                 return Ok(false);
             }
-            Some(_) => {
-                return Err(Failure::Unsupported {
-                    path: vec![],
-                    reason: "a tuple or frozenset that contains itself (through a mutable container) can only be \
-                             written to a binary stream (copal.dumps), not stored in a database, an archive or a \
-                             text document"
-                        .into(),
-                });
-            }
+            Some(_) => return Err(only_in_streams("a tuple or frozenset that contains itself (through a mutable container)")),
         };
         self.w.u8(tag::BACKREF);
         self.w.varint(index);
@@ -463,7 +459,7 @@ impl<'s> Encoder<'s> {
         depth: usize,
     ) -> Step {
         self.unfinished.push(Unfinished { object: v.as_ptr() as usize, first_finished: None });
-        let written = if self.supersedes_copies {
+        let written = if self.stream_only_values {
             // A copy of `v` would write these items again: each is held by a second reference
             // while it is written, which keeps it out of `is_unshared`'s shortcut, so that a
             // container among them gets its identity-map entry and the copy refers back to it
@@ -479,7 +475,7 @@ impl<'s> Encoder<'s> {
             Some(copy) => {
                 self.w.buf[tag_at] = tag::superseded(self.w.buf[tag_at]);
                 self.w.varint(copy);
-                self.superseded_copies += 1;
+                self.version_4_values += 1;
             }
             None => {
                 for outer in self.unfinished.iter_mut().filter(|outer| outer.object == object) {
@@ -642,8 +638,7 @@ impl<'s> Encoder<'s> {
 
     /// Undoes what a trial encoding did to the copies of unfinished values (`Unfinished`): the
     /// copies from slot `next_memo` on were not written.
-    fn forget_copies(&mut self, next_memo: u64, superseded: usize) {
-        self.superseded_copies = superseded;
+    fn forget_copies(&mut self, next_memo: u64) {
         for unfinished in &mut self.unfinished {
             if unfinished.first_finished.is_some_and(|copy| copy >= next_memo) {
                 unfinished.first_finished = None;
@@ -659,15 +654,15 @@ impl<'s> Encoder<'s> {
             memo_logged: self.memo_log.len(),
             mutable: self.mutable,
             strings: self.strings.as_ref().map(StringTable::mark),
-            superseded_copies: self.superseded_copies,
+            version_4_values: self.version_4_values,
         }
     }
 
     /// Undoes everything written since `mark` was taken: its bytes, the memo slots and
     /// identity-map entries it took (the reader numbers the memo-taking tags actually written),
-    /// its strings' slots and the copies of unfinished values it wrote. Descriptors the sink gave
-    /// out meanwhile stay: whatever is written instead asks for them again, in the same order
-    /// (`object_list`).
+    /// its strings' slots, the copies of unfinished values it wrote and the version 4 values it
+    /// counted. Descriptors the sink gave out meanwhile stay: whatever is written instead asks for
+    /// them again, in the same order (`object_list`).
     fn rewind(&mut self, mark: Mark) {
         self.w.buf.truncate(mark.len);
         for key in self.memo_log.drain(mark.memo_logged..) {
@@ -675,7 +670,8 @@ impl<'s> Encoder<'s> {
         }
         self.next_memo = mark.next_memo;
         self.mutable = mark.mutable;
-        self.forget_copies(mark.next_memo, mark.superseded_copies);
+        self.version_4_values = mark.version_4_values;
+        self.forget_copies(mark.next_memo);
         if let (Some(strings), Some(strings_mark)) = (&mut self.strings, mark.strings) {
             strings.rewind(strings_mark);
         }
@@ -1005,6 +1001,9 @@ impl<'s> Encoder<'s> {
     }
 
     fn subclass(&mut self, v: &Bound<'_, PyAny>, base: u8, depth: usize) -> Step {
+        if let Some(&(base_type, _, value_method)) = SCALAR_BASES.iter().find(|(_, scalar, _)| *scalar == base) {
+            return self.scalar_subclass(v, &base_type(v.py()), value_method, depth);
+        }
         if base != tag::TUPLE && base != tag::FROZENSET {
             self.mutable = true;
         }
@@ -1042,6 +1041,32 @@ impl<'s> Encoder<'s> {
             }
         }
         self.fields(&fields, depth)
+    }
+
+    /// An instance of a Python subclass of scalar built-in `base`: a SUBCLASS whose base is its
+    /// value, written as a plain value of `base` is (docs/STREAM.md section 5). `value_method`
+    /// is `base`'s own method that copies that value out of the instance.
+    fn scalar_subclass(&mut self, v: &Bound<'_, PyAny>, base: &Bound<'_, PyType>, value_method: &str, depth: usize) -> Step {
+        if !self.stream_only_values {
+            let class = type_name_of(&v.get_type())?;
+            return Err(only_in_streams(&format!("a value of type {class}, a subclass of {},", base.name()?)));
+        }
+        if self.backref_or_slot(v)? {
+            return Ok(());
+        }
+        let dict = if has_instance_dict(v) { instance_dict(v)? } else { PyDict::new(v.py()) };
+        let shape = self.sink.descriptor(&v.get_type(), &dict)?;
+        // Called on the base type, the method runs in C whatever the subclass overrides.
+        let value = base.call_method1(value_method, (v,))?;
+        self.w.u8(tag::SUBCLASS);
+        self.w.varint(u64::from(shape.descriptor));
+        // A base is no STR value of the stream: it takes no string slot and is never a STRREF.
+        let strings = self.strings.take();
+        let written = self.value(&value, depth);
+        self.strings = strings;
+        written?;
+        self.version_4_values += 1;
+        self.fields(&dict, depth)
     }
 }
 
@@ -1093,6 +1118,57 @@ fn builtin_iter<'py>(v: &Bound<'py, PyAny>, base: u8) -> PyResult<Vec<Bound<'py,
 
 use pyo3::PyTypeInfo;
 
+/// The type object of a built-in type.
+type BuiltinType = fn(Python<'_>) -> Bound<'_, PyType>;
+
+/// The scalar built-ins whose Python subclasses streams hold as SUBCLASS values (docs/STREAM.md
+/// section 5): each with the tag its base is classified under (an int's value is then written
+/// as INT or BIGINT, a str's as STR or STR_SURROGATES), and the method of the built-in that
+/// returns an instance's value as a plain object of the built-in. Records refuse them.
+const SCALAR_BASES: [(BuiltinType, u8, &str); 5] = [
+    (PyInt::type_object, tag::INT, "__int__"),
+    (PyFloat::type_object, tag::FLOAT, "__float__"),
+    (PyComplex::type_object, tag::COMPLEX, "__complex__"),
+    (PyString::type_object, tag::STR, "__str__"),
+    (PyBytes::type_object, tag::BYTES, "__bytes__"),
+];
+
+/// The built-in whose subclasses a SUBCLASS value of base tag `base` holds, if `base` is the tag
+/// of a scalar value (`SCALAR_BASES`).
+pub(crate) fn scalar_base(py: Python<'_>, base: u8) -> Option<Bound<'_, PyType>> {
+    let classified_as = match base {
+        tag::BIGINT => tag::INT,
+        tag::STR_SURROGATES => tag::STR,
+        other => other,
+    };
+    SCALAR_BASES.iter().find(|(_, scalar, _)| *scalar == classified_as).map(|(base_type, ..)| base_type(py))
+}
+
+/// The built-in containers whose Python subclasses are SUBCLASS values, with their tags.
+const CONTAINER_BASES: [(BuiltinType, u8); 5] = [
+    (PyList::type_object, tag::LIST),
+    (PyDict::type_object, tag::DICT),
+    (PyTuple::type_object, tag::TUPLE),
+    (PySet::type_object, tag::SET),
+    (PyFrozenSet::type_object, tag::FROZENSET),
+];
+
+/// The built-ins whose Python subclasses are SUBCLASS values, with the tag of their base.
+fn subclass_bases(py: Python<'_>) -> impl Iterator<Item = (Bound<'_, PyType>, u8)> {
+    let containers = CONTAINER_BASES.iter().map(move |&(base_type, base)| (base_type(py), base));
+    containers.chain(SCALAR_BASES.iter().map(move |&(base_type, base, _)| (base_type(py), base)))
+}
+
+/// The built-in of `subclass_bases` that `class` is a subclass of, with its tag.
+fn subclass_base<'py>(class: &Bound<'py, PyType>) -> PyResult<Option<(Bound<'py, PyType>, u8)>> {
+    for (base, base_tag) in subclass_bases(class.py()) {
+        if class.is_subclass(&base)? {
+            return Ok(Some((base, base_tag)));
+        }
+    }
+    Ok(None)
+}
+
 /// How values of `class` are written (see `Kind`). Everything here depends on the class alone;
 /// `object_index` is the number a `Kind::Object` gets.
 pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResult<Kind> {
@@ -1129,20 +1205,14 @@ pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResu
     if !is_heap_type(class) {
         return Ok(Kind::Unsupported);
     }
-    let containers = [
-        (PyList::type_object(py), tag::LIST),
-        (PyDict::type_object(py), tag::DICT),
-        (PyTuple::type_object(py), tag::TUPLE),
-        (PySet::type_object(py), tag::SET),
-        (PyFrozenSet::type_object(py), tag::FROZENSET),
-    ];
-    for (base, base_tag) in containers {
-        if class.is_subclass(&base)? {
-            return Ok(if rebuilt_by_base(class, &base)? { Kind::Subclass(base_tag) } else { Kind::Unsupported });
-        }
+    if let Some((base, base_tag)) = subclass_base(class)? {
+        // A SUBCLASS holds the base and the instance dict: a subclass of a scalar built-in whose
+        // instances keep values in slots is refused rather than written without them.
+        let kept_whole = rebuilt_by_base(class, &base)? && (scalar_base(py, base_tag).is_none() || !has_slots(class)?);
+        return Ok(if kept_whole { Kind::Subclass(base_tag) } else { Kind::Unsupported });
     }
     let state_known = class_has_instance_dict(class) || every_base_declares_slots(class)?;
-    if state_known && new_is_object_new(class)? && !is_builtin_subclass(class)? {
+    if state_known && new_is_object_new(class)? {
         return Ok(Kind::Object(object_index));
     }
     Ok(Kind::Unsupported)
@@ -1201,12 +1271,40 @@ fn list_changed_size() -> Failure {
 }
 
 fn unsupported_type(class: &Bound<'_, PyType>) -> Failure {
+    let name = type_name_of(class).unwrap_or_else(|_| "?".into());
+    let base_name = |base: &Bound<'_, PyType>| base.name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+    // Only the message depends on this: an error from a class's `__subclasscheck__` gives the
+    // general one.
+    let reason = match subclass_base(class).ok().flatten().filter(|_| is_heap_type(class)) {
+        Some((base, _)) if has_slots(class).unwrap_or(false) => format!(
+            "values of type {name} cannot be stored: they keep values in __slots__, and a subclass of {} is \
+             stored as its {} value and its __dict__",
+            base_name(&base),
+            base_name(&base)
+        ),
+        // Refused by `rebuilt_by_base`.
+        Some((base, _)) => format!(
+            "values of type {name} cannot be stored: a reader rebuilds a subclass of {base} with {base}'s own \
+             constructor, which cannot rebuild them (a class between them is not written in Python or makes \
+             its instances in its own __new__)",
+            base = base_name(&base)
+        ),
+        None => format!(
+            "values of type {name} cannot be stored (see docs/FORMAT.md for the supported types; \
+             make the class a copal.Persistent or a plain class with __dict__ or __slots__)"
+        ),
+    };
+    Failure::Unsupported { path: vec![], reason }
+}
+
+/// The refusal of a value that only binary streams hold (`Encoder::stream_only_values`);
+/// `what` describes it.
+fn only_in_streams(what: &str) -> Failure {
     Failure::Unsupported {
         path: vec![],
         reason: format!(
-            "values of type {} cannot be stored (see docs/FORMAT.md for the supported types; \
-             make the class a copal.Persistent or a plain class with __dict__ or __slots__)",
-            type_name_of(class).unwrap_or_else(|_| "?".into())
+            "{what} can only be written to a binary stream (copal.dumps), not stored in a database, an archive or \
+             a text document"
         ),
     }
 }
@@ -1291,8 +1389,8 @@ pub(crate) fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
     unsafe { (*class.as_type_ptr()).tp_dictoffset != 0 }
 }
 
-/// Whether the instances of `class`, a subclass of the built-in container `base`, are rebuilt
-/// whole by `base`'s own constructor and methods, as the decoder rebuilds them: every class
+/// Whether the instances of `class`, a subclass of the built-in container or scalar `base`, are
+/// rebuilt whole by `base`'s own constructor and methods, as the decoder rebuilds them: every class
 /// between the two is a Python class (a heap type) whose `__new__`, if it has one, is written
 /// in Python. Not so for struct sequences (`os.stat_result`, `time.struct_time`: `tuple.__new__`
 /// refuses them, and their fields past the tuple would be lost) or subclasses of containers
@@ -1318,15 +1416,29 @@ pub(crate) fn rebuilt_by_base(class: &Bound<'_, PyType>, base: &Bound<'_, PyType
     Ok(false)
 }
 
+/// Whether instances of `class` keep values in slots (the `__slots__` of its Python classes).
+fn has_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
+    let py = class.py();
+    let member_descriptor = py.import(pyo3::intern!(py, "types"))?.getattr(pyo3::intern!(py, "MemberDescriptorType"))?;
+    for ancestor in class.mro().iter() {
+        let ancestor = ancestor.cast_into::<PyType>()?;
+        if !is_heap_type(&ancestor) {
+            continue;
+        }
+        let namespace = ancestor.getattr(pyo3::intern!(py, "__dict__"))?;
+        for attribute in namespace.call_method0(pyo3::intern!(py, "values"))?.try_iter()? {
+            if attribute?.get_type().is(&member_descriptor) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 /// Decoding creates plain instances with `object.__new__`, which runs no user code; classes
 /// with their own `__new__` are therefore not stored by value.
 pub fn new_is_object_new(class: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
     let name = pyo3::intern!(py, "__new__");
     Ok(class.getattr(name)?.is(pytypes::object_type(py)?.getattr(name)?))
-}
-
-fn is_builtin_subclass(class: &Bound<'_, PyType>) -> PyResult<bool> {
-    Ok(class.is_subclass_of::<PyString>()? || class.is_subclass_of::<PyInt>()? || class.is_subclass_of::<PyFloat>()?
-        || class.is_subclass_of::<PyBytes>()?)
 }

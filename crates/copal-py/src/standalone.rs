@@ -33,17 +33,18 @@ use crate::strings::{StringCache, StringTable};
 pub const MAGIC: [u8; 4] = *b"CPL1";
 /// The newest stream version this build reads and writes: version 1 with shared strings (STRREF,
 /// since version 2), objects with untagged fields (TYPED_OBJECT and OBJECT_LIST, since version
-/// 3) and superseded copies of tuples and frozensets that contain themselves (SUPERSEDED_TUPLE
-/// and SUPERSEDED_FROZENSET, since version 4; docs/STREAM.md section 5). Older versions are read
-/// too.
-const STREAM_VERSION: u8 = SUPERSEDED_COPIES_VERSION;
+/// 3), superseded copies of tuples and frozensets that contain themselves (SUPERSEDED_TUPLE
+/// and SUPERSEDED_FROZENSET) and SUBCLASS values of scalar bases (both since version 4;
+/// docs/STREAM.md section 5). Older versions are read too.
+const STREAM_VERSION: u8 = COPIES_AND_SCALAR_SUBCLASSES_VERSION;
 /// The first version whose values share strings.
 const SHARED_STRINGS_VERSION: u8 = 2;
 /// The first version whose descriptors have field kinds and whose values have typed objects.
 const TYPED_OBJECTS_VERSION: u8 = 3;
-/// The first version whose values may have superseded copies. A stream without any is written
-/// as version 3, which copal releases before version 4 read (docs/STREAM.md section 8).
-const SUPERSEDED_COPIES_VERSION: u8 = 4;
+/// The first version whose values may have superseded copies and SUBCLASS values of scalar
+/// bases. A stream without either is written as version 3, which copal releases before version
+/// 4 read (docs/STREAM.md section 8).
+const COPIES_AND_SCALAR_SUBCLASSES_VERSION: u8 = 4;
 const VERSION_OFFSET: usize = MAGIC.len();
 const FLAGS_OFFSET: usize = VERSION_OFFSET + 1;
 
@@ -154,8 +155,8 @@ pub(crate) struct EncodedBody {
 
 /// The body of the stream of `obj` in parts: the descriptor count, the descriptor entries, then,
 /// if `newest` (the body of a stream of this build's versions), the field kinds, and the value,
-/// which then has shared strings, typed objects and superseded copies (section 5); its version
-/// is 4 if it has superseded copies, else 3. Without `newest` it is a version 1 body (text
+/// which then has shared strings, typed objects, superseded copies and subclasses of scalar
+/// built-ins (section 5); its version is 4 if it has either of the last two, else 3. Without `newest` it is a version 1 body (text
 /// documents transcode those).
 pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, newest: bool) -> PyResult<EncodedBody> {
     // Encoding allocates containers (materialized instance dicts) that cannot become garbage
@@ -165,13 +166,13 @@ pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, newest: bool) 
     let mut encoder = Encoder::new(&mut sink);
     if newest {
         encoder.strings = Some(StringTable::default());
-        encoder.supersedes_copies = true;
+        encoder.stream_only_values = true;
     }
     let value = encoder.standalone(obj)?;
-    let version = match (newest, encoder.superseded_copies) {
+    let version = match (newest, encoder.version_4_values) {
         (false, _) => 1,
         (true, 0) => TYPED_OBJECTS_VERSION,
-        (true, _) => SUPERSEDED_COPIES_VERSION,
+        (true, _) => COPIES_AND_SCALAR_SUBCLASSES_VERSION,
     };
     drop(encoder);
     let mut count = Writer::new();
@@ -696,6 +697,6 @@ pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], version: u8) -> PyR
         decoder.share_strings();
     }
     decoder.typed_objects = version >= TYPED_OBJECTS_VERSION;
-    decoder.superseded_copies = version >= SUPERSEDED_COPIES_VERSION;
+    decoder.version_4_values = version >= COPIES_AND_SCALAR_SUBCLASSES_VERSION;
     decoder.standalone(&mut r)
 }
