@@ -111,8 +111,9 @@ class System:
     """Base class of the adapters.
 
     Subclasses set ``name`` (the ``--systems`` name), ``label`` (the column
-    title), ``modules`` (what must be importable) and implement the seven
-    workload methods and :meth:`size`.
+    title), ``modules`` (what must be importable) and implement :meth:`_store`,
+    :meth:`_read` (the five store and read workloads call them), the two update workloads and
+    :meth:`size`.
     """
 
     name: ClassVar[str]
@@ -143,20 +144,28 @@ class System:
         """On-disk size in bytes of the store, or None when it cannot be measured."""
         return dir_size(Path(dir))
 
-    def store_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+    def _store(self, dir: str, key: str, n: int, nested: bool) -> OpResult:
+        """Stores ``n`` SerTest objects, each with a nested collection when ``nested``."""
         raise NotImplementedError
+
+    def _read(self, dir: str, key: str, closure: bool) -> OpResult:
+        """Reads every SerTest object, and everything they reach when ``closure``."""
+        raise NotImplementedError
+
+    def store_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
+        return self._store(dir, key, n, nested=False)
 
     def read_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        raise NotImplementedError
+        return self._read(dir, key, closure=False)
 
     def store_nested(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        raise NotImplementedError
+        return self._store(dir, key, n, nested=True)
 
     def read_nested_lazy(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        raise NotImplementedError
+        return self._read(dir, key, closure=False)
 
     def read_nested_closure(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        raise NotImplementedError
+        return self._read(dir, key, closure=True)
 
     def update_one(self, dir: str, key: str, n: int, target: int) -> OpResult:
         raise NotImplementedError
@@ -304,21 +313,6 @@ class CopalSystem(System):
                     s.attribute
         return self._finish(db, t0)
 
-    def store_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._store(dir, key, n, nested=False)
-
-    def read_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, key, closure=False)
-
-    def store_nested(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._store(dir, key, n, nested=True)
-
-    def read_nested_lazy(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, key, closure=False)
-
-    def read_nested_closure(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, key, closure=True)
-
     def update_one(self, dir: str, key: str, n: int, target: int) -> OpResult:
         SerTest = self.models.SerTest
         t0 = perf_counter()
@@ -404,7 +398,7 @@ class ZODBSystem(System):
         db.close()
         return OpResult(perf_counter() - t0, loaded)
 
-    def _store(self, dir: str, n: int, nested: bool) -> OpResult:
+    def _store(self, dir: str, key: str, n: int, nested: bool) -> OpResult:
         SerTest = self.models.SerTest
         t0 = perf_counter()
         db, conn, tm = self._open(dir)
@@ -414,7 +408,7 @@ class ZODBSystem(System):
             tree[i] = SerTest(i, sertest_time(i), nested)
         return self._finish(db, conn, tm, t0, commit=True)
 
-    def _read(self, dir: str, closure: bool) -> OpResult:
+    def _read(self, dir: str, key: str, closure: bool) -> OpResult:
         t0 = perf_counter()
         db, conn, tm = self._open(dir)
         roots = conn.root()["by_serial"].values()
@@ -424,21 +418,6 @@ class ZODBSystem(System):
             for s in roots:
                 s.attribute
         return self._finish(db, conn, tm, t0, commit=False)
-
-    def store_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._store(dir, n, nested=False)
-
-    def read_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, closure=False)
-
-    def store_nested(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._store(dir, n, nested=True)
-
-    def read_nested_lazy(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, closure=False)
-
-    def read_nested_closure(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, closure=True)
 
     def update_one(self, dir: str, key: str, n: int, target: int) -> OpResult:
         t0 = perf_counter()
@@ -501,13 +480,13 @@ class RelStorageSystem(ZODBSystem):
         tm = self.transaction.TransactionManager()
         return db, db.open(tm), tm
 
-    def _store(self, dir: str, n: int, nested: bool) -> OpResult:
+    def _store(self, dir: str, key: str, n: int, nested: bool) -> OpResult:
         _fresh_database(self._url(dir))
-        return super()._store(dir, n, nested)
+        return super()._store(dir, key, n, nested)
 
-    def _read(self, dir: str, closure: bool) -> OpResult:
+    def _read(self, dir: str, key: str, closure: bool) -> OpResult:
         if not closure:
-            return super()._read(dir, closure)
+            return super()._read(dir, key, closure)
         t0 = perf_counter()
         db, conn, tm = self._open(dir)
         roots = list(conn.root()["by_serial"].values())
@@ -559,12 +538,12 @@ class PickleSystem(_PlainSystem):
             objs: list[Any] = pickle.load(f)
         return objs
 
-    def _store(self, dir: str, n: int, nested: bool) -> OpResult:
+    def _store(self, dir: str, key: str, n: int, nested: bool) -> OpResult:
         t0 = perf_counter()
         self._write(dir, self._make(n, nested))
         return OpResult(perf_counter() - t0)
 
-    def _read(self, dir: str, closure: bool) -> OpResult:
+    def _read(self, dir: str, key: str, closure: bool) -> OpResult:
         t0 = perf_counter()
         objs = self._load(dir)
         if closure:
@@ -574,21 +553,6 @@ class PickleSystem(_PlainSystem):
                 s.attribute
         seconds = perf_counter() - t0
         return OpResult(seconds, count_plain_graph(objs))
-
-    def store_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._store(dir, n, nested=False)
-
-    def read_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, closure=False)
-
-    def store_nested(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._store(dir, n, nested=True)
-
-    def read_nested_lazy(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, closure=False)
-
-    def read_nested_closure(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, closure=True)
 
     def update_one(self, dir: str, key: str, n: int, target: int) -> OpResult:
         t0 = perf_counter()
@@ -625,7 +589,7 @@ class _KeyValueSystem(_PlainSystem):
     def _items(self, kv: Any) -> list[tuple[str, Any]]:
         return [(k, kv[k]) for k in list(kv.keys())]
 
-    def _store(self, dir: str, n: int, nested: bool) -> OpResult:
+    def _store(self, dir: str, key: str, n: int, nested: bool) -> OpResult:
         t0 = perf_counter()
         kv = self._open(dir)
         for s in self._make(n, nested):
@@ -634,7 +598,7 @@ class _KeyValueSystem(_PlainSystem):
         kv.close()
         return OpResult(perf_counter() - t0)
 
-    def _read(self, dir: str, closure: bool) -> OpResult:
+    def _read(self, dir: str, key: str, closure: bool) -> OpResult:
         t0 = perf_counter()
         kv = self._open(dir)
         objs = [v for _k, v in self._items(kv)]
@@ -646,21 +610,6 @@ class _KeyValueSystem(_PlainSystem):
         kv.close()
         seconds = perf_counter() - t0
         return OpResult(seconds, count_plain_graph(objs))
-
-    def store_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._store(dir, n, nested=False)
-
-    def read_flat(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, closure=False)
-
-    def store_nested(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._store(dir, n, nested=True)
-
-    def read_nested_lazy(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, closure=False)
-
-    def read_nested_closure(self, dir: str, key: str, n: int, target: int) -> OpResult:
-        return self._read(dir, closure=True)
 
     def update_one(self, dir: str, key: str, n: int, target: int) -> OpResult:
         t0 = perf_counter()
