@@ -8,14 +8,12 @@ above 1 means copal is faster or smaller) and "x pickle"; time cells read "GC of
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
-from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
+from copal.bench.environment import run_metadata
 from copal.bench.codec_seeds import SEED_IDS, SEEDS, Context, E2_SIZES, E3_SIZES
 from copal.bench.codecs import CODECS, COMPRESSIONS, CodecSpec, compressor
 
@@ -124,12 +122,7 @@ def _metadata(args: argparse.Namespace, seeds: list[str], codecs: list[str],
         except importlib_metadata.PackageNotFoundError:
             pass
     return {
-        "suite": "codecs",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "versions": versions,
+        **run_metadata("codecs", versions),
         "seeds": seeds,
         "codecs": codecs,
         "skipped": skipped,

@@ -32,6 +32,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, get_args, get_origin, get_type_hints
 
+from copal.bench.environment import missing_module
+
 Encode = Callable[[Any], bytes]
 Decode = Callable[[bytes], Any]
 Convert = Callable[[Any], Any]
@@ -73,10 +75,7 @@ class CodecSpec:
 
     def unavailable(self) -> str | None:
         """Why this codec cannot run here, or None."""
-        for module in self.needs:
-            if importlib.util.find_spec(module.split(".")[0]) is None:
-                return f"{module} is not installed (pip install 'copaldb[bench]')"
-        return None
+        return missing_module(module.split(".")[0] for module in self.needs)
 
     def codec(self, root: Any) -> Codec:
         return Codec(self.name, self.family, **self.build(root))

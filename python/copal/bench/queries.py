@@ -41,7 +41,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -56,6 +55,7 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any, Callable, ClassVar, Iterator, Sequence, TextIO
 
+from copal.bench.environment import dir_size, missing_module, package_versions, run_metadata
 from copal.bench.whitepaper import RESULT_PREFIX, peak_rss_kb
 
 DEFAULT_PEOPLE = 1_000_000
@@ -211,20 +211,6 @@ def _dist_version(*names: str) -> str | None:
     return None
 
 
-def dir_size(path: Path) -> int:
-    """Total size in bytes of the regular files under ``path``."""
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            if name.endswith((".lock", ".tmp")):
-                continue
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except FileNotFoundError:
-                pass
-    return total
-
-
 class QuerySystem:
     """Base class of the adapters.
 
@@ -243,16 +229,7 @@ class QuerySystem:
     @classmethod
     def unavailable(cls) -> str | None:
         """Why this system cannot run here (a missing package), or None."""
-        import importlib.util
-
-        for module in cls.modules:
-            try:
-                spec = importlib.util.find_spec(module)
-            except (ImportError, ValueError) as exc:
-                return f"{module} cannot be imported ({exc})"
-            if spec is None:
-                return f"{module} is not installed (pip install 'copaldb[bench]')"
-        return None
+        return missing_module(cls.modules)
 
     @classmethod
     def versions(cls) -> dict[str, str]:
@@ -884,7 +861,7 @@ def run_suite(
             loads[store] = _ensure_store(name, store_dir, n, reuse, timeout, env, COPAL_DIR)
             loads[store]["loaded_by"] = name
             if loads[store].get("ok"):
-                loads[store]["size_bytes"] = dir_size(store_dir)
+                loads[store]["size_bytes"] = dir_size(store_dir, skip=lambda name: name.endswith((".lock", ".tmp")))
             else:
                 progress.message(f"copal bench: loading {store} failed: {_last_line(loads[store]['error'])}")
         progress.step()
@@ -1154,21 +1131,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def metadata(args: argparse.Namespace, systems: list[str], skipped: dict[str, str], n: int) -> dict[str, Any]:
-    versions: dict[str, str] = {}
-    for name in systems:
-        try:
-            versions.update(QUERY_SYSTEMS[name].versions())
-        except Exception:  # noqa: BLE001 - metadata must never break a run
-            pass
     return {
-        "suite": "queries",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "versions": versions,
+        **run_metadata("queries", package_versions(QUERY_SYSTEMS[name].versions for name in systems)),
         "people": n,
         "rounds": args.rounds,
         "lookups": args.lookups,

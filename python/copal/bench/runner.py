@@ -19,18 +19,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from copal.bench import codec_report, queries
+from copal.bench.environment import package_versions, run_metadata
 from copal.bench.systems import DEFAULT_SYSTEMS, SYSTEMS, System
 from copal.bench.whitepaper import RESULT_PREFIX, WORKLOADS, Workload, target_serial
 
@@ -542,21 +542,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _metadata(
     args: argparse.Namespace, scales: list[int], systems: list[str], skipped: dict[str, str]
 ) -> dict[str, Any]:
-    versions: dict[str, str] = {}
-    for name in systems:
-        try:
-            versions.update(SYSTEMS[name].versions())
-        except Exception:  # noqa: BLE001 - metadata must never break a run
-            pass
     return {
-        "suite": "whitepaper",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "versions": versions,
+        **run_metadata("whitepaper", package_versions(SYSTEMS[name].versions for name in systems)),
         "scales": scales,
         "reps": args.reps,
         "store": args.store,

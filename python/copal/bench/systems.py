@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.util
 import os
 import pickle
 import re
@@ -38,6 +37,7 @@ from time import perf_counter
 from types import ModuleType
 from typing import Any, ClassVar, Iterable
 
+from copal.bench.environment import dir_size, missing_module
 from copal.bench.whitepaper import RELATIONS_PER_COLLECTION, psertest_time, sertest_time
 
 PICKLE_PROTOCOL = 5
@@ -55,21 +55,6 @@ class OpResult:
     seconds: float
     objects_loaded: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
-
-
-def dir_size(path: Path, exclude: Iterable[str] = ()) -> int:
-    """Total size in bytes of the regular files under ``path``, less the named ones."""
-    skip = set(exclude)
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            if name in skip:
-                continue
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except FileNotFoundError:
-                pass
-    return total
 
 
 def count_plain_graph(objs: Iterable[Any]) -> int:
@@ -126,14 +111,7 @@ class System:
     @classmethod
     def unavailable(cls) -> str | None:
         """Why this system cannot run here (a missing package), or None."""
-        for module in cls.modules:
-            try:
-                spec = importlib.util.find_spec(module)
-            except (ImportError, ValueError) as exc:
-                return f"{module} cannot be imported ({exc})"
-            if spec is None:
-                return f"{module} is not installed (pip install 'copaldb[bench]')"
-        return None
+        return missing_module(cls.modules)
 
     @classmethod
     def versions(cls) -> dict[str, str]:
@@ -375,7 +353,7 @@ class ZODBSystem(System):
         return out
 
     def size(self, dir: str, key: str) -> int | None:
-        return dir_size(Path(dir), exclude=self.TRANSIENT_FILES)
+        return dir_size(Path(dir), skip=self.TRANSIENT_FILES.__contains__)
 
     def _open(self, dir: str) -> tuple[Any, Any, Any]:
         os.makedirs(dir, exist_ok=True)
