@@ -180,7 +180,7 @@ impl<'s> Reader<'s> {
             }
         }
         for (name_index, default) in &layout.absent {
-            out[*name_index] = default.clone();
+            out[*name_index].clone_from(default);
         }
         Ok(true)
     }
