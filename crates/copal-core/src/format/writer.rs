@@ -1,6 +1,8 @@
 //! Primitive writers shared by every encoder (the Rust `Value` encoder here and the Python
 //! object encoder in copal-py), so both produce identical bytes for identical values.
 
+use std::cell::Cell;
+
 use super::reader::TzInfo;
 use super::tag;
 use super::varint::{write_varint, zigzag_encode};
@@ -10,9 +12,42 @@ pub struct Writer {
     pub buf: Vec<u8>,
 }
 
+thread_local! {
+    /// The emptied buffer of the last large body given back on this thread (`Writer::recycle`),
+    /// for the next one to grow into: a body of megabytes written into fresh memory costs a
+    /// page fault per 4 KiB and a copy at each doubling, on every `copal.dumps`.
+    static SPARE_BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// The largest buffer kept for the next body (`SPARE_BUFFER`), in bytes: the memory a thread
+/// keeps after writing a large stream.
+const MAX_SPARE_BUFFER_BYTES: usize = 32 << 20;
+
 impl Writer {
     pub fn new() -> Self {
         Writer { buf: Vec::with_capacity(64) }
+    }
+
+    /// A writer whose buffer is the one last given back on this thread with `recycle`, if any:
+    /// for bodies whose buffer is dropped once copied out (a stream's), never for bytes kept
+    /// (a record would hold on to the spare's capacity).
+    pub fn reusing() -> Self {
+        let buf = SPARE_BUFFER.try_with(Cell::take).unwrap_or_default();
+        if buf.capacity() == 0 { Writer::new() } else { Writer { buf } }
+    }
+
+    /// Keeps `buf` (emptied) for the next `reusing` writer of this thread, unless it is larger
+    /// than `MAX_SPARE_BUFFER_BYTES` or smaller than the spare already kept.
+    pub fn recycle(mut buf: Vec<u8>) {
+        if buf.capacity() > MAX_SPARE_BUFFER_BYTES {
+            return;
+        }
+        buf.clear();
+        // A thread being torn down keeps nothing.
+        let _ = SPARE_BUFFER.try_with(|spare| {
+            let kept = spare.take();
+            spare.set(if kept.capacity() >= buf.capacity() { kept } else { buf });
+        });
     }
 
     pub fn u8(&mut self, byte: u8) {
