@@ -200,6 +200,9 @@ pub struct Encoder<'s> {
     /// The value passed to `standalone`: the caller may hold it by a borrowed reference, so its
     /// reference count says nothing about sharing (see `is_unshared`).
     root: usize,
+    /// The item of a tuple or frozenset being written in a stream, by address (0: none), which
+    /// `is_unshared` takes for shared: a copy of the tuple may meet it again (`immutable_items`).
+    immutable_item: usize,
     /// How each class seen so far is written, keyed by the class object's address (see `Kind`).
     kinds: IntMap<usize, Kind>,
     /// Keeps the classes of `kinds` alive, so that their addresses cannot be reused.
@@ -286,6 +289,7 @@ impl<'s> Encoder<'s> {
             mutable: false,
             tracks_own: false,
             root: 0,
+            immutable_item: 0,
             kinds: IntMap::default(),
             kind_classes: Vec::new(),
             object_shapes: Vec::new(),
@@ -365,6 +369,7 @@ impl<'s> Encoder<'s> {
         let references = unsafe { ffi::Py_REFCNT(value.as_ptr()) };
         references <= 2
             && value.as_ptr() as usize != self.root
+            && value.as_ptr() as usize != self.immutable_item
             && *self.refcounts_readable.get_or_insert_with(|| !pytypes::free_threaded(value.py()))
     }
 
@@ -425,16 +430,19 @@ impl<'s> Encoder<'s> {
         depth: usize,
     ) -> Step {
         self.unfinished.push(Unfinished { object: v.as_ptr() as usize, first_finished: None });
-        let written = if self.stream_only_values {
-            // A copy of `v` would write these items again: each is held by a second reference
-            // while it is written, which keeps it out of `is_unshared`'s shortcut, so that a
-            // container among them gets its identity-map entry and the copy refers back to it
-            // instead of writing it (and what it holds) a second time.
-            let mut second_reference = None;
-            self.items(len, items.inspect(|item| drop(second_reference.replace(item.clone()))), depth)
-        } else {
-            self.items(len, items, depth)
-        };
+        // A copy of `v` would write these items again: in a stream, where copies are written,
+        // each is kept out of `is_unshared`'s shortcut while it is written (`immutable_item`), so
+        // that a container among them gets its identity-map entry and the copy refers back to
+        // it instead of writing it (and what it holds) a second time.
+        let marks_items = self.stream_only_values;
+        let outer_item = self.immutable_item;
+        self.w.varint(len as u64);
+        let written = self.item_values_each(len, items, depth, |this, item| {
+            if marks_items {
+                this.immutable_item = item.as_ptr() as usize;
+            }
+        });
+        self.immutable_item = outer_item;
         let Unfinished { object, first_finished } = self.unfinished.pop().expect("pushed above");
         written?;
         match first_finished {
@@ -927,8 +935,20 @@ impl<'s> Encoder<'s> {
     /// (Python code run by the encoder, such as an enum's `_name_`, can remove items): fewer
     /// items than the count would make a stream that does not read back, so it is refused.
     fn item_values<'py>(&mut self, len: usize, items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize) -> Step {
+        self.item_values_each(len, items, depth, |_, _| {})
+    }
+
+    /// `item_values`, calling `before` with each item before it is written.
+    fn item_values_each<'py>(
+        &mut self,
+        len: usize,
+        items: impl Iterator<Item = Bound<'py, PyAny>>,
+        depth: usize,
+        mut before: impl FnMut(&mut Self, &Bound<'py, PyAny>),
+    ) -> Step {
         let mut written = 0;
         for item in items {
+            before(self, &item);
             at(self.value(&item, depth + 1), || format!("[{written}]"))?;
             written += 1;
         }
@@ -1420,8 +1440,21 @@ pub(crate) fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
 /// in Python. Not so for struct sequences (`os.stat_result`, `time.struct_time`: `tuple.__new__`
 /// refuses them, and their fields past the tuple would be lost) or subclasses of containers
 /// written in C (`collections.OrderedDict` keeps its order outside the dict, so an instance
-/// filled by `dict.update` looks empty).
+/// filled by `dict.update` looks empty). Kept per class (class_cache.rs): the answer reads only
+/// the namespaces along the class's MRO.
 pub(crate) fn rebuilt_by_base(class: &Bound<'_, PyType>, base: &Bound<'_, PyType>) -> PyResult<bool> {
+    // A built-in type's address names it for the life of the process.
+    let base_address = base.as_ptr() as usize;
+    let (known_base, rebuilt) = crate::class_cache::remembered(
+        class,
+        |facts| &mut facts.rebuilt_by_base,
+        || Ok((base_address, base_rebuilds(class, base)?)),
+    )?;
+    if known_base == base_address { Ok(rebuilt) } else { base_rebuilds(class, base) }
+}
+
+/// `rebuilt_by_base`, computed.
+fn base_rebuilds(class: &Bound<'_, PyType>, base: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
     let staticmethod = py.import(pyo3::intern!(py, "builtins"))?.getattr(pyo3::intern!(py, "staticmethod"))?;
     for ancestor in class.mro().iter() {

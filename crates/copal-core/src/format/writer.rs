@@ -128,3 +128,28 @@ impl Writer {
         self.varint(seq);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recycled_buffer_comes_back_empty_with_its_capacity() {
+        let mut first = Writer::reusing();
+        first.bytes(&[7; 1000]);
+        let capacity = first.buf.capacity();
+        Writer::recycle(first.buf);
+        let second = Writer::reusing();
+        assert!(second.buf.is_empty());
+        assert_eq!(second.buf.capacity(), capacity);
+        // Taken: the next writer starts without it.
+        assert!(Writer::reusing().buf.capacity() < capacity);
+    }
+
+    #[test]
+    fn a_smaller_buffer_does_not_replace_the_spare() {
+        Writer::recycle(Vec::with_capacity(4096));
+        Writer::recycle(Vec::with_capacity(16));
+        assert!(Writer::reusing().buf.capacity() >= 4096);
+    }
+}
