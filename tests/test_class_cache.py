@@ -122,6 +122,20 @@ def test_own_new_added_after_loading_is_refused(module: types.ModuleType) -> Non
         copal.loads(data)
 
 
+def test_a_container_subclass_given_its_own_new_is_refused(module: types.ModuleType) -> None:
+    """Whether a subclass of a built-in container is rebuilt by its base is kept per class
+    (``encode::rebuilt_by_base``); a ``__new__`` written later makes both writing and reading
+    refuse it, as for a class defined with one."""
+    cls = define(module, "Tagged", bases=(list,))
+    data = copal.dumps(cls([1, 2]))
+    assert copal.loads(data) == [1, 2]
+    cls.__new__ = lambda klass, *args: list.__new__(klass)  # type: ignore[assignment]
+    with pytest.raises(TypeError, match="own __new__"):
+        copal.dumps(cls([1, 2]))
+    with pytest.raises(SchemaError, match="own __new__"):
+        copal.loads(data)
+
+
 def test_a_redefined_class_is_used(module: types.ModuleType) -> None:
     old = define(module, "Point")
     data = learned(old, x=1)

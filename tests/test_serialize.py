@@ -1669,6 +1669,21 @@ def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change
         HOOKED_CALLBACKS.clear()
 
 
+def test_an_attribute_replaced_while_its_object_is_written_is_written_as_it_was_read() -> None:
+    """An object's fields are read once, before its body is written (encode.rs `with_fields`):
+    Python code run while an earlier field is written (an enum's ``_name_``) that replaces a
+    later field's value does not change what is written for this object, and the typed body
+    stays consistent with the kinds its values were checked against (a str replaced by an int
+    failed the string field before)."""
+    target = Point(Hooked.ONLY, "text")
+    HOOKED_CALLBACKS.append(lambda: setattr(target, "y", 5))
+    try:
+        (loaded,) = copal.loads(copal.dumps([target]))
+    finally:
+        HOOKED_CALLBACKS.clear()
+    assert vars(loaded) == {"x": Hooked.ONLY, "y": "text"} and target.y == 5
+
+
 class _AnyName(str):
     """An attribute name whose ``__eq__`` calls it equal to anything."""
 

@@ -57,6 +57,9 @@ pub(crate) struct ClassFacts {
     pub plain_instances: Option<()>,
     /// The slots of the class's instances (`slots::layout_of`).
     pub slots: Option<Option<Arc<crate::slots::SlotLayout>>>,
+    /// The address of a built-in base of the class and whether the class's instances are
+    /// rebuilt by that base (`encode::rebuilt_by_base`).
+    pub rebuilt_by_base: Option<(usize, bool)>,
 }
 
 /// A class's field names, as strings and interned.

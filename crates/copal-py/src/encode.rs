@@ -17,6 +17,7 @@ use pyo3::types::{
 
 use crate::classes::{type_name_of, ClassShape};
 use crate::hashing::IntMap;
+use crate::json_writer::str_text;
 use crate::persistent::{instance_dict, PersistentBase};
 use crate::pytypes;
 use crate::slots::{SlotFields, SlotLayout};
@@ -58,7 +59,7 @@ pub trait Sink {
 pub fn field_kind_of(v: &Bound<'_, PyAny>) -> FieldKind {
     if let Ok(s) = v.cast_exact::<PyString>() {
         // Strings with lone surrogates have no UTF-8 form (they are STR_SURROGATES).
-        if s.to_str().is_ok() { FieldKind::Str } else { FieldKind::Any }
+        if str_text(s).is_ok() { FieldKind::Str } else { FieldKind::Any }
     } else if v.cast_exact::<PyInt>().is_ok_and(|i| i.extract::<i64>().is_ok()) {
         FieldKind::Int
     } else if v.cast_exact::<PyFloat>().is_ok() {
@@ -140,54 +141,13 @@ impl<'py> FieldSource<'py> for ObjectFields<'py> {
     }
 }
 
-/// Whether every field value of `fields` has the kind of its field, so that it can be written
-/// as a TYPED_OBJECT of these `kinds`.
-///
-/// The values are read as borrowed references, without the reference counting of an iterator:
-/// this runs for every object of a stream, and `field_kind_of` runs no Python code, so the
-/// fields cannot change while they are read.
-fn fits_kinds<'py>(fields: &impl FieldSource<'py>, kinds: &[FieldKind]) -> bool {
-    if fields.count() != kinds.len() {
-        return false;
-    }
-    let py = fields.py();
-    let mut position: ffi::Py_ssize_t = 0;
-    kinds.iter().all(|&kind| {
-        // SAFETY: a borrowed reference, valid while no Python code runs.
-        fields.next_field(&mut position).is_some_and(|(_, value)| {
-            kind == FieldKind::Any || field_kind_of(&*unsafe { pyo3::Borrowed::from_ptr(py, value) }) == kind
-        })
-    })
-}
-
-/// Calls `write` with the index, key and value of each of the `len` fields of `fields` (the
-/// fields of the descriptor it is written under). Python code run while a value is written (an
-/// enum's `_name_`, a hash, the loading of a ghost) can change the object: an object whose
-/// attributes were added or removed meanwhile is refused, where iterating on would write a body
-/// that does not match its descriptor (or stop at pyo3's panic on a dict changing size).
-fn each_field<'py>(
-    fields: &impl FieldSource<'py>,
+/// The fields of the object being written, read once (`Encoder::hold`): `len` entries of
+/// `Encoder::held` from `base`, and the position of the field source after the last of them.
+#[derive(Clone, Copy)]
+struct Held {
+    base: usize,
     len: usize,
-    mut write: impl FnMut(usize, &Bound<'py, PyAny>, &Bound<'py, PyAny>) -> Step,
-) -> Step {
-    let changed = || Failure::Unsupported { path: vec![], reason: "its attributes changed while it was being written".into() };
-    let py = fields.py();
-    let mut position: ffi::Py_ssize_t = 0;
-    // SAFETY: borrowed references, made owned (new references) before `write` can run Python
-    // code.
-    let mut next = || {
-        fields
-            .next_field(&mut position)
-            .map(|(key, value)| unsafe { (Bound::from_borrowed_ptr(py, key), Bound::from_borrowed_ptr(py, value)) })
-    };
-    for index in 0..len {
-        let Some((key, value)) = next().filter(|_| fields.count() == len) else { return Err(changed()) };
-        write(index, &key, &value)?;
-    }
-    if fields.count() != len || next().is_some() {
-        return Err(changed());
-    }
-    Ok(())
+    after_last: ffi::Py_ssize_t,
 }
 
 pub(crate) enum Failure {
@@ -240,6 +200,9 @@ pub struct Encoder<'s> {
     /// The value passed to `standalone`: the caller may hold it by a borrowed reference, so its
     /// reference count says nothing about sharing (see `is_unshared`).
     root: usize,
+    /// The item of a tuple or frozenset being written in a stream, by address (0: none), which
+    /// `is_unshared` takes for shared: a copy of the tuple may meet it again (`immutable_items`).
+    immutable_item: usize,
     /// How each class seen so far is written, keyed by the class object's address (see `Kind`).
     kinds: IntMap<usize, Kind>,
     /// Keeps the classes of `kinds` alive, so that their addresses cannot be reused.
@@ -261,6 +224,11 @@ pub struct Encoder<'s> {
     /// LISTs at once. Each list is thus abandoned once, which keeps the work linear in the
     /// nesting depth instead of exponential.
     mixed_lists: IntMap<usize, Py<PyList>>,
+    /// The names and values of the fields of the objects being written, innermost last, each a
+    /// new reference until the object is written (`Encoder::with_fields`). An object's fields
+    /// are read from its dict or slots once, then matched with its class's last descriptor,
+    /// tested against the field kinds and written from here: three walks of the dict before.
+    held: Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>,
 }
 
 /// Where an encoding was, to go back to when an attempt is abandoned (`Encoder::rewind`).
@@ -321,6 +289,7 @@ impl<'s> Encoder<'s> {
             mutable: false,
             tracks_own: false,
             root: 0,
+            immutable_item: 0,
             kinds: IntMap::default(),
             kind_classes: Vec::new(),
             object_shapes: Vec::new(),
@@ -328,6 +297,7 @@ impl<'s> Encoder<'s> {
             refcounts_readable: None,
             strings: None,
             mixed_lists: IntMap::default(),
+            held: Vec::new(),
         }
     }
 
@@ -399,6 +369,7 @@ impl<'s> Encoder<'s> {
         let references = unsafe { ffi::Py_REFCNT(value.as_ptr()) };
         references <= 2
             && value.as_ptr() as usize != self.root
+            && value.as_ptr() as usize != self.immutable_item
             && *self.refcounts_readable.get_or_insert_with(|| !pytypes::free_threaded(value.py()))
     }
 
@@ -459,16 +430,19 @@ impl<'s> Encoder<'s> {
         depth: usize,
     ) -> Step {
         self.unfinished.push(Unfinished { object: v.as_ptr() as usize, first_finished: None });
-        let written = if self.stream_only_values {
-            // A copy of `v` would write these items again: each is held by a second reference
-            // while it is written, which keeps it out of `is_unshared`'s shortcut, so that a
-            // container among them gets its identity-map entry and the copy refers back to it
-            // instead of writing it (and what it holds) a second time.
-            let mut second_reference = None;
-            self.items(len, items.inspect(|item| drop(second_reference.replace(item.clone()))), depth)
-        } else {
-            self.items(len, items, depth)
-        };
+        // A copy of `v` would write these items again: in a stream, where copies are written,
+        // each is kept out of `is_unshared`'s shortcut while it is written (`immutable_item`), so
+        // that a container among them gets its identity-map entry and the copy refers back to
+        // it instead of writing it (and what it holds) a second time.
+        let marks_items = self.stream_only_values;
+        let outer_item = self.immutable_item;
+        self.w.varint(len as u64);
+        let written = self.item_values_each(len, items, depth, |this, item| {
+            if marks_items {
+                this.immutable_item = item.as_ptr() as usize;
+            }
+        });
+        self.immutable_item = outer_item;
         let Unfinished { object, first_finished } = self.unfinished.pop().expect("pushed above");
         written?;
         match first_finished {
@@ -698,7 +672,7 @@ impl<'s> Encoder<'s> {
                 return true;
             }
         }
-        let Ok(text) = s.to_str() else { return false };
+        let Ok(text) = str_text(s) else { return false };
         match &mut self.strings {
             Some(strings) => strings.write_new(&mut self.w.buf, form, s, text, field),
             None => form.write_new(&mut self.w.buf, text.as_bytes()),
@@ -765,48 +739,38 @@ impl<'s> Encoder<'s> {
         let mut typed: Option<(u32, Rc<[FieldKind]>)> = None;
         let mut written = 0;
         for item in list.iter() {
-            let Some((fields, descriptor, kinds)) = self.list_object(&item, &class, class_index, &typed)? else {
+            if !item.get_type().is(&class) || !self.is_unshared(&item) {
                 return Ok(self.abandon(list, mark, written));
-            };
-            if typed.is_none() {
-                head(&mut self.w, count as u64);
-                self.w.varint(u64::from(descriptor));
-                typed = Some((descriptor, Rc::clone(&kinds)));
             }
-            // It takes its memo slot, without an identity-map entry: nothing else holds it.
-            self.next_memo += 1;
-            at(self.typed_fields(descriptor, &fields, &kinds, depth + 1), || format!("[{written}]"))?;
+            let fields = self.object_state(&item, class_index)?;
+            let fitted = self.with_fields(&fields, |this, held| -> Result<bool, Failure> {
+                let descriptor = this.shape_of(&item, class_index, &fields, held)?.descriptor;
+                let kinds = match &typed {
+                    Some((first, kinds)) => (*first == descriptor).then(|| Rc::clone(kinds)),
+                    // A body of no fields is no bytes: the count could not be checked against
+                    // the input when read (the length rule), so such lists stay LISTs.
+                    None => this.sink.field_kinds(descriptor).filter(|kinds| !kinds.is_empty()),
+                };
+                let Some(kinds) = kinds.filter(|kinds| this.fits_kinds(fields.py(), held, kinds)) else { return Ok(false) };
+                if typed.is_none() {
+                    head(&mut this.w, count as u64);
+                    this.w.varint(u64::from(descriptor));
+                    typed = Some((descriptor, Rc::clone(&kinds)));
+                }
+                // It takes its memo slot, without an identity-map entry: nothing else holds it.
+                this.next_memo += 1;
+                at(this.typed_fields(descriptor, &fields, held, &kinds, depth + 1), || format!("[{written}]"))?;
+                Ok(true)
+            })?;
+            if !fitted {
+                return Ok(self.abandon(list, mark, written));
+            }
             written += 1;
         }
         if written != count {
             return Err(list_changed_size());
         }
         Ok(true)
-    }
-
-    /// The fields, descriptor and field kinds of `item` if it can be the next object of
-    /// an OBJECT_LIST of plain objects of `class` (numbered `class_index`) whose first object
-    /// had the descriptor and kinds of `typed` (None: it is the first).
-    #[allow(clippy::type_complexity)]
-    fn list_object<'py>(
-        &mut self,
-        item: &Bound<'py, PyAny>,
-        class: &Bound<'_, PyType>,
-        class_index: usize,
-        typed: &Option<(u32, Rc<[FieldKind]>)>,
-    ) -> PyResult<Option<(ObjectFields<'py>, u32, Rc<[FieldKind]>)>> {
-        if !item.get_type().is(class) || !self.is_unshared(item) {
-            return Ok(None);
-        }
-        let fields = self.object_state(item, class_index)?;
-        let descriptor = self.shape_of(item, class_index, &fields)?.descriptor;
-        let kinds = match typed {
-            Some((first, kinds)) => (*first == descriptor).then(|| Rc::clone(kinds)),
-            // A body of no fields is no bytes: the count could not be checked against the input
-            // when read (the length rule), so such lists stay LISTs.
-            None => self.sink.field_kinds(descriptor).filter(|kinds| !kinds.is_empty()),
-        };
-        Ok(kinds.filter(|kinds| fits_kinds(&fields, kinds)).map(|kinds| (fields, descriptor, kinds)))
     }
 
     /// `object_list`'s way out when an item does not qualify, after `written` items: false.
@@ -818,32 +782,97 @@ impl<'s> Encoder<'s> {
         false
     }
 
-    /// The fields of an object as an OBJECT, or as a TYPED_OBJECT when its descriptor has field
-    /// kinds that its values fit.
-    fn object_fields<'py>(&mut self, descriptor: u32, fields: &impl FieldSource<'py>, depth: usize) -> Step {
+    /// The fields of an object, `held`, as an OBJECT, or as a TYPED_OBJECT when its descriptor
+    /// has field kinds that its values fit.
+    fn object_fields<'py>(&mut self, descriptor: u32, fields: &impl FieldSource<'py>, held: Held, depth: usize) -> Step {
         match self.sink.field_kinds(descriptor) {
-            Some(kinds) if fits_kinds(fields, &kinds) => {
+            Some(kinds) if self.fits_kinds(fields.py(), held, &kinds) => {
                 self.w.u8(tag::TYPED_OBJECT);
                 self.w.varint(u64::from(descriptor));
-                self.typed_fields(descriptor, fields, &kinds, depth)
+                self.typed_fields(descriptor, fields, held, &kinds, depth)
             }
             _ => {
                 self.w.u8(tag::OBJECT);
                 self.w.varint(u64::from(descriptor));
-                self.fields(fields, depth)
+                self.held_fields(fields, held, depth)
             }
         }
     }
 
-    /// The fields of a TYPED_OBJECT of `descriptor` whose values fit `kinds` (`fits_kinds`),
-    /// each in the form of its kind.
-    fn typed_fields<'py>(&mut self, descriptor: u32, fields: &impl FieldSource<'py>, kinds: &[FieldKind], depth: usize) -> Step {
-        // `fits_kinds` checked the values, but Python code run by the encoder since may have
-        // changed the attributes of an object of an OBJECT_LIST still to write (`each_field`).
-        each_field(fields, kinds.len(), |index, key, value| {
+    /// The fields `held` of a TYPED_OBJECT of `descriptor`, whose values fit `kinds`
+    /// (`fits_kinds`), each in the form of its kind.
+    fn typed_fields<'py>(&mut self, descriptor: u32, fields: &impl FieldSource<'py>, held: Held, kinds: &[FieldKind], depth: usize) -> Step {
+        self.each_held(fields, held, |this, index, key, value| {
             let field = ObjectField { descriptor, index: index as u32 };
-            at(self.typed_value(value, kinds[index], field, depth + 1), || format!(".{key}"))
+            at(this.typed_value(value, kinds[index], field, depth + 1), || format!(".{key}"))
         })
+    }
+
+    /// Reads the fields of `fields` once, holding a reference to each name and value, and
+    /// calls `body` with them; the references are dropped when it returns. The values are then
+    /// the same objects however Python code run while they are written changes the object:
+    /// `each_held` refuses an object whose attributes were added or removed meanwhile.
+    fn with_fields<'py, R>(&mut self, fields: &impl FieldSource<'py>, body: impl FnOnce(&mut Self, Held) -> R) -> R {
+        let base = self.held.len();
+        let mut position: ffi::Py_ssize_t = 0;
+        while let Some((name, value)) = fields.next_field(&mut position) {
+            // SAFETY: borrowed references to live objects, made owned before any Python code
+            // runs; `release` drops them.
+            unsafe {
+                ffi::Py_INCREF(name);
+                ffi::Py_INCREF(value);
+            }
+            self.held.push((name, value));
+        }
+        let held = Held { base, len: self.held.len() - base, after_last: position };
+        let result = body(self, held);
+        for (name, value) in self.held.drain(base..) {
+            // SAFETY: the references taken above, dropped once. Dropping one can run Python code
+            // (a destructor), which cannot reach `self.held`.
+            unsafe {
+                ffi::Py_DECREF(name);
+                ffi::Py_DECREF(value);
+            }
+        }
+        result
+    }
+
+    /// The name and value of field `index` of `held`, borrowed from the references it holds:
+    /// not a new reference, which would make an unshared value look shared (`is_unshared`).
+    fn held_field<'a, 'py>(&self, py: Python<'py>, held: Held, index: usize) -> (Borrowed<'a, 'py, PyAny>, Borrowed<'a, 'py, PyAny>) {
+        let (name, value) = self.held[held.base + index];
+        // SAFETY: `with_fields` holds a reference to both while `held` is in use, which is
+        // within the call that `'a` lives in.
+        unsafe { (Borrowed::from_ptr(py, name), Borrowed::from_ptr(py, value)) }
+    }
+
+    /// Whether every value of `held` has the kind of its field, so that the object can be
+    /// written as a TYPED_OBJECT of these `kinds`.
+    fn fits_kinds(&self, py: Python<'_>, held: Held, kinds: &[FieldKind]) -> bool {
+        held.len == kinds.len()
+            && kinds.iter().enumerate().all(|(index, &kind)| kind == FieldKind::Any || field_kind_of(&self.held_field(py, held, index).1) == kind)
+    }
+
+    /// Calls `write` with the index, name and value of each field of `held`, read from `fields`.
+    /// Python code run while a value is written (an enum's `_name_`, a hash, the loading of a
+    /// ghost) can change the object: one whose attributes were added or removed meanwhile is
+    /// refused, its body having been written for the fields it had.
+    fn each_held<'py>(
+        &mut self,
+        fields: &impl FieldSource<'py>,
+        held: Held,
+        mut write: impl FnMut(&mut Self, usize, &Bound<'py, PyAny>, &Bound<'py, PyAny>) -> Step,
+    ) -> Step {
+        let py = fields.py();
+        for index in 0..held.len {
+            let (name, value) = self.held_field(py, held, index);
+            write(self, index, &name, &value)?;
+        }
+        let mut after_last = held.after_last;
+        if fields.count() != held.len || fields.next_field(&mut after_last).is_some() {
+            return Err(Failure::Unsupported { path: vec![], reason: "its attributes changed while it was being written".into() });
+        }
+        Ok(())
     }
 
     /// `v`, the value of `field`, in the form of its kind.
@@ -857,7 +886,8 @@ impl<'s> Encoder<'s> {
             FieldKind::Float => self.w.f64(v.extract::<f64>()?),
             FieldKind::Str => {
                 let s = v.cast::<PyString>().map_err(PyErr::from)?;
-                // `fits_kinds` saw a UTF-8 str here; Python code run since may have replaced it.
+                // `fits_kinds` saw a UTF-8 str here, and the value is held (`with_fields`): this
+                // only fails if a caller skipped the test.
                 if !self.shared_string(s, StringForm::Typed, Some(field)) {
                     return Err(Failure::Unsupported { path: vec![], reason: "a string field changed while it was being written".into() });
                 }
@@ -905,8 +935,20 @@ impl<'s> Encoder<'s> {
     /// (Python code run by the encoder, such as an enum's `_name_`, can remove items): fewer
     /// items than the count would make a stream that does not read back, so it is refused.
     fn item_values<'py>(&mut self, len: usize, items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize) -> Step {
+        self.item_values_each(len, items, depth, |_, _| {})
+    }
+
+    /// `item_values`, calling `before` with each item before it is written.
+    fn item_values_each<'py>(
+        &mut self,
+        len: usize,
+        items: impl Iterator<Item = Bound<'py, PyAny>>,
+        depth: usize,
+        mut before: impl FnMut(&mut Self, &Bound<'py, PyAny>),
+    ) -> Step {
         let mut written = 0;
         for item in items {
+            before(self, &item);
             at(self.value(&item, depth + 1), || format!("[{written}]"))?;
             written += 1;
         }
@@ -956,8 +998,10 @@ impl<'s> Encoder<'s> {
             return Ok(());
         }
         let fields = self.object_state(v, class_index)?;
-        let shape = self.shape_of(v, class_index, &fields)?;
-        self.object_fields(shape.descriptor, &fields, depth)
+        self.with_fields(&fields, |this, held| {
+            let shape = this.shape_of(v, class_index, &fields, held)?;
+            this.object_fields(shape.descriptor, &fields, held, depth)
+        })
     }
 
     /// The fields of `v`, a plain object of the class numbered `class_index`: its instance dict,
@@ -970,13 +1014,15 @@ impl<'s> Encoder<'s> {
     }
 
     /// The shape the sink gives `v`, a plain object of the class numbered `class_index`, with
-    /// `fields`: the last one of its class if `fields` have the same name objects.
-    fn shape_of<'py>(&mut self, v: &Bound<'py, PyAny>, class_index: usize, fields: &impl FieldSource<'py>) -> PyResult<ClassShape> {
-        if let Some(last) = self.object_shapes[class_index].as_ref().filter(|last| last.has_fields_of(fields)) {
+    /// `fields` (`held`): the last one of its class if they have the same name objects.
+    fn shape_of<'py>(&mut self, v: &Bound<'py, PyAny>, class_index: usize, fields: &impl FieldSource<'py>, held: Held) -> PyResult<ClassShape> {
+        let names = &self.held[held.base..held.base + held.len];
+        if let Some(last) = self.object_shapes[class_index].as_ref().filter(|last| last.has_names(names)) {
             return Ok(last.shape);
         }
         let shape = self.sink.descriptor(&v.get_type(), &fields.to_dict()?)?;
-        self.object_shapes[class_index] = Some(LastShape::new(fields, shape));
+        let names = &self.held[held.base..held.base + held.len];
+        self.object_shapes[class_index] = Some(LastShape::new(fields.py(), names, shape));
         Ok(shape)
     }
 
@@ -993,11 +1039,17 @@ impl<'s> Encoder<'s> {
         }
         let dict = stored_state(v)?;
         let shape = self.sink.descriptor(&v.get_type(), &dict)?;
-        self.object_fields(shape.descriptor, &dict, depth)
+        self.with_fields(&dict, |this, held| this.object_fields(shape.descriptor, &dict, held, depth))
     }
 
+    /// The fields of `fields` as the values of an OBJECT (or a SUBCLASS).
     fn fields<'py>(&mut self, fields: &impl FieldSource<'py>, depth: usize) -> Step {
-        each_field(fields, fields.count(), |_, key, value| at(self.value(value, depth + 1), || format!(".{key}")))
+        self.with_fields(fields, |this, held| this.held_fields(fields, held, depth))
+    }
+
+    /// The fields `held`, read from `fields`, as the values of an OBJECT.
+    fn held_fields<'py>(&mut self, fields: &impl FieldSource<'py>, held: Held, depth: usize) -> Step {
+        self.each_held(fields, held, |this, _, key, value| at(this.value(value, depth + 1), || format!(".{key}")))
     }
 
     fn subclass(&mut self, v: &Bound<'_, PyAny>, base: u8, depth: usize) -> Step {
@@ -1084,24 +1136,17 @@ struct LastShape {
 }
 
 impl LastShape {
-    fn new<'py>(fields: &impl FieldSource<'py>, shape: ClassShape) -> Self {
-        let mut position: ffi::Py_ssize_t = 0;
-        let names = std::iter::from_fn(|| fields.next_field(&mut position))
-            // SAFETY: a borrowed reference, made owned at once.
-            .map(|(name, _)| unsafe { Bound::from_borrowed_ptr(fields.py(), name) }.unbind())
-            .collect();
+    /// The shape for the names of `fields` (names and values held by `Encoder::with_fields`).
+    fn new(py: Python<'_>, fields: &[(*mut ffi::PyObject, *mut ffi::PyObject)], shape: ClassShape) -> Self {
+        // SAFETY: names held by the caller, made owned at once.
+        let names = fields.iter().map(|&(name, _)| unsafe { Bound::from_borrowed_ptr(py, name) }.unbind()).collect();
         LastShape { fields: names, shape }
     }
 
-    /// Whether the names of `fields` are the objects of `self.fields`, in order. No Python code
-    /// runs.
-    fn has_fields_of<'py>(&self, fields: &impl FieldSource<'py>) -> bool {
-        if fields.count() != self.fields.len() {
-            return false;
-        }
-        let mut position: ffi::Py_ssize_t = 0;
-        // The borrowed names are only compared as addresses.
-        self.fields.iter().all(|field| fields.next_field(&mut position).is_some_and(|(name, _)| name == field.as_ptr()))
+    /// Whether the names of `fields` are the objects of `self.fields`, in order (compared as
+    /// addresses only).
+    fn has_names(&self, fields: &[(*mut ffi::PyObject, *mut ffi::PyObject)]) -> bool {
+        fields.len() == self.fields.len() && self.fields.iter().zip(fields).all(|(field, &(name, _))| name == field.as_ptr())
     }
 }
 
@@ -1395,8 +1440,21 @@ pub(crate) fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
 /// in Python. Not so for struct sequences (`os.stat_result`, `time.struct_time`: `tuple.__new__`
 /// refuses them, and their fields past the tuple would be lost) or subclasses of containers
 /// written in C (`collections.OrderedDict` keeps its order outside the dict, so an instance
-/// filled by `dict.update` looks empty).
+/// filled by `dict.update` looks empty). Kept per class (class_cache.rs): the answer reads only
+/// the namespaces along the class's MRO.
 pub(crate) fn rebuilt_by_base(class: &Bound<'_, PyType>, base: &Bound<'_, PyType>) -> PyResult<bool> {
+    // A built-in type's address names it for the life of the process.
+    let base_address = base.as_ptr() as usize;
+    let (known_base, rebuilt) = crate::class_cache::remembered(
+        class,
+        |facts| &mut facts.rebuilt_by_base,
+        || Ok((base_address, base_rebuilds(class, base)?)),
+    )?;
+    if known_base == base_address { Ok(rebuilt) } else { base_rebuilds(class, base) }
+}
+
+/// `rebuilt_by_base`, computed.
+fn base_rebuilds(class: &Bound<'_, PyType>, base: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
     let staticmethod = py.import(pyo3::intern!(py, "builtins"))?.getattr(pyo3::intern!(py, "staticmethod"))?;
     for ancestor in class.mro().iter() {

@@ -142,9 +142,12 @@ pub fn dumps_raw<'py>(
     compression: u8,
     level: Option<i32>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let body = encode_body(py, obj, true)?;
+    let mut body = encode_body(py, obj, true)?;
     let parts: Vec<&[u8]> = body.parts.iter().map(Vec::as_slice).collect();
-    framed(py, &STREAM, body.version, 0, &parts, compression, level)
+    let stream = framed(py, &STREAM, body.version, 0, &parts, compression, level);
+    // The value's buffer came from `Writer::reusing` (`encode_body`).
+    Writer::recycle(body.parts.pop().unwrap_or_default());
+    stream
 }
 
 /// The body of a stream (docs/STREAM.md section 4) in parts, and the stream version it needs.
@@ -165,6 +168,8 @@ pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, newest: bool) 
     let mut sink = StreamSink { typed_objects: newest, ..StreamSink::default() };
     let mut encoder = Encoder::new(&mut sink);
     if newest {
+        // Copied out by `dumps_raw`, which gives the buffer back.
+        encoder.w = Writer::reusing();
         encoder.strings = Some(StringTable::default());
         encoder.stream_only_values = true;
     }

@@ -1,6 +1,8 @@
 //! Primitive writers shared by every encoder (the Rust `Value` encoder here and the Python
 //! object encoder in copal-py), so both produce identical bytes for identical values.
 
+use std::cell::Cell;
+
 use super::reader::TzInfo;
 use super::tag;
 use super::varint::{write_varint, zigzag_encode};
@@ -10,9 +12,42 @@ pub struct Writer {
     pub buf: Vec<u8>,
 }
 
+thread_local! {
+    /// The emptied buffer of the last large body given back on this thread (`Writer::recycle`),
+    /// for the next one to grow into: a body of megabytes written into fresh memory costs a
+    /// page fault per 4 KiB and a copy at each doubling, on every `copal.dumps`.
+    static SPARE_BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// The largest buffer kept for the next body (`SPARE_BUFFER`), in bytes: the memory a thread
+/// keeps after writing a large stream.
+const MAX_SPARE_BUFFER_BYTES: usize = 32 << 20;
+
 impl Writer {
     pub fn new() -> Self {
         Writer { buf: Vec::with_capacity(64) }
+    }
+
+    /// A writer whose buffer is the one last given back on this thread with `recycle`, if any:
+    /// for bodies whose buffer is dropped once copied out (a stream's), never for bytes kept
+    /// (a record would hold on to the spare's capacity).
+    pub fn reusing() -> Self {
+        let buf = SPARE_BUFFER.try_with(Cell::take).unwrap_or_default();
+        if buf.capacity() == 0 { Writer::new() } else { Writer { buf } }
+    }
+
+    /// Keeps `buf` (emptied) for the next `reusing` writer of this thread, unless it is larger
+    /// than `MAX_SPARE_BUFFER_BYTES` or smaller than the spare already kept.
+    pub fn recycle(mut buf: Vec<u8>) {
+        if buf.capacity() > MAX_SPARE_BUFFER_BYTES {
+            return;
+        }
+        buf.clear();
+        // A thread being torn down keeps nothing.
+        let _ = SPARE_BUFFER.try_with(|spare| {
+            let kept = spare.take();
+            spare.set(if kept.capacity() >= buf.capacity() { kept } else { buf });
+        });
     }
 
     pub fn u8(&mut self, byte: u8) {
@@ -91,5 +126,30 @@ impl Writer {
         self.u8(tag::REF);
         self.varint(u64::from(class));
         self.varint(seq);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recycled_buffer_comes_back_empty_with_its_capacity() {
+        let mut first = Writer::reusing();
+        first.bytes(&[7; 1000]);
+        let capacity = first.buf.capacity();
+        Writer::recycle(first.buf);
+        let second = Writer::reusing();
+        assert!(second.buf.is_empty());
+        assert_eq!(second.buf.capacity(), capacity);
+        // Taken: the next writer starts without it.
+        assert!(Writer::reusing().buf.capacity() < capacity);
+    }
+
+    #[test]
+    fn a_smaller_buffer_does_not_replace_the_spare() {
+        Writer::recycle(Vec::with_capacity(4096));
+        Writer::recycle(Vec::with_capacity(16));
+        assert!(Writer::reusing().buf.capacity() >= 4096);
     }
 }
