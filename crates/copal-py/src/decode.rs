@@ -4,7 +4,7 @@
 
 use copal_core::format::calendar::{civil_from_days, MICROS_PER_DAY, MICROS_PER_SECOND};
 use copal_core::format::{tag, DecodeError, FieldKind, Limits, ListHead, Reader, RecordHeader, StrHead, TzInfo};
-use copal_core::format::make_oid;
+use copal_core::format::{make_oid, zigzag_decode};
 use pyo3::prelude::*;
 use pyo3::types::{
     PyByteArray, PyBytes, PyComplex, PyDate, PyDateTime, PyDelta, PyDict, PyFloat, PyFrozenSet, PyList, PySet,
@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use crate::errors::{corrupt, SchemaError};
 use crate::instance_values::FieldSlots;
+use crate::list_builder::ListBuilder;
 use crate::pytypes;
 
 /// What a decoder needs from the connection: descriptors and objects for references.
@@ -89,6 +90,13 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     expanded: u64,
     slot_weights: Vec<u64>,
     hash_budget: u64,
+    /// How many more list items may be reserved room for before they are read. A list's count
+    /// is only bounded by the input left, so nested lists each claiming it would reserve depth
+    /// x input; every item of every list is a value of at least one byte, so the input's length
+    /// in all covers every list of a well-formed input (the others grow as items come).
+    preallocation_budget: usize,
+    /// The objects of the ints in `SMALL_INTS`, or none if they could not be made.
+    small_ints: &'static [Py<PyAny>],
     /// The target of each descriptor id below `MAX_REMEMBERED_TARGETS` met so far, so that the
     /// resolver is asked once per decoding and not once per object (seed 003 has one embedded
     /// Address per Person and one OBJECT_LIST of Phones each).
@@ -151,6 +159,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             expanded: 0,
             slot_weights: spare.weights,
             hash_budget: u64::MAX,
+            preallocation_budget: 0,
+            small_ints: small_ints(py),
             targets: Vec::new(),
             rebuildable_subclasses: Vec::new(),
         }
@@ -159,6 +169,34 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// Reads STR and STRREF as streams of version 2 and 3 have them.
     pub fn share_strings(&mut self) {
         self.string_slots = Some(std::mem::take(&mut self.spare_strings));
+    }
+
+    /// The budgets of decoding an input of `len` bytes.
+    fn set_budgets(&mut self, len: usize) {
+        self.hash_budget = expansion_budget(len);
+        self.preallocation_budget = len;
+    }
+
+    /// An empty list with room for `count` items, within `preallocation_budget`.
+    fn new_list(&mut self, count: usize) -> Result<ListBuilder<'py>, Fail> {
+        let room = if count <= self.preallocation_budget { count } else { 0 };
+        self.preallocation_budget -= room;
+        Ok(ListBuilder::with_capacity(self.py, room)?)
+    }
+
+    /// The int `value`: one of the shared objects of small ints, or a new int.
+    #[inline]
+    fn int(&self, value: i64) -> PyResult<Bound<'py, PyAny>> {
+        match self.small_int(value) {
+            Some(int) => Ok(int.clone()),
+            None => value.into_bound_py_any(self.py),
+        }
+    }
+
+    /// The shared object of `value` if it is in `SMALL_INTS`.
+    #[inline]
+    fn small_int(&self, value: i64) -> Option<&Bound<'py, PyAny>> {
+        small_int(self.small_ints, value).map(|int| int.bind(self.py))
     }
 
     fn finish<T>(&self, result: Result<T, Fail>) -> PyResult<T> {
@@ -171,7 +209,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// Decodes a record into the attributes of `obj`, which must have none. Returns the header
     /// and the offset where the state starts. On error `obj` is left without attributes.
     pub fn record_into(&mut self, obj: &Bound<'py, PyAny>, record: &[u8]) -> PyResult<(RecordHeader, usize)> {
-        self.hash_budget = expansion_budget(record.len());
+        self.set_budgets(record.len());
         let result = (|| {
             let mut r = Reader::new(record);
             let header = RecordHeader::read(&mut r)?;
@@ -217,7 +255,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         let py = self.py;
         let (start, own_slot) = (self.expanded, self.memo.len());
         let value = match kind {
-            FieldKind::Int => r.zigzag()?.into_bound_py_any(py)?,
+            FieldKind::Int => self.int(r.zigzag()?)?,
             FieldKind::Float => PyFloat::new(py, r.f64()?).into_any(),
             FieldKind::Str => {
                 let offset = r.position();
@@ -258,19 +296,76 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
 
     /// A LIST of `count` tagged items (the count already read and checked).
     fn list_items(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Out<'py> {
-        let list = PyList::empty(self.py);
-        self.memo.push(Some(list.clone().into_any()));
-        for _ in 0..count {
-            list.append(self.value(r, depth + 1)?)?;
+        let mut list = self.new_list(count)?;
+        self.memo.push(Some(list.list().clone().into_any()));
+        // Items nest one level deeper; scalars no further, so past the limit only `value`
+        // (which refuses them) reads them.
+        let scalars_fit = depth < self.limits.max_depth;
+        let mut left = count;
+        while left > 0 {
+            if scalars_fit {
+                left -= self.shared_scalars(r, &mut list, left)?;
+                if left == 0 {
+                    break;
+                }
+            }
+            list.push(self.value(r, depth + 1)?)?;
+            left -= 1;
         }
         Ok(list.into_any())
+    }
+
+    /// Reads into `list` the run of at most `max` items at `r` that are objects the decoder
+    /// already has (INTs of `SMALL_INTS`, and in a stream with shared strings STRREFs), with
+    /// varints of one or two bytes, and returns how many it read. They are what lists of numbers
+    /// and of repeated strings are made of; read by `value`, each cost a call, a large stack
+    /// frame and a jump over every tag, and was half the time of decoding such lists. Other
+    /// items (and errors) are left to `value`.
+    fn shared_scalars(&mut self, r: &mut Reader<'_>, list: &mut ListBuilder<'py>, max: usize) -> Result<usize, Fail> {
+        let data = r.rest();
+        let slots: &[Bound<'py, PyAny>] = self.string_slots.as_deref().unwrap_or_default();
+        let shares_strings = self.string_slots.is_some();
+        let (small_ints, py) = (self.small_ints, self.py);
+        let mut position = 0;
+        let mut left = max;
+        let next = || {
+            if left == 0 {
+                return None;
+            }
+            let (tag, first) = (*data.get(position)?, *data.get(position + 1)?);
+            let (operand, length) = if first < 0x80 {
+                (u64::from(first), 2)
+            } else {
+                let second = *data.get(position + 2)?;
+                if second >= 0x80 {
+                    return None;
+                }
+                (u64::from(first & 0x7f) | u64::from(second) << 7, 3)
+            };
+            let item = match tag {
+                tag::INT => {
+                    small_int(small_ints, zigzag_decode(operand))?.bind(py)
+                }
+                tag::STRREF if shares_strings => slots.get(operand as usize)?,
+                _ => return None,
+            };
+            position += length;
+            left -= 1;
+            Some(item)
+        };
+        // SAFETY: a small int lives as long as the process (`small_ints`), a string of
+        // `string_slots` as long as the decoder, and `next` runs no Python code.
+        let read = unsafe { list.extend_shared(next)? };
+        r.bytes(position)?;
+        self.expanded = self.expanded.saturating_add(read as u64);
+        Ok(read)
     }
 
     /// The body of an OBJECT_LIST after its count: the descriptor id, then `count` TYPED_OBJECT
     /// bodies, each taking its memo slot after the list's.
     fn object_list(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Out<'py> {
-        let list = PyList::empty(self.py);
-        self.memo.push(Some(list.clone().into_any()));
+        let mut list = self.new_list(count)?;
+        self.memo.push(Some(list.list().clone().into_any()));
         let id = r.u32_varint()?;
         if depth + 1 > self.limits.max_depth && count > 0 {
             return Err(DecodeError::TooDeep { limit: self.limits.max_depth }.into());
@@ -282,7 +377,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             let (start, own_slot) = (self.expanded, self.memo.len());
             let item = self.object_of(r, id, &target, true, depth + 1)?;
             self.count_expanded(start, own_slot);
-            list.append(item)?;
+            list.push(item)?;
         }
         Ok(list.into_any())
     }
@@ -317,7 +412,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             tag::NONE => py.None().into_bound(py),
             tag::FALSE => false.into_bound_py_any(py)?,
             tag::TRUE => true.into_bound_py_any(py)?,
-            tag::INT => r.zigzag()?.into_bound_py_any(py)?,
+            tag::INT => self.int(r.zigzag()?)?,
             tag::BIGINT => {
                 let bytes = r.length_prefixed()?;
                 if bytes.len() > self.limits.max_bigint_bytes {
@@ -636,7 +731,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// Decodes one standalone value at depth 0 from `r`, which must hold nothing after it
     /// (standalone streams, docs/STREAM.md).
     pub fn standalone(&mut self, r: &mut Reader<'_>) -> PyResult<Bound<'py, PyAny>> {
-        self.hash_budget = expansion_budget(r.remaining());
+        self.set_budgets(r.remaining());
         let result = self.value(r, 0).and_then(|value| {
             r.expect_end()?;
             Ok(value)
@@ -929,6 +1024,24 @@ pub fn new_zone<'py>(py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py,
         }
         TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((name,))?.cast_into::<PyTzInfo>()?,
     }))
+}
+
+/// The ints whose objects `Decoder::int` shares: those CPython keeps one object of (its small
+/// ints), so that they are the same objects as elsewhere in the process.
+const SMALL_INTS: std::ops::RangeInclusive<i64> = -5..=256;
+
+/// The objects of the ints in `SMALL_INTS`, made once; empty if they could not be made (ints are
+/// then made one by one).
+fn small_ints(py: Python<'_>) -> &'static [Py<PyAny>] {
+    static CELL: pyo3::sync::PyOnceLock<Box<[Py<PyAny>]>> = pyo3::sync::PyOnceLock::new();
+    CELL.get_or_try_init(py, || SMALL_INTS.map(|value| value.into_py_any(py)).collect::<PyResult<Box<[_]>>>())
+        .map_or(&[], |ints| ints)
+}
+
+/// The object of `value` among `small_ints` (the objects of `SMALL_INTS`), if it is there.
+#[inline]
+fn small_int(small_ints: &'static [Py<PyAny>], value: i64) -> Option<&'static Py<PyAny>> {
+    small_ints.get(usize::try_from(value.wrapping_sub(*SMALL_INTS.start()) as u64).ok()?)
 }
 
 /// How many expanded values a hashed value of an input of `len` bytes may hold: proportional to

@@ -17,6 +17,7 @@ mod hashing;
 mod instance_values;
 mod json_keys;
 mod json_writer;
+mod list_builder;
 mod persistent;
 mod query;
 mod slots;
