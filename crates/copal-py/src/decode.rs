@@ -7,7 +7,7 @@ use copal_core::format::{tag, DecodeError, FieldKind, Limits, ListHead, Reader, 
 use copal_core::format::{make_oid, zigzag_decode};
 use pyo3::prelude::*;
 use pyo3::types::{
-    PyByteArray, PyBytes, PyComplex, PyDate, PyDateTime, PyDelta, PyDict, PyFloat, PyFrozenSet, PyList, PySet,
+    PyDate, PyDateTime, PyDelta, PyDict, PyFrozenSet, PyList, PySet,
     PyString, PyTime, PyTuple, PyTzInfo, PyType,
 };
 use pyo3::{ffi, IntoPyObjectExt, PyTypeInfo};
@@ -15,6 +15,7 @@ use std::cell::{Cell, OnceCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::allocation;
 use crate::errors::{corrupt, SchemaError};
 use crate::instance_values::FieldSlots;
 use crate::list_builder::ListBuilder;
@@ -189,7 +190,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     fn int(&self, value: i64) -> PyResult<Bound<'py, PyAny>> {
         match self.small_int(value) {
             Some(int) => Ok(int.clone()),
-            None => value.into_bound_py_any(self.py),
+            None => allocation::int(self.py, value),
         }
     }
 
@@ -220,7 +221,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             Ok((header, state_start))
         })();
         if result.is_err() {
-            crate::persistent::set_instance_dict(obj, &PyDict::new(self.py))?;
+            crate::persistent::set_instance_dict(obj, &allocation::dict(self.py)?)?;
         }
         self.finish(result)
     }
@@ -256,7 +257,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         let (start, own_slot) = (self.expanded, self.memo.len());
         let value = match kind {
             FieldKind::Int => self.int(r.zigzag()?)?,
-            FieldKind::Float => PyFloat::new(py, r.f64()?).into_any(),
+            FieldKind::Float => allocation::float(py, r.f64()?)?,
             FieldKind::Str => {
                 let offset = r.position();
                 let slots = self.string_slots.get_or_insert_with(Vec::new);
@@ -264,7 +265,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                     StrHead::New(len) => {
                         let len = r.fitting_length(offset, len, 1)?;
                         let text = r.bytes(len)?;
-                        let value = new_string(py, text).ok_or(DecodeError::BadUtf8 { offset })?;
+                        let value = new_string(py, text)?.ok_or(DecodeError::BadUtf8 { offset })?;
                         slots.push(value.clone());
                         value
                     }
@@ -418,23 +419,17 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 if bytes.len() > self.limits.max_bigint_bytes {
                     return Err(DecodeError::OutOfRange { offset, what: "integer size" }.into());
                 }
-                let kwargs = PyDict::new(py);
-                kwargs.set_item("signed", true)?;
-                pyo3::types::PyInt::type_object(py).call_method(
-                    "from_bytes",
-                    (PyBytes::new(py, bytes), "little"),
-                    Some(&kwargs),
-                )?
+                allocation::int_from_le_bytes(py, bytes)?
             }
-            tag::FLOAT => PyFloat::new(py, r.f64()?).into_any(),
+            tag::FLOAT => allocation::float(py, r.f64()?)?,
             tag::COMPLEX => {
                 let (re, im) = (r.f64()?, r.f64()?);
-                PyComplex::from_doubles(py, re, im).into_any()
+                allocation::complex(py, re, im)?
             }
             tag::STR => {
                 let value = match self.strings.as_deref_mut() {
-                    Some(cache) if r.peek_u8()? as usize <= crate::strings::MAX_CACHED_LEN => cache.get(py, r.str()?).into_any(),
-                    _ => new_string(py, r.length_prefixed()?).ok_or(DecodeError::BadUtf8 { offset: offset + 1 })?,
+                    Some(cache) if r.peek_u8()? as usize <= crate::strings::MAX_CACHED_LEN => cache.get(py, r.str()?)?.into_any(),
+                    _ => new_string(py, r.length_prefixed()?)?.ok_or(DecodeError::BadUtf8 { offset: offset + 1 })?,
                 };
                 if let Some(slots) = self.string_slots.as_mut() {
                     slots.push(value.clone());
@@ -450,12 +445,20 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 }
             }
             tag::STR_SURROGATES => {
-                let bytes = PyBytes::new(py, r.length_prefixed()?);
-                bytes.call_method1("decode", ("utf-8", "surrogatepass")).map_err(|_| DecodeError::BadUtf8 { offset })?
+                let text = r.length_prefixed()?;
+                // SAFETY: `text` is valid for its length; the call returns a new str, or null
+                // with an exception set.
+                let decoded = unsafe {
+                    Bound::from_owned_ptr_or_err(
+                        py,
+                        ffi::PyUnicode_DecodeUTF8(text.as_ptr().cast(), text.len() as ffi::Py_ssize_t, c"surrogatepass".as_ptr()),
+                    )
+                };
+                decoded.or_corrupt(py, || DecodeError::BadUtf8 { offset })?
             }
-            tag::BYTES => PyBytes::new(py, r.length_prefixed()?).into_any(),
+            tag::BYTES => allocation::bytes(py, r.length_prefixed()?)?,
             tag::BYTEARRAY => {
-                let value = PyByteArray::new(py, r.length_prefixed()?).into_any();
+                let value = allocation::bytearray(py, r.length_prefixed()?)?;
                 self.memo.push(Some(value.clone()));
                 value
             }
@@ -468,7 +471,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 self.object_list(r, count, depth)?
             }
             tag::DICT => {
-                let dict = PyDict::new(py);
+                let dict = allocation::dict(py)?;
                 self.memo.push(Some(dict.clone().into_any()));
                 self.fill_dict(r, &dict, depth)?;
                 dict.into_any()
@@ -479,7 +482,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let count = r.length(1)?;
                 for _ in 0..count {
                     let item = self.hashed_value(r, depth + 1)?;
-                    set.add(item).map_err(|_| unhashable(offset))?;
+                    set.add(item).or_corrupt(py, || unhashable(offset))?;
                 }
                 set.into_any()
             }
@@ -490,7 +493,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let value = if t == tag::TUPLE {
                     PyTuple::new(py, items)?.into_any()
                 } else {
-                    PyFrozenSet::new(py, items).map_err(|_| unhashable(offset))?.into_any()
+                    PyFrozenSet::new(py, items).or_corrupt(py, || unhashable(offset))?.into_any()
                 };
                 self.memo[slot] = Some(value.clone());
                 value
@@ -510,7 +513,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let year = i32::try_from(year).map_err(|_| DecodeError::OutOfRange { offset, what: "datetime" })?;
                 let zone = self.zone(&tz, offset)?;
                 PyDateTime::new_with_fold(py, year, month as u8, day as u8, h, m, s, us, zone.as_ref(), flags & tag::TZ_FOLD != 0)
-                    .map_err(|_| DecodeError::OutOfRange { offset, what: "datetime" })?
+                    .or_corrupt(py, || DecodeError::OutOfRange { offset, what: "datetime" })?
                     .into_any()
             }
             tag::DATE => {
@@ -521,7 +524,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let (year, month, day) = civil_from_days(days);
                 let year = i32::try_from(year).map_err(|_| DecodeError::OutOfRange { offset, what: "date" })?;
                 PyDate::new(py, year, month as u8, day as u8)
-                    .map_err(|_| DecodeError::OutOfRange { offset, what: "date" })?
+                    .or_corrupt(py, || DecodeError::OutOfRange { offset, what: "date" })?
                     .into_any()
             }
             tag::TIME => {
@@ -544,19 +547,21 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 if seconds >= 86_400 || micros >= 1_000_000 {
                     return Err(bad().into());
                 }
-                PyDelta::new(py, days, seconds as i32, micros as i32, false).map_err(|_| bad())?.into_any()
+                PyDelta::new(py, days, seconds as i32, micros as i32, false).or_corrupt(py, bad)?.into_any()
             }
             tag::DECIMAL => {
                 let text = r.str()?;
                 if !copal_core::format::is_decimal_text(text) {
                     return Err(DecodeError::OutOfRange { offset, what: "decimal" }.into());
                 }
-                pytypes::decimal_type(py)?.call1((text,)).map_err(|_| DecodeError::OutOfRange { offset, what: "decimal" })?
+                pytypes::decimal_type(py)?
+                    .call1((allocation::str(py, text)?,))
+                    .or_corrupt(py, || DecodeError::OutOfRange { offset, what: "decimal" })?
             }
             tag::UUID => {
-                let bytes = PyBytes::new(py, &r.array::<16>()?);
-                let kwargs = PyDict::new(py);
-                kwargs.set_item("bytes", bytes)?;
+                let bytes = allocation::bytes(py, &r.array::<16>()?)?;
+                let kwargs = allocation::dict(py)?;
+                kwargs.set_item(pyo3::intern!(py, "bytes"), bytes)?;
                 pytypes::uuid_type(py)?.call((), Some(&kwargs))?
             }
             tag::ENUM => {
@@ -621,7 +626,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     }
 
     fn zone(&self, tz: &TzInfo, offset: usize) -> Result<Option<Bound<'py, PyTzInfo>>, Fail> {
-        self.resolver.zone(self.py, tz).map_err(|_| DecodeError::OutOfRange { offset, what: "time zone" }.into())
+        self.resolver.zone(self.py, tz).or_corrupt(self.py, || DecodeError::OutOfRange { offset, what: "time zone" })
     }
 
     /// The object of an OBJECT (`typed` false) or TYPED_OBJECT of descriptor `id`, from its
@@ -723,7 +728,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         for _ in 0..count {
             let key = self.hashed_value(r, depth + 1)?;
             let value = self.value(r, depth + 1)?;
-            dict.set_item(key, value).map_err(|_| unhashable(offset))?;
+            dict.set_item(key, value).or_corrupt(self.py, || unhashable(offset))?;
         }
         Ok(())
     }
@@ -749,12 +754,12 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         let py = self.py;
         let slot = self.memo.len();
         self.memo.push(None);
-        let state = PyDict::new(py);
+        let state = allocation::dict(py)?;
         for (index, field) in info.fields.iter().enumerate() {
             let value = self.field(r, info, index, typed, depth + 1)?;
             state.set_item(field.bind(py), value)?;
         }
-        let obj = pytypes::broken_object_type(py)?.call1((&info.type_name, state))?;
+        let obj = pytypes::broken_object_type(py)?.call1((allocation::str(py, &info.type_name)?, state))?;
         self.memo[slot] = Some(obj.clone());
         Ok(obj)
     }
@@ -805,7 +810,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         typed: bool,
         depth: usize,
     ) -> Result<(), Fail> {
-        let state = PyDict::new(self.py);
+        let state = allocation::dict(self.py)?;
         for (index, field) in info.fields.iter().enumerate() {
             let value = self.field(r, info, index, typed, depth)?;
             state.set_item(field.bind(self.py), value)?;
@@ -878,20 +883,20 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             let slot = self.memo.len();
             self.memo.push(None);
             let items = PyList::new(py, self.items(r, depth)?)?;
-            let obj = base.call_method1("__new__", (&class, items)).map_err(|_| unhashable(offset))?;
+            let obj = base.call_method1(pyo3::intern!(py, "__new__"), (&class, items)).or_corrupt(py, || unhashable(offset))?;
             self.memo[slot] = Some(obj.clone());
             obj
         } else {
-            let obj = base.call_method1("__new__", (&class,))?;
+            let obj = base.call_method1(pyo3::intern!(py, "__new__"), (&class,))?;
             self.memo.push(Some(obj.clone()));
             if base_tag == tag::DICT {
-                let plain = PyDict::new(py);
+                let plain = allocation::dict(py)?;
                 self.fill_dict(r, &plain, depth)?;
-                base.call_method1("update", (&obj, plain))?;
+                base.call_method1(pyo3::intern!(py, "update"), (&obj, plain))?;
             } else {
                 let items = PyList::new(py, self.items(r, depth)?)?;
-                let method = if base_tag == tag::LIST { "extend" } else { "update" };
-                base.call_method1(method, (&obj, items)).map_err(|_| unhashable(offset))?;
+                let method = if base_tag == tag::LIST { pyo3::intern!(py, "extend") } else { pyo3::intern!(py, "update") };
+                base.call_method1(method, (&obj, items)).or_corrupt(py, || unhashable(offset))?;
             }
             obj
         };
@@ -920,7 +925,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         self.string_slots = string_slots;
         // The built-in's constructor copies the value into the new instance; no method of the
         // class runs.
-        let obj = base.call_method1("__new__", (class, value?))?;
+        let obj = base.call_method1(pyo3::intern!(self.py, "__new__"), (class, value?))?;
         self.memo.push(Some(obj.clone()));
         Ok(obj)
     }
@@ -989,9 +994,12 @@ fn from_spare<T>(spare: Vec<usize>) -> Vec<T> {
 /// code runs). A composite Flag is named "A|B" and is rebuilt by or-ing its members; the empty
 /// Flag is named "".
 fn enum_member<'py>(class: &Bound<'py, PyType>, type_name: &str, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    let members = class.getattr("_member_map_")?;
-    let member = |part: &str| {
-        members.get_item(part).map_err(|_| SchemaError::new_err(format!("enum {type_name} has no member {part:?}")))
+    let py = class.py();
+    let members = class.getattr(pyo3::intern!(py, "_member_map_"))?;
+    let member = |part: &str| match members.get_item(allocation::str(py, part)?) {
+        Err(error) if allocation::is_memory_error(py, &error) => Err(error),
+        Err(_) => Err(SchemaError::new_err(format!("enum {type_name} has no member {part:?}"))),
+        found => found,
     };
     if !name.is_empty() && !name.contains('|') {
         return member(name);
@@ -1005,7 +1013,7 @@ fn enum_member<'py>(class: &Bound<'py, PyType>, type_name: &str, name: &str) -> 
     let mut parts = name.split('|');
     let mut value = member(parts.next().unwrap_or_default())?;
     for part in parts {
-        value = value.call_method1("__or__", (member(part)?,))?;
+        value = value.call_method1(pyo3::intern!(py, "__or__"), (member(part)?,))?;
     }
     Ok(value)
 }
@@ -1022,7 +1030,7 @@ pub fn new_zone<'py>(py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py,
             let delta = PyDelta::new(py, days, (rest / 1_000_000) as i32, (rest % 1_000_000) as i32, true)?;
             pytypes::timezone_type(py)?.call1((delta,))?.cast_into::<PyTzInfo>()?
         }
-        TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((name,))?.cast_into::<PyTzInfo>()?,
+        TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((allocation::str(py, name)?,))?.cast_into::<PyTzInfo>()?,
     }))
 }
 
@@ -1053,7 +1061,7 @@ fn expansion_budget(len: usize) -> u64 {
 /// The string of UTF-8 `bytes`, or None if they are not UTF-8. CPython's decoder checks them as
 /// it copies them, so they are not checked twice (this is the most frequent value); ASCII text,
 /// checked here a word at a time, is copied into a new ASCII string without it.
-fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> Option<Bound<'py, PyAny>> {
+fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Option<Bound<'py, PyAny>>> {
     // Empty and one-character strings come from CPython's decoder, which returns shared
     // singletons for some of them.
     #[cfg(not(any(Py_LIMITED_API, PyPy)))]
@@ -1062,26 +1070,24 @@ fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> Option<Bound<'py, PyAny>> {
         // (or null with an exception set), whose data, writable until the string is shared,
         // holds that many bytes plus a terminating NUL that it already wrote.
         unsafe {
-            let string = ffi::PyUnicode_New(bytes.len() as ffi::Py_ssize_t, 127);
-            if string.is_null() {
-                drop(PyErr::take(py));
-                return None;
-            }
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ffi::PyUnicode_1BYTE_DATA(string), bytes.len());
-            return Some(Bound::from_owned_ptr(py, string));
+            let string = Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_New(bytes.len() as ffi::Py_ssize_t, 127))?;
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ffi::PyUnicode_1BYTE_DATA(string.as_ptr()), bytes.len());
+            return Ok(Some(string));
         }
     }
     // SAFETY: `bytes` is valid for its length (which a slice keeps below isize::MAX); the call
-    // returns a new reference, or null with an exception set, which is cleared here.
+    // returns a new reference, or null with an exception set.
     let string = unsafe {
-        ffi::PyUnicode_DecodeUTF8(bytes.as_ptr().cast(), bytes.len() as ffi::Py_ssize_t, c"strict".as_ptr())
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyUnicode_DecodeUTF8(bytes.as_ptr().cast(), bytes.len() as ffi::Py_ssize_t, c"strict".as_ptr()),
+        )
     };
-    if string.is_null() {
-        drop(PyErr::take(py));
-        return None;
+    match string {
+        Ok(string) => Ok(Some(string)),
+        Err(error) if error.is_instance_of::<pyo3::exceptions::PyUnicodeDecodeError>(py) => Ok(None),
+        Err(error) => Err(error),
     }
-    // SAFETY: a new, non-null reference.
-    Some(unsafe { Bound::from_owned_ptr(py, string) })
 }
 
 /// A new instance of `class` made by the constructor of `base` (`object` or PersistentBase),
@@ -1100,8 +1106,21 @@ pub(crate) fn allocated_instance<'py>(class: &Bound<'py, PyType>, base: *mut ffi
     }
 }
 
-fn unhashable(offset: usize) -> Fail {
-    DecodeError::OutOfRange { offset, what: "unhashable set element or dict key" }.into()
+fn unhashable(offset: usize) -> DecodeError {
+    DecodeError::OutOfRange { offset, what: "unhashable set element or dict key" }
+}
+
+/// A Python error that stands for corrupt input (a value out of range, an unhashable key), as
+/// the corruption it stands for, unless it is a MemoryError: that is passed on, since the
+/// input may be fine.
+trait OrCorrupt<T> {
+    fn or_corrupt(self, py: Python<'_>, corruption: impl FnOnce() -> DecodeError) -> Result<T, Fail>;
+}
+
+impl<T> OrCorrupt<T> for PyResult<T> {
+    fn or_corrupt(self, py: Python<'_>, corruption: impl FnOnce() -> DecodeError) -> Result<T, Fail> {
+        self.map_err(|error| if allocation::is_memory_error(py, &error) { Fail::Python(error) } else { Fail::Decode(corruption()) })
+    }
 }
 
 fn clock(micros_of_day: i64) -> (u8, u8, u8, u32) {
@@ -1125,8 +1144,8 @@ pub fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResu
     let py = class.py();
     let type_namespace = PyType::type_object(py).getattr(pyo3::intern!(py, "__dict__"))?;
     let get = pyo3::intern!(py, "__get__");
-    let mro = type_namespace.get_item("__mro__")?.call_method1(get, (class,))?;
-    let namespace_of = type_namespace.get_item("__dict__")?;
+    let mro = type_namespace.get_item(pyo3::intern!(py, "__mro__"))?.call_method1(get, (class,))?;
+    let namespace_of = type_namespace.get_item(pyo3::intern!(py, "__dict__"))?;
     let namespaces = mro
         .try_iter()?
         .map(|base| namespace_of.call_method1(get, (base?,)))
