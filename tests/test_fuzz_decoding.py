@@ -220,7 +220,8 @@ def test_nested_count_claims_do_not_abort_under_a_memory_limit(tmp_path: Path) -
     """A 1 MiB record of 256 nested tuples, each claiming all remaining bytes as items, loaded
     with a 1 GiB address-space limit (a benign 1 MiB record loads within it). Regression test of
     docs/FUZZING.md F1: the binding's Decoder::items reserved `count` slots at each level before
-    reading any item, 256 x 1 MiB x 8 bytes = 2 GiB, and the failed allocation aborted."""
+    reading any item, 256 x 1 MiB x 8 bytes = 2 GiB, and the failed allocation aborted. Lists,
+    which are made with room for their items, reserve it within a budget of the input's length."""
 
     def run(kind: str) -> subprocess.CompletedProcess[str]:
         command = helper_command("fuzz_alloc_limit.py", tmp_path / kind, 1024, kind, 1 << 20)
@@ -228,8 +229,9 @@ def test_nested_count_claims_do_not_abort_under_a_memory_limit(tmp_path: Path) -
 
     benign = run("benign")
     assert benign.returncode == 0 and benign.stdout.strip() == "loaded", benign
-    hostile = run("nested-tuples")
-    assert hostile.returncode == 0 and hostile.stdout.strip() == "CorruptRecordError", hostile
+    for kind in ("nested-tuples", "nested-lists"):
+        hostile = run(kind)
+        assert hostile.returncode == 0 and hostile.stdout.strip() == "CorruptRecordError", hostile
 
 
 def test_compressed_stream_bomb_fails_before_inflating(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ Usage: fuzz_alloc_limit.py DB_DIR LIMIT_MB KIND SIZE
 KIND "benign": a Holder whose one field is BYTES of about SIZE bytes (must load within the
 limit); "nested-tuples": 256 nested TUPLEs, each claiming as many items as bytes remain (the
 length rule allows it), then zero padding to SIZE bytes (must fail with CorruptRecordError,
-without the decoder pre-allocating 256 x SIZE item slots). Streams (``copal.loads``, no
+without the decoder pre-allocating 256 x SIZE item slots); "nested-lists": the same with LISTs. Streams (``copal.loads``, no
 database): "stream-benign", a valid zstd stream of BYTES of SIZE zeros; "zstd-bomb", a stream
 whose zstd payload (RLE blocks, 4 bytes per 128 KiB) inflates to SIZE zeros, a body invalid from
 its third byte (must fail with CorruptRecordError without inflating all of it first). Prints
@@ -79,8 +79,9 @@ def main() -> int:
     if kind == "benign":
         record += b"\x09" + varint4(size - len(record) - 5)
     else:
+        tag = b"\x0b" if kind == "nested-lists" else b"\x0c"
         for _ in range(256):
-            record += b"\x0c" + varint4(size - len(record) - 5)
+            record += tag + varint4(size - len(record) - 5)
     record += bytes(size - len(record))
     db._debug_put_raw_record(oid, bytes(record))
     db.close()

@@ -182,7 +182,7 @@ impl Archive {
         archive.width = if flags & WIDE_OFFSETS != 0 { 8 } else { 4 };
         let section = archive.bytes(py);
         let mut r = Reader::new(section);
-        let entries = read_table(&mut r, py, ARCHIVE_VERSION).map_err(|e| corrupt("archive descriptor table", e))?;
+        let entries = read_table(&mut r, py, ARCHIVE_VERSION, "archive descriptor table")?;
         let values_start = r.position();
         let layout = layout(section, values_start, archive.width).map_err(|e| corrupt("archive index", e))?;
         archive.entries = entries;

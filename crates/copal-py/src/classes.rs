@@ -127,18 +127,20 @@ impl ClassCache {
 
 /// The class stored under `type_name`, without importing anything.
 pub fn resolve<'py>(py: Python<'py>, registry: &Bound<'py, PyDict>, type_name: &str) -> PyResult<Bound<'py, PyType>> {
-    if let Some(class) = registry.get_item(type_name)? {
+    // Names are made with `allocation::str`: decoding passes a failed allocation on as MemoryError.
+    if let Some(class) = registry.get_item(crate::allocation::str(py, type_name)?)? {
         return class.cast_into::<PyType>().map_err(|_| not_a_class(type_name));
     }
-    let modules = sys_modules(py)?;
+    let modules = sys_modules(py);
     let mut split = type_name.len();
     while let Some(dot) = type_name[..split].rfind('.') {
         let (module_name, path) = (&type_name[..dot], &type_name[dot + 1..]);
-        if let Ok(module) = modules.get_item(module_name) {
+        if let Some(module) = modules.get_item(crate::allocation::str(py, module_name)?)? {
             let mut target = module;
             for part in path.split('.') {
-                target = match target.getattr(part) {
+                target = match target.getattr(crate::allocation::str(py, part)?) {
                     Ok(t) => t,
+                    Err(e) if crate::allocation::is_memory_error(py, &e) => return Err(e),
                     Err(_) => return Err(unknown_class(type_name)),
                 };
             }
@@ -149,13 +151,13 @@ pub fn resolve<'py>(py: Python<'py>, registry: &Bound<'py, PyDict>, type_name: &
     Err(unknown_class(type_name))
 }
 
-/// `sys.modules`, read as `import sys; sys.modules` would but without the import machinery
-/// (a dict lookup instead of most of the time of resolving a class).
-fn sys_modules(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    // SAFETY: the GIL is held; PySys_GetObject returns a borrowed reference or null, without
-    // setting an exception.
-    let modules = unsafe { Bound::from_borrowed_ptr_or_opt(py, ffi::PySys_GetObject(c"modules".as_ptr())) };
-    modules.ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("sys.modules is missing"))
+/// The interpreter's `sys.modules`, as the import machinery finds it, without the lookup of
+/// `import sys; sys.modules` (most of the time of resolving a class) and without allocating
+/// (`PySys_GetObject` makes a str of its name, and reports a failure as a missing attribute).
+fn sys_modules(py: Python<'_>) -> Bound<'_, PyDict> {
+    // SAFETY: the GIL is held; PyImport_GetModuleDict returns a borrowed reference to the
+    // interpreter's module dict, which exists while the interpreter runs.
+    unsafe { Bound::from_borrowed_ptr(py, ffi::PyImport_GetModuleDict()).cast_into_unchecked() }
 }
 
 fn unknown_class(type_name: &str) -> PyErr {

@@ -409,13 +409,19 @@ impl<'py> Resolver<'py> for Connection {
             return Ok(Arc::clone(info));
         }
         let descriptor = self.with_snapshot(|s| s.descriptor(id).py_err())?;
-        let mut names: Vec<Py<PyString>> = descriptor.fields.iter().map(|f| PyString::intern(py, f).unbind()).collect();
+        let interned = |names: &[String]| names.iter().map(|f| Ok(crate::allocation::interned_str(py, f)?.unbind())).collect::<PyResult<Vec<Py<PyString>>>>();
+        let mut names = interned(&descriptor.fields)?;
         let mut fixup = None;
-        if let Ok(class) = resolve(py, self.registry.bind(py), &descriptor.type_name) {
-            let plan = pytypes::evolution_plan(py)?.call1((class, descriptor.fields.clone()))?;
+        let class = match resolve(py, self.registry.bind(py), &descriptor.type_name) {
+            Err(e) if crate::allocation::is_memory_error(py, &e) => return Err(e),
+            found => found.ok(),
+        };
+        if let Some(class) = class {
+            let stored_names = pyo3::types::PyList::new(py, names.iter().map(|name| name.bind(py)))?;
+            let plan = pytypes::evolution_plan(py)?.call1((class, stored_names))?;
             if !plan.is_none() {
                 let (new_names, fix): (Vec<String>, Bound<'_, PyAny>) = plan.extract()?;
-                names = new_names.iter().map(|f| PyString::intern(py, f).unbind()).collect();
+                names = interned(&new_names)?;
                 fixup = (!fix.is_none()).then(|| fix.unbind());
             }
         }

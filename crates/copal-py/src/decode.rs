@@ -4,10 +4,10 @@
 
 use copal_core::format::calendar::{civil_from_days, MICROS_PER_DAY, MICROS_PER_SECOND};
 use copal_core::format::{tag, DecodeError, FieldKind, Limits, ListHead, Reader, RecordHeader, StrHead, TzInfo};
-use copal_core::format::make_oid;
+use copal_core::format::{make_oid, zigzag_decode};
 use pyo3::prelude::*;
 use pyo3::types::{
-    PyByteArray, PyBytes, PyComplex, PyDate, PyDateTime, PyDelta, PyDict, PyFloat, PyFrozenSet, PyList, PySet,
+    PyDate, PyDateTime, PyDelta, PyDict, PyFrozenSet, PyList, PySet,
     PyString, PyTime, PyTuple, PyTzInfo, PyType,
 };
 use pyo3::{ffi, IntoPyObjectExt, PyTypeInfo};
@@ -15,8 +15,10 @@ use std::cell::{Cell, OnceCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::allocation;
 use crate::errors::{corrupt, SchemaError};
 use crate::instance_values::FieldSlots;
+use crate::list_builder::ListBuilder;
 use crate::pytypes;
 
 /// What a decoder needs from the connection: descriptors and objects for references.
@@ -89,6 +91,13 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     expanded: u64,
     slot_weights: Vec<u64>,
     hash_budget: u64,
+    /// How many more list items may be reserved room for before they are read. A list's count
+    /// is only bounded by the input left, so nested lists each claiming it would reserve depth
+    /// x input; every item of every list is a value of at least one byte, so the input's length
+    /// in all covers every list of a well-formed input (the others grow as items come).
+    preallocation_budget: usize,
+    /// The objects of the ints in `SMALL_INTS`, or none if they could not be made.
+    small_ints: &'static [Py<PyAny>],
     /// The target of each descriptor id below `MAX_REMEMBERED_TARGETS` met so far, so that the
     /// resolver is asked once per decoding and not once per object (seed 003 has one embedded
     /// Address per Person and one OBJECT_LIST of Phones each).
@@ -151,6 +160,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             expanded: 0,
             slot_weights: spare.weights,
             hash_budget: u64::MAX,
+            preallocation_budget: 0,
+            small_ints: small_ints(py),
             targets: Vec::new(),
             rebuildable_subclasses: Vec::new(),
         }
@@ -159,6 +170,34 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// Reads STR and STRREF as streams of version 2 and 3 have them.
     pub fn share_strings(&mut self) {
         self.string_slots = Some(std::mem::take(&mut self.spare_strings));
+    }
+
+    /// The budgets of decoding an input of `len` bytes.
+    fn set_budgets(&mut self, len: usize) {
+        self.hash_budget = expansion_budget(len);
+        self.preallocation_budget = len;
+    }
+
+    /// An empty list with room for `count` items, within `preallocation_budget`.
+    fn new_list(&mut self, count: usize) -> Result<ListBuilder<'py>, Fail> {
+        let room = if count <= self.preallocation_budget { count } else { 0 };
+        self.preallocation_budget -= room;
+        Ok(ListBuilder::with_capacity(self.py, room)?)
+    }
+
+    /// The int `value`: one of the shared objects of small ints, or a new int.
+    #[inline]
+    fn int(&self, value: i64) -> PyResult<Bound<'py, PyAny>> {
+        match self.small_int(value) {
+            Some(int) => Ok(int.clone()),
+            None => allocation::int(self.py, value),
+        }
+    }
+
+    /// The shared object of `value` if it is in `SMALL_INTS`.
+    #[inline]
+    fn small_int(&self, value: i64) -> Option<&Bound<'py, PyAny>> {
+        small_int(self.small_ints, value).map(|int| int.bind(self.py))
     }
 
     fn finish<T>(&self, result: Result<T, Fail>) -> PyResult<T> {
@@ -171,7 +210,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// Decodes a record into the attributes of `obj`, which must have none. Returns the header
     /// and the offset where the state starts. On error `obj` is left without attributes.
     pub fn record_into(&mut self, obj: &Bound<'py, PyAny>, record: &[u8]) -> PyResult<(RecordHeader, usize)> {
-        self.hash_budget = expansion_budget(record.len());
+        self.set_budgets(record.len());
         let result = (|| {
             let mut r = Reader::new(record);
             let header = RecordHeader::read(&mut r)?;
@@ -182,7 +221,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             Ok((header, state_start))
         })();
         if result.is_err() {
-            crate::persistent::set_instance_dict(obj, &PyDict::new(self.py))?;
+            crate::persistent::set_instance_dict(obj, &allocation::dict(self.py)?)?;
         }
         self.finish(result)
     }
@@ -217,8 +256,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         let py = self.py;
         let (start, own_slot) = (self.expanded, self.memo.len());
         let value = match kind {
-            FieldKind::Int => r.zigzag()?.into_bound_py_any(py)?,
-            FieldKind::Float => PyFloat::new(py, r.f64()?).into_any(),
+            FieldKind::Int => self.int(r.zigzag()?)?,
+            FieldKind::Float => allocation::float(py, r.f64()?)?,
             FieldKind::Str => {
                 let offset = r.position();
                 let slots = self.string_slots.get_or_insert_with(Vec::new);
@@ -226,7 +265,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                     StrHead::New(len) => {
                         let len = r.fitting_length(offset, len, 1)?;
                         let text = r.bytes(len)?;
-                        let value = new_string(py, text).ok_or(DecodeError::BadUtf8 { offset })?;
+                        let value = new_string(py, text)?.ok_or(DecodeError::BadUtf8 { offset })?;
                         slots.push(value.clone());
                         value
                     }
@@ -258,19 +297,76 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
 
     /// A LIST of `count` tagged items (the count already read and checked).
     fn list_items(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Out<'py> {
-        let list = PyList::empty(self.py);
-        self.memo.push(Some(list.clone().into_any()));
-        for _ in 0..count {
-            list.append(self.value(r, depth + 1)?)?;
+        let mut list = self.new_list(count)?;
+        self.memo.push(Some(list.list().clone().into_any()));
+        // Items nest one level deeper; scalars no further, so past the limit only `value`
+        // (which refuses them) reads them.
+        let scalars_fit = depth < self.limits.max_depth;
+        let mut left = count;
+        while left > 0 {
+            if scalars_fit {
+                left -= self.shared_scalars(r, &mut list, left)?;
+                if left == 0 {
+                    break;
+                }
+            }
+            list.push(self.value(r, depth + 1)?)?;
+            left -= 1;
         }
         Ok(list.into_any())
+    }
+
+    /// Reads into `list` the run of at most `max` items at `r` that are objects the decoder
+    /// already has (INTs of `SMALL_INTS`, and in a stream with shared strings STRREFs), with
+    /// varints of one or two bytes, and returns how many it read. They are what lists of numbers
+    /// and of repeated strings are made of; read by `value`, each cost a call, a large stack
+    /// frame and a jump over every tag, and was half the time of decoding such lists. Other
+    /// items (and errors) are left to `value`.
+    fn shared_scalars(&mut self, r: &mut Reader<'_>, list: &mut ListBuilder<'py>, max: usize) -> Result<usize, Fail> {
+        let data = r.rest();
+        let slots: &[Bound<'py, PyAny>] = self.string_slots.as_deref().unwrap_or_default();
+        let shares_strings = self.string_slots.is_some();
+        let (small_ints, py) = (self.small_ints, self.py);
+        let mut position = 0;
+        let mut left = max;
+        let next = || {
+            if left == 0 {
+                return None;
+            }
+            let (tag, first) = (*data.get(position)?, *data.get(position + 1)?);
+            let (operand, length) = if first < 0x80 {
+                (u64::from(first), 2)
+            } else {
+                let second = *data.get(position + 2)?;
+                if second >= 0x80 {
+                    return None;
+                }
+                (u64::from(first & 0x7f) | u64::from(second) << 7, 3)
+            };
+            let item = match tag {
+                tag::INT => {
+                    small_int(small_ints, zigzag_decode(operand))?.bind(py)
+                }
+                tag::STRREF if shares_strings => slots.get(operand as usize)?,
+                _ => return None,
+            };
+            position += length;
+            left -= 1;
+            Some(item)
+        };
+        // SAFETY: a small int lives as long as the process (`small_ints`), a string of
+        // `string_slots` as long as the decoder, and `next` runs no Python code.
+        let read = unsafe { list.extend_shared(next)? };
+        r.bytes(position)?;
+        self.expanded = self.expanded.saturating_add(read as u64);
+        Ok(read)
     }
 
     /// The body of an OBJECT_LIST after its count: the descriptor id, then `count` TYPED_OBJECT
     /// bodies, each taking its memo slot after the list's.
     fn object_list(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Out<'py> {
-        let list = PyList::empty(self.py);
-        self.memo.push(Some(list.clone().into_any()));
+        let mut list = self.new_list(count)?;
+        self.memo.push(Some(list.list().clone().into_any()));
         let id = r.u32_varint()?;
         if depth + 1 > self.limits.max_depth && count > 0 {
             return Err(DecodeError::TooDeep { limit: self.limits.max_depth }.into());
@@ -282,7 +378,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             let (start, own_slot) = (self.expanded, self.memo.len());
             let item = self.object_of(r, id, &target, true, depth + 1)?;
             self.count_expanded(start, own_slot);
-            list.append(item)?;
+            list.push(item)?;
         }
         Ok(list.into_any())
     }
@@ -317,29 +413,23 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             tag::NONE => py.None().into_bound(py),
             tag::FALSE => false.into_bound_py_any(py)?,
             tag::TRUE => true.into_bound_py_any(py)?,
-            tag::INT => r.zigzag()?.into_bound_py_any(py)?,
+            tag::INT => self.int(r.zigzag()?)?,
             tag::BIGINT => {
                 let bytes = r.length_prefixed()?;
                 if bytes.len() > self.limits.max_bigint_bytes {
                     return Err(DecodeError::OutOfRange { offset, what: "integer size" }.into());
                 }
-                let kwargs = PyDict::new(py);
-                kwargs.set_item("signed", true)?;
-                pyo3::types::PyInt::type_object(py).call_method(
-                    "from_bytes",
-                    (PyBytes::new(py, bytes), "little"),
-                    Some(&kwargs),
-                )?
+                allocation::int_from_le_bytes(py, bytes)?
             }
-            tag::FLOAT => PyFloat::new(py, r.f64()?).into_any(),
+            tag::FLOAT => allocation::float(py, r.f64()?)?,
             tag::COMPLEX => {
                 let (re, im) = (r.f64()?, r.f64()?);
-                PyComplex::from_doubles(py, re, im).into_any()
+                allocation::complex(py, re, im)?
             }
             tag::STR => {
                 let value = match self.strings.as_deref_mut() {
-                    Some(cache) if r.peek_u8()? as usize <= crate::strings::MAX_CACHED_LEN => cache.get(py, r.str()?).into_any(),
-                    _ => new_string(py, r.length_prefixed()?).ok_or(DecodeError::BadUtf8 { offset: offset + 1 })?,
+                    Some(cache) if r.peek_u8()? as usize <= crate::strings::MAX_CACHED_LEN => cache.get(py, r.str()?)?.into_any(),
+                    _ => new_string(py, r.length_prefixed()?)?.ok_or(DecodeError::BadUtf8 { offset: offset + 1 })?,
                 };
                 if let Some(slots) = self.string_slots.as_mut() {
                     slots.push(value.clone());
@@ -355,12 +445,20 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 }
             }
             tag::STR_SURROGATES => {
-                let bytes = PyBytes::new(py, r.length_prefixed()?);
-                bytes.call_method1("decode", ("utf-8", "surrogatepass")).map_err(|_| DecodeError::BadUtf8 { offset })?
+                let text = r.length_prefixed()?;
+                // SAFETY: `text` is valid for its length; the call returns a new str, or null
+                // with an exception set.
+                let decoded = unsafe {
+                    Bound::from_owned_ptr_or_err(
+                        py,
+                        ffi::PyUnicode_DecodeUTF8(text.as_ptr().cast(), text.len() as ffi::Py_ssize_t, c"surrogatepass".as_ptr()),
+                    )
+                };
+                decoded.or_corrupt(py, || DecodeError::BadUtf8 { offset })?
             }
-            tag::BYTES => PyBytes::new(py, r.length_prefixed()?).into_any(),
+            tag::BYTES => allocation::bytes(py, r.length_prefixed()?)?,
             tag::BYTEARRAY => {
-                let value = PyByteArray::new(py, r.length_prefixed()?).into_any();
+                let value = allocation::bytearray(py, r.length_prefixed()?)?;
                 self.memo.push(Some(value.clone()));
                 value
             }
@@ -373,7 +471,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 self.object_list(r, count, depth)?
             }
             tag::DICT => {
-                let dict = PyDict::new(py);
+                let dict = allocation::dict(py)?;
                 self.memo.push(Some(dict.clone().into_any()));
                 self.fill_dict(r, &dict, depth)?;
                 dict.into_any()
@@ -384,7 +482,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let count = r.length(1)?;
                 for _ in 0..count {
                     let item = self.hashed_value(r, depth + 1)?;
-                    set.add(item).map_err(|_| unhashable(offset))?;
+                    set.add(item).or_corrupt(py, || unhashable(offset))?;
                 }
                 set.into_any()
             }
@@ -395,7 +493,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let value = if t == tag::TUPLE {
                     PyTuple::new(py, items)?.into_any()
                 } else {
-                    PyFrozenSet::new(py, items).map_err(|_| unhashable(offset))?.into_any()
+                    PyFrozenSet::new(py, items).or_corrupt(py, || unhashable(offset))?.into_any()
                 };
                 self.memo[slot] = Some(value.clone());
                 value
@@ -415,7 +513,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let year = i32::try_from(year).map_err(|_| DecodeError::OutOfRange { offset, what: "datetime" })?;
                 let zone = self.zone(&tz, offset)?;
                 PyDateTime::new_with_fold(py, year, month as u8, day as u8, h, m, s, us, zone.as_ref(), flags & tag::TZ_FOLD != 0)
-                    .map_err(|_| DecodeError::OutOfRange { offset, what: "datetime" })?
+                    .or_corrupt(py, || DecodeError::OutOfRange { offset, what: "datetime" })?
                     .into_any()
             }
             tag::DATE => {
@@ -426,7 +524,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let (year, month, day) = civil_from_days(days);
                 let year = i32::try_from(year).map_err(|_| DecodeError::OutOfRange { offset, what: "date" })?;
                 PyDate::new(py, year, month as u8, day as u8)
-                    .map_err(|_| DecodeError::OutOfRange { offset, what: "date" })?
+                    .or_corrupt(py, || DecodeError::OutOfRange { offset, what: "date" })?
                     .into_any()
             }
             tag::TIME => {
@@ -449,19 +547,21 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 if seconds >= 86_400 || micros >= 1_000_000 {
                     return Err(bad().into());
                 }
-                PyDelta::new(py, days, seconds as i32, micros as i32, false).map_err(|_| bad())?.into_any()
+                PyDelta::new(py, days, seconds as i32, micros as i32, false).or_corrupt(py, bad)?.into_any()
             }
             tag::DECIMAL => {
                 let text = r.str()?;
                 if !copal_core::format::is_decimal_text(text) {
                     return Err(DecodeError::OutOfRange { offset, what: "decimal" }.into());
                 }
-                pytypes::decimal_type(py)?.call1((text,)).map_err(|_| DecodeError::OutOfRange { offset, what: "decimal" })?
+                pytypes::decimal_type(py)?
+                    .call1((allocation::str(py, text)?,))
+                    .or_corrupt(py, || DecodeError::OutOfRange { offset, what: "decimal" })?
             }
             tag::UUID => {
-                let bytes = PyBytes::new(py, &r.array::<16>()?);
-                let kwargs = PyDict::new(py);
-                kwargs.set_item("bytes", bytes)?;
+                let bytes = allocation::bytes(py, &r.array::<16>()?)?;
+                let kwargs = allocation::dict(py)?;
+                kwargs.set_item(pyo3::intern!(py, "bytes"), bytes)?;
                 pytypes::uuid_type(py)?.call((), Some(&kwargs))?
             }
             tag::ENUM => {
@@ -526,7 +626,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     }
 
     fn zone(&self, tz: &TzInfo, offset: usize) -> Result<Option<Bound<'py, PyTzInfo>>, Fail> {
-        self.resolver.zone(self.py, tz).map_err(|_| DecodeError::OutOfRange { offset, what: "time zone" }.into())
+        self.resolver.zone(self.py, tz).or_corrupt(self.py, || DecodeError::OutOfRange { offset, what: "time zone" })
     }
 
     /// The object of an OBJECT (`typed` false) or TYPED_OBJECT of descriptor `id`, from its
@@ -628,7 +728,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         for _ in 0..count {
             let key = self.hashed_value(r, depth + 1)?;
             let value = self.value(r, depth + 1)?;
-            dict.set_item(key, value).map_err(|_| unhashable(offset))?;
+            dict.set_item(key, value).or_corrupt(self.py, || unhashable(offset))?;
         }
         Ok(())
     }
@@ -636,7 +736,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// Decodes one standalone value at depth 0 from `r`, which must hold nothing after it
     /// (standalone streams, docs/STREAM.md).
     pub fn standalone(&mut self, r: &mut Reader<'_>) -> PyResult<Bound<'py, PyAny>> {
-        self.hash_budget = expansion_budget(r.remaining());
+        self.set_budgets(r.remaining());
         let result = self.value(r, 0).and_then(|value| {
             r.expect_end()?;
             Ok(value)
@@ -654,12 +754,12 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         let py = self.py;
         let slot = self.memo.len();
         self.memo.push(None);
-        let state = PyDict::new(py);
+        let state = allocation::dict(py)?;
         for (index, field) in info.fields.iter().enumerate() {
             let value = self.field(r, info, index, typed, depth + 1)?;
             state.set_item(field.bind(py), value)?;
         }
-        let obj = pytypes::broken_object_type(py)?.call1((&info.type_name, state))?;
+        let obj = pytypes::broken_object_type(py)?.call1((allocation::str(py, &info.type_name)?, state))?;
         self.memo[slot] = Some(obj.clone());
         Ok(obj)
     }
@@ -710,7 +810,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         typed: bool,
         depth: usize,
     ) -> Result<(), Fail> {
-        let state = PyDict::new(self.py);
+        let state = allocation::dict(self.py)?;
         for (index, field) in info.fields.iter().enumerate() {
             let value = self.field(r, info, index, typed, depth)?;
             state.set_item(field.bind(self.py), value)?;
@@ -783,20 +883,20 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             let slot = self.memo.len();
             self.memo.push(None);
             let items = PyList::new(py, self.items(r, depth)?)?;
-            let obj = base.call_method1("__new__", (&class, items)).map_err(|_| unhashable(offset))?;
+            let obj = base.call_method1(pyo3::intern!(py, "__new__"), (&class, items)).or_corrupt(py, || unhashable(offset))?;
             self.memo[slot] = Some(obj.clone());
             obj
         } else {
-            let obj = base.call_method1("__new__", (&class,))?;
+            let obj = base.call_method1(pyo3::intern!(py, "__new__"), (&class,))?;
             self.memo.push(Some(obj.clone()));
             if base_tag == tag::DICT {
-                let plain = PyDict::new(py);
+                let plain = allocation::dict(py)?;
                 self.fill_dict(r, &plain, depth)?;
-                base.call_method1("update", (&obj, plain))?;
+                base.call_method1(pyo3::intern!(py, "update"), (&obj, plain))?;
             } else {
                 let items = PyList::new(py, self.items(r, depth)?)?;
-                let method = if base_tag == tag::LIST { "extend" } else { "update" };
-                base.call_method1(method, (&obj, items)).map_err(|_| unhashable(offset))?;
+                let method = if base_tag == tag::LIST { pyo3::intern!(py, "extend") } else { pyo3::intern!(py, "update") };
+                base.call_method1(method, (&obj, items)).or_corrupt(py, || unhashable(offset))?;
             }
             obj
         };
@@ -825,7 +925,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         self.string_slots = string_slots;
         // The built-in's constructor copies the value into the new instance; no method of the
         // class runs.
-        let obj = base.call_method1("__new__", (class, value?))?;
+        let obj = base.call_method1(pyo3::intern!(self.py, "__new__"), (class, value?))?;
         self.memo.push(Some(obj.clone()));
         Ok(obj)
     }
@@ -894,9 +994,12 @@ fn from_spare<T>(spare: Vec<usize>) -> Vec<T> {
 /// code runs). A composite Flag is named "A|B" and is rebuilt by or-ing its members; the empty
 /// Flag is named "".
 fn enum_member<'py>(class: &Bound<'py, PyType>, type_name: &str, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    let members = class.getattr("_member_map_")?;
-    let member = |part: &str| {
-        members.get_item(part).map_err(|_| SchemaError::new_err(format!("enum {type_name} has no member {part:?}")))
+    let py = class.py();
+    let members = class.getattr(pyo3::intern!(py, "_member_map_"))?;
+    let member = |part: &str| match members.get_item(allocation::str(py, part)?) {
+        Err(error) if allocation::is_memory_error(py, &error) => Err(error),
+        Err(_) => Err(SchemaError::new_err(format!("enum {type_name} has no member {part:?}"))),
+        found => found,
     };
     if !name.is_empty() && !name.contains('|') {
         return member(name);
@@ -910,7 +1013,7 @@ fn enum_member<'py>(class: &Bound<'py, PyType>, type_name: &str, name: &str) -> 
     let mut parts = name.split('|');
     let mut value = member(parts.next().unwrap_or_default())?;
     for part in parts {
-        value = value.call_method1("__or__", (member(part)?,))?;
+        value = value.call_method1(pyo3::intern!(py, "__or__"), (member(part)?,))?;
     }
     Ok(value)
 }
@@ -927,8 +1030,26 @@ pub fn new_zone<'py>(py: Python<'py>, tz: &TzInfo) -> PyResult<Option<Bound<'py,
             let delta = PyDelta::new(py, days, (rest / 1_000_000) as i32, (rest % 1_000_000) as i32, true)?;
             pytypes::timezone_type(py)?.call1((delta,))?.cast_into::<PyTzInfo>()?
         }
-        TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((name,))?.cast_into::<PyTzInfo>()?,
+        TzInfo::Named(name) => pytypes::zoneinfo_type(py)?.call1((allocation::str(py, name)?,))?.cast_into::<PyTzInfo>()?,
     }))
+}
+
+/// The ints whose objects `Decoder::int` shares: those CPython keeps one object of (its small
+/// ints), so that they are the same objects as elsewhere in the process.
+const SMALL_INTS: std::ops::RangeInclusive<i64> = -5..=256;
+
+/// The objects of the ints in `SMALL_INTS`, made once; empty if they could not be made (ints are
+/// then made one by one).
+fn small_ints(py: Python<'_>) -> &'static [Py<PyAny>] {
+    static CELL: pyo3::sync::PyOnceLock<Box<[Py<PyAny>]>> = pyo3::sync::PyOnceLock::new();
+    CELL.get_or_try_init(py, || SMALL_INTS.map(|value| value.into_py_any(py)).collect::<PyResult<Box<[_]>>>())
+        .map_or(&[], |ints| ints)
+}
+
+/// The object of `value` among `small_ints` (the objects of `SMALL_INTS`), if it is there.
+#[inline]
+fn small_int(small_ints: &'static [Py<PyAny>], value: i64) -> Option<&'static Py<PyAny>> {
+    small_ints.get(usize::try_from(value.wrapping_sub(*SMALL_INTS.start()) as u64).ok()?)
 }
 
 /// How many expanded values a hashed value of an input of `len` bytes may hold: proportional to
@@ -940,7 +1061,7 @@ fn expansion_budget(len: usize) -> u64 {
 /// The string of UTF-8 `bytes`, or None if they are not UTF-8. CPython's decoder checks them as
 /// it copies them, so they are not checked twice (this is the most frequent value); ASCII text,
 /// checked here a word at a time, is copied into a new ASCII string without it.
-fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> Option<Bound<'py, PyAny>> {
+fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Option<Bound<'py, PyAny>>> {
     // Empty and one-character strings come from CPython's decoder, which returns shared
     // singletons for some of them.
     #[cfg(not(any(Py_LIMITED_API, PyPy)))]
@@ -949,26 +1070,24 @@ fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> Option<Bound<'py, PyAny>> {
         // (or null with an exception set), whose data, writable until the string is shared,
         // holds that many bytes plus a terminating NUL that it already wrote.
         unsafe {
-            let string = ffi::PyUnicode_New(bytes.len() as ffi::Py_ssize_t, 127);
-            if string.is_null() {
-                drop(PyErr::take(py));
-                return None;
-            }
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ffi::PyUnicode_1BYTE_DATA(string), bytes.len());
-            return Some(Bound::from_owned_ptr(py, string));
+            let string = Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_New(bytes.len() as ffi::Py_ssize_t, 127))?;
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ffi::PyUnicode_1BYTE_DATA(string.as_ptr()), bytes.len());
+            return Ok(Some(string));
         }
     }
     // SAFETY: `bytes` is valid for its length (which a slice keeps below isize::MAX); the call
-    // returns a new reference, or null with an exception set, which is cleared here.
+    // returns a new reference, or null with an exception set.
     let string = unsafe {
-        ffi::PyUnicode_DecodeUTF8(bytes.as_ptr().cast(), bytes.len() as ffi::Py_ssize_t, c"strict".as_ptr())
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyUnicode_DecodeUTF8(bytes.as_ptr().cast(), bytes.len() as ffi::Py_ssize_t, c"strict".as_ptr()),
+        )
     };
-    if string.is_null() {
-        drop(PyErr::take(py));
-        return None;
+    match string {
+        Ok(string) => Ok(Some(string)),
+        Err(error) if error.is_instance_of::<pyo3::exceptions::PyUnicodeDecodeError>(py) => Ok(None),
+        Err(error) => Err(error),
     }
-    // SAFETY: a new, non-null reference.
-    Some(unsafe { Bound::from_owned_ptr(py, string) })
 }
 
 /// A new instance of `class` made by the constructor of `base` (`object` or PersistentBase),
@@ -987,8 +1106,21 @@ pub(crate) fn allocated_instance<'py>(class: &Bound<'py, PyType>, base: *mut ffi
     }
 }
 
-fn unhashable(offset: usize) -> Fail {
-    DecodeError::OutOfRange { offset, what: "unhashable set element or dict key" }.into()
+fn unhashable(offset: usize) -> DecodeError {
+    DecodeError::OutOfRange { offset, what: "unhashable set element or dict key" }
+}
+
+/// A Python error that stands for corrupt input (a value out of range, an unhashable key), as
+/// the corruption it stands for, unless it is a MemoryError: that is passed on, since the
+/// input may be fine.
+trait OrCorrupt<T> {
+    fn or_corrupt(self, py: Python<'_>, corruption: impl FnOnce() -> DecodeError) -> Result<T, Fail>;
+}
+
+impl<T> OrCorrupt<T> for PyResult<T> {
+    fn or_corrupt(self, py: Python<'_>, corruption: impl FnOnce() -> DecodeError) -> Result<T, Fail> {
+        self.map_err(|error| if allocation::is_memory_error(py, &error) { Fail::Python(error) } else { Fail::Decode(corruption()) })
+    }
 }
 
 fn clock(micros_of_day: i64) -> (u8, u8, u8, u32) {
@@ -1012,8 +1144,8 @@ pub fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResu
     let py = class.py();
     let type_namespace = PyType::type_object(py).getattr(pyo3::intern!(py, "__dict__"))?;
     let get = pyo3::intern!(py, "__get__");
-    let mro = type_namespace.get_item("__mro__")?.call_method1(get, (class,))?;
-    let namespace_of = type_namespace.get_item("__dict__")?;
+    let mro = type_namespace.get_item(pyo3::intern!(py, "__mro__"))?.call_method1(get, (class,))?;
+    let namespace_of = type_namespace.get_item(pyo3::intern!(py, "__dict__"))?;
     let namespaces = mro
         .try_iter()?
         .map(|base| namespace_of.call_method1(get, (base?,)))

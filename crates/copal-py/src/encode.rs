@@ -687,11 +687,13 @@ impl<'s> Encoder<'s> {
                 // Minimal two's complement: n >= 0 needs bit_length(n) + 1 bits, n < 0 needs
                 // bit_length(-n - 1) + 1 bits.
                 let magnitude = if i.lt(0)? { i.add(1)?.neg()? } else { i.clone().into_any() };
-                let bits: usize = magnitude.call_method0("bit_length")?.extract()?;
-                let length = bits / 8 + 1;
-                let kwargs = PyDict::new(i.py());
-                kwargs.set_item("signed", true)?;
-                let bytes = i.call_method("to_bytes", (length, "little"), Some(&kwargs))?;
+                let py = i.py();
+                let bits: usize = magnitude.call_method0(pyo3::intern!(py, "bit_length"))?.extract()?;
+                let length = crate::allocation::int(py, (bits / 8 + 1) as i64)?;
+                // Made by calls that raise MemoryError where pyo3's conversions would panic.
+                let kwargs = crate::allocation::dict(py)?;
+                kwargs.set_item(pyo3::intern!(py, "signed"), true)?;
+                let bytes = i.call_method(pyo3::intern!(py, "to_bytes"), (length, pyo3::intern!(py, "little")), Some(&kwargs))?;
                 self.w.bigint_le(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
             }
         }

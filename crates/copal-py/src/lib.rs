@@ -2,6 +2,7 @@
 //! (encode.rs, decode.rs), the persistent base class, connections and error mapping. The public
 //! API is the Python package in python/copal.
 
+mod allocation;
 mod archive;
 mod class_cache;
 mod classes;
@@ -17,6 +18,7 @@ mod hashing;
 mod instance_values;
 mod json_keys;
 mod json_writer;
+mod list_builder;
 mod persistent;
 mod query;
 mod slots;

@@ -586,28 +586,34 @@ fn inflate(mut decoder: impl Read, max_size: usize) -> Result<Vec<u8>, Inflate> 
 ///
 /// A table read before (`RECENT_TABLES`) is not parsed or interned again: a small `loads` spent
 /// a fifth of its time making and interning the same field names call after call.
-pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>, version: u8) -> Result<Vec<Entry>, DecodeError> {
+pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>, version: u8, what: &str) -> PyResult<Vec<Entry>> {
     let (start, rest) = (r.position(), r.rest());
     if let Some((len, entries)) = recent_table(version, rest) {
-        r.bytes(len)?;
+        r.bytes(len).map_err(|e| corrupt(what, e))?;
         return Ok(entries.iter().map(|entry| entry.fresh(py)).collect());
     }
-    let table = copal_core::text::read_table(r)?;
+    let table = copal_core::text::read_table(r).map_err(|e| corrupt(what, e))?;
     let mut kinds = if version >= TYPED_OBJECTS_VERSION {
-        read_field_kinds(r, table.iter().map(|entry| entry.fields.len()))?
+        read_field_kinds(r, table.iter().map(|entry| entry.fields.len())).map_err(|e| corrupt(what, e))?
     } else {
         Vec::new()
     }
     .into_iter();
-    let parsed: Vec<TableEntry> = table
+    let parsed = table
         .into_iter()
-        .map(|entry| TableEntry {
-            fields: entry.fields.iter().map(|name| PyString::intern(py, name).unbind()).collect(),
-            kinds: kinds.next().unwrap_or_default(),
-            type_name: entry.type_name,
-            persistent: entry.persistent,
+        .map(|entry| {
+            Ok(TableEntry {
+                fields: entry
+                    .fields
+                    .iter()
+                    .map(|name| Ok(crate::allocation::interned_str(py, name)?.unbind()))
+                    .collect::<PyResult<_>>()?,
+                kinds: kinds.next().unwrap_or_default(),
+                type_name: entry.type_name,
+                persistent: entry.persistent,
+            })
         })
-        .collect();
+        .collect::<PyResult<Vec<TableEntry>>>()?;
     let entries = parsed.iter().map(|entry| entry.fresh(py)).collect();
     remember_table(version, &rest[..r.position() - start], parsed);
     Ok(entries)
@@ -685,7 +691,7 @@ pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>
 pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], version: u8) -> PyResult<Bound<'py, PyAny>> {
     let shares_strings = version >= SHARED_STRINGS_VERSION;
     let mut r = Reader::new(body);
-    let entries = read_table(&mut r, py, version).map_err(|e| corrupt("stream descriptor table", e))?;
+    let entries = read_table(&mut r, py, version, "stream descriptor table")?;
     let registry = crate::pytypes::class_registry(py)?.clone();
     let resolver = StreamResolver::new(registry, &entries);
     let what = || "stream".to_owned();

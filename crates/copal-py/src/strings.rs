@@ -41,18 +41,18 @@ impl StringCache {
     }
 
     /// The Python string for `text` (at most MAX_CACHED_LEN bytes).
-    pub fn get<'py>(&mut self, py: Python<'py>, text: &str) -> Bound<'py, PyString> {
+    pub fn get<'py>(&mut self, py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyString>> {
         let mask = self.slots.len() - 1;
         let slot = &mut self.slots[slot_of(text.as_bytes()) & mask];
         if let Some(cached) = slot {
             let cached = cached.bind(py);
             if cached.to_str().is_ok_and(|s| s == text) {
-                return cached.clone();
+                return Ok(cached.clone());
             }
         }
-        let fresh = PyString::new(py, text);
+        let fresh = crate::allocation::str(py, text)?;
         *slot = Some(fresh.clone().unbind());
-        fresh
+        Ok(fresh)
     }
 }
 

@@ -1,0 +1,91 @@
+//! New Python objects whose failed allocation is a MemoryError.
+//!
+//! pyo3's infallible constructors (`PyString::new`, `PyBytes::new`, `PyFloat::new`, an `i64` or
+//! a `&str` converted for a call, ...) panic when CPython cannot allocate, after printing the
+//! MemoryError as unraisable: a caller of `copal.loads` got a `PanicException`. Decoding makes
+//! its objects with these instead, so that running out of memory reaches the caller as the
+//! MemoryError CPython raised (tests/test_memory_errors.py fails one allocation at a time).
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+
+/// The object CPython returned from a constructor (a new reference), or the error it set.
+fn made<'py>(py: Python<'py>, object: *mut ffi::PyObject) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: `object` is what a CPython constructor returned: a new reference, or null with an
+    // exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, object) }
+}
+
+pub fn int(py: Python<'_>, value: i64) -> PyResult<Bound<'_, PyAny>> {
+    // SAFETY: no preconditions beyond the GIL, which `py` witnesses.
+    made(py, unsafe { ffi::PyLong_FromLongLong(value) })
+}
+
+pub fn float(py: Python<'_>, value: f64) -> PyResult<Bound<'_, PyAny>> {
+    // SAFETY: as in `int`.
+    made(py, unsafe { ffi::PyFloat_FromDouble(value) })
+}
+
+pub fn complex(py: Python<'_>, real: f64, imaginary: f64) -> PyResult<Bound<'_, PyAny>> {
+    // SAFETY: as in `int`.
+    made(py, unsafe { ffi::PyComplex_FromDoubles(real, imaginary) })
+}
+
+pub fn bytes<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: `data` is valid for its length, which a slice keeps below isize::MAX.
+    made(py, unsafe { ffi::PyBytes_FromStringAndSize(data.as_ptr().cast(), data.len() as ffi::Py_ssize_t) })
+}
+
+pub fn bytearray<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: as in `bytes`.
+    made(py, unsafe { ffi::PyByteArray_FromStringAndSize(data.as_ptr().cast(), data.len() as ffi::Py_ssize_t) })
+}
+
+pub fn str<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyString>> {
+    // SAFETY: `text` is valid UTF-8 for its length; the result is a str or null.
+    let string = made(py, unsafe { ffi::PyUnicode_FromStringAndSize(text.as_ptr().cast(), text.len() as ffi::Py_ssize_t) })?;
+    // SAFETY: PyUnicode_FromStringAndSize returns a str.
+    Ok(unsafe { string.cast_into_unchecked() })
+}
+
+/// `text` as an interned str (the one str of that text that attribute names share), as
+/// `PyString::intern` makes it.
+pub fn interned_str<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyString>> {
+    let mut string = str(py, text)?.into_ptr();
+    // SAFETY: PyUnicode_InternInPlace takes the reference to a str it is given and leaves a
+    // reference to the interned str in its place (the same str if interning it failed: CPython
+    // then clears the error, and the str is only not shared).
+    unsafe {
+        ffi::PyUnicode_InternInPlace(&mut string);
+        Ok(Bound::from_owned_ptr(py, string).cast_into_unchecked())
+    }
+}
+
+pub fn dict(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    // SAFETY: as in `int`; the result is a dict or null.
+    Ok(unsafe { made(py, ffi::PyDict_New())?.cast_into_unchecked() })
+}
+
+/// The int of `data`, a little-endian two's-complement integer.
+pub fn int_from_le_bytes<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    #[cfg(not(any(Py_3_13, Py_LIMITED_API, PyPy)))]
+    {
+        // SAFETY: `data` is valid for its length; little-endian (1) and signed (1).
+        made(py, unsafe { ffi::_PyLong_FromByteArray(data.as_ptr(), data.len(), 1, 1) })
+    }
+    #[cfg(any(Py_3_13, Py_LIMITED_API, PyPy))]
+    {
+        let kwargs = dict(py)?;
+        kwargs.set_item(str(py, "signed")?, true)?;
+        let name = str(py, "from_bytes")?;
+        let args = (bytes(py, data)?, str(py, "little")?);
+        use pyo3::PyTypeInfo;
+        pyo3::types::PyInt::type_object(py).call_method(name, args, Some(&kwargs))
+    }
+}
+
+/// Whether `error` is a MemoryError, which decoding passes on as it is: the input may be fine.
+pub fn is_memory_error(py: Python<'_>, error: &PyErr) -> bool {
+    error.is_instance_of::<pyo3::exceptions::PyMemoryError>(py)
+}
