@@ -3,7 +3,7 @@ two or more copal builds paired: the numbers to quote on a shared, noisy machine
 
 Each round runs one child process per build (``--build NAME=DIR``, DIR holding the ``copal``
 package to import; ``installed`` imports the one installed), alternating the builds round after
-round. A child makes the data of each case, then times each codec's encode ``--calls`` times,
+round (benchmarks/pairing.py). A child makes the data of each case, then times each codec's encode ``--calls`` times,
 the codecs interleaved call by call, and keeps the least thread CPU time of each, with the GC
 off and then on (the data is made and collected first). The report gives, per build, case and
 GC mode, the span of those least times over the rounds, and the ratios of copal to msgspec and
@@ -30,16 +30,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import gc
 import json
-import os
-import subprocess
-import sys
 import time
 from typing import Any, Callable
 
+import pairing
+from pairing import least_times, materialize
+
 CODECS = ("copal", "msgspec.msgpack(dataclass)", "pickle")
-REFERENCE = "copal"
 STATES = ("own", "made", "shared")
 GC_MODES = ("off", "on")
 
@@ -56,35 +54,11 @@ def _cases() -> dict[str, tuple[Callable[[], Any], Any]]:
     }
 
 
-def _materialize(value: Any) -> None:
-    for item in value if isinstance(value, list) else [value]:
-        if hasattr(item, "__dict__"):
-            for field in vars(item).values():
-                _materialize(field)
-
-
-def _least_times(encoders: dict[str, Callable[[], Any]], calls: int, gc_on: bool) -> dict[str, float]:
-    """The least thread CPU time of ``calls`` calls of each encoder, interleaved call by call."""
-    gc.collect()
-    if not gc_on:
-        gc.disable()
-    best = {name: float("inf") for name in encoders}
-    try:
-        for _ in range(calls):
-            for name, encode in encoders.items():
-                start = time.thread_time()
-                encode()
-                best[name] = min(best[name], time.thread_time() - start)
-    finally:
-        gc.enable()
-    return best
-
-
-def child(calls: int, cases: list[str]) -> None:
+def child(args: argparse.Namespace) -> None:
     from copal.bench.codecs import BY_NAME
 
     results: dict[str, Any] = {}
-    for case in cases:
+    for case in args.cases.split(","):
         make, root = _cases()[case]
         codecs = {name: BY_NAME[name].codec(root) for name in CODECS}
         for state in STATES:
@@ -94,7 +68,7 @@ def child(calls: int, cases: list[str]) -> None:
             inputs = {name: codec.prepare(make() if shared is None else shared) for name, codec in codecs.items()}
             if state == "made":
                 for value in inputs.values():
-                    _materialize(value)
+                    materialize(value)
             encoders = {name: (lambda c=codec, v=inputs[name]: c.encode(v)) for name, codec in codecs.items()}
             if state == "own":
                 first = {}
@@ -104,51 +78,19 @@ def child(calls: int, cases: list[str]) -> None:
                     first[name] = time.thread_time() - start
                 results[f"{case} {state} first"] = first
             for mode in GC_MODES:
-                results[f"{case} {state} gc {mode}"] = _least_times(encoders, calls, mode == "on")
+                results[f"{case} {state} gc {mode}"] = least_times(encoders, args.calls, mode == "on")
             del inputs, encoders, shared
     print(json.dumps(results))
 
 
-def parent(args: argparse.Namespace) -> None:
-    builds = dict(spec.split("=", 1) for spec in args.build) or {"installed": "installed"}
-    runs: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name in builds}
-    for round_ in range(args.rounds):
-        for name, directory in builds.items():
-            env = dict(os.environ)
-            if directory != "installed":
-                env["PYTHONPATH"] = directory
-            command = [sys.executable, __file__, "--child", "--calls", str(args.calls), "--cases", args.cases]
-            output = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
-            runs[name].append(json.loads(output))
-            print(f"round {round_ + 1} {name}: done", file=sys.stderr)
-    for row in runs[next(iter(builds))][0]:
-        print(f"\n{row}")
-        for name, rounds in runs.items():
-            spans = "  ".join(
-                f"{codec} {min(r[row][codec] for r in rounds) * 1e3:.2f}-{max(r[row][codec] for r in rounds) * 1e3:.2f} ms"
-                for codec in CODECS
-            )
-            ratios = "  ".join(
-                f"x {codec} {min(r[row][REFERENCE] / r[row][codec] for r in rounds):.2f}-"
-                f"{max(r[row][REFERENCE] / r[row][codec] for r in rounds):.2f}"
-                for codec in CODECS if codec != REFERENCE
-            )
-            print(f"  {name}: {spans}\n  {name} copal ratios per run: {ratios}")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--build", action="append", default=[], help="NAME=DIR of a copal package, or NAME=installed")
-    parser.add_argument("--rounds", type=int, default=3)
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calls", type=int, default=9)
     parser.add_argument("--cases", default="003,002,001", help="comma-separated: 001, 002, 003, 003/5k")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.calls, args.cases.split(","))
-    else:
-        parent(args)
+
+
+def _child_args(args: argparse.Namespace) -> list[str]:
+    return ["--calls", str(args.calls), "--cases", args.cases]
 
 
 if __name__ == "__main__":
-    main()
+    pairing.main(__file__, __doc__, child, _add_arguments, _child_args)

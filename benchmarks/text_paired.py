@@ -3,11 +3,11 @@ paired: the numbers to quote on a shared, noisy machine.
 
 Each round runs one child process per build (``--build NAME=DIR``, DIR holding the ``copal``
 package to import; ``installed`` imports the one installed), alternating the builds round after
-round. A child makes the data of seeds 001 (100,000 Foo) and 003 (50,000 Person), then times
-each writer's call ``--calls`` times, the writers interleaved call by call, and keeps the least
-process CPU time of each (GC off; the data is made first, so that its collections are over).
-The report gives, per build, writer and case, the least time over the rounds, and the ratios of
-copal against the others measured in the same child.
+round (benchmarks/pairing.py). A child makes the data of seeds 001 (100,000 Foo) and 003
+(50,000 Person), then times each writer's call ``--calls`` times, the writers interleaved call by
+call, and keeps the least thread CPU time of each (GC off; the data is made first, so that its
+collections are over). The report gives, per build, writer and case, the span of times over the
+rounds, and the ratios of copal against the others measured in the same child.
 
 Every writer gets its own copy of the objects: orjson and ``msgspec.json`` read a dataclass's
 ``__dict__``, which makes CPython 3.11 build a dict for each instance (its attributes otherwise
@@ -24,15 +24,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import gc
 import json
-import os
-import subprocess
-import sys
-import time
 from typing import Any, Callable
 
-CASES = ("001", "003", "dicts")
+import pairing
+from pairing import least_times, materialize
+
 JSON_WRITERS = ("copal json", "orjson", "msgspec.json(Struct)", "msgspec.json(dataclass)")
 XML_WRITERS = ("copal xml", "xml.etree")
 
@@ -69,81 +66,30 @@ def _writers(root: Any, names: tuple[str, ...]) -> dict[str, tuple[Callable[[Any
     return writers
 
 
-def _materialize(value: Any) -> None:
-    for item in value if isinstance(value, list) else [value]:
-        if hasattr(item, "__dict__"):
-            for field in vars(item).values():
-                _materialize(field)
-
-
-def child(calls: int, materialized: bool, xml: bool) -> None:
+def child(args: argparse.Namespace) -> None:
     results: dict[str, dict[str, float]] = {}
     for case, (make, root) in _cases().items():
-        writers = _writers(root, XML_WRITERS if xml else JSON_WRITERS)
+        writers = _writers(root, XML_WRITERS if args.xml else JSON_WRITERS)
         # Each writer its own objects (see the module docstring), made as an application makes
         # them (a deep copy would scatter them in memory).
         inputs = {name: prepare(make()) for name, (_, prepare) in writers.items()}
-        if materialized:
+        if args.materialized:
             for value in inputs.values():
-                _materialize(value)
-        gc.collect()
-        gc.disable()
-        best = {name: float("inf") for name in writers}
-        for _ in range(calls):
-            for name, (encode, _) in writers.items():
-                value = inputs[name]
-                start = time.process_time()
-                encode(value)
-                best[name] = min(best[name], time.process_time() - start)
-        gc.enable()
-        results[case] = best
+                materialize(value)
+        calls = {name: (lambda e=encode, v=inputs[name]: e(v)) for name, (encode, _) in writers.items()}
+        results[case] = least_times(calls, args.calls, gc_on=False)
     print(json.dumps(results))
 
 
-def parent(args: argparse.Namespace) -> None:
-    builds = dict(spec.split("=", 1) for spec in args.build)
-    runs: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name in builds}
-    for round_ in range(args.rounds):
-        for name, directory in builds.items():
-            env = dict(os.environ)
-            if directory != "installed":
-                env["PYTHONPATH"] = directory
-            command = [sys.executable, __file__, "--child", "--calls", str(args.calls)]
-            command += ["--materialized"] * args.materialized + ["--xml"] * args.xml
-            output = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
-            runs[name].append(json.loads(output))
-            print(f"round {round_ + 1} {name}: done", file=sys.stderr)
-    reference = "copal xml" if args.xml else "copal json"
-    for case in CASES:
-        print(f"\n{case}")
-        for name, rounds in runs.items():
-            writers = rounds[0][case]
-            best = {w: min(r[case][w] for r in rounds) for w in writers}
-            spans = {w: (min(r[case][w] for r in rounds), max(r[case][w] for r in rounds)) for w in writers}
-            line = "  ".join(f"{w} {lo * 1e3:.1f}-{hi * 1e3:.1f} ms" for w, (lo, hi) in spans.items())
-            print(f"  {name}: {line}")
-            ratios = "  ".join(
-                f"x {w} {min(r[case][reference] / r[case][w] for r in rounds):.2f}-"
-                f"{max(r[case][reference] / r[case][w] for r in rounds):.2f}"
-                for w in best if w != reference
-            )
-            print(f"  {name} {reference} ratios per run: {ratios}")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--build", action="append", default=[], help="NAME=DIR of a copal package, or NAME=installed")
-    parser.add_argument("--rounds", type=int, default=3)
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calls", type=int, default=9)
     parser.add_argument("--materialized", action="store_true", help="every instance's __dict__ made first")
     parser.add_argument("--xml", action="store_true", help="XML writers instead of JSON")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        child(args.calls, args.materialized, args.xml)
-    else:
-        parent(args)
+
+
+def _child_args(args: argparse.Namespace) -> list[str]:
+    return ["--calls", str(args.calls)] + ["--materialized"] * args.materialized + ["--xml"] * args.xml
 
 
 if __name__ == "__main__":
-    main()
+    pairing.main(__file__, __doc__, child, _add_arguments, _child_args)
