@@ -388,3 +388,11 @@ def test_a_value_changed_while_it_is_written_goes_to_the_transcoder(victim: Any)
         assert json.loads(copal.dumps(victim, format="json")) == json.loads(transcoded(victim))
     finally:
         MEDDLED.clear()
+
+
+def test_documents_longer_and_shorter_than_the_last_one_are_written_whole() -> None:
+    # The writer sizes its output by the last document's length and grows it past that: each
+    # size here is far from the one before, so both a large first guess and several growths of
+    # a small one are taken.
+    for count in (3, 200_000, 1, 50_000, 0, 400_000):
+        assert_written_directly([f"text {i}" for i in range(count)])

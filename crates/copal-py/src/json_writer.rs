@@ -14,14 +14,13 @@
 use std::cell::{Cell, RefCell};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY};
 use copal_core::format::{is_decimal_text, TzInfo};
 use copal_core::text::json::{escaped_key, float, push_i64, push_piece, push_u64, string, DOCUMENT_OPENING};
-use copal_core::text::{base64, clock};
+use copal_core::text::{base64, clock, TextOut};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{
@@ -30,6 +29,7 @@ use pyo3::types::{
 };
 use pyo3::PyTypeInfo;
 
+use crate::bytes_output::BytesOutput;
 use crate::classes::type_name_of;
 use crate::dict_items::{Items, Next};
 use crate::encode::{self, time_of_day_micros, tz_info, Encoder, Kind};
@@ -46,14 +46,15 @@ const MAX_DEPTH: usize = 256;
 
 /// The document of `obj`, or `None` if it holds a value this writer leaves to the transcoder
 /// (see the module comment).
-pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyBytes>> {
+pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
     // Reading an instance dict that CPython has not made makes it (one allocation per object,
     // where the inline values cannot be read), and nothing made here can become cyclic garbage
     // before the end: collections meanwhile would be waste.
     let _gc = GcPause::new(py);
-    // Taken, not borrowed: a value's Python code (an enum's `_name_`, say) may write JSON too,
-    // and then simply starts with an empty buffer.
-    let mut writer = JsonWriter::new(obj, BUFFER.take());
+    // Documents written one after another are usually alike: room for the last one's length
+    // (and an eighth) mostly spares growing the buffer, each growth a copy of the text so far.
+    let expected = LAST_LENGTH.get();
+    let mut writer = JsonWriter::new(obj, BytesOutput::with_capacity(py, expected + expected / 8)?);
     let written = writer.document(obj).is_ok() && {
         // Which values get an `"$id"` is known only once their back-references are met: write
         // the document again with the ids (only graphs with shared values or cycles pay this).
@@ -62,22 +63,17 @@ pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py,
             writer.document(obj).is_ok()
         }
     };
-    let document = written.then(|| PyBytes::new(py, writer.out.as_bytes()));
-    if writer.out.capacity() <= MAX_KEPT_BUFFER {
-        BUFFER.set(writer.out);
+    if !written {
+        return Ok(None);
     }
-    document
+    LAST_LENGTH.set(writer.out.len());
+    writer.out.finish().map(Some)
 }
 
 thread_local! {
-    /// The output buffer, kept from one document to the next. A fresh buffer for a large
-    /// document costs a page fault per 4 KiB written (a fifth of the time of writing seed 001's
-    /// 100,000 objects), and growing it costs copies.
-    static BUFFER: Cell<String> = const { Cell::new(String::new()) };
+    /// The length of the last document written on this thread.
+    static LAST_LENGTH: Cell<usize> = const { Cell::new(0) };
 }
-
-/// The largest buffer kept between documents; a larger one is freed once its document is made.
-const MAX_KEPT_BUFFER: usize = 64 << 20;
 
 /// A value the writer leaves to the transcoder (and a Python error met on the way, which the
 /// encoder meets again and reports).
@@ -143,8 +139,8 @@ struct ObjectForm {
     fields: RefCell<Vec<(Py<PyString>, String)>>,
 }
 
-struct JsonWriter {
-    out: String,
+struct JsonWriter<'py> {
+    out: BytesOutput<'py>,
     /// The memo slot (docs/FORMAT.md section 7) of each value that may be met again, by
     /// address (see `slot_or_ref`).
     seen: IntMap<usize, u64>,
@@ -172,8 +168,8 @@ struct JsonWriter {
     keys: KeyCache,
 }
 
-impl JsonWriter {
-    fn new(root: &Bound<'_, PyAny>, out: String) -> Self {
+impl<'py> JsonWriter<'py> {
+    fn new(root: &Bound<'py, PyAny>, out: BytesOutput<'py>) -> Self {
         JsonWriter {
             out,
             seen: IntMap::default(),
@@ -371,7 +367,7 @@ impl JsonWriter {
             Form::Delta => {
                 let td = v.cast::<PyDelta>().map_err(PyErr::from)?;
                 let (days, seconds, micros) = (td.get_days(), td.get_seconds(), td.get_microseconds());
-                let _ = write!(self.out, "{{\"$timedelta\":[{days},{seconds},{micros}]}}");
+                self.out.push_fmt(format_args!("{{\"$timedelta\":[{days},{seconds},{micros}]}}"));
             }
             Form::Bytes => {
                 let bytes = v.cast::<PyBytes>().map_err(PyErr::from)?;
@@ -456,7 +452,7 @@ impl JsonWriter {
         self.out.push_str("\"}");
     }
 
-    fn items<'py>(&mut self, items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize) -> Step {
+    fn items<'v>(&mut self, items: impl Iterator<Item = Bound<'v, PyAny>>, depth: usize) -> Step {
         self.out.push('[');
         for (index, item) in items.enumerate() {
             if index > 0 {
@@ -644,7 +640,7 @@ impl JsonWriter {
 
     /// `{"$datetime"|"$time":"<iso><offset>","$zone":"<key>","$fold":1}`, the last two when they
     /// apply; `opening` is the text up to the ISO text.
-    fn clock_value(&mut self, opening: &str, iso: impl FnOnce(&mut String), zone: &TzInfo, fold: bool) {
+    fn clock_value(&mut self, opening: &str, iso: impl FnOnce(&mut BytesOutput<'py>), zone: &TzInfo, fold: bool) {
         self.out.push_str(opening);
         iso(&mut self.out);
         if let TzInfo::Offset(micros) = zone {

@@ -3,6 +3,7 @@
 //! API is the Python package in python/copal.
 
 mod archive;
+mod bytes_output;
 mod class_cache;
 mod classes;
 mod compact_layout;

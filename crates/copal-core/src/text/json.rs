@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use super::tree::{zone as zone_of, TreeBuilder};
-use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError};
+use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError, TextOut};
 use crate::format::calendar::MICROS_PER_DAY;
 use crate::format::{is_decimal_text, tag, DecodeError, Reader, TzInfo, Value, MAX_DAY, MIN_DAY};
 
@@ -432,7 +432,7 @@ const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 /// `push_str` makes for a length known only at run time (a sixth of the time of writing a list
 /// of ints went to that call).
 #[inline]
-pub fn push_piece(out: &mut String, piece: &str) {
+pub fn push_piece<O: TextOut + ?Sized>(out: &mut O, piece: &str) {
     // SAFETY: `piece` is UTF-8.
     unsafe { append(out, piece.as_bytes()) }
 }
@@ -442,7 +442,7 @@ pub fn push_piece(out: &mut String, piece: &str) {
 /// # Safety
 /// `bytes` must be UTF-8 (the caller's bytes are ASCII, or a whole `str`).
 #[inline]
-unsafe fn append(out: &mut String, bytes: &[u8]) {
+unsafe fn append<O: TextOut + ?Sized>(out: &mut O, bytes: &[u8]) {
     let n = bytes.len();
     if n > 32 {
         // SAFETY: the caller guarantees UTF-8.
@@ -450,13 +450,11 @@ unsafe fn append(out: &mut String, bytes: &[u8]) {
         return;
     }
     out.reserve(n);
-    // SAFETY: the bytes appended are UTF-8 (the caller's guarantee), so `out` stays a String;
+    // SAFETY: the bytes appended are UTF-8 (the caller's guarantee), so the text stays UTF-8;
     // `n` bytes of spare capacity were reserved, and each move below reads within `bytes` and
     // writes within those `n` bytes (the pairs of moves overlap when `n` is not their size).
     unsafe {
-        let vec = out.as_mut_vec();
-        let len = vec.len();
-        let (src, dst) = (bytes.as_ptr(), vec.as_mut_ptr().add(len));
+        let (src, dst) = (bytes.as_ptr(), out.end());
         match n {
             0 => {}
             1..=3 => {
@@ -477,23 +475,21 @@ unsafe fn append(out: &mut String, bytes: &[u8]) {
                 std::ptr::copy_nonoverlapping(src.add(n - 16), dst.add(n - 16), 16);
             }
         }
-        vec.set_len(len + n);
+        out.advance(n);
     }
 }
 
 /// A non-negative integer in decimal (`Display`'s text, without its formatting machinery).
 /// The digits go straight to their place in `out`, two per division: through a buffer, the
 /// copy read the digits back before their stores had retired, which stalled it.
-pub fn push_u64(out: &mut String, mut n: u64) {
+pub fn push_u64<O: TextOut + ?Sized>(out: &mut O, mut n: u64) {
     let len = n.checked_ilog10().map_or(1, |log| log as usize + 1);
     out.reserve(len);
     // SAFETY: `len` bytes were reserved; the pairs are written from the right end down to the
     // first byte (`len` is the digit count of `n`), each within them, so that `len` bytes are
-    // initialized when the length is set; they are ASCII digits, so `out` stays UTF-8.
+    // stored when `advance` takes them; they are ASCII digits, so the text stays UTF-8.
     unsafe {
-        let vec = out.as_mut_vec();
-        let start = vec.len();
-        let digits = vec.as_mut_ptr().add(start);
+        let digits = out.end();
         let mut end = len;
         while n >= 100 {
             let pair = (n % 100) as usize * 2;
@@ -506,12 +502,12 @@ pub fn push_u64(out: &mut String, mut n: u64) {
         } else {
             *digits = b'0' + n as u8;
         }
-        vec.set_len(start + len);
+        out.advance(len);
     }
 }
 
 /// An integer in decimal.
-pub fn push_i64(out: &mut String, n: i64) {
+pub fn push_i64<O: TextOut + ?Sized>(out: &mut O, n: i64) {
     if n < 0 {
         out.push('-');
     }
@@ -519,7 +515,7 @@ pub fn push_i64(out: &mut String, n: i64) {
 }
 
 /// A FLOAT: finite as a JSON number, the others as `{"$float": "nan"|"inf"|"-inf"}`.
-pub fn float(out: &mut String, f: f64) {
+pub fn float<O: TextOut + ?Sized>(out: &mut O, f: f64) {
     if f.is_finite() {
         finite_float(out, f);
     } else {
@@ -533,18 +529,18 @@ pub fn float(out: &mut String, f: f64) {
 /// The text of a finite float (JSON and XML): the shortest text that reads back as the same
 /// f64, always with a `.` or an exponent, so that it reads back as a float, not an int. That is
 /// Debug's text, written by zmij where zmij writes the same, faster.
-pub fn finite_float(out: &mut String, f: f64) {
+pub fn finite_float<O: TextOut + ?Sized>(out: &mut O, f: f64) {
     if shortest_writes_as_debug(f) {
         let mut digits = zmij::Buffer::new();
         push_piece(out, digits.format_finite(f));
     } else {
-        let _ = write!(out, "{f:?}");
+        out.push_fmt(format_args!("{f:?}"));
     }
 }
 
 /// A dict key or field name and its `:`, with one more `$` in front of a name that starts with
 /// `$`, so that it cannot be taken for a tag.
-pub fn escaped_key(out: &mut String, key: &str) {
+pub fn escaped_key<O: TextOut + ?Sized>(out: &mut O, key: &str) {
     out.push('"');
     if key.starts_with('$') {
         out.push('$');
@@ -554,14 +550,14 @@ pub fn escaped_key(out: &mut String, key: &str) {
 }
 
 /// A JSON string.
-pub fn string(out: &mut String, s: &str) {
+pub fn string<O: TextOut + ?Sized>(out: &mut O, s: &str) {
     out.push('"');
     escape_into(out, s);
     out.push('"');
 }
 
 /// JSON string contents: `"`, `\` and control characters escaped, everything else as UTF-8.
-fn escape_into(out: &mut String, s: &str) {
+fn escape_into<O: TextOut + ?Sized>(out: &mut O, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
     loop {
@@ -574,7 +570,7 @@ fn escape_into(out: &mut String, s: &str) {
             b'\r' => out.push_str("\\r"),
             b'\t' => out.push_str("\\t"),
             b => {
-                let _ = write!(out, "\\u{b:04x}");
+                out.push_fmt(format_args!("\\u{b:04x}"));
             }
         }
         start += 1;
@@ -601,7 +597,7 @@ fn escape_marks(word: u64) -> u64 {
 /// testing them first and copying them after read each byte twice (and called memcpy for the
 /// longer ones). A stored word whose test fails is stored whole, but only its bytes before the
 /// first escape are kept (the length is set to them).
-fn append_plain(out: &mut String, bytes: &[u8]) -> usize {
+fn append_plain<O: TextOut + ?Sized>(out: &mut O, bytes: &[u8]) -> usize {
     let n = bytes.len();
     if n < 8 {
         let plain = bytes.iter().position(|&b| needs_escape(b)).unwrap_or(n);
@@ -612,13 +608,11 @@ fn append_plain(out: &mut String, bytes: &[u8]) -> usize {
     }
     out.reserve(n);
     // SAFETY: `n` bytes were reserved. Every store below writes within the `n` bytes past the
-    // length (words at offsets `i` with `i + 8 <= n`, the last one at `n - 8`), and the length
-    // is set to the bytes copied before the first one to escape. That byte is ASCII, so the
-    // bytes kept end on a character boundary and `out` stays UTF-8.
+    // text (words at offsets `i` with `i + 8 <= n`, the last one at `n - 8`), and `advance`
+    // takes the bytes copied before the first one to escape. That byte is ASCII, so the
+    // bytes kept end on a character boundary and the text stays UTF-8.
     unsafe {
-        let vec = out.as_mut_vec();
-        let len = vec.len();
-        let (src, dst) = (bytes.as_ptr(), vec.as_mut_ptr().add(len));
+        let (src, dst) = (bytes.as_ptr(), out.end());
         // Each word is stored, then tested; returns how many of its bytes are kept.
         let copy_word = |i: usize| {
             let word = std::ptr::read_unaligned(src.add(i).cast::<[u8; 8]>());
@@ -639,7 +633,7 @@ fn append_plain(out: &mut String, bytes: &[u8]) -> usize {
             // The last eight bytes, overlapping the ones copied already (which have no mark).
             plain = n - 8 + copy_word(n - 8);
         }
-        vec.set_len(len + plain);
+        out.advance(plain);
         plain
     }
 }
