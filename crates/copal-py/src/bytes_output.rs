@@ -38,9 +38,9 @@ impl<'py> BytesOutput<'py> {
         Ok(BytesOutput { writer, data, len: 0, capacity: size as usize, py })
     }
 
-    /// Forgets the text written, keeping the room.
-    pub fn clear(&mut self) {
-        self.len = 0;
+    /// Forgets the text written after its first `len` bytes, keeping the room.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
     }
 
     /// The bytes object of the text.
