@@ -93,7 +93,7 @@ unsafe impl TextOut for BytesOutput<'_> {
         self.len
     }
 
-    #[inline]
+    #[inline(always)]
     fn reserve(&mut self, additional: usize) {
         if self.capacity - self.len < additional {
             self.grow(additional);

@@ -287,24 +287,38 @@ impl<'py> JsonWriter<'py> {
     /// Writes `v`, borrowed from its holder: scalars are written from the borrowed reference
     /// (no Python code runs meanwhile, so the holder keeps them alive), and the writer takes its
     /// own reference to anything else first, as writing it may run Python code (an enum's
-    /// `_name_`) that could drop the holder's.
+    /// `_name_`) that could drop the holder's. Strs, ints and floats, the most frequent values,
+    /// are tested here, inlined into each loop over items; the rest is `other_value`.
+    #[inline(always)]
     fn value(&mut self, v: Borrowed<'_, 'py, PyAny>, depth: usize) -> Step {
         if depth > MAX_DEPTH {
             return Err(Unhandled);
         }
-        // The most frequent types first, each an exact type-pointer comparison by the C API's
-        // checks, which only read the object's type: pyo3's `cast_exact` takes and drops a
-        // reference to the type object it compares with, two writes per test and value.
+        // Each test is an exact type-pointer comparison by the C API's checks, which only read
+        // the object's type: pyo3's `cast_exact` takes and drops a reference to the type object
+        // it compares with, two writes per test and value.
         let ptr = v.as_ptr();
         // SAFETY: `ptr` is a live object; each unchecked cast follows the check of its type.
         unsafe {
             if ffi::PyUnicode_CheckExact(ptr) != 0 {
-                self.string(v.cast_unchecked())?;
+                self.string(v.cast_unchecked())
             } else if ffi::PyLong_CheckExact(ptr) != 0 {
-                self.int(v.cast_unchecked())?;
+                self.int(v.cast_unchecked())
             } else if ffi::PyFloat_CheckExact(ptr) != 0 {
                 float(&mut self.out, ffi::PyFloat_AS_DOUBLE(ptr));
-            } else if ptr == ffi::Py_None() {
+                Ok(())
+            } else {
+                self.other_value(v, depth)
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn other_value(&mut self, v: Borrowed<'_, 'py, PyAny>, depth: usize) -> Step {
+        let ptr = v.as_ptr();
+        // SAFETY: `ptr` is a live object; each unchecked cast follows the check of its type.
+        unsafe {
+            if ptr == ffi::Py_None() {
                 self.out.push_str("null");
             } else if ptr == ffi::Py_True() {
                 self.out.push_str("true");
@@ -423,20 +437,26 @@ impl<'py> JsonWriter<'py> {
         string(&mut self.out, text);
     }
 
+    #[inline(always)]
     fn string(&mut self, s: Borrowed<'_, 'py, PyString>) -> Step {
         match str_text(&s) {
-            Ok(text) => self.text(text),
-            Err(_) => {
-                // Lone surrogates are not UTF-8: the generalized UTF-8 of encode.rs, in base64.
-                let s = s.to_owned();
-                let bytes = s.call_method1(pyo3::intern!(s.py(), "encode"), ("utf-8", "surrogatepass"))?;
-                self.out.push_str("{\"$surrogates\":");
-                self.base64(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
-            }
+            Ok(text) => string(&mut self.out, text),
+            Err(_) => self.surrogates(s)?,
         }
         Ok(())
     }
 
+    /// A str with lone surrogates, which are not UTF-8: the generalized UTF-8 of encode.rs, in base64.
+    #[cold]
+    fn surrogates(&mut self, s: Borrowed<'_, 'py, PyString>) -> Step {
+        let s = s.to_owned();
+        let bytes = s.call_method1(pyo3::intern!(s.py(), "encode"), ("utf-8", "surrogatepass"))?;
+        self.out.push_str("{\"$surrogates\":");
+        self.base64(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
+        Ok(())
+    }
+
+    #[inline]
     fn int(&mut self, i: Borrowed<'_, 'py, PyInt>) -> Step {
         let mut overflow = 0;
         // SAFETY: `i` is an int; the call sets no exception for an int (overflow is reported in
@@ -705,19 +725,27 @@ impl<'py> JsonWriter<'py> {
     /// `,"name":` of the field at `index` of an object of `form`'s class.
     #[inline]
     fn field_name(&mut self, form: &ObjectForm, index: usize, key: Borrowed<'_, 'py, PyAny>) -> Step {
-        let mut members = form.fields.borrow_mut();
-        match members.get(index) {
-            Some((known, member)) if known.as_ptr() == key.as_ptr() => push_piece(&mut self.out, member),
-            _ => {
-                let name = key.cast_exact::<PyString>().map_err(PyErr::from)?;
-                let mut member = String::from(",");
-                // A name found in the cache was written by this branch before.
-                escaped_key(&mut member, str_text(&name)?);
-                self.out.push_str(&member);
-                members.truncate(index);
-                members.push((name.to_owned().unbind(), member));
+        if let Some((known, member)) = form.fields.borrow().get(index) {
+            if known.as_ptr() == key.as_ptr() {
+                push_piece(&mut self.out, member);
+                return Ok(());
             }
         }
+        self.new_field_name(form, index, key)
+    }
+
+    /// `field_name` of a name not in the cache at `index`, which it then holds.
+    #[cold]
+    #[inline(never)]
+    fn new_field_name(&mut self, form: &ObjectForm, index: usize, key: Borrowed<'_, 'py, PyAny>) -> Step {
+        let name = key.cast_exact::<PyString>().map_err(PyErr::from)?;
+        let mut member = String::from(",");
+        // A name found in the cache was written by this branch before.
+        escaped_key(&mut member, str_text(&name)?);
+        self.out.push_str(&member);
+        let mut members = form.fields.borrow_mut();
+        members.truncate(index);
+        members.push((name.to_owned().unbind(), member));
         Ok(())
     }
 

@@ -85,7 +85,7 @@ pub unsafe trait TextOut {
     }
 
     /// Appends `c`.
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, c: char) {
         if c.is_ascii() {
             self.reserve(1);
