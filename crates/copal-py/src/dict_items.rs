@@ -23,7 +23,7 @@ use crate::encode::object_dict;
 use crate::json_writer::str_text;
 use crate::slots::SlotLayout;
 
-pub use compact::{DictTable, InstanceValues};
+pub use compact::{made_dict, DictTable, InstanceValues};
 
 /// What a cursor found next.
 pub enum Next<'c, 'py> {
@@ -155,6 +155,11 @@ mod compact {
         }
     }
 
+    /// Never found: this CPython's layouts are not known.
+    pub fn made_dict<'py>(_obj: Borrowed<'_, 'py, PyAny>) -> Option<Bound<'py, PyDict>> {
+        None
+    }
+
     impl<'a, 'py> DictTable<'a, 'py> {
         pub fn of(_dict: Borrowed<'a, 'py, PyDict>) -> Option<Self> {
             None
@@ -231,6 +236,21 @@ mod compact {
                 }
                 Some(InstanceValues { obj, values, keys: SharedKeys::of(keys), position: 0 })
             }
+        }
+    }
+
+    /// The dict of an instance with a managed dict, once made: read where CPython keeps it,
+    /// without the call `PyObject_GenericGetDict` costs.
+    pub fn made_dict<'py>(obj: Borrowed<'_, 'py, PyAny>) -> Option<Bound<'py, PyDict>> {
+        let ptr = obj.as_ptr();
+        // SAFETY: `obj` is live and the GIL is held; the dict pointer is read only once the type
+        // has a managed dict, and is null or the instance's dict, which it holds.
+        unsafe {
+            if (*ffi::Py_TYPE(ptr)).tp_flags & ffi::Py_TPFLAGS_MANAGED_DICT == 0 {
+                return None;
+            }
+            let dict = *layout::dict_pointer(ptr);
+            (!dict.is_null() && ffi::PyDict_CheckExact(dict) != 0).then(|| Bound::from_borrowed_ptr(obj.py(), dict).cast_into_unchecked())
         }
     }
 

@@ -31,7 +31,7 @@ use pyo3::PyTypeInfo;
 
 use crate::bytes_output::BytesOutput;
 use crate::classes::type_name_of;
-use crate::dict_items::{Cursor, DictNext, DictTable, InstanceValues, Next, SlotItems};
+use crate::dict_items::{made_dict, Cursor, DictNext, DictTable, InstanceValues, Next, SlotItems};
 use crate::encode::{self, object_dict, time_of_day_micros, tz_info, Encoder, Kind};
 use crate::slots::SlotLayout;
 use crate::gc::GcPause;
@@ -700,7 +700,16 @@ impl<'py> JsonWriter<'py> {
             Some(layout) => self.fields(SlotItems::of(obj, layout)?, form, depth)?,
             None => match InstanceValues::of(obj) {
                 Some(values) => self.fields(values, form, depth)?,
-                None => self.fields(DictNext::new(object_dict(v)?), form, depth)?,
+                None => {
+                    let dict = match made_dict(obj) {
+                        Some(dict) => dict,
+                        None => object_dict(v)?,
+                    };
+                    match DictTable::of(dict.as_borrowed()) {
+                        Some(table) => self.fields(table, form, depth)?,
+                        None => self.fields(DictNext::new(dict.clone()), form, depth)?,
+                    }
+                }
             },
         }
         self.out.push('}');
