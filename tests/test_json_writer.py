@@ -168,6 +168,16 @@ def test_a_cached_key_beside_a_key_with_lone_surrogates_gives_dict_form() -> Non
     assert b'"$dict":[' in copal.dumps(value, format="json")
 
 
+@pytest.mark.parametrize("first", [[1], Color.RED, Point(1, 2)], ids=["memo_slot", "class_number", "both"])
+def test_a_key_with_lone_surrogates_after_values_with_numbers_goes_to_the_transcoder(first: Any) -> None:
+    # The dict is written as an object until its second key, and its first value took a memo
+    # slot or a class number, which the `$dict` form written again would number differently.
+    value = [{"first": first, "\ud800": 1}]
+    assert _core.dumps_json_raw(value) is None
+    assert copal.dumps(value, format="json") == transcoded(value)
+    assert_written_directly([{"first": "no number", "\ud800": 1}])
+
+
 def test_field_names_follow_instance_dicts_that_change_between_documents() -> None:
     points = [Point(i, i) for i in range(3)]
     first = copal.dumps(points, format="json")
@@ -372,6 +382,8 @@ class Meddler(enum.Enum):
                     # A new value of the same text, and the same size: the encoder's own
                     # reading refuses a dict that grows.
                     victim["b"] = [2]
+                elif isinstance(victim, list):
+                    del victim[1:]  # frees the items after this one
                 else:
                     vars(victim)
         return super().__getattribute__(name)
@@ -380,7 +392,9 @@ class Meddler(enum.Enum):
 MEDDLED: list[Any] = []
 
 
-@pytest.mark.parametrize("victim", [Point(Meddler.MEMBER, 2), {"a": Meddler.MEMBER, "b": [2]}], ids=["instance", "dict"])
+@pytest.mark.parametrize(
+    "victim", [Point(Meddler.MEMBER, 2), {"a": Meddler.MEMBER, "b": [2]}, [Meddler.MEMBER, [2], "x"]], ids=["instance", "dict", "list"]
+)
 def test_a_value_changed_while_it_is_written_goes_to_the_transcoder(victim: Any) -> None:
     MEDDLED[:] = [victim]
     try:
@@ -388,3 +402,11 @@ def test_a_value_changed_while_it_is_written_goes_to_the_transcoder(victim: Any)
         assert json.loads(copal.dumps(victim, format="json")) == json.loads(transcoded(victim))
     finally:
         MEDDLED.clear()
+
+
+def test_documents_longer_and_shorter_than_the_last_one_are_written_whole() -> None:
+    # The writer sizes its output by the last document's length and grows it past that: each
+    # size here is far from the one before, so both a large first guess and several growths of
+    # a small one are taken.
+    for count in (3, 200_000, 1, 50_000, 0, 400_000):
+        assert_written_directly([f"text {i}" for i in range(count)])

@@ -246,9 +246,31 @@ def test_json_is_written_directly_as_the_transcoder_writes_it() -> None:
     values = [Point(1, 2), [Point(3, 4), Point(5, 6)], derived(b=1), Frozen("f"), Private(1, 2), Derived()]
     direct = _core.dumps_json_raw(values)
     assert direct is not None and direct == _core.dumps_text_raw(values, "json")
-    with_dict = WithDict()
-    with_dict.c = 1
-    assert _core.dumps_json_raw(with_dict) is None  # left to the transcoder
+
+
+def _slots_and_dicts() -> list[Any]:
+    with_dict, child, dict_only, made = WithDict(), NoSlotsChild(), WithDict(), WithDict()
+    with_dict.a, with_dict.c, with_dict.extra = 1, 2, 3  # type: ignore[attr-defined]
+    child.a, child.more = 4, 5  # type: ignore[attr-defined]
+    dict_only.__dict__["a"] = 6  # named like a slot that is not set: the encoder takes it
+    made.c, made.extra = 7, 8  # type: ignore[attr-defined]
+    vars(made)  # its instance dict made, where the others keep their attributes inline
+    return [with_dict, child, dict_only, made]
+
+
+def test_json_of_objects_with_slots_and_a_dict_is_written_directly() -> None:
+    values = _slots_and_dicts()
+    direct = _core.dumps_json_raw(values)
+    assert direct is not None and direct == _core.dumps_text_raw(values, "json")
+
+
+def test_json_of_an_instance_dict_entry_named_like_a_set_slot_is_refused() -> None:
+    obj = WithDict()
+    obj.a = 1
+    obj.__dict__["a"] = 2
+    assert _core.dumps_json_raw([obj]) is None  # left to the encoder, which refuses it
+    with pytest.raises(TypeError, match="named like one of its slots"):
+        copal.dumps([obj], format="json")
 
 
 def test_archives() -> None:

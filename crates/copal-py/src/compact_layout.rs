@@ -62,6 +62,16 @@ pub unsafe fn values_pointer(obj: *mut ffi::PyObject) -> *mut *mut *mut ffi::PyO
     unsafe { obj.cast::<*mut *mut ffi::PyObject>().sub(4) }
 }
 
+/// `_PyObject_ManagedDictPointer`: where an instance with a managed dict keeps its dict once
+/// made (null before).
+///
+/// # Safety
+/// `obj` must be a live object whose type has `Py_TPFLAGS_MANAGED_DICT`.
+pub unsafe fn dict_pointer(obj: *mut ffi::PyObject) -> *mut *mut ffi::PyObject {
+    // SAFETY: as for `values_pointer`, one pointer further.
+    unsafe { obj.cast::<*mut ffi::PyObject>().sub(3) }
+}
+
 /// The number of values set in a values array: its insertion order's length, the byte at -2
 /// (pycore_dict.h: "[-1] = prefix size. [-2] = used size. size[-2-n...] = insertion order").
 ///

@@ -1,102 +1,139 @@
-//! The items of a dict, or the attributes of an instance, in the order `PyDict_Next` gives them,
+//! The items of a dict, or the fields of an instance, in the order `PyDict_Next` gives them,
 //! as the JSON writer (json_writer.rs) reads them: on CPython 3.11 an instance's inline values
 //! and the tables of dicts of str keys straight from CPython's structures (compact_layout.rs);
 //! elsewhere, an instance's `__dict__` once made, and tables of keys of any type with
-//! `PyDict_Next`.
+//! `PyDict_Next`; slots at their offsets.
 //!
 //! Reading the structures spares the writer an instance's `__dict__`, which CPython 3.11 makes
 //! on first request (an allocation per object, and a larger object from then on; the first
 //! call on seed 003 took a quarter longer for it), and a `PyDict_Next` call per item of a
-//! plain dict, in both the pass that tests its keys and the one that writes them.
+//! plain dict.
 //!
 //! Python code run while a value is written (an enum's `_name_`, say) may change the dict or
 //! the instance being read. `PyDict_Next` checks its bounds at each call; the direct reads
 //! check instead, before each item, that what they read is unchanged (the dict's version tag,
-//! the instance's values array), and report `Next::Changed` if not.
+//! the instance's values array), and report `Next::Changed` if not. Items are borrowed: the
+//! writer takes its own reference to a value before it runs any Python code.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
-use crate::encode::{object_dict, FieldSource};
-use crate::slots::SlotFields;
+use crate::encode::object_dict;
+use crate::json_writer::str_text;
+use crate::slots::SlotLayout;
 
-use compact::CompactItems;
+pub use compact::{made_dict, DictTable, InstanceValues};
 
-/// What `Items::next` found.
-pub enum Next<'a, 'py> {
-    /// A key (borrowed: the caller reads it before any Python code runs) and its value (a new
-    /// reference, so that Python code run while it is written cannot free it).
-    Item(Borrowed<'a, 'py, PyAny>, Bound<'py, PyAny>),
+/// What a cursor found next.
+pub enum Next<'c, 'py> {
+    /// A key and its value, borrowed from the dict or instance: valid until Python code runs.
+    Item(Borrowed<'c, 'py, PyAny>, Borrowed<'c, 'py, PyAny>),
     End,
-    /// The dict or instance changed since reading began.
+    /// The dict or instance changed since reading began, or holds what only the transcoder
+    /// writes (an instance dict key named like a slot).
     Changed,
 }
 
-/// A cursor over the items of one dict or instance.
-pub struct Items<'py>(Cursor<'py>);
-
-enum Cursor<'py> {
-    Compact(CompactItems<'py>),
-    Generic { dict: Bound<'py, PyDict>, position: ffi::Py_ssize_t },
-    Slots { fields: SlotFields<'py>, position: ffi::Py_ssize_t },
+/// The items of one dict or the fields of one instance, one at a time.
+pub trait Cursor<'py> {
+    fn next(&mut self) -> Next<'_, 'py>;
 }
 
-impl<'py> Items<'py> {
-    /// The attributes of `obj`, whose class gives its instances a `__dict__`: its inline values
-    /// if it has them (its `__dict__` is then not made), else its `__dict__`'s items.
-    /// A made `__dict__` is read with `PyDict_Next`: measured on seed 001's, that was faster than
-    /// reading its split table, whose guard tests outweighed the calls saved.
+/// The items of a dict read with `PyDict_Next`, which checks its bounds at each call, so a dict
+/// changed meanwhile is still read safely.
+pub struct DictNext<'py> {
+    dict: Bound<'py, PyDict>,
+    position: ffi::Py_ssize_t,
+}
+
+impl<'py> DictNext<'py> {
+    pub fn new(dict: Bound<'py, PyDict>) -> Self {
+        DictNext { dict, position: 0 }
+    }
+}
+
+impl<'py> Cursor<'py> for DictNext<'py> {
     #[inline]
-    pub fn of_instance(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
-        match CompactItems::of_instance(obj) {
-            Some(items) => Ok(Items(Cursor::Compact(items))),
-            None => Ok(Items(Cursor::Generic { dict: object_dict(obj)?, position: 0 })),
-        }
-    }
-
-    /// The fields of an object of a class with slots (`SlotFields`), read one by one, so that
-    /// a slot changed meanwhile is read as it is then.
-    pub fn of_slots(fields: SlotFields<'py>) -> Self {
-        Items(Cursor::Slots { fields, position: 0 })
-    }
-
-    pub fn of_dict(dict: Bound<'py, PyDict>) -> Self {
-        match CompactItems::of_dict(&dict) {
-            Some(items) => Items(Cursor::Compact(items)),
-            None => Items(Cursor::Generic { dict, position: 0 }),
-        }
-    }
-
-    #[inline]
-    pub fn next(&mut self) -> Next<'_, 'py> {
-        match &mut self.0 {
-            Cursor::Compact(items) => items.next(),
-            Cursor::Generic { dict, position } => next_item(dict, position).map_or(Next::End, |(k, v)| Next::Item(k, v)),
-            Cursor::Slots { fields, position } => match fields.next_field(position) {
-                // SAFETY: borrowed references to live objects: the name held by the slot layout,
-                // which `fields` keeps alive, and the value, made owned at once.
-                Some((key, value)) => unsafe { Next::Item(Borrowed::from_ptr(fields.py(), key), Bound::from_borrowed_ptr(fields.py(), value)) },
-                None => Next::End,
-            },
+    fn next(&mut self) -> Next<'_, 'py> {
+        let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: `dict` is a dict and the GIL is held; on success both pointers are borrowed
+        // references to live objects held by the dict, which the cursor holds.
+        unsafe {
+            if ffi::PyDict_Next(self.dict.as_ptr(), &mut self.position, &mut key, &mut value) == 0 {
+                return Next::End;
+            }
+            Next::Item(Borrowed::from_ptr(self.dict.py(), key), Borrowed::from_ptr(self.dict.py(), value))
         }
     }
 }
 
-/// The item of `dict` at `position` (which it advances), as `PyDict_Next` gives it, with the
-/// references of `Next::Item`. A dict changed meanwhile is still read safely by `PyDict_Next`
-/// (its entries are bounds-checked).
-fn next_item<'a, 'py>(
-    dict: &'a Bound<'py, PyDict>,
-    position: &mut ffi::Py_ssize_t,
-) -> Option<(Borrowed<'a, 'py, PyAny>, Bound<'py, PyAny>)> {
-    let (mut key, mut value) = (std::ptr::null_mut(), std::ptr::null_mut());
-    // SAFETY: `dict` is a dict and the GIL is held; on success both pointers are borrowed
-    // references to live objects, held by the dict, which `'a` keeps alive.
-    unsafe {
-        (ffi::PyDict_Next(dict.as_ptr(), position, &mut key, &mut value) != 0)
-            .then(|| (Borrowed::from_ptr(dict.py(), key), Bound::from_borrowed_ptr(dict.py(), value)))
+/// The fields of an object of a class with slots: its slots that are set, in the layout's
+/// order, then the items of its instance dict if it has one (encode.rs reads them in this
+/// order too).
+pub struct SlotItems<'a, 'py> {
+    obj: Borrowed<'a, 'py, PyAny>,
+    layout: &'a SlotLayout,
+    /// The next slot to read.
+    position: usize,
+    dict: Option<InstanceDict<'a, 'py>>,
+}
+
+/// An instance dict as a cursor: its inline values while it has them, else the dict.
+enum InstanceDict<'a, 'py> {
+    Values(InstanceValues<'a, 'py>),
+    Dict(DictNext<'py>),
+}
+
+impl<'a, 'py> SlotItems<'a, 'py> {
+    /// The fields of `obj`, an instance of exactly the class `layout` was made for.
+    pub fn of(obj: Borrowed<'a, 'py, PyAny>, layout: &'a SlotLayout) -> PyResult<Self> {
+        let dict = match layout.has_dict {
+            false => None,
+            true => Some(match InstanceValues::of(obj) {
+                Some(values) => InstanceDict::Values(values),
+                None => InstanceDict::Dict(DictNext::new(object_dict(&obj)?)),
+            }),
+        };
+        Ok(SlotItems { obj, layout, position: 0, dict })
     }
+}
+
+impl<'py> Cursor<'py> for SlotItems<'_, 'py> {
+    fn next(&mut self) -> Next<'_, 'py> {
+        let py = self.obj.py();
+        while let Some(field) = self.layout.fields.get(self.position) {
+            self.position += 1;
+            // SAFETY: `obj` is an instance of the layout's class (`of`), and the GIL is held.
+            let value = unsafe { field.value_in(self.obj.as_ptr()) };
+            if !value.is_null() {
+                // SAFETY: the slot holds a reference to `value`, and the layout to the name.
+                return unsafe { Next::Item(Borrowed::from_ptr(py, field.name.as_ptr()), Borrowed::from_ptr(py, value)) };
+            }
+        }
+        let next = match &mut self.dict {
+            None => return Next::End,
+            Some(InstanceDict::Values(values)) => values.next(),
+            Some(InstanceDict::Dict(dict)) => dict.next(),
+        };
+        match next {
+            Next::Item(key, _) if names_a_set_slot(self.obj, self.layout, key) => Next::Changed,
+            next => next,
+        }
+    }
+}
+
+/// Whether instance dict key `key` has the name of a slot of `obj` that is set: the encoder
+/// refuses such an object (its fields would have one name twice), so it is left to it.
+fn names_a_set_slot(obj: Borrowed<'_, '_, PyAny>, layout: &SlotLayout, key: Borrowed<'_, '_, PyAny>) -> bool {
+    let Ok(key) = key.cast_exact::<PyString>() else { return false };
+    let Ok(text) = str_text(&key) else { return false };
+    layout.fields.iter().any(|field| {
+        let name = field.name.bind_borrowed(obj.py());
+        // SAFETY: as in `SlotItems::next`.
+        let set = unsafe { !field.value_in(obj.as_ptr()).is_null() };
+        set && (name.as_ptr() == key.as_ptr() || str_text(&name).is_ok_and(|name| name == text))
+    })
 }
 
 #[cfg(not(all(Py_3_11, not(Py_3_12), not(PyPy), not(Py_LIMITED_API))))]
@@ -104,21 +141,39 @@ mod compact {
     use pyo3::prelude::*;
     use pyo3::types::PyDict;
 
-    use super::Next;
+    use super::{Cursor, Next};
 
-    /// Never made: this CPython's tables are not known (see compact_layout.rs).
-    pub struct CompactItems<'py>(std::convert::Infallible, std::marker::PhantomData<Python<'py>>);
+    /// Never made: this CPython's layouts are not known (see compact_layout.rs).
+    pub struct InstanceValues<'a, 'py>(std::convert::Infallible, std::marker::PhantomData<Borrowed<'a, 'py, PyAny>>);
 
-    impl<'py> CompactItems<'py> {
-        pub fn of_instance(_obj: &Bound<'py, PyAny>) -> Option<Self> {
+    /// Never made, as `InstanceValues`.
+    pub struct DictTable<'a, 'py>(std::convert::Infallible, std::marker::PhantomData<Borrowed<'a, 'py, PyDict>>);
+
+    impl<'a, 'py> InstanceValues<'a, 'py> {
+        pub fn of(_obj: Borrowed<'a, 'py, PyAny>) -> Option<Self> {
             None
         }
+    }
 
-        pub fn of_dict(_dict: &Bound<'py, PyDict>) -> Option<Self> {
+    /// Never found: this CPython's layouts are not known.
+    pub fn made_dict<'py>(_obj: Borrowed<'_, 'py, PyAny>) -> Option<Bound<'py, PyDict>> {
+        None
+    }
+
+    impl<'a, 'py> DictTable<'a, 'py> {
+        pub fn of(_dict: Borrowed<'a, 'py, PyDict>) -> Option<Self> {
             None
         }
+    }
 
-        pub fn next(&mut self) -> Next<'_, 'py> {
+    impl<'py> Cursor<'py> for InstanceValues<'_, 'py> {
+        fn next(&mut self) -> Next<'_, 'py> {
+            match self.0 {}
+        }
+    }
+
+    impl<'py> Cursor<'py> for DictTable<'_, 'py> {
+        fn next(&mut self) -> Next<'_, 'py> {
             match self.0 {}
         }
     }
@@ -130,40 +185,41 @@ mod compact {
     use pyo3::prelude::*;
     use pyo3::types::PyDict;
 
-    use super::Next;
+    use super::{Cursor, Next};
     use crate::compact_layout::{self as layout, DictKeys, UnicodeEntry};
 
-    /// The items of a table of str keys, read directly.
-    pub struct CompactItems<'py> {
-        table: Table,
-        /// What keeps `table` valid, tested before each item.
-        guard: Guard<'py>,
-        /// The next position in the insertion order (split tables) or in the entries.
+    /// The inline values of an instance with a managed dict that was not made, indexed like
+    /// the entries of its class's shared key table, read in the order they were set.
+    pub struct InstanceValues<'a, 'py> {
+        obj: Borrowed<'a, 'py, PyAny>,
+        /// The array is valid while the instance still points to it. It is freed only after
+        /// the instance has handed it to a dict made for it (which nulls the pointer first), so
+        /// a pointer still equal cannot be a new array at the same address.
+        values: *mut *mut ffi::PyObject,
+        keys: SharedKeys,
+        /// The next position in the insertion order.
         position: usize,
     }
 
-    enum Table {
-        /// A values array with its insertion order, indexed like the entries of a shared key
-        /// table (`entry_count` of them when reading began).
-        Split { values: *mut *mut ffi::PyObject, entries: *const UnicodeEntry, entry_count: usize },
-        /// The entries of a combined table, in insertion order; a deleted one has no value.
-        Combined { entries: *const UnicodeEntry, entry_count: usize },
+    /// The entries of a key table, as many as it had when reading began.
+    #[derive(Clone, Copy)]
+    struct SharedKeys {
+        entries: *const UnicodeEntry,
+        count: usize,
     }
 
-    enum Guard<'py> {
-        /// An instance and its inline values: the array is valid while the instance still points
-        /// to it. It is freed only after the instance has handed it to a dict made for it (which
-        /// nulls the pointer first), so a pointer still equal cannot be a new array at the same
-        /// address.
-        Instance(Bound<'py, PyAny>, *mut *mut ffi::PyObject),
-        /// A dict, unchanged while its version tag is: PEP 509 (in force up to 3.11) has every
-        /// change of a dict give it a new version, from a counter that never repeats.
-        Dict(Bound<'py, PyDict>, u64),
+    impl SharedKeys {
+        /// # Safety
+        /// `keys` must be a live table of unicode entries (`KEYS_UNICODE` or `KEYS_SPLIT`).
+        unsafe fn of(keys: *const DictKeys) -> Self {
+            // SAFETY: the caller's guarantee; the count is never negative.
+            unsafe { SharedKeys { entries: layout::unicode_entries(keys), count: usize::try_from((*keys).nentries).unwrap_or(0) } }
+        }
     }
 
-    impl<'py> CompactItems<'py> {
+    impl<'a, 'py> InstanceValues<'a, 'py> {
         #[inline]
-        pub fn of_instance(obj: &Bound<'py, PyAny>) -> Option<Self> {
+        pub fn of(obj: Borrowed<'a, 'py, PyAny>) -> Option<Self> {
             let ptr = obj.as_ptr();
             // SAFETY: `obj` is live and the GIL is held. The values pointer is read only once the
             // type has a managed dict; the key table is read while the type holds it.
@@ -178,15 +234,75 @@ mod compact {
                 if values.is_null() || keys.is_null() || (*keys).kind != layout::KEYS_SPLIT {
                     return None;
                 }
-                Some(CompactItems {
-                    table: split(values, keys),
-                    guard: Guard::Instance(obj.clone(), values),
-                    position: 0,
-                })
+                Some(InstanceValues { obj, values, keys: SharedKeys::of(keys), position: 0 })
             }
         }
+    }
 
-        pub fn of_dict(dict: &Bound<'py, PyDict>) -> Option<Self> {
+    /// The dict of an instance with a managed dict, once made: read where CPython keeps it,
+    /// without the call `PyObject_GenericGetDict` costs.
+    pub fn made_dict<'py>(obj: Borrowed<'_, 'py, PyAny>) -> Option<Bound<'py, PyDict>> {
+        let ptr = obj.as_ptr();
+        // SAFETY: `obj` is live and the GIL is held; the dict pointer is read only once the type
+        // has a managed dict, and is null or the instance's dict, which it holds.
+        unsafe {
+            if (*ffi::Py_TYPE(ptr)).tp_flags & ffi::Py_TPFLAGS_MANAGED_DICT == 0 {
+                return None;
+            }
+            let dict = *layout::dict_pointer(ptr);
+            (!dict.is_null() && ffi::PyDict_CheckExact(dict) != 0).then(|| Bound::from_borrowed_ptr(obj.py(), dict).cast_into_unchecked())
+        }
+    }
+
+    impl<'py> Cursor<'py> for InstanceValues<'_, 'py> {
+        #[inline]
+        fn next(&mut self) -> Next<'_, 'py> {
+            // SAFETY: `of` found that the type has a managed dict, and an instance with inline
+            // values cannot change type (assigning `__class__` makes its dict first, which this
+            // test then sees). While the pointer is unchanged the array is the live one `of`
+            // found, and the shared key table's entries are only ever added to while the class
+            // holds it; the position is bounded by the insertion count, the index by the entry
+            // count, so every read is within them.
+            unsafe {
+                if *layout::values_pointer(self.obj.as_ptr()) != self.values {
+                    return Next::Changed;
+                }
+                if self.position >= layout::inserted_count(self.values) {
+                    return Next::End;
+                }
+                let index = layout::inserted_index(self.values, self.position);
+                if index >= self.keys.count {
+                    // A name added to the class's key table since reading began.
+                    return Next::Changed;
+                }
+                self.position += 1;
+                item(self.obj.py(), (*self.keys.entries.add(index)).key, *self.values.add(index))
+            }
+        }
+    }
+
+    /// A plain dict whose table holds strs only (`DICT_KEYS_UNICODE`, which `insertdict` turns
+    /// into `DICT_KEYS_GENERAL` before taking any other key, or a split table), read entry by
+    /// entry. Its keys are exact strs.
+    pub struct DictTable<'a, 'py> {
+        dict: Borrowed<'a, 'py, PyDict>,
+        /// The dict is unchanged while its version tag is: PEP 509 (in force up to 3.11) has
+        /// every change of a dict give it a new version, from a counter that never repeats.
+        version: u64,
+        table: Table,
+        /// The next position in the insertion order (split tables) or in the entries.
+        position: usize,
+    }
+
+    enum Table {
+        /// A values array with its insertion order, indexed like the entries of a split table.
+        Split { values: *mut *mut ffi::PyObject, keys: SharedKeys },
+        /// The entries of a combined table, in insertion order; a deleted one has no value.
+        Combined(SharedKeys),
+    }
+
+    impl<'a, 'py> DictTable<'a, 'py> {
+        pub fn of(dict: Borrowed<'a, 'py, PyDict>) -> Option<Self> {
             let mp = dict.as_ptr().cast::<ffi::PyDictObject>();
             // SAFETY: `dict` is a live dict and the GIL is held; its key table (never null) and
             // values array (null for a combined table) are live while it holds them.
@@ -194,88 +310,68 @@ mod compact {
                 let keys = (*mp).ma_keys.cast::<DictKeys>();
                 let values = (*mp).ma_values.cast::<*mut ffi::PyObject>();
                 let table = if !values.is_null() && (*keys).kind == layout::KEYS_SPLIT {
-                    split(values, keys)
+                    Table::Split { values, keys: SharedKeys::of(keys) }
                 } else if values.is_null() && (*keys).kind == layout::KEYS_UNICODE {
-                    Table::Combined { entries: layout::unicode_entries(keys), entry_count: entry_count(keys) }
+                    Table::Combined(SharedKeys::of(keys))
                 } else {
                     return None;
                 };
-                Some(CompactItems { table, guard: Guard::Dict(dict.clone(), (*mp).ma_version_tag), position: 0 })
+                Some(DictTable { dict, version: (*mp).ma_version_tag, table, position: 0 })
             }
         }
+    }
 
+    impl<'py> Cursor<'py> for DictTable<'_, 'py> {
         #[inline]
-        pub fn next(&mut self) -> Next<'_, 'py> {
-            let unchanged = match &self.guard {
-                // SAFETY: `of_instance` found that the type has a managed dict, and an instance
-                // with inline values cannot change type (assigning `__class__` makes its dict
-                // first, which this test then sees).
-                Guard::Instance(obj, values) => unsafe { *layout::values_pointer(obj.as_ptr()) == *values },
-                // SAFETY: a live dict; only its version tag is read.
-                Guard::Dict(dict, version) => unsafe {
-                    (*dict.as_ptr().cast::<ffi::PyDictObject>()).ma_version_tag == *version
-                },
-            };
-            if !unchanged {
-                return Next::Changed;
-            }
-            let py = match &self.guard {
-                Guard::Instance(obj, _) => obj.py(),
-                Guard::Dict(dict, _) => dict.py(),
-            };
-            // SAFETY: the guard holds, so the table is the live one `of_*` found: for a split
-            // table, the values array and the shared key table (whose entries are only ever
-            // added to, while the class holds it); for a combined one, the dict's unchanged key
-            // table. Positions are bounded by the current insertion count or the entry count,
-            // and indices by the entry count, so every read is within them. A key and a value in
-            // the table are live objects held by it.
+        fn next(&mut self) -> Next<'_, 'py> {
+            // SAFETY: while the version tag is unchanged the tables are the live ones `of` found:
+            // for a split table, the values array and the shared key table (whose entries are
+            // only ever added to); for a combined one, the dict's unchanged key table. Positions
+            // are bounded by the current insertion count or the entry count, and indices by the
+            // entry count, so every read is within them.
             unsafe {
+                if (*self.dict.as_ptr().cast::<ffi::PyDictObject>()).ma_version_tag != self.version {
+                    return Next::Changed;
+                }
                 let (key, value) = match self.table {
-                    Table::Split { values, entries, entry_count } => {
+                    Table::Split { values, keys } => {
                         if self.position >= layout::inserted_count(values) {
                             return Next::End;
                         }
                         let index = layout::inserted_index(values, self.position);
-                        if index >= entry_count {
-                            // A name added to the class's key table since reading began.
+                        if index >= keys.count {
                             return Next::Changed;
                         }
                         self.position += 1;
-                        ((*entries.add(index)).key, *values.add(index))
+                        ((*keys.entries.add(index)).key, *values.add(index))
                     }
-                    Table::Combined { entries, entry_count } => loop {
-                        if self.position >= entry_count {
+                    Table::Combined(keys) => loop {
+                        if self.position >= keys.count {
                             return Next::End;
                         }
-                        let entry = entries.add(self.position);
+                        let entry = keys.entries.add(self.position);
                         self.position += 1;
                         if !(*entry).value.is_null() {
                             break ((*entry).key, (*entry).value);
                         }
                     },
                 };
-                // CPython's invariants say neither is null; a null would make the cast below panic.
-                if key.is_null() || value.is_null() {
-                    return Next::Changed;
-                }
-                Next::Item(Borrowed::from_ptr(py, key), Bound::from_borrowed_ptr(py, value))
+                item(self.dict.py(), key, value)
             }
         }
     }
 
-    /// The table of a values array indexed like the split key table `keys`.
+    /// The item of `key` and `value`, read from a live table that holds them.
     ///
     /// # Safety
-    /// `values` and `keys` must be live, `keys` a split table.
-    unsafe fn split(values: *mut *mut ffi::PyObject, keys: *const DictKeys) -> Table {
+    /// Both must be null or live objects that the table holds.
+    #[inline]
+    unsafe fn item<'c, 'py>(py: Python<'py>, key: *mut ffi::PyObject, value: *mut ffi::PyObject) -> Next<'c, 'py> {
+        // CPython's invariants say neither is null; a null would be an object that is not there.
+        if key.is_null() || value.is_null() {
+            return Next::Changed;
+        }
         // SAFETY: the caller's guarantee.
-        unsafe { Table::Split { values, entries: layout::unicode_entries(keys), entry_count: entry_count(keys) } }
-    }
-
-    /// # Safety
-    /// `keys` must be a live key table.
-    unsafe fn entry_count(keys: *const DictKeys) -> usize {
-        // SAFETY: the caller's guarantee; the count is never negative.
-        unsafe { usize::try_from((*keys).nentries).unwrap_or(0) }
+        unsafe { Next::Item(Borrowed::from_ptr(py, key), Borrowed::from_ptr(py, value)) }
     }
 }

@@ -4,6 +4,7 @@
 //! and copying a kept fragment costs less than escaping the key again.
 
 use copal_core::text::json::{escaped_key, push_piece};
+use copal_core::text::TextOut;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -21,6 +22,9 @@ const KEYS_BEFORE_CACHING: usize = 64;
 /// The longest fragment kept: `push_piece` copies up to 32 bytes by fixed-size moves, and
 /// longer keys are rarely repeated field names.
 const MAX_FRAGMENT: usize = 32;
+
+/// The bytes `escaped_key` adds to a key's text at least: its quotes and colon.
+const KEY_PUNCTUATION: usize = 3;
 
 #[derive(Default)]
 pub struct KeyCache {
@@ -46,7 +50,7 @@ impl KeyCache {
     }
 
     /// Appends `"key":` (escaped_key's text) for `key`, an exact str whose text is UTF-8.
-    pub fn write(&mut self, out: &mut String, key: Borrowed<'_, '_, PyString>) -> PyResult<()> {
+    pub fn write(&mut self, out: &mut impl TextOut, key: Borrowed<'_, '_, PyString>) -> PyResult<()> {
         if self.slots.is_empty() {
             self.keys_written += 1;
             if self.keys_written <= KEYS_BEFORE_CACHING {
@@ -61,14 +65,21 @@ impl KeyCache {
             push_piece(out, &slot.fragment);
             return Ok(());
         }
-        let start = out.len();
-        escaped_key(out, str_text(&key)?);
-        let fragment = &out[start..];
-        if held && fragment.len() <= MAX_FRAGMENT {
-            slot.fragment.push_str(fragment);
-        } else if !held {
+        let text = str_text(&key)?;
+        if !held {
             slot.key = Some(key.to_owned().unbind());
             slot.fragment.clear();
+            escaped_key(out, text);
+        } else if text.len() + KEY_PUNCTUATION > MAX_FRAGMENT {
+            escaped_key(out, text);
+        } else {
+            escaped_key(&mut slot.fragment, text);
+            if slot.fragment.len() <= MAX_FRAGMENT {
+                push_piece(out, &slot.fragment);
+            } else {
+                // Escapes made it longer than a fragment kept.
+                out.push_str(&std::mem::take(&mut slot.fragment));
+            }
         }
         Ok(())
     }

@@ -14,14 +14,13 @@
 use std::cell::{Cell, RefCell};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY};
 use copal_core::format::{is_decimal_text, TzInfo};
 use copal_core::text::json::{escaped_key, float, push_i64, push_piece, push_u64, string, DOCUMENT_OPENING};
-use copal_core::text::{base64, clock};
+use copal_core::text::{base64, clock, TextOut};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{
@@ -30,10 +29,11 @@ use pyo3::types::{
 };
 use pyo3::PyTypeInfo;
 
+use crate::bytes_output::BytesOutput;
 use crate::classes::type_name_of;
-use crate::dict_items::{Items, Next};
-use crate::encode::{self, time_of_day_micros, tz_info, Encoder, Kind};
-use crate::slots::{SlotFields, SlotLayout};
+use crate::dict_items::{made_dict, Cursor, DictNext, DictTable, InstanceValues, Next, SlotItems};
+use crate::encode::{self, object_dict, time_of_day_micros, tz_info, Encoder, Kind};
+use crate::slots::SlotLayout;
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
 use crate::json_keys::KeyCache;
@@ -46,14 +46,18 @@ const MAX_DEPTH: usize = 256;
 
 /// The document of `obj`, or `None` if it holds a value this writer leaves to the transcoder
 /// (see the module comment).
-pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyBytes>> {
+pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
     // Reading an instance dict that CPython has not made makes it (one allocation per object,
     // where the inline values cannot be read), and nothing made here can become cyclic garbage
     // before the end: collections meanwhile would be waste.
     let _gc = GcPause::new(py);
-    // Taken, not borrowed: a value's Python code (an enum's `_name_`, say) may write JSON too,
-    // and then simply starts with an empty buffer.
-    let mut writer = JsonWriter::new(obj, BUFFER.take());
+    // Documents written one after another are usually alike: room for the last one's length
+    // mostly spares growing the buffer. Not more: glibc's malloc maps fresh pages for a request
+    // as large as the last mapped block it freed (the last document, say), and serves smaller
+    // ones from its heap, whose pages are in memory. Asking for an eighth more than the last
+    // document did the former at every call: faulting the pages in took a fifth of the time
+    // of writing 200,000 floats.
+    let mut writer = JsonWriter::new(obj, BytesOutput::with_capacity(py, LAST_LENGTH.get())?);
     let written = writer.document(obj).is_ok() && {
         // Which values get an `"$id"` is known only once their back-references are met: write
         // the document again with the ids (only graphs with shared values or cycles pay this).
@@ -62,22 +66,17 @@ pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py,
             writer.document(obj).is_ok()
         }
     };
-    let document = written.then(|| PyBytes::new(py, writer.out.as_bytes()));
-    if writer.out.capacity() <= MAX_KEPT_BUFFER {
-        BUFFER.set(writer.out);
+    if !written {
+        return Ok(None);
     }
-    document
+    LAST_LENGTH.set(writer.out.len());
+    writer.out.finish().map(Some)
 }
 
 thread_local! {
-    /// The output buffer, kept from one document to the next. A fresh buffer for a large
-    /// document costs a page fault per 4 KiB written (a fifth of the time of writing seed 001's
-    /// 100,000 objects), and growing it costs copies.
-    static BUFFER: Cell<String> = const { Cell::new(String::new()) };
+    /// The length of the last document written on this thread.
+    static LAST_LENGTH: Cell<usize> = const { Cell::new(0) };
 }
-
-/// The largest buffer kept between documents; a larger one is freed once its document is made.
-const MAX_KEPT_BUFFER: usize = 64 << 20;
 
 /// A value the writer leaves to the transcoder (and a Python error met on the way, which the
 /// encoder meets again and reports).
@@ -135,7 +134,7 @@ impl ClassName {
 
 struct ObjectForm {
     class: Rc<ClassName>,
-    /// The slots of the class (which then has no instance dict), if it has any.
+    /// The slots of the class, if it has any (its instances may have an instance dict too).
     slots: Option<Arc<SlotLayout>>,
     /// The `,"name":` of each field, by position, with the field name it was made from: the
     /// objects of a class almost always have the same interned names, so an identity test
@@ -143,8 +142,8 @@ struct ObjectForm {
     fields: RefCell<Vec<(Py<PyString>, String)>>,
 }
 
-struct JsonWriter {
-    out: String,
+struct JsonWriter<'py> {
+    out: BytesOutput<'py>,
     /// The memo slot (docs/FORMAT.md section 7) of each value that may be met again, by
     /// address (see `slot_or_ref`).
     seen: IntMap<usize, u64>,
@@ -172,8 +171,8 @@ struct JsonWriter {
     keys: KeyCache,
 }
 
-impl JsonWriter {
-    fn new(root: &Bound<'_, PyAny>, out: String) -> Self {
+impl<'py> JsonWriter<'py> {
+    fn new(root: &Bound<'py, PyAny>, out: BytesOutput<'py>) -> Self {
         JsonWriter {
             out,
             seen: IntMap::default(),
@@ -191,8 +190,8 @@ impl JsonWriter {
         }
     }
 
-    fn document(&mut self, obj: &Bound<'_, PyAny>) -> Step {
-        self.out.clear();
+    fn document(&mut self, obj: &Bound<'py, PyAny>) -> Step {
+        self.out.truncate(0);
         self.seen.clear();
         self.next_slot = 0;
         self.class_numbers.clear();
@@ -200,7 +199,7 @@ impl JsonWriter {
             class.number.set(None);
         }
         self.out.push_str(DOCUMENT_OPENING);
-        self.value(obj, 0)?;
+        self.value(obj.as_borrowed(), 0)?;
         self.out.push('}');
         Ok(())
     }
@@ -285,49 +284,65 @@ impl JsonWriter {
         self.named.push(Rc::clone(class));
     }
 
-    fn value(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
+    /// Writes `v`, borrowed from its holder: scalars are written from the borrowed reference
+    /// (no Python code runs meanwhile, so the holder keeps them alive), and the writer takes its
+    /// own reference to anything else first, as writing it may run Python code (an enum's
+    /// `_name_`) that could drop the holder's. Strs, ints and floats, the most frequent values,
+    /// are tested here, inlined into each loop over items; the rest is `other_value`.
+    #[inline(always)]
+    fn value(&mut self, v: Borrowed<'_, 'py, PyAny>, depth: usize) -> Step {
         if depth > MAX_DEPTH {
             return Err(Unhandled);
         }
-        // The most frequent types first, each an exact type-pointer comparison by the C API's
-        // checks, which only read the object's type: pyo3's `cast_exact` takes and drops a
-        // reference to the type object it compares with, two writes per test and value.
+        // Each test is an exact type-pointer comparison by the C API's checks, which only read
+        // the object's type: pyo3's `cast_exact` takes and drops a reference to the type object
+        // it compares with, two writes per test and value.
         let ptr = v.as_ptr();
         // SAFETY: `ptr` is a live object; each unchecked cast follows the check of its type.
         unsafe {
-            if v.is_none() {
-                self.out.push_str("null");
-            } else if ffi::PyUnicode_CheckExact(ptr) != 0 {
-                self.string(v.cast_unchecked())?;
+            if ffi::PyUnicode_CheckExact(ptr) != 0 {
+                self.string(v.cast_unchecked())
             } else if ffi::PyLong_CheckExact(ptr) != 0 {
-                self.int(v.cast_unchecked())?;
+                self.int(v.cast_unchecked())
             } else if ffi::PyFloat_CheckExact(ptr) != 0 {
                 float(&mut self.out, ffi::PyFloat_AS_DOUBLE(ptr));
-            } else if ffi::PyBool_Check(ptr) != 0 {
-                self.out.push_str(if ptr == ffi::Py_True() { "true" } else { "false" });
-            } else if ffi::PyList_CheckExact(ptr) != 0 {
-                self.list(v.cast_unchecked(), depth)?;
-            } else if ffi::PyDict_CheckExact(ptr) != 0 {
-                self.dict(v.cast_unchecked(), depth)?;
-            } else if ffi::PyTuple_CheckExact(ptr) != 0 {
-                self.tuple(v.cast_unchecked(), depth)?;
+                Ok(())
             } else {
-                self.by_class(v, depth)?;
+                self.other_value(v, depth)
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn other_value(&mut self, v: Borrowed<'_, 'py, PyAny>, depth: usize) -> Step {
+        let ptr = v.as_ptr();
+        // SAFETY: `ptr` is a live object; each unchecked cast follows the check of its type.
+        unsafe {
+            if ptr == ffi::Py_None() {
+                self.out.push_str("null");
+            } else if ptr == ffi::Py_True() {
+                self.out.push_str("true");
+            } else if ptr == ffi::Py_False() {
+                self.out.push_str("false");
+            } else {
+                let v = v.to_owned();
+                if ffi::PyList_CheckExact(ptr) != 0 {
+                    self.list(v.cast_unchecked(), depth)?;
+                } else if ffi::PyDict_CheckExact(ptr) != 0 {
+                    self.dict(v.cast_unchecked(), depth)?;
+                } else if ffi::PyTuple_CheckExact(ptr) != 0 {
+                    self.tuple(v.cast_unchecked(), depth)?;
+                } else {
+                    self.by_class(&v, depth)?;
+                }
             }
         }
         Ok(())
     }
 
-    fn by_class(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
+    fn by_class(&mut self, v: &Bound<'py, PyAny>, depth: usize) -> Step {
         // The class by address: a new reference to it would cost two writes to a shared line.
         let key = v.get_type_ptr() as usize;
-        if let Some(Form::Object(object)) = self.forms.get(&key) {
-            let object = Rc::as_ptr(object);
-            // SAFETY: `forms` keeps each form until the writer is dropped (none is removed or
-            // replaced), so the ObjectForm behind its Rc outlives this call, wherever the map
-            // moves its entries meanwhile. Not cloning the Rc spares a write to it per object.
-            return self.object(v, unsafe { &*object }, depth);
-        }
         let form = match self.forms.get(&key) {
             Some(form) => form.clone(),
             None => {
@@ -371,7 +386,7 @@ impl JsonWriter {
             Form::Delta => {
                 let td = v.cast::<PyDelta>().map_err(PyErr::from)?;
                 let (days, seconds, micros) = (td.get_days(), td.get_seconds(), td.get_microseconds());
-                let _ = write!(self.out, "{{\"$timedelta\":[{days},{seconds},{micros}]}}");
+                self.out.push_fmt(format_args!("{{\"$timedelta\":[{days},{seconds},{micros}]}}"));
             }
             Form::Bytes => {
                 let bytes = v.cast::<PyBytes>().map_err(PyErr::from)?;
@@ -422,20 +437,27 @@ impl JsonWriter {
         string(&mut self.out, text);
     }
 
-    fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
-        match str_text(s) {
-            Ok(text) => self.text(text),
-            Err(_) => {
-                // Lone surrogates are not UTF-8: the generalized UTF-8 of encode.rs, in base64.
-                let bytes = s.call_method1(pyo3::intern!(s.py(), "encode"), ("utf-8", "surrogatepass"))?;
-                self.out.push_str("{\"$surrogates\":");
-                self.base64(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
-            }
+    #[inline(always)]
+    fn string(&mut self, s: Borrowed<'_, 'py, PyString>) -> Step {
+        match str_text(&s) {
+            Ok(text) => string(&mut self.out, text),
+            Err(_) => self.surrogates(s)?,
         }
         Ok(())
     }
 
-    fn int(&mut self, i: &Bound<'_, PyInt>) -> Step {
+    /// A str with lone surrogates, which are not UTF-8: the generalized UTF-8 of encode.rs, in base64.
+    #[cold]
+    fn surrogates(&mut self, s: Borrowed<'_, 'py, PyString>) -> Step {
+        let s = s.to_owned();
+        let bytes = s.call_method1(pyo3::intern!(s.py(), "encode"), ("utf-8", "surrogatepass"))?;
+        self.out.push_str("{\"$surrogates\":");
+        self.base64(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
+        Ok(())
+    }
+
+    #[inline]
+    fn int(&mut self, i: Borrowed<'_, 'py, PyInt>) -> Step {
         let mut overflow = 0;
         // SAFETY: `i` is an int; the call sets no exception for an int (overflow is reported in
         // `overflow`).
@@ -456,40 +478,63 @@ impl JsonWriter {
         self.out.push_str("\"}");
     }
 
-    fn items<'py>(&mut self, items: impl Iterator<Item = Bound<'py, PyAny>>, depth: usize) -> Step {
+    /// `[...]` of `items`, held by the caller.
+    fn items<'v>(&mut self, items: impl Iterator<Item = Borrowed<'v, 'py, PyAny>>, depth: usize) -> Step
+    where
+        'py: 'v,
+    {
         self.out.push('[');
         for (index, item) in items.enumerate() {
             if index > 0 {
                 self.out.push(',');
             }
-            self.value(&item, depth + 1)?;
+            self.value(item, depth + 1)?;
         }
         self.out.push(']');
         Ok(())
     }
 
-    fn list(&mut self, list: &Bound<'_, PyList>, depth: usize) -> Step {
+    fn list(&mut self, list: &Bound<'py, PyList>, depth: usize) -> Step {
         if self.slot_or_ref(list.as_any())? {
             return Ok(());
         }
         let slot = self.next_slot - 1;
         if !self.targets.is_empty() && self.targets.contains(&slot) {
             self.open_tagged("\"$list\":");
-            self.items(list.iter(), depth)?;
+            self.list_items(list, depth)?;
             self.out.push('}');
         } else {
-            self.items(list.iter(), depth)?;
+            self.list_items(list, depth)?;
         }
         Ok(())
     }
 
-    fn tuple(&mut self, tuple: &Bound<'_, PyTuple>, depth: usize) -> Step {
+    /// `[...]` of a list's items, read in place. A list whose length changes meanwhile (by
+    /// Python code run while an item is written) is left to the transcoder.
+    fn list_items(&mut self, list: &Bound<'py, PyList>, depth: usize) -> Step {
+        let ptr = list.as_ptr();
+        // SAFETY: `list` is a live list, and its length is tested before each item, so every
+        // index read is within it; an item is a live object the list holds (borrowed as
+        // `value` asks).
+        unsafe {
+            let len = ffi::PyList_GET_SIZE(ptr);
+            self.items((0..len).map_while(|index| {
+                (ffi::PyList_GET_SIZE(ptr) == len).then(|| Borrowed::from_ptr(list.py(), ffi::PyList_GET_ITEM(ptr, index)))
+            }), depth)?;
+            if ffi::PyList_GET_SIZE(ptr) != len {
+                return Err(Unhandled);
+            }
+        }
+        Ok(())
+    }
+
+    fn tuple(&mut self, tuple: &Bound<'py, PyTuple>, depth: usize) -> Step {
         if self.slot_or_ref(tuple.as_any())? {
             return Ok(());
         }
         self.open_tagged("\"$tuple\":");
         self.unfinished.push(tuple.as_ptr() as usize);
-        self.items(tuple.iter(), depth)?;
+        self.items(tuple.iter_borrowed(), depth)?;
         self.unfinished.pop();
         self.out.push('}');
         Ok(())
@@ -497,64 +542,105 @@ impl JsonWriter {
 
     /// A dict: a JSON object when every key is a str (and UTF-8: a key with lone surrogates is
     /// not a STR in the body), else `{"$dict": [[k, v], ...]}`.
-    fn dict(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
+    fn dict(&mut self, dict: &Bound<'py, PyDict>, depth: usize) -> Step {
         if self.slot_or_ref(dict.as_any())? {
             return Ok(());
         }
-        if self.keys_are_plain_strings(dict) {
-            let mut items = Items::of_dict(dict.clone());
-            let mut first = !self.open_with_id();
-            loop {
-                let (key, value) = match items.next() {
-                    Next::Item(key, value) => (key, value),
-                    Next::End => break,
-                    Next::Changed => return Err(Unhandled),
-                };
-                if !first {
-                    self.out.push(',');
-                }
-                first = false;
-                // Checked again, as the values written meanwhile may have changed the dict.
-                // SAFETY: `key` is a live object; only its type is read, and it is cast once known to be a str.
-                if unsafe { ffi::PyUnicode_CheckExact(key.as_ptr()) } == 0 {
-                    return Err(Unhandled);
-                }
-                self.keys.write(&mut self.out, unsafe { key.cast_unchecked::<PyString>() })?;
-                self.value(&value, depth + 1)?;
+        // A table of strs only is written in one pass, as an object until a key is found not
+        // to be UTF-8 (rare: lone surrogates); the dict is then written again as pairs, if
+        // what was written of it is the same in both forms: nothing that took a memo slot or a
+        // class number (else the transcoder writes the document).
+        let (start, next_slot, named) = (self.out.len(), self.next_slot, self.named.len());
+        let complete = match DictTable::of(dict.as_borrowed()) {
+            Some(table) => self.members(table, depth)?,
+            None if self.keys_are_plain_strings(dict) => self.members(DictNext::new(dict.clone()), depth)?,
+            None => false,
+        };
+        if !complete {
+            if self.next_slot != next_slot || self.named.len() != named {
+                return Err(Unhandled);
             }
-            self.out.push('}');
-        } else {
-            self.open_tagged("\"$dict\":[");
-            for (index, (key, value)) in dict.iter().enumerate() {
-                self.out.push_str(if index > 0 { ",[" } else { "[" });
-                self.value(&key, depth + 1)?;
-                self.out.push(',');
-                self.value(&value, depth + 1)?;
-                self.out.push(']');
-            }
-            self.out.push_str("]}");
+            self.out.truncate(start);
+            self.pairs(dict, depth)?;
         }
+        Ok(())
+    }
+
+    /// `{"key":value,...}` of the items of a dict whose keys are strs; false, with the object
+    /// unfinished, if a key is not UTF-8.
+    fn members(&mut self, mut items: impl Cursor<'py>, depth: usize) -> Result<bool, Unhandled> {
+        let mut first = !self.open_with_id();
+        loop {
+            let (key, value) = match items.next() {
+                Next::Item(key, value) => (key, value),
+                Next::End => break,
+                Next::Changed => return Err(Unhandled),
+            };
+            if !first {
+                self.out.push(',');
+            }
+            first = false;
+            // Tested again for a table read with `PyDict_Next`: the values written meanwhile
+            // may have changed the dict. (A table of strs holds nothing else.)
+            // SAFETY: `key` is a live object; only its type is read, and it is cast once known to be a str.
+            if unsafe { ffi::PyUnicode_CheckExact(key.as_ptr()) } == 0 {
+                return Err(Unhandled);
+            }
+            if self.keys.write(&mut self.out, unsafe { key.cast_unchecked::<PyString>() }).is_err() {
+                return Ok(false);
+            }
+            self.value(value, depth + 1)?;
+        }
+        self.out.push('}');
+        Ok(true)
+    }
+
+    /// `{"$dict":[[k,v],...]}`. A dict whose size changes meanwhile is left to the encoder,
+    /// which refuses it.
+    fn pairs(&mut self, dict: &Bound<'py, PyDict>, depth: usize) -> Step {
+        self.open_tagged("\"$dict\":[");
+        let len = dict.len();
+        let mut items = DictNext::new(dict.clone());
+        let mut first = true;
+        loop {
+            // Both are held while they are written: writing the key may run Python code.
+            let (key, value) = match items.next() {
+                Next::Item(key, value) => (key.to_owned(), value.to_owned()),
+                Next::End => break,
+                Next::Changed => return Err(Unhandled),
+            };
+            self.out.push_str(if first { "[" } else { ",[" });
+            first = false;
+            self.value(key.as_borrowed(), depth + 1)?;
+            self.out.push(',');
+            self.value(value.as_borrowed(), depth + 1)?;
+            self.out.push(']');
+            if dict.len() != len {
+                return Err(Unhandled);
+            }
+        }
+        self.out.push_str("]}");
         Ok(())
     }
 
     /// Whether every key of `dict` is an exact str that is UTF-8 (no lone surrogates): the body
     /// holds such keys as STR, and the transcoder then writes the dict as a JSON object. Keys
     /// in the key cache were found so when they were written.
-    fn keys_are_plain_strings(&mut self, dict: &Bound<'_, PyDict>) -> bool {
-        let mut items = Items::of_dict(dict.clone());
+    fn keys_are_plain_strings(&mut self, dict: &Bound<'py, PyDict>) -> bool {
+        let mut items = DictNext::new(dict.clone());
         loop {
             // No Python code runs in this loop, so the dict cannot change.
             let key = match items.next() {
-                Next::Item(key, _) => key.as_ptr(),
+                Next::Item(key, _) => key,
                 Next::End => return true,
                 Next::Changed => return false,
             };
             // SAFETY: `key` is a live object (the dict holds it), cast once known to be a str.
             unsafe {
-                if ffi::PyUnicode_CheckExact(key) == 0 {
+                if ffi::PyUnicode_CheckExact(key.as_ptr()) == 0 {
                     return false;
                 }
-                if !self.keys.holds(key) && str_text(&Borrowed::from_ptr(dict.py(), key).cast_unchecked()).is_err() {
+                if !self.keys.holds(key.as_ptr()) && str_text(&key.cast_unchecked()).is_err() {
                     return false;
                 }
             }
@@ -565,7 +651,7 @@ impl JsonWriter {
     /// encoding. That encoding is taken from encode.rs itself, for elements whose encoding
     /// does not depend on what was written before (`sorts_alone`); other sets are left to the
     /// transcoder.
-    fn set(&mut self, v: &Bound<'_, PyAny>, tag: &str, depth: usize) -> Step {
+    fn set(&mut self, v: &Bound<'py, PyAny>, tag: &str, depth: usize) -> Step {
         if self.slot_or_ref(v)? {
             return Ok(());
         }
@@ -583,7 +669,7 @@ impl JsonWriter {
         self.open_tagged(tag);
         // Only a frozenset can hold itself (through a mutable container); sets are unhashable.
         self.unfinished.push(v.as_ptr() as usize);
-        self.items(items.into_iter(), depth)?;
+        self.items(items.iter().map(Bound::as_borrowed), depth)?;
         self.unfinished.pop();
         self.out.push('}');
         Ok(())
@@ -603,48 +689,78 @@ impl JsonWriter {
             && item.try_iter().is_ok_and(|mut elements| elements.all(|element| element.is_ok_and(|element| encodes_alone(&element))))
     }
 
-    fn object(&mut self, v: &Bound<'_, PyAny>, form: &ObjectForm, depth: usize) -> Step {
+    fn object(&mut self, v: &Bound<'py, PyAny>, form: &ObjectForm, depth: usize) -> Step {
         if self.slot_or_ref(v)? {
             return Ok(());
         }
-        let mut items = match &form.slots {
-            Some(layout) => Items::of_slots(SlotFields::of(v, layout)?),
-            None => Items::of_instance(v)?,
-        };
         self.open_tagged("\"$type\":");
         self.class_name(&form.class);
-        let mut index = 0;
-        loop {
-            let (key, value) = match items.next() {
-                Next::Item(key, value) => (key, value),
-                Next::End => break,
-                Next::Changed => return Err(Unhandled),
-            };
-            {
-                let mut members = form.fields.borrow_mut();
-                match members.get(index) {
-                    Some((known, member)) if known.as_ptr() == key.as_ptr() => push_piece(&mut self.out, member),
-                    _ => {
-                        let name = key.cast_exact::<PyString>().map_err(PyErr::from)?;
-                        let mut member = String::from(",");
-                        // A name found in the cache was written by this branch before.
-                        escaped_key(&mut member, str_text(&name)?);
-                        self.out.push_str(&member);
-                        members.truncate(index);
-                        members.push((name.to_owned().unbind(), member));
+        let obj = v.as_borrowed();
+        match &form.slots {
+            Some(layout) => self.fields(SlotItems::of(obj, layout)?, form, depth)?,
+            None => match InstanceValues::of(obj) {
+                Some(values) => self.fields(values, form, depth)?,
+                None => {
+                    let dict = match made_dict(obj) {
+                        Some(dict) => dict,
+                        None => object_dict(v)?,
+                    };
+                    match DictTable::of(dict.as_borrowed()) {
+                        Some(table) => self.fields(table, form, depth)?,
+                        None => self.fields(DictNext::new(dict.clone()), form, depth)?,
                     }
                 }
-            }
-            self.value(&value, depth + 1)?;
-            index += 1;
+            },
         }
         self.out.push('}');
         Ok(())
     }
 
+    /// The `,"name":value` of each field of an object.
+    fn fields(&mut self, mut items: impl Cursor<'py>, form: &ObjectForm, depth: usize) -> Step {
+        let mut index = 0;
+        loop {
+            let (key, value) = match items.next() {
+                Next::Item(key, value) => (key, value),
+                Next::End => return Ok(()),
+                Next::Changed => return Err(Unhandled),
+            };
+            self.field_name(form, index, key)?;
+            self.value(value, depth + 1)?;
+            index += 1;
+        }
+    }
+
+    /// `,"name":` of the field at `index` of an object of `form`'s class.
+    #[inline]
+    fn field_name(&mut self, form: &ObjectForm, index: usize, key: Borrowed<'_, 'py, PyAny>) -> Step {
+        if let Some((known, member)) = form.fields.borrow().get(index) {
+            if known.as_ptr() == key.as_ptr() {
+                push_piece(&mut self.out, member);
+                return Ok(());
+            }
+        }
+        self.new_field_name(form, index, key)
+    }
+
+    /// `field_name` of a name not in the cache at `index`, which it then holds.
+    #[cold]
+    #[inline(never)]
+    fn new_field_name(&mut self, form: &ObjectForm, index: usize, key: Borrowed<'_, 'py, PyAny>) -> Step {
+        let name = key.cast_exact::<PyString>().map_err(PyErr::from)?;
+        let mut member = String::from(",");
+        // A name found in the cache was written by this branch before.
+        escaped_key(&mut member, str_text(&name)?);
+        self.out.push_str(&member);
+        let mut members = form.fields.borrow_mut();
+        members.truncate(index);
+        members.push((name.to_owned().unbind(), member));
+        Ok(())
+    }
+
     /// `{"$datetime"|"$time":"<iso><offset>","$zone":"<key>","$fold":1}`, the last two when they
     /// apply; `opening` is the text up to the ISO text.
-    fn clock_value(&mut self, opening: &str, iso: impl FnOnce(&mut String), zone: &TzInfo, fold: bool) {
+    fn clock_value(&mut self, opening: &str, iso: impl FnOnce(&mut BytesOutput<'py>), zone: &TzInfo, fold: bool) {
         self.out.push_str(opening);
         iso(&mut self.out);
         if let TzInfo::Offset(micros) = zone {
@@ -740,12 +856,10 @@ fn classify(class: &Bound<'_, PyType>) -> PyResult<Form> {
         Kind::Decimal => Form::Decimal,
         Kind::Uuid => Form::Uuid,
         Kind::Enum => Form::Enum(ClassName::new(type_name_of(class)?)),
-        Kind::Object(_) => match crate::slots::layout_of(class)? {
-            // An instance dict beside slots could hold a key named like a slot, which the encoder
-            // refuses: such objects are left to it.
-            Some(layout) if layout.has_dict => Form::Transcoded,
-            slots => Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), slots, fields: RefCell::default() })),
-        },
+        Kind::Object(_) => {
+            let slots = crate::slots::layout_of(class)?;
+            Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), slots, fields: RefCell::default() }))
+        }
         Kind::Persistent | Kind::Broken | Kind::Subclass(_) | Kind::Unsupported => Form::Transcoded,
     })
 }

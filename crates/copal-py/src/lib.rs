@@ -4,6 +4,7 @@
 
 mod allocation;
 mod archive;
+mod bytes_output;
 mod class_cache;
 mod classes;
 mod compact_layout;

@@ -27,6 +27,19 @@ pub struct SlotField {
     offset: usize,
 }
 
+impl SlotField {
+    /// The value in this slot of `obj`, null if it is unset. A borrowed reference.
+    ///
+    /// # Safety
+    /// `obj` must be a live instance of the class of the field's layout, or of a subclass, and
+    /// the GIL must be held.
+    pub unsafe fn value_in(&self, obj: *mut ffi::PyObject) -> *mut ffi::PyObject {
+        // SAFETY: the offset lies inside such an object (`SlotLayout`'s invariant) and holds an
+        // object pointer or null, read with the GIL held as the member's `__get__` reads it.
+        unsafe { *obj.cast::<u8>().add(self.offset).cast::<*mut ffi::PyObject>() }
+    }
+}
+
 /// The slots of a class's instances and whether they also have a `__dict__`.
 ///
 /// Invariant: every `offset` is that of a `T_OBJECT_EX` member of the class (or of one of its
@@ -110,10 +123,8 @@ impl<'py> SlotFields<'py> {
 
     /// The value in slot `field` of the object, null if it is unset. A borrowed reference.
     fn value(&self, field: &SlotField) -> *mut ffi::PyObject {
-        // SAFETY: the object is an instance of the layout's class or a subclass (`of`), so the
-        // offset lies inside it (`SlotLayout`'s invariant) and holds an object pointer or null,
-        // read with the GIL held as the member's `__get__` reads it.
-        unsafe { *self.obj.as_ptr().cast::<u8>().add(field.offset).cast::<*mut ffi::PyObject>() }
+        // SAFETY: the object is an instance of the layout's class or a subclass (`of`).
+        unsafe { field.value_in(self.obj.as_ptr()) }
     }
 }
 

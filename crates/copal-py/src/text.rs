@@ -38,7 +38,7 @@ pub fn dumps_text_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, format: &st
 /// `copal.dumps(obj, format="json")` written straight from the objects: the document, or None
 /// when the graph holds a value the direct writer leaves to `dumps_text_raw` (json_writer.rs).
 #[pyfunction]
-pub fn dumps_json_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyBytes>> {
+pub fn dumps_json_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
     crate::json_writer::write(py, obj)
 }
 

@@ -3,7 +3,7 @@
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-pub fn encode(data: &[u8], out: &mut String) {
+pub fn encode<O: super::TextOut + ?Sized>(data: &[u8], out: &mut O) {
     for chunk in data.chunks(3) {
         let n = chunk.iter().enumerate().fold(0u32, |acc, (i, &b)| acc | u32::from(b) << (16 - 8 * i));
         for i in 0..4 {

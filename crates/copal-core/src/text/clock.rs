@@ -4,13 +4,15 @@
 use crate::format::calendar::{civil_from_days, days_from_civil, MICROS_PER_DAY};
 use crate::format::{MAX_DAY, MIN_DAY};
 
-pub fn write_date(days: i64, out: &mut String) {
+use super::TextOut;
+
+pub fn write_date<O: TextOut + ?Sized>(days: i64, out: &mut O) {
     let (y, m, d) = civil_from_days(days);
     out.push_str(&format!("{y:04}-{m:02}-{d:02}"));
 }
 
 /// `HH:MM:SS`, then `.ffffff` unless the microseconds are zero.
-pub fn write_clock(micros: u64, out: &mut String) {
+pub fn write_clock<O: TextOut + ?Sized>(micros: u64, out: &mut O) {
     let (s, us) = (micros / 1_000_000, micros % 1_000_000);
     out.push_str(&format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60));
     if us != 0 {
@@ -18,14 +20,14 @@ pub fn write_clock(micros: u64, out: &mut String) {
     }
 }
 
-pub fn write_datetime(micros: i64, out: &mut String) {
+pub fn write_datetime<O: TextOut + ?Sized>(micros: i64, out: &mut O) {
     write_date(micros.div_euclid(MICROS_PER_DAY), out);
     out.push('T');
     write_clock(micros.rem_euclid(MICROS_PER_DAY) as u64, out);
 }
 
 /// A UTC offset as `+HH:MM`, with `:SS` and `.ffffff` when they are not zero.
-pub fn write_offset(micros: i64, out: &mut String) {
+pub fn write_offset<O: TextOut + ?Sized>(micros: i64, out: &mut O) {
     out.push(if micros < 0 { '-' } else { '+' });
     let abs = micros.unsigned_abs();
     let (s, us) = (abs / 1_000_000, abs % 1_000_000);
@@ -153,7 +155,7 @@ pub fn parse_time(text: &str) -> Option<(u64, Option<i64>)> {
     Some((clock, offset))
 }
 
-pub fn write_uuid(bytes: &[u8; 16], out: &mut String) {
+pub fn write_uuid<O: TextOut + ?Sized>(bytes: &[u8; 16], out: &mut O) {
     for (i, b) in bytes.iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {
             out.push('-');

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use super::tree::{zone as zone_of, TreeBuilder};
-use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError};
+use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError, TextOut};
 use crate::format::calendar::MICROS_PER_DAY;
 use crate::format::{is_decimal_text, tag, DecodeError, Reader, TzInfo, Value, MAX_DAY, MIN_DAY};
 
@@ -432,7 +432,7 @@ const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 /// `push_str` makes for a length known only at run time (a sixth of the time of writing a list
 /// of ints went to that call).
 #[inline]
-pub fn push_piece(out: &mut String, piece: &str) {
+pub fn push_piece<O: TextOut + ?Sized>(out: &mut O, piece: &str) {
     // SAFETY: `piece` is UTF-8.
     unsafe { append(out, piece.as_bytes()) }
 }
@@ -442,7 +442,7 @@ pub fn push_piece(out: &mut String, piece: &str) {
 /// # Safety
 /// `bytes` must be UTF-8 (the caller's bytes are ASCII, or a whole `str`).
 #[inline]
-unsafe fn append(out: &mut String, bytes: &[u8]) {
+unsafe fn append<O: TextOut + ?Sized>(out: &mut O, bytes: &[u8]) {
     let n = bytes.len();
     if n > 32 {
         // SAFETY: the caller guarantees UTF-8.
@@ -450,13 +450,11 @@ unsafe fn append(out: &mut String, bytes: &[u8]) {
         return;
     }
     out.reserve(n);
-    // SAFETY: the bytes appended are UTF-8 (the caller's guarantee), so `out` stays a String;
+    // SAFETY: the bytes appended are UTF-8 (the caller's guarantee), so the text stays UTF-8;
     // `n` bytes of spare capacity were reserved, and each move below reads within `bytes` and
     // writes within those `n` bytes (the pairs of moves overlap when `n` is not their size).
     unsafe {
-        let vec = out.as_mut_vec();
-        let len = vec.len();
-        let (src, dst) = (bytes.as_ptr(), vec.as_mut_ptr().add(len));
+        let (src, dst) = (bytes.as_ptr(), out.end());
         match n {
             0 => {}
             1..=3 => {
@@ -477,23 +475,21 @@ unsafe fn append(out: &mut String, bytes: &[u8]) {
                 std::ptr::copy_nonoverlapping(src.add(n - 16), dst.add(n - 16), 16);
             }
         }
-        vec.set_len(len + n);
+        out.advance(n);
     }
 }
 
 /// A non-negative integer in decimal (`Display`'s text, without its formatting machinery).
 /// The digits go straight to their place in `out`, two per division: through a buffer, the
 /// copy read the digits back before their stores had retired, which stalled it.
-pub fn push_u64(out: &mut String, mut n: u64) {
+pub fn push_u64<O: TextOut + ?Sized>(out: &mut O, mut n: u64) {
     let len = n.checked_ilog10().map_or(1, |log| log as usize + 1);
     out.reserve(len);
     // SAFETY: `len` bytes were reserved; the pairs are written from the right end down to the
     // first byte (`len` is the digit count of `n`), each within them, so that `len` bytes are
-    // initialized when the length is set; they are ASCII digits, so `out` stays UTF-8.
+    // stored when `advance` takes them; they are ASCII digits, so the text stays UTF-8.
     unsafe {
-        let vec = out.as_mut_vec();
-        let start = vec.len();
-        let digits = vec.as_mut_ptr().add(start);
+        let digits = out.end();
         let mut end = len;
         while n >= 100 {
             let pair = (n % 100) as usize * 2;
@@ -506,12 +502,12 @@ pub fn push_u64(out: &mut String, mut n: u64) {
         } else {
             *digits = b'0' + n as u8;
         }
-        vec.set_len(start + len);
+        out.advance(len);
     }
 }
 
 /// An integer in decimal.
-pub fn push_i64(out: &mut String, n: i64) {
+pub fn push_i64<O: TextOut + ?Sized>(out: &mut O, n: i64) {
     if n < 0 {
         out.push('-');
     }
@@ -519,7 +515,7 @@ pub fn push_i64(out: &mut String, n: i64) {
 }
 
 /// A FLOAT: finite as a JSON number, the others as `{"$float": "nan"|"inf"|"-inf"}`.
-pub fn float(out: &mut String, f: f64) {
+pub fn float<O: TextOut + ?Sized>(out: &mut O, f: f64) {
     if f.is_finite() {
         finite_float(out, f);
     } else {
@@ -530,38 +526,78 @@ pub fn float(out: &mut String, f: f64) {
     }
 }
 
+/// zmij's buffer (24 bytes) within one cache line: reading the digits back across two lines,
+/// just after zmij stored them, stalled until the stores were done (writing 200,000 floats took
+/// twice as long in a build whose stack put the buffer across a line).
+#[repr(align(32))]
+struct AlignedDigits(zmij::Buffer);
+
 /// The text of a finite float (JSON and XML): the shortest text that reads back as the same
 /// f64, always with a `.` or an exponent, so that it reads back as a float, not an int. That is
 /// Debug's text, written by zmij where zmij writes the same, faster.
-pub fn finite_float(out: &mut String, f: f64) {
+pub fn finite_float<O: TextOut + ?Sized>(out: &mut O, f: f64) {
     if shortest_writes_as_debug(f) {
-        let mut digits = zmij::Buffer::new();
-        push_piece(out, digits.format_finite(f));
+        let mut digits = AlignedDigits(zmij::Buffer::new());
+        push_piece(out, digits.0.format_finite(f));
     } else {
-        let _ = write!(out, "{f:?}");
+        out.push_fmt(format_args!("{f:?}"));
     }
 }
 
 /// A dict key or field name and its `:`, with one more `$` in front of a name that starts with
 /// `$`, so that it cannot be taken for a tag.
-pub fn escaped_key(out: &mut String, key: &str) {
-    out.push('"');
-    if key.starts_with('$') {
-        out.push('$');
-    }
-    escape_into(out, key);
-    out.push_str("\":");
+pub fn escaped_key<O: TextOut + ?Sized>(out: &mut O, key: &str) {
+    quoted(out, if key.starts_with('$') { "\"$" } else { "\"" }, key, "\":");
 }
 
 /// A JSON string.
-pub fn string(out: &mut String, s: &str) {
-    out.push('"');
-    escape_into(out, s);
-    out.push('"');
+#[inline]
+pub fn string<O: TextOut + ?Sized>(out: &mut O, s: &str) {
+    quoted(out, "\"", s, "\"");
+}
+
+/// `opening`, the escaped `s` and `closing`. Room for all three is made at once, so that a
+/// string with nothing to escape (most of them) is one reservation and a copy. Inlined, so that
+/// the few bytes of `opening` and `closing` are stored as constants, not copied by a call.
+#[inline(always)]
+fn quoted<O: TextOut + ?Sized>(out: &mut O, opening: &str, s: &str, closing: &str) {
+    let bytes = s.as_bytes();
+    let (n, open, close) = (bytes.len(), opening.len(), closing.len());
+    out.reserve(open + n + close);
+    // SAFETY: `open + n + close` bytes were reserved: the opening, then at most `n` bytes that
+    // `copy_plain` stores, then the closing only when all `n` were plain. The bytes kept are
+    // whole strs or end before an ASCII byte, so the text stays UTF-8.
+    let plain = unsafe {
+        let dst = out.end();
+        store_short(opening, dst);
+        let plain = copy_plain(bytes, dst.add(open));
+        if plain == n {
+            store_short(closing, dst.add(open + n));
+            out.advance(open + n + close);
+            return;
+        }
+        out.advance(open + plain);
+        plain
+    };
+    escape_into(out, &s[plain..]);
+    out.push_str(closing);
+}
+
+/// Stores the bytes of `piece`, a few at most, one by one: a copy of a length not known when
+/// compiling is a call to memcpy.
+///
+/// # Safety
+/// `dst` must be valid for `piece.len()` writes.
+#[inline(always)]
+unsafe fn store_short(piece: &str, dst: *mut u8) {
+    for (i, &byte) in piece.as_bytes().iter().enumerate() {
+        // SAFETY: the caller's guarantee.
+        unsafe { *dst.add(i) = byte };
+    }
 }
 
 /// JSON string contents: `"`, `\` and control characters escaped, everything else as UTF-8.
-fn escape_into(out: &mut String, s: &str) {
+fn escape_into<O: TextOut + ?Sized>(out: &mut O, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
     loop {
@@ -574,7 +610,7 @@ fn escape_into(out: &mut String, s: &str) {
             b'\r' => out.push_str("\\r"),
             b'\t' => out.push_str("\\t"),
             b => {
-                let _ = write!(out, "\\u{b:04x}");
+                out.push_fmt(format_args!("\\u{b:04x}"));
             }
         }
         start += 1;
@@ -588,7 +624,7 @@ fn needs_escape(byte: u8) -> bool {
 
 /// The high bit of each byte of `word` that JSON strings escape: below 0x20, or equal to `"` or
 /// `\` (a byte is equal when the xor makes it zero). Borrows can only mark bytes above one
-/// truly marked, so the lowest mark is exact.
+/// truly marked, so the lowest mark is exact, and a word without a byte to escape has none.
 fn escape_marks(word: u64) -> u64 {
     const ONES: u64 = u64::MAX / 255;
     const HIGH: u64 = ONES * 0x80;
@@ -596,51 +632,71 @@ fn escape_marks(word: u64) -> u64 {
     below(word, 0x20) | below(word ^ (ONES * u64::from(b'"')), 1) | below(word ^ (ONES * u64::from(b'\\')), 1)
 }
 
-/// Appends the longest start of `bytes` that needs no escape, and returns its length. Eight
-/// bytes at a time, each word stored as soon as it is tested: most strings need no escape, and
-/// testing them first and copying them after read each byte twice (and called memcpy for the
-/// longer ones). A stored word whose test fails is stored whole, but only its bytes before the
-/// first escape are kept (the length is set to them).
-fn append_plain(out: &mut String, bytes: &[u8]) -> usize {
-    let n = bytes.len();
-    if n < 8 {
-        let plain = bytes.iter().position(|&b| needs_escape(b)).unwrap_or(n);
-        // SAFETY: the bytes end before an ASCII byte or at the end of `bytes`, a whole str, so
-        // they are UTF-8.
-        unsafe { append(out, &bytes[..plain]) };
-        return plain;
-    }
-    out.reserve(n);
-    // SAFETY: `n` bytes were reserved. Every store below writes within the `n` bytes past the
-    // length (words at offsets `i` with `i + 8 <= n`, the last one at `n - 8`), and the length
-    // is set to the bytes copied before the first one to escape. That byte is ASCII, so the
-    // bytes kept end on a character boundary and `out` stays UTF-8.
+/// Appends the longest start of `bytes` that needs no escape, and returns its length.
+fn append_plain<O: TextOut + ?Sized>(out: &mut O, bytes: &[u8]) -> usize {
+    out.reserve(bytes.len());
+    // SAFETY: `bytes.len()` bytes were reserved, and the bytes kept end before an ASCII byte or
+    // at the end of `bytes`, a whole str, so the text stays UTF-8.
     unsafe {
-        let vec = out.as_mut_vec();
-        let len = vec.len();
-        let (src, dst) = (bytes.as_ptr(), vec.as_mut_ptr().add(len));
+        let plain = copy_plain(bytes, out.end());
+        out.advance(plain);
+        plain
+    }
+}
+
+/// Stores the bytes of `bytes` at `dst` up to the first one that needs an escape, and returns
+/// how many that is. Eight bytes at a time, each word stored as soon as it is tested: most
+/// strings need no escape, and testing them first and copying them after read each byte twice
+/// (and called memcpy for the longer ones). A word whose test fails is stored whole; the bytes
+/// past the returned count are scratch. Strings of four to seven bytes are tested as one word
+/// made of their first and last four (which overlap).
+///
+/// # Safety
+/// `dst` must be valid for `bytes.len()` writes.
+#[inline]
+unsafe fn copy_plain(bytes: &[u8], dst: *mut u8) -> usize {
+    let n = bytes.len();
+    let src = bytes.as_ptr();
+    // SAFETY: every read is within `bytes` and every store within the `n` bytes at `dst`: words
+    // at offsets `i` with `i + 8 <= n` (the last one at `n - 8`), halves at 0 and `n - 4` when
+    // `n >= 4`, single bytes below `n`.
+    unsafe {
+        if n < 8 {
+            if n >= 4 {
+                let (low, high) = (std::ptr::read_unaligned(src.cast::<u32>()), std::ptr::read_unaligned(src.add(n - 4).cast::<u32>()));
+                if escape_marks(u64::from(low) | u64::from(high) << 32) == 0 {
+                    std::ptr::write_unaligned(dst.cast::<u32>(), low);
+                    std::ptr::write_unaligned(dst.add(n - 4).cast::<u32>(), high);
+                    return n;
+                }
+            }
+            for (i, &byte) in bytes.iter().enumerate() {
+                if needs_escape(byte) {
+                    return i;
+                }
+                *dst.add(i) = byte;
+            }
+            return n;
+        }
         // Each word is stored, then tested; returns how many of its bytes are kept.
         let copy_word = |i: usize| {
             let word = std::ptr::read_unaligned(src.add(i).cast::<[u8; 8]>());
             std::ptr::write_unaligned(dst.add(i).cast::<[u8; 8]>(), word);
             escape_marks(u64::from_le_bytes(word)).trailing_zeros() as usize / 8
         };
-        let mut plain = n;
         let mut i = 0;
         while i + 8 <= n {
             let kept = copy_word(i);
             if kept < 8 {
-                plain = i + kept;
-                break;
+                return i + kept;
             }
             i += 8;
         }
-        if plain == n && i < n {
+        if i < n {
             // The last eight bytes, overlapping the ones copied already (which have no mark).
-            plain = n - 8 + copy_word(n - 8);
+            return n - 8 + copy_word(n - 8);
         }
-        vec.set_len(len + plain);
-        plain
+        n
     }
 }
 
@@ -1267,8 +1323,9 @@ mod tests {
     }
 
     /// Every byte that needs escaping, at every position of strings longer and shorter than the
-    /// eight bytes `append_plain` reads at a time, after bytes close to it in value, and after
-    /// text already in the buffer; and strings with nothing to escape, of every length.
+    /// eight bytes `copy_plain` reads at a time (and of the four to seven it reads as one
+    /// word), after bytes close to it in value, and after text already in the buffer; and
+    /// strings with nothing to escape, of every length.
     #[test]
     fn escapes_are_found_anywhere() {
         let special: Vec<char> = (0u8..0x20).map(char::from).chain(['"', '\\']).collect();
@@ -1280,6 +1337,11 @@ mod tests {
                         let mut out = String::from("x");
                         escape_into(&mut out, &text);
                         assert_eq!(out, format!("x{}", escaped_slowly(&text)), "{text:?}");
+                        let mut out = String::from("x");
+                        string(&mut out, &text);
+                        escaped_key(&mut out, &text);
+                        let escaped = escaped_slowly(&text);
+                        assert_eq!(out, format!("x\"{escaped}\"\"{escaped}\":"), "{text:?}");
                     }
                 }
             }
@@ -1288,6 +1350,10 @@ mod tests {
                 let mut out = String::from("{");
                 assert_eq!(append_plain(&mut out, &plain.as_bytes()[..end]), end);
                 assert_eq!(out, format!("{{{}", &plain[..end]));
+                let mut out = String::from("{");
+                string(&mut out, &plain[..end]);
+                escaped_key(&mut out, &format!("${}", &plain[..end]));
+                assert_eq!(out, format!("{{\"{0}\"\"$${0}\":", &plain[..end]));
             }
         }
         let mut out = String::new();

@@ -45,6 +45,116 @@ impl From<DecodeError> for TextError {
     }
 }
 
+/// Where the text writers put their text: a `String`, or a buffer its owner allocates, so that
+/// the text can be written where it is wanted in the end (the binding writes a JSON document
+/// straight into the bytes object it returns, which spares copying the whole document once more).
+///
+/// # Safety
+/// After `reserve(additional)`, `end()` must point to at least `additional` writable bytes past
+/// the text, which belong to the buffer and stay where they are until the next `reserve`; the
+/// writers store into them through that pointer and then `advance` over what they stored.
+pub unsafe trait TextOut {
+    /// Bytes of text written so far.
+    fn len(&self) -> usize;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Makes room for `additional` more bytes.
+    fn reserve(&mut self, additional: usize);
+
+    /// Where the next byte goes: just past the text.
+    fn end(&mut self) -> *mut u8;
+
+    /// Takes `n` bytes stored at `end()` into the text.
+    ///
+    /// # Safety
+    /// The `n` bytes must have been reserved and stored, and keep the text UTF-8.
+    unsafe fn advance(&mut self, n: usize);
+
+    /// Appends `text`.
+    #[inline]
+    fn push_str(&mut self, text: &str) {
+        self.reserve(text.len());
+        // SAFETY: `text.len()` bytes were reserved; a whole str keeps the text UTF-8.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), self.end(), text.len());
+            self.advance(text.len());
+        }
+    }
+
+    /// Appends `c`.
+    #[inline(always)]
+    fn push(&mut self, c: char) {
+        if c.is_ascii() {
+            self.reserve(1);
+            // SAFETY: one byte was reserved, and an ASCII byte keeps the text UTF-8.
+            unsafe {
+                *self.end() = c as u8;
+                self.advance(1);
+            }
+        } else {
+            self.push_str(c.encode_utf8(&mut [0; 4]));
+        }
+    }
+
+    /// Appends formatted text (`out.push_fmt(format_args!(...))`).
+    fn push_fmt(&mut self, args: fmt::Arguments<'_>) {
+        struct Adapter<'a, O: ?Sized>(&'a mut O);
+        impl<O: TextOut + ?Sized> fmt::Write for Adapter<'_, O> {
+            fn write_str(&mut self, text: &str) -> fmt::Result {
+                self.0.push_str(text);
+                Ok(())
+            }
+        }
+        // Writing into the buffer cannot fail, and the formatting of numbers does not either.
+        let _ = fmt::Write::write_fmt(&mut Adapter(self), args);
+    }
+}
+
+// SAFETY: `reserve` is `String::reserve`, after which the spare capacity past the length holds
+// at least `additional` bytes, and `advance` sets the length over bytes stored there.
+unsafe impl TextOut for String {
+    #[inline]
+    fn len(&self) -> usize {
+        String::len(self)
+    }
+
+    #[inline]
+    fn reserve(&mut self, additional: usize) {
+        String::reserve(self, additional);
+    }
+
+    #[inline]
+    fn end(&mut self) -> *mut u8 {
+        // SAFETY: only the pointer is taken; `advance`'s caller keeps the text UTF-8.
+        unsafe {
+            let vec = self.as_mut_vec();
+            vec.as_mut_ptr().add(vec.len())
+        }
+    }
+
+    #[inline]
+    unsafe fn advance(&mut self, n: usize) {
+        // SAFETY: the caller stored `n` reserved bytes past the length, keeping the text UTF-8.
+        unsafe {
+            let vec = self.as_mut_vec();
+            vec.set_len(vec.len() + n);
+        }
+    }
+
+    #[inline]
+    fn push_str(&mut self, text: &str) {
+        String::push_str(self, text);
+    }
+
+    #[inline]
+    fn push(&mut self, c: char) {
+        String::push(self, c);
+    }
+}
+
 pub(crate) fn mapping(message: impl Into<String>) -> TextError {
     TextError::Mapping { message: message.into() }
 }
