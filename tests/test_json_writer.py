@@ -410,3 +410,33 @@ def test_documents_longer_and_shorter_than_the_last_one_are_written_whole() -> N
     # a small one are taken.
     for count in (3, 200_000, 1, 50_000, 0, 400_000):
         assert_written_directly([f"text {i}" for i in range(count)])
+
+
+def test_a_document_that_cannot_grow_is_a_memory_error() -> None:
+    """The document is written into the bytes object returned; when that object cannot grow
+    (each allocation of the call failing in turn), the call raises MemoryError, never panics, and
+    the next call writes the whole document again."""
+    testcapi = pytest.importorskip("_testcapi")
+    value = [f"item number {i}" for i in range(3000)]
+    expected = copal.dumps(value, format="json")
+    unraisable: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    outcomes = {"MemoryError": 0, "document": 0}
+    try:
+        for n in range(200):
+            copal.dumps([1], format="json")  # sizes the next document's first room: small
+            testcapi.set_nomemory(n, n + 1)
+            try:
+                document = copal.dumps(value, format="json")
+            except MemoryError:
+                outcomes["MemoryError"] += 1
+                continue
+            finally:
+                testcapi.remove_mem_hooks()
+            assert document == expected
+            outcomes["document"] += 1
+    finally:
+        sys.unraisablehook = hook
+    assert not unraisable
+    assert outcomes["MemoryError"] > 0 and outcomes["document"] > 0, outcomes
+    assert copal.dumps(value, format="json") == expected

@@ -3,39 +3,60 @@
 //! `String` first meant copying the whole document once more at the end (4 to 8% of writing
 //! seed 001, and its stores missed the cache: the document is larger than it).
 //!
-//! Built on the `PyBytesWriter` API of CPython 3.15, which pyo3's `ffi::compat` provides for the
-//! older versions.
-
-use std::ptr::NonNull;
+//! A bytes object made with room and grown or shrunk in place by `_PyBytes_Resize`, as CPython's
+//! own writers did before 3.15's `PyBytesWriter`. (pyo3's `ffi::compat` version of that API
+//! panics when a resize fails for lack of memory: it tests `_PyBytes_Resize`'s result for > 0.)
 
 use copal_core::text::TextOut;
-use pyo3::ffi::{self, compat};
+use pyo3::exceptions::PyMemoryError;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+
+extern "C" {
+    /// CPython's (Objects/bytesobject.c): resizes a bytes object that nothing else refers to,
+    /// keeping its content; on failure it frees the object, sets `*bytes` to null and raises.
+    fn _PyBytes_Resize(bytes: *mut *mut ffi::PyObject, size: ffi::Py_ssize_t) -> std::ffi::c_int;
+}
 
 /// The smallest capacity a growth asks for: below it every few bytes would cost a call.
 const MIN_GROWTH: usize = 256;
 
-/// A bytes object being written. Invariant: `data` points to `capacity` writable bytes of the
-/// object `writer` holds (moved only by `grow`, which takes the pointer again), the first `len`
-/// of which are the text.
+/// A bytes object being written. Invariant: `data` points to `capacity` writable bytes, the
+/// content of `bytes` (a new object nothing else refers to, moved only by `grow`, which takes the
+/// pointer again), or of `lost.scratch` once `bytes` could not grow; the first `len` of them are
+/// the text.
 pub struct BytesOutput<'py> {
-    writer: NonNull<compat::PyBytesWriter>,
+    /// Owned; null once a resize failed (CPython freed it).
+    bytes: *mut ffi::PyObject,
     data: *mut u8,
     len: usize,
     capacity: usize,
+    lost: Option<Lost>,
     py: Python<'py>,
 }
 
+/// The state of an output whose bytes object could not grow (out of memory). The writers
+/// cannot stop halfway, so the rest of the document goes over the start of a scratch buffer,
+/// again and again, and is lost: `finish` raises the error instead.
+struct Lost {
+    error: PyErr,
+    scratch: Vec<u8>,
+}
+
 impl<'py> BytesOutput<'py> {
-    /// An empty output with room for `capacity` bytes.
+    /// An empty output with room for `capacity` bytes (`MIN_GROWTH` at least).
     pub fn with_capacity(py: Python<'py>, capacity: usize) -> PyResult<Self> {
-        let size = ffi::Py_ssize_t::try_from(capacity).unwrap_or(ffi::PY_SSIZE_T_MAX);
-        // SAFETY: the GIL is held (witnessed by `py`).
-        let writer = NonNull::new(unsafe { compat::PyBytesWriter_Create(size) }).ok_or_else(|| PyErr::fetch(py))?;
-        // SAFETY: a live writer, whose buffer holds the `size` bytes it was made with.
-        let data = unsafe { compat::PyBytesWriter_GetData(writer.as_ptr()) }.cast::<u8>();
-        Ok(BytesOutput { writer, data, len: 0, capacity: size as usize, py })
+        let size = capacity.clamp(MIN_GROWTH, ffi::PY_SSIZE_T_MAX as usize);
+        // SAFETY: the GIL is held (witnessed by `py`); a null data pointer asks for an
+        // uninitialized object of `size` bytes, a new reference or null with an exception set.
+        let bytes = unsafe { ffi::PyBytes_FromStringAndSize(std::ptr::null(), size as ffi::Py_ssize_t) };
+        if bytes.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        // SAFETY: a live bytes object.
+        let data = unsafe { ffi::PyBytes_AsString(bytes) }.cast::<u8>();
+        Ok(BytesOutput { bytes, data, len: 0, capacity: size, lost: None, py })
     }
 
     /// Forgets the text written after its first `len` bytes, keeping the room.
@@ -43,15 +64,20 @@ impl<'py> BytesOutput<'py> {
         self.len = self.len.min(len);
     }
 
-    /// The bytes object of the text.
-    pub fn finish(self) -> PyResult<Bound<'py, PyBytes>> {
-        let this = std::mem::ManuallyDrop::new(self);
-        // SAFETY: the writer is live and `len` bytes of it are written (the invariant); the call
-        // consumes it, so `this` is not dropped (which would discard it again). It returns a new
-        // reference to a bytes object, or null with an exception set.
+    /// The bytes object of the text; MemoryError if it could not grow to hold it.
+    pub fn finish(mut self) -> PyResult<Bound<'py, PyBytes>> {
+        if let Some(lost) = self.lost.take() {
+            return Err(lost.error);
+        }
+        let mut bytes = std::mem::replace(&mut self.bytes, std::ptr::null_mut());
+        // SAFETY: `bytes` is the live object of the invariant, owned here alone (taken out of
+        // `self`, whose drop then has nothing to release). Shrinking it to the text keeps the
+        // text; on failure CPython frees it and raises.
         unsafe {
-            let bytes = compat::PyBytesWriter_FinishWithSize(this.writer.as_ptr(), this.len as ffi::Py_ssize_t);
-            Ok(Bound::from_owned_ptr_or_err(this.py, bytes)?.cast_into_unchecked())
+            if self.len != self.capacity && _PyBytes_Resize(&mut bytes, self.len as ffi::Py_ssize_t) < 0 {
+                return Err(PyErr::fetch(self.py));
+            }
+            Ok(Bound::from_owned_ptr(self.py, bytes).cast_into_unchecked())
         }
     }
 
@@ -61,27 +87,42 @@ impl<'py> BytesOutput<'py> {
     #[inline(never)]
     fn grow(&mut self, additional: usize) {
         let largest = ffi::PY_SSIZE_T_MAX as usize;
-        let wanted = self.len.saturating_add(additional).max(self.capacity.saturating_mul(2)).max(MIN_GROWTH).min(largest);
-        // SAFETY: a live writer; resizing keeps the bytes written, and may move them, so the
-        // data pointer is taken again.
-        let resized = wanted - self.len >= additional
-            && unsafe { compat::PyBytesWriter_Resize(self.writer.as_ptr(), wanted as ffi::Py_ssize_t) } == 0;
+        let wanted = self.len.saturating_add(additional).max(self.capacity.saturating_mul(2)).min(largest);
+        // SAFETY: `bytes` is live and owned alone (the invariant); resizing keeps the bytes
+        // written and may move them, so the data pointer is taken again. A failed resize frees
+        // the object and nulls `self.bytes`.
+        let resized = wanted - self.len >= additional && unsafe { _PyBytes_Resize(&mut self.bytes, wanted as ffi::Py_ssize_t) } == 0;
         if !resized {
-            // Out of memory: the writer aborts as a String's growth does (the writer this replaced
-            // wrote into one).
-            std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align(wanted, 1).unwrap_or(std::alloc::Layout::new::<u8>()));
+            let error = PyErr::take(self.py).unwrap_or_else(|| PyMemoryError::new_err("the JSON document is too large"));
+            self.lost = Some(Lost { error, scratch: Vec::new() });
+            return self.rewind_scratch(additional);
         }
-        // SAFETY: as above.
-        self.data = unsafe { compat::PyBytesWriter_GetData(self.writer.as_ptr()) }.cast::<u8>();
+        // SAFETY: a live bytes object.
+        self.data = unsafe { ffi::PyBytes_AsString(self.bytes) }.cast::<u8>();
         self.capacity = wanted;
+    }
+
+    /// Goes on writing over the start of the scratch buffer of a lost document (see `Lost`),
+    /// with room for `additional` bytes.
+    #[cold]
+    #[inline(never)]
+    fn rewind_scratch(&mut self, additional: usize) {
+        let Some(lost) = self.lost.as_mut() else { return };
+        if lost.scratch.capacity() < additional {
+            // As large as the largest single write (a long string): a Rust buffer, which needs
+            // memory as the String this output replaced did.
+            lost.scratch.reserve_exact(additional.max(MIN_GROWTH));
+        }
+        self.data = lost.scratch.as_mut_ptr();
+        self.capacity = lost.scratch.capacity();
+        self.len = 0;
     }
 }
 
 impl Drop for BytesOutput<'_> {
     fn drop(&mut self) {
-        // SAFETY: a live writer (`finish` does not drop it), discarded once; the GIL is held
-        // for `'py`.
-        unsafe { compat::PyBytesWriter_Discard(self.writer.as_ptr()) };
+        // SAFETY: `bytes` is owned (or null); the GIL is held for `'py`.
+        unsafe { ffi::Py_XDECREF(self.bytes) };
     }
 }
 
@@ -96,7 +137,11 @@ unsafe impl TextOut for BytesOutput<'_> {
     #[inline(always)]
     fn reserve(&mut self, additional: usize) {
         if self.capacity - self.len < additional {
-            self.grow(additional);
+            if self.lost.is_some() {
+                self.rewind_scratch(additional);
+            } else {
+                self.grow(additional);
+            }
         }
     }
 
