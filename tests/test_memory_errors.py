@@ -149,11 +149,6 @@ def test_records_read_by_a_connection_raise_memory_error_or_return_the_value(tmp
         db.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="encode.rs still makes strs with pyo3 conversions that panic (Encoder::string, class_cache field names)",
-)
 def test_dumps_raises_memory_error_or_returns_the_stream() -> None:
     value = _representative()
     expected = copal.dumps(value)
