@@ -108,8 +108,11 @@ pub fn field_names(dict: &Bound<'_, PyDict>) -> PyResult<(Vec<String>, Vec<Py<Py
     let py = dict.py();
     let mut names = Vec::with_capacity(dict.len());
     let mut interned = Vec::with_capacity(dict.len());
-    for key in dict.keys() {
-        let name: String = key.extract().map_err(|_| {
+    for (key, _) in dict.iter() {
+        let name: String = key.extract().map_err(|error| {
+            if crate::allocation::is_memory_error(py, &error) {
+                return error;
+            }
             pyo3::exceptions::PyTypeError::new_err(format!("attribute names must be str, not {}", key.get_type()))
         })?;
         interned.push(crate::allocation::interned_str(py, &name)?.unbind());
