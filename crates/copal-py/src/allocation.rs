@@ -22,6 +22,11 @@ pub fn int(py: Python<'_>, value: i64) -> PyResult<Bound<'_, PyAny>> {
     made(py, unsafe { ffi::PyLong_FromLongLong(value) })
 }
 
+pub fn unsigned_int(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
+    // SAFETY: as in `int`.
+    made(py, unsafe { ffi::PyLong_FromUnsignedLongLong(value) })
+}
+
 pub fn float(py: Python<'_>, value: f64) -> PyResult<Bound<'_, PyAny>> {
     // SAFETY: as in `int`.
     made(py, unsafe { ffi::PyFloat_FromDouble(value) })

@@ -27,23 +27,31 @@ pub fn type_name_of(class: &Bound<'_, PyType>) -> PyResult<String> {
 }
 
 fn stored_type_name(class: &Bound<'_, PyType>) -> PyResult<String> {
-    let own = class.getattr("__dict__")?.get_item("__copal_type__").ok();
-    if let Some(name) = own {
-        return name.extract();
+    let py = class.py();
+    match class.getattr(pyo3::intern!(py, "__dict__"))?.get_item(pyo3::intern!(py, "__copal_type__")) {
+        Ok(name) => return name.extract(),
+        Err(error) if !error.is_instance_of::<pyo3::exceptions::PyKeyError>(py) => return Err(error),
+        Err(_) => {}
     }
-    let module: String = class.getattr("__module__")?.extract()?;
-    let qualname: String = class.getattr("__qualname__")?.extract()?;
+    let module: String = class.getattr(pyo3::intern!(py, "__module__"))?.extract()?;
+    let qualname: String = class.getattr(pyo3::intern!(py, "__qualname__"))?.extract()?;
     if module == "builtins" { Ok(qualname) } else { Ok(format!("{module}.{qualname}")) }
 }
 
 /// Whether instances mark themselves changed on every mutation of their top-level container
 /// (PersistentList, PersistentDict): then only values nested inside need commit-time checks.
-pub fn tracks_own_mutations(class: &Bound<'_, PyType>) -> bool {
-    crate::class_cache::remembered(class, |facts| &mut facts.tracks_own, || Ok(declares_tracking(class))).unwrap_or(false)
+pub fn tracks_own_mutations(class: &Bound<'_, PyType>) -> PyResult<bool> {
+    crate::class_cache::remembered(class, |facts| &mut facts.tracks_own, || declares_tracking(class))
 }
 
-fn declares_tracking(class: &Bound<'_, PyType>) -> bool {
-    class.getattr("_p_tracks_mutations").and_then(|v| v.is_truthy()).unwrap_or(false)
+/// A class without the attribute, or whose attribute fails to answer, does not track; running
+/// out of memory while asking is passed on, since the answer is kept for the class.
+fn declares_tracking(class: &Bound<'_, PyType>) -> PyResult<bool> {
+    match class.getattr(pyo3::intern!(class.py(), "_p_tracks_mutations")).and_then(|v| v.is_truthy()) {
+        Ok(tracks) => Ok(tracks),
+        Err(error) if crate::allocation::is_memory_error(class.py(), &error) => Err(error),
+        Err(_) => Ok(false),
+    }
 }
 
 /// Field lists already registered for a class, keyed by the class object's address.
@@ -61,7 +69,7 @@ impl ClassEntry {
         Ok(ClassEntry {
             _class: class.clone().unbind(),
             type_name: type_name_of(class)?,
-            tracks_own: tracks_own_mutations(class),
+            tracks_own: tracks_own_mutations(class)?,
             shapes: Vec::new(),
         })
     }
@@ -100,11 +108,14 @@ pub fn field_names(dict: &Bound<'_, PyDict>) -> PyResult<(Vec<String>, Vec<Py<Py
     let py = dict.py();
     let mut names = Vec::with_capacity(dict.len());
     let mut interned = Vec::with_capacity(dict.len());
-    for key in dict.keys() {
-        let name: String = key.extract().map_err(|_| {
+    for (key, _) in dict.iter() {
+        let name: String = key.extract().map_err(|error| {
+            if crate::allocation::is_memory_error(py, &error) {
+                return error;
+            }
             pyo3::exceptions::PyTypeError::new_err(format!("attribute names must be str, not {}", key.get_type()))
         })?;
-        interned.push(PyString::intern(py, &name).unbind());
+        interned.push(crate::allocation::interned_str(py, &name)?.unbind());
         names.push(name);
     }
     Ok((names, interned))

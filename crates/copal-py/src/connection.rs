@@ -495,7 +495,7 @@ impl Sink for ReadOnlySink<'_> {
     }
 
     fn enum_descriptor(&mut self, class: &Bound<'_, PyType>) -> PyResult<u32> {
-        Ok(self.descriptor(class, &PyDict::new(class.py()))?.descriptor)
+        Ok(self.descriptor(class, &crate::allocation::dict(class.py())?)?.descriptor)
     }
 
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -540,6 +540,9 @@ impl Sink for CommitSink<'_, '_> {
             // finalizer or property setters would run on stored values.
             let info = DecodeInfo::plain(entry.type_name.clone(), interned.iter().map(|f| f.clone_ref(class.py())).collect());
             crate::decode::check_inert(class, &info).map_err(|e| {
+                if crate::allocation::is_memory_error(class.py(), &e) {
+                    return e;
+                }
                 PyTypeError::new_err(format!("cannot store a {} by value: {}; make it a copal.Persistent", entry.type_name, e.value(class.py())))
             })?;
         }
@@ -550,7 +553,7 @@ impl Sink for CommitSink<'_, '_> {
     }
 
     fn enum_descriptor(&mut self, class: &Bound<'_, PyType>) -> PyResult<u32> {
-        Ok(self.descriptor(class, &PyDict::new(class.py()))?.descriptor)
+        Ok(self.descriptor(class, &crate::allocation::dict(class.py())?)?.descriptor)
     }
 
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -902,7 +905,7 @@ impl Connection {
     /// plain containers were mutated in place, `added` objects and everything newly reachable
     /// from them, and the deletion of `deleted`. Returns the new tid, or None when there was
     /// nothing to write.
-    fn commit(slf: &Bound<'_, Self>, added: Vec<Bound<'_, PyAny>>, deleted: Vec<Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    fn commit<'py>(slf: &Bound<'py, Self>, added: Vec<Bound<'py, PyAny>>, deleted: Vec<Bound<'py, PyAny>>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = slf.py();
         let this = slf.get();
         let jar = slf.clone().unbind();
@@ -984,7 +987,8 @@ impl Connection {
                 drop(watched);
                 drop(cache);
                 this.changed.lock()?.clear();
-                Ok(Some(tid))
+                // Committed: a tid that cannot be made an int is still a MemoryError, not a panic.
+                Ok(Some(crate::allocation::unsigned_int(py, tid)?))
             }
             Err(error) => Err(error),
         }

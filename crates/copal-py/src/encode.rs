@@ -7,7 +7,7 @@ use std::sync::Arc;
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
 use copal_core::format::{oid_class, oid_seq, tag, FieldKind, ListHead, ObjectField, StringForm, StringsMark, TzInfo, Writer, FLAG_MUTABLE_STATE};
 use copal_core::format::RecordHeader;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyUnicodeEncodeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{
@@ -56,11 +56,12 @@ pub trait Sink {
 
 /// The kind of field that `v` can be written in without a tag (docs/STREAM.md section 5):
 /// exact types only, since a subclass would be read back as its base type.
-pub fn field_kind_of(v: &Bound<'_, PyAny>) -> FieldKind {
-    if let Ok(s) = v.cast_exact::<PyString>() {
+pub fn field_kind_of(v: &Bound<'_, PyAny>) -> PyResult<FieldKind> {
+    Ok(if let Ok(s) = v.cast_exact::<PyString>() {
         // Strings with lone surrogates have no UTF-8 form (they are STR_SURROGATES).
-        if str_text(s).is_ok() { FieldKind::Str } else { FieldKind::Any }
+        if utf8_text(s)?.is_some() { FieldKind::Str } else { FieldKind::Any }
     } else if v.cast_exact::<PyInt>().is_ok_and(|i| i.extract::<i64>().is_ok()) {
+        // An int too big for i64 is Any, also when the OverflowError saying so could not be made.
         FieldKind::Int
     } else if v.cast_exact::<PyFloat>().is_ok() {
         FieldKind::Float
@@ -68,6 +69,17 @@ pub fn field_kind_of(v: &Bound<'_, PyAny>) -> FieldKind {
         FieldKind::List
     } else {
         FieldKind::Any
+    })
+}
+
+/// The UTF-8 text of `s`, or None if it has none (lone surrogates). The UTF-8 form of a
+/// non-ASCII str is made on first use (CPython keeps it in the str): that allocation failing is
+/// a MemoryError, not a str without UTF-8, which would be written in another form.
+pub(crate) fn utf8_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Option<&'a str>> {
+    match str_text(s) {
+        Ok(text) => Ok(Some(text)),
+        Err(error) if error.is_instance_of::<PyUnicodeEncodeError>(s.py()) => Ok(None),
+        Err(error) => Err(error),
     }
 }
 
@@ -559,14 +571,14 @@ impl<'s> Encoder<'s> {
             self.mutable = true;
             if !self.backref_or_slot(v)? {
                 self.w.u8(tag::SET);
-                let items = self.canonical_order(s.iter().collect(), depth)?;
+                let items = self.canonical_order(set_items(s)?, depth)?;
                 self.items(items.len(), items.into_iter(), depth)?;
             }
         } else if let Ok(s) = v.cast_exact::<PyFrozenSet>() {
             if !self.backref_or_slot(v)? {
                 let copy = (self.next_memo - 1, self.w.buf.len());
                 self.w.u8(tag::FROZENSET);
-                let items = self.canonical_order(s.iter().collect(), depth)?;
+                let items = self.canonical_order(set_items(s)?, depth)?;
                 self.immutable_items(v, copy, items.len(), items.into_iter(), depth)?;
             }
         } else if let Ok(c) = v.cast_exact::<PyComplex>() {
@@ -652,10 +664,14 @@ impl<'s> Encoder<'s> {
     }
 
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
-        if !self.shared_string(s, StringForm::Tagged, None) {
+        if !self.shared_string(s, StringForm::Tagged, None)? {
             // Lone surrogates are not UTF-8; "surrogatepass" writes each as its own 3-byte
             // sequence (generalized UTF-8, docs/FORMAT.md "Strings").
-            let bytes = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
+            // SAFETY: `s` is a str; the codec and error handler names are NUL-terminated. The
+            // result is a new reference to a bytes object, or null with an exception set.
+            let bytes = unsafe {
+                Bound::from_owned_ptr_or_err(s.py(), ffi::PyUnicode_AsEncodedString(s.as_ptr(), c"utf-8".as_ptr(), c"surrogatepass".as_ptr()))?
+            };
             self.w.u8(tag::STR_SURROGATES);
             self.w.length_prefixed(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
         }
@@ -665,19 +681,19 @@ impl<'s> Encoder<'s> {
     /// Writes the string `s` in `form`, through the stream's string table if the stream shares
     /// strings (with the texts `field` wrote recently, if it is the value of an object's typed
     /// field). False, with nothing written, when `s` is not UTF-8 (lone surrogates).
-    fn shared_string(&mut self, s: &Bound<'_, PyString>, form: StringForm, field: Option<ObjectField>) -> bool {
+    fn shared_string(&mut self, s: &Bound<'_, PyString>, form: StringForm, field: Option<ObjectField>) -> PyResult<bool> {
         // An object met again is found by address, before its text is read.
         if let Some(strings) = &mut self.strings {
             if strings.wrote_reference(&mut self.w.buf, form, s) {
-                return true;
+                return Ok(true);
             }
         }
-        let Ok(text) = str_text(s) else { return false };
+        let Some(text) = utf8_text(s)? else { return Ok(false) };
         match &mut self.strings {
             Some(strings) => strings.write_new(&mut self.w.buf, form, s, text, field),
             None => form.write_new(&mut self.w.buf, text.as_bytes()),
         }
-        true
+        Ok(true)
     }
 
     fn int(&mut self, i: &Bound<'_, PyInt>) -> Step {
@@ -753,7 +769,10 @@ impl<'s> Encoder<'s> {
                     // the input when read (the length rule), so such lists stay LISTs.
                     None => this.sink.field_kinds(descriptor).filter(|kinds| !kinds.is_empty()),
                 };
-                let Some(kinds) = kinds.filter(|kinds| this.fits_kinds(fields.py(), held, kinds)) else { return Ok(false) };
+                let Some(kinds) = kinds else { return Ok(false) };
+                if !this.fits_kinds(fields.py(), held, &kinds)? {
+                    return Ok(false);
+                }
                 if typed.is_none() {
                     head(&mut this.w, count as u64);
                     this.w.varint(u64::from(descriptor));
@@ -788,7 +807,7 @@ impl<'s> Encoder<'s> {
     /// has field kinds that its values fit.
     fn object_fields<'py>(&mut self, descriptor: u32, fields: &impl FieldSource<'py>, held: Held, depth: usize) -> Step {
         match self.sink.field_kinds(descriptor) {
-            Some(kinds) if self.fits_kinds(fields.py(), held, &kinds) => {
+            Some(kinds) if self.fits_kinds(fields.py(), held, &kinds)? => {
                 self.w.u8(tag::TYPED_OBJECT);
                 self.w.varint(u64::from(descriptor));
                 self.typed_fields(descriptor, fields, held, &kinds, depth)
@@ -850,9 +869,16 @@ impl<'s> Encoder<'s> {
 
     /// Whether every value of `held` has the kind of its field, so that the object can be
     /// written as a TYPED_OBJECT of these `kinds`.
-    fn fits_kinds(&self, py: Python<'_>, held: Held, kinds: &[FieldKind]) -> bool {
-        held.len == kinds.len()
-            && kinds.iter().enumerate().all(|(index, &kind)| kind == FieldKind::Any || field_kind_of(&self.held_field(py, held, index).1) == kind)
+    fn fits_kinds(&self, py: Python<'_>, held: Held, kinds: &[FieldKind]) -> PyResult<bool> {
+        if held.len != kinds.len() {
+            return Ok(false);
+        }
+        for (index, &kind) in kinds.iter().enumerate() {
+            if kind != FieldKind::Any && field_kind_of(&self.held_field(py, held, index).1)? != kind {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Calls `write` with the index, name and value of each field of `held`, read from `fields`.
@@ -890,7 +916,7 @@ impl<'s> Encoder<'s> {
                 let s = v.cast::<PyString>().map_err(PyErr::from)?;
                 // `fits_kinds` saw a UTF-8 str here, and the value is held (`with_fields`): this
                 // only fails if a caller skipped the test.
-                if !self.shared_string(s, StringForm::Typed, Some(field)) {
+                if !self.shared_string(s, StringForm::Typed, Some(field))? {
                     return Err(Failure::Unsupported { path: vec![], reason: "a string field changed while it was being written".into() });
                 }
             }
@@ -971,8 +997,8 @@ impl<'s> Encoder<'s> {
 
     /// A BrokenObject, written back as it was read: same type name, same fields.
     fn broken_object(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
-        let type_name: String = v.getattr("type_name")?.extract()?;
-        let state = v.getattr("state")?.cast_into::<PyDict>().map_err(PyErr::from)?;
+        let type_name: String = v.getattr(pyo3::intern!(v.py(), "type_name"))?.extract()?;
+        let state = v.getattr(pyo3::intern!(v.py(), "state"))?.cast_into::<PyDict>().map_err(PyErr::from)?;
         self.mutable = true;
         if self.backref_or_slot(v)? {
             return Ok(());
@@ -986,7 +1012,7 @@ impl<'s> Encoder<'s> {
     fn enum_member(&mut self, v: &Bound<'_, PyAny>) -> Step {
         let descriptor = self.sink.enum_descriptor(&v.get_type())?;
         // A composite Flag is named "A|B"; an empty Flag has no name and is written as "".
-        let name: Option<String> = v.getattr("_name_")?.extract()?;
+        let name: Option<String> = v.getattr(pyo3::intern!(v.py(), "_name_"))?.extract()?;
         let name = name.unwrap_or_default();
         self.w.u8(tag::ENUM);
         self.w.varint(u64::from(descriptor));
@@ -1076,8 +1102,8 @@ impl<'s> Encoder<'s> {
         self.w.u8(base);
         if base == tag::DICT {
             // Read through dict's own methods: a subclass may override items() or __iter__.
-            let pairs = pyo3::types::PyDict::type_object(v.py()).call_method1("items", (v,))?;
-            let plain = PyDict::new(v.py());
+            let pairs = pyo3::types::PyDict::type_object(v.py()).call_method1(pyo3::intern!(v.py(), "items"), (v,))?;
+            let plain = crate::allocation::dict(v.py())?;
             for pair in pairs.try_iter()? {
                 let (k, val): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?.extract()?;
                 plain.set_item(k, val)?;
@@ -1108,10 +1134,10 @@ impl<'s> Encoder<'s> {
         if self.backref_or_slot(v)? {
             return Ok(());
         }
-        let dict = if has_instance_dict(v) { instance_dict(v)? } else { PyDict::new(v.py()) };
+        let dict = if has_instance_dict(v) { instance_dict(v)? } else { crate::allocation::dict(v.py())? };
         let shape = self.sink.descriptor(&v.get_type(), &dict)?;
         // Called on the base type, the method runs in C whatever the subclass overrides.
-        let value = base.call_method1(value_method, (v,))?;
+        let value = base.call_method1(crate::allocation::str(v.py(), value_method)?, (v,))?;
         self.w.u8(tag::SUBCLASS);
         self.w.varint(u64::from(shape.descriptor));
         // A base is no STR value of the stream: it takes no string slot and is never a STRREF.
@@ -1152,6 +1178,21 @@ impl LastShape {
     }
 }
 
+/// The items of a set or frozenset (pyo3's iterator over one panics if it cannot be made).
+fn set_items<'py>(set: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    iterated(set, set.len()?)
+}
+
+/// The items `iterable` iterates over, with room made for `capacity` of them. Not `collect`ed from pyo3's
+/// iterator, whose size hint (`__length_hint__`) prints a failure to allocate as unraisable.
+fn iterated<'py>(iterable: &Bound<'py, PyAny>, capacity: usize) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let mut items = Vec::with_capacity(capacity);
+    for item in iterable.try_iter()? {
+        items.push(item?);
+    }
+    Ok(items)
+}
+
 fn builtin_iter<'py>(v: &Bound<'py, PyAny>, base: u8) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let py = v.py();
     let base_type = match base {
@@ -1160,7 +1201,8 @@ fn builtin_iter<'py>(v: &Bound<'py, PyAny>, base: u8) -> PyResult<Vec<Bound<'py,
         tag::SET => PySet::type_object(py),
         _ => PyFrozenSet::type_object(py),
     };
-    base_type.call_method1("__iter__", (v,))?.try_iter()?.collect()
+    // No room is made ahead: the subclass's own `__len__` is not asked.
+    iterated(&base_type.call_method1(pyo3::intern!(py, "__iter__"), (v,))?, 0)
 }
 
 use pyo3::PyTypeInfo;
@@ -1360,15 +1402,23 @@ fn only_in_streams(what: &str) -> Failure {
 /// persistence (`_p_`) ones. The instance dict itself unless it has such attributes.
 pub fn stored_state<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     let dict = instance_dict(obj)?;
-    let is_volatile = |key: &Bound<'py, PyAny>| {
-        key.cast::<PyString>().ok().and_then(|k| k.to_str().ok()).is_some_and(|k| k.starts_with("_v_") || k.starts_with("_p_"))
+    let is_volatile = |key: &Bound<'py, PyAny>| -> PyResult<bool> {
+        let Ok(key) = key.cast::<PyString>() else { return Ok(false) };
+        Ok(utf8_text(key)?.is_some_and(|k| k.starts_with("_v_") || k.starts_with("_p_")))
     };
-    if !dict.keys().iter().any(|key| is_volatile(&key)) {
+    let mut volatile = false;
+    for (key, _) in dict.iter() {
+        if is_volatile(&key)? {
+            volatile = true;
+            break;
+        }
+    }
+    if !volatile {
         return Ok(dict);
     }
-    let stored = PyDict::new(obj.py());
+    let stored = crate::allocation::dict(obj.py())?;
     for (key, value) in dict.iter() {
-        if !is_volatile(&key) {
+        if !is_volatile(&key)? {
             stored.set_item(key, value)?;
         }
     }
@@ -1383,7 +1433,7 @@ pub(crate) fn tz_info(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Failure
     let Some(tz) = tz else { return Ok(TzInfo::Naive) };
     let py = tz.py();
     if tz.get_type().is(pytypes::timezone_type(py)?) {
-        let offset = tz.call_method1("utcoffset", (py.None(),))?;
+        let offset = tz.call_method1(pyo3::intern!(py, "utcoffset"), (py.None(),))?;
         let delta = offset.cast::<PyDelta>().map_err(PyErr::from)?;
         let micros = i64::from(delta.get_days()) * MICROS_PER_DAY
             + i64::from(delta.get_seconds()) * MICROS_PER_SECOND
@@ -1391,7 +1441,7 @@ pub(crate) fn tz_info(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Failure
         return Ok(TzInfo::Offset(micros));
     }
     if tz.get_type().is(pytypes::zoneinfo_type(py)?) {
-        return Ok(TzInfo::Named(tz.getattr("key")?.extract()?));
+        return Ok(TzInfo::Named(tz.getattr(pyo3::intern!(py, "key"))?.extract()?));
     }
     Err(Failure::Unsupported {
         path: vec![],

@@ -69,7 +69,7 @@ fn compute_layout(class: &Bound<'_, PyType>) -> PyResult<Option<Arc<SlotLayout>>
                 crate::classes::type_name_of(class).unwrap_or_else(|_| "?".into())
             ))
         })?;
-        fields.push(SlotField { name: PyString::intern(py, name.to_str()?).unbind(), member: member.unbind(), offset });
+        fields.push(SlotField { name: crate::allocation::interned_str(py, name.to_str()?)?.unbind(), member: member.unbind(), offset });
     }
     Ok((!fields.is_empty() || !has_dict).then(|| Arc::new(SlotLayout { fields, has_dict })))
 }
@@ -157,7 +157,7 @@ impl<'py> FieldSource<'py> for SlotFields<'py> {
 
     fn to_dict(&self) -> PyResult<Bound<'py, PyDict>> {
         let py = self.py();
-        let state = PyDict::new(py);
+        let state = crate::allocation::dict(py)?;
         let mut position: ffi::Py_ssize_t = 0;
         while let Some((name, value)) = self.next_field(&mut position) {
             // SAFETY: borrowed references from `next_field`, made owned before any Python code

@@ -99,7 +99,7 @@ impl Sink for StreamSink {
             self.table.length_prefixed(name.as_bytes());
         }
         if self.typed_objects {
-            let kinds: Rc<[FieldKind]> = dict.values().iter().map(|value| field_kind_of(&value)).collect();
+            let kinds: Rc<[FieldKind]> = dict.iter().map(|(_, value)| field_kind_of(&value)).collect::<PyResult<_>>()?;
             kinds.iter().for_each(|kind| self.kinds_bytes.u8(kind.byte()));
             self.kinds.push(kinds);
         }
@@ -113,7 +113,7 @@ impl Sink for StreamSink {
         if let Some(&id) = self.enums.get(&key) {
             return Ok(id);
         }
-        let id = self.descriptor(class, &PyDict::new(class.py()))?.descriptor;
+        let id = self.descriptor(class, &crate::allocation::dict(class.py())?)?.descriptor;
         // `classes` keeps the class alive, so its address stays a valid key.
         self.enums.insert(key, id);
         Ok(id)
