@@ -159,6 +159,20 @@ def test_dumps_raises_memory_error_or_returns_the_stream() -> None:
     _each_allocation_failing(lambda: copal.dumps(value), check)
 
 
+@pytest.mark.parametrize("text_format", ["json", "xml"])
+def test_text_dumps_raises_memory_error_or_returns_the_document(text_format: str) -> None:
+    # The JSON writer writes most graphs itself (json_writer.rs) and leaves the rest, such as
+    # lone surrogates, to the transcoder, like XML's.
+    value = _representative()
+    del value["strs"]  # JSON and XML have no lone surrogates
+    expected = copal.dumps(value, format=text_format)
+
+    def check(data: bytes) -> None:
+        assert data == expected
+
+    _each_allocation_failing(lambda: copal.dumps(value, format=text_format), check)
+
+
 def test_pack_many_raises_memory_error_or_returns_the_archive() -> None:
     values = [1, _representative(), "last"]
     expected = copal.pack_many(values)

@@ -1179,7 +1179,7 @@ impl LastShape {
 }
 
 /// The items of a set or frozenset (pyo3's iterator over one panics if it cannot be made).
-fn set_items<'py>(set: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+pub(crate) fn set_items<'py>(set: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
     iterated(set, set.len()?)
 }
 

@@ -655,7 +655,7 @@ impl<'py> JsonWriter<'py> {
         if self.slot_or_ref(v)? {
             return Ok(());
         }
-        let mut items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
+        let mut items = crate::encode::set_items(v)?;
         if items.len() > 1 {
             if !items.iter().all(|item| self.sorts_alone(item)) {
                 return Err(Unhandled);

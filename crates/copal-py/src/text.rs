@@ -10,6 +10,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
+use crate::allocation;
 use crate::errors::{corrupt, CorruptRecordError};
 use crate::standalone::{checked_level, checked_max_size, compress, decode_body, decompress, encode_body, COMPRESSION_NONE};
 
@@ -32,7 +33,7 @@ pub fn dumps_text_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, format: &st
     let body = encode_body(py, obj, false)?.parts.concat();
     // The body was just written by the encoder, so it always transcodes; a failure is a bug.
     let text = py.detach(|| write(&body)).map_err(|e| PyRuntimeError::new_err(format!("{name} transcoding failed: {e}")))?;
-    Ok(PyBytes::new(py, text.as_bytes()))
+    Ok(allocation::bytes(py, text.as_bytes())?.cast_into::<PyBytes>()?)
 }
 
 /// `copal.dumps(obj, format="json")` written straight from the objects: the document, or None
@@ -69,7 +70,7 @@ pub fn compress_text_raw<'py>(py: Python<'py>, document: &[u8], compression: u8,
     }
     let level = checked_level(compression, level)?;
     let framed = compress(py, &[document], compression, level)?.unwrap_or_default();
-    Ok(PyBytes::new(py, &framed))
+    Ok(allocation::bytes(py, &framed)?.cast_into::<PyBytes>()?)
 }
 
 /// `copal.loads` of a compressed document: the bytes `data` (one frame of `compression`, nothing
@@ -78,5 +79,5 @@ pub fn compress_text_raw<'py>(py: Python<'py>, document: &[u8], compression: u8,
 pub fn decompress_text_raw<'py>(py: Python<'py>, data: &[u8], compression: u8, max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     let max_size = checked_max_size(max_size)?;
     let body = decompress(py, compression, data, max_size)?;
-    Ok(PyBytes::new(py, body.bytes()))
+    Ok(allocation::bytes(py, body.bytes())?.cast_into::<PyBytes>()?)
 }
