@@ -173,6 +173,18 @@ def test_text_dumps_raises_memory_error_or_returns_the_document(text_format: str
     _each_allocation_failing(lambda: copal.dumps(value, format=text_format), check)
 
 
+def test_json_dumps_of_lone_surrogates_raises_memory_error_or_returns_the_document() -> None:
+    # A str that is not UTF-8 is written as {"$surrogates": base64}: a failed allocation while
+    # its UTF-8 form is tried is not taken for lone surrogates.
+    value = ["plain", "a\udc80b", {"k": "\udc81", "j": "é"}] * 3
+    expected = copal.dumps(value, format="json")
+
+    def check(data: bytes) -> None:
+        assert data == expected
+
+    _each_allocation_failing(lambda: copal.dumps(value, format="json"), check)
+
+
 def test_pack_many_raises_memory_error_or_returns_the_archive() -> None:
     values = [1, _representative(), "last"]
     expected = copal.pack_many(values)

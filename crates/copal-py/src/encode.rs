@@ -75,6 +75,17 @@ pub fn field_kind_of(v: &Bound<'_, PyAny>) -> PyResult<FieldKind> {
 /// The UTF-8 text of `s`, or None if it has none (lone surrogates). The UTF-8 form of a
 /// non-ASCII str is made on first use (CPython keeps it in the str): that allocation failing is
 /// a MemoryError, not a str without UTF-8, which would be written in another form.
+/// The generalized UTF-8 of `s`, which has lone surrogates: each written as its own 3-byte
+/// sequence ("surrogatepass", docs/FORMAT.md "Strings").
+pub(crate) fn generalized_utf8<'py>(s: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyBytes>> {
+    // SAFETY: `s` is a str; the codec and error handler names are NUL-terminated. The result is
+    // a new reference to a bytes object, or null with an exception set.
+    let bytes = unsafe {
+        Bound::from_owned_ptr_or_err(s.py(), ffi::PyUnicode_AsEncodedString(s.as_ptr(), c"utf-8".as_ptr(), c"surrogatepass".as_ptr()))?
+    };
+    Ok(bytes.cast_into::<PyBytes>()?)
+}
+
 pub(crate) fn utf8_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<Option<&'a str>> {
     match str_text(s) {
         Ok(text) => Ok(Some(text)),
@@ -665,15 +676,10 @@ impl<'s> Encoder<'s> {
 
     fn string(&mut self, s: &Bound<'_, PyString>) -> Step {
         if !self.shared_string(s, StringForm::Tagged, None)? {
-            // Lone surrogates are not UTF-8; "surrogatepass" writes each as its own 3-byte
-            // sequence (generalized UTF-8, docs/FORMAT.md "Strings").
-            // SAFETY: `s` is a str; the codec and error handler names are NUL-terminated. The
-            // result is a new reference to a bytes object, or null with an exception set.
-            let bytes = unsafe {
-                Bound::from_owned_ptr_or_err(s.py(), ffi::PyUnicode_AsEncodedString(s.as_ptr(), c"utf-8".as_ptr(), c"surrogatepass".as_ptr()))?
-            };
+            // Lone surrogates are not UTF-8.
+            let bytes = generalized_utf8(s)?;
             self.w.u8(tag::STR_SURROGATES);
-            self.w.length_prefixed(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
+            self.w.length_prefixed(bytes.as_bytes());
         }
         Ok(())
     }

@@ -32,7 +32,7 @@ use pyo3::PyTypeInfo;
 use crate::bytes_output::BytesOutput;
 use crate::classes::type_name_of;
 use crate::dict_items::{made_dict, Cursor, DictNext, DictTable, InstanceValues, Next, SlotItems};
-use crate::encode::{self, object_dict, time_of_day_micros, tz_info, Encoder, Kind};
+use crate::encode::{self, generalized_utf8, object_dict, time_of_day_micros, tz_info, utf8_text, Encoder, Kind};
 use crate::slots::SlotLayout;
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
@@ -439,9 +439,9 @@ impl<'py> JsonWriter<'py> {
 
     #[inline(always)]
     fn string(&mut self, s: Borrowed<'_, 'py, PyString>) -> Step {
-        match str_text(&s) {
-            Ok(text) => string(&mut self.out, text),
-            Err(_) => self.surrogates(s)?,
+        match utf8_text(&s)? {
+            Some(text) => string(&mut self.out, text),
+            None => self.surrogates(s)?,
         }
         Ok(())
     }
@@ -449,10 +449,9 @@ impl<'py> JsonWriter<'py> {
     /// A str with lone surrogates, which are not UTF-8: the generalized UTF-8 of encode.rs, in base64.
     #[cold]
     fn surrogates(&mut self, s: Borrowed<'_, 'py, PyString>) -> Step {
-        let s = s.to_owned();
-        let bytes = s.call_method1(pyo3::intern!(s.py(), "encode"), ("utf-8", "surrogatepass"))?;
+        let bytes = generalized_utf8(&s.to_owned())?;
         self.out.push_str("{\"$surrogates\":");
-        self.base64(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
+        self.base64(bytes.as_bytes());
         Ok(())
     }
 
