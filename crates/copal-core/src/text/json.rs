@@ -1,10 +1,12 @@
 //! The JSON form of a stream body (docs/TEXT_FORMATS.md): `{"$copal": 1, "value": ...}`, with
 //! JSON's own types where they fit and `$`-tagged objects where JSON cannot express a type.
 
+use std::borrow::Cow;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
+pub use super::json_body::body_from_json;
 use super::tree::{zone as zone_of, TreeBuilder};
 use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError, TextOut};
 use crate::format::calendar::MICROS_PER_DAY;
@@ -20,7 +22,7 @@ pub const DOCUMENT_OPENING: &str = "{\"$copal\":2,\"value\":";
 
 /// JSON nesting allowed on input: a value of depth 256 (FORMAT.md's limit) takes at most two
 /// JSON levels per value level (`{"$tuple": [...]}`), plus the document's own object.
-const MAX_JSON_DEPTH: usize = 2 * 256 + 8;
+pub(super) const MAX_JSON_DEPTH: usize = 2 * 256 + 8;
 
 // -- writing ------------------------------------------------------------------------------------
 
@@ -704,7 +706,7 @@ unsafe fn copy_plain(bytes: &[u8], dst: *mut u8) -> usize {
 
 /// A parsed JSON value; numbers keep their text so that integers of any size survive.
 #[derive(Debug)]
-enum Json<'a> {
+pub(super) enum Json<'a> {
     Null,
     Bool(bool),
     Number(&'a str),
@@ -713,9 +715,9 @@ enum Json<'a> {
     Object(Vec<(String, Json<'a>)>),
 }
 
-struct Parser<'a> {
-    text: &'a str,
-    at: usize,
+pub(super) struct Parser<'a> {
+    pub(super) text: &'a str,
+    pub(super) at: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -723,18 +725,18 @@ impl<'a> Parser<'a> {
         TextError::Syntax { offset: self.at, message: message.to_owned() }
     }
 
-    fn ws(&mut self) {
+    pub(super) fn ws(&mut self) {
         let bytes = self.text.as_bytes();
         while self.at < bytes.len() && matches!(bytes[self.at], b' ' | b'\t' | b'\n' | b'\r') {
             self.at += 1;
         }
     }
 
-    fn peek(&self) -> Option<u8> {
+    pub(super) fn peek(&self) -> Option<u8> {
         self.text.as_bytes().get(self.at).copied()
     }
 
-    fn expect(&mut self, c: u8) -> Result<(), TextError> {
+    pub(super) fn expect(&mut self, c: u8) -> Result<(), TextError> {
         self.ws();
         if self.peek() == Some(c) {
             self.at += 1;
@@ -744,7 +746,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Json<'a>, TextError> {
+    pub(super) fn value(&mut self, depth: usize) -> Result<Json<'a>, TextError> {
         if depth > MAX_JSON_DEPTH {
             return Err(self.fail("nested too deeply"));
         }
@@ -807,7 +809,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn literal(&mut self, word: &str, value: Json<'a>) -> Result<Json<'a>, TextError> {
+    pub(super) fn literal(&mut self, word: &str, value: Json<'a>) -> Result<Json<'a>, TextError> {
         if self.text[self.at..].starts_with(word) {
             self.at += word.len();
             Ok(value)
@@ -817,7 +819,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A number in RFC 8259 syntax, kept as text.
-    fn number(&mut self) -> Result<Json<'a>, TextError> {
+    pub(super) fn number(&mut self) -> Result<Json<'a>, TextError> {
         let start = self.at;
         let bytes = self.text.as_bytes();
         let digits = |at: &mut usize| {
@@ -856,12 +858,33 @@ impl<'a> Parser<'a> {
     }
 
     fn string(&mut self) -> Result<String, TextError> {
+        self.string_text().map(Cow::into_owned)
+    }
+
+    /// A string, borrowed from the text unless it holds escapes.
+    pub(super) fn string_text(&mut self) -> Result<Cow<'a, str>, TextError> {
         if self.peek() != Some(b'"') {
             return Err(self.fail("expected a string"));
         }
         self.at += 1;
-        let bytes = self.text.as_bytes();
-        let mut out = String::new();
+        let text = self.text;
+        let bytes = text.as_bytes();
+        let start = self.at;
+        loop {
+            let Some(&b) = bytes.get(self.at) else {
+                return Err(self.fail("unterminated string"));
+            };
+            match b {
+                b'"' => {
+                    self.at += 1;
+                    return Ok(Cow::Borrowed(&text[start..self.at - 1]));
+                }
+                b'\\' => break,
+                0x00..=0x1F => return Err(self.fail("control character in a string")),
+                _ => self.at += 1,
+            }
+        }
+        let mut out = String::from(&text[start..self.at]);
         let mut start = self.at;
         loop {
             let Some(&b) = bytes.get(self.at) else {
@@ -869,12 +892,12 @@ impl<'a> Parser<'a> {
             };
             match b {
                 b'"' => {
-                    out.push_str(&self.text[start..self.at]);
+                    out.push_str(&text[start..self.at]);
                     self.at += 1;
-                    return Ok(out);
+                    return Ok(Cow::Owned(out));
                 }
                 b'\\' => {
-                    out.push_str(&self.text[start..self.at]);
+                    out.push_str(&text[start..self.at]);
                     self.at += 1;
                     self.escape(&mut out)?;
                     start = self.at;
@@ -931,10 +954,15 @@ impl<'a> Parser<'a> {
 /// Whether two members of an object have the same key: what they mean would depend on the
 /// reader (RFC 8259 section 4), so copal refuses them.
 fn has_duplicate_key(members: &[(String, Json<'_>)]) -> bool {
-    if members.len() <= 8 {
-        return members.iter().enumerate().any(|(i, (k, _))| members[..i].iter().any(|(other, _)| other == k));
+    has_duplicate(members, |(key, _)| key)
+}
+
+/// Whether two of `items` have the same `key`.
+pub(super) fn has_duplicate<T>(items: &[T], key: impl Fn(&T) -> &str) -> bool {
+    if items.len() <= 8 {
+        return items.iter().enumerate().any(|(i, item)| items[..i].iter().any(|other| key(other) == key(item)));
     }
-    let mut keys: Vec<&str> = members.iter().map(|(k, _)| k.as_str()).collect();
+    let mut keys: Vec<&str> = items.iter().map(key).collect();
     keys.sort_unstable();
     keys.windows(2).any(|w| w[0] == w[1])
 }
@@ -967,16 +995,16 @@ pub fn from_json(text: &str) -> Result<Body, TextError> {
         None => return Err(mapping("the document has no \"$copal\" version")),
     };
     let value = value.ok_or_else(|| mapping("the document has no \"value\""))?;
-    let mut build = Build { tree: TreeBuilder::default(), classes: Vec::new(), class_numbers: HashMap::new(), numbered_classes: version >= 2 };
+    let mut build = Build::new(version);
     let value = build.value(&value)?;
     Ok(build.tree.finish(value))
 }
 
 /// Builds the value tree (and its descriptor table) of a parsed document.
-struct Build {
-    tree: TreeBuilder,
+pub(super) struct Build {
+    pub(super) tree: TreeBuilder,
     /// The class names met so far, by number (docs/TEXT_FORMATS.md section 2.1).
-    classes: Vec<String>,
+    pub(super) classes: Vec<String>,
     class_numbers: HashMap<String, u64>,
     /// Whether the document's version names classes by number (version 2 on).
     numbered_classes: bool,
@@ -989,16 +1017,24 @@ const KIND_TAGS: [&str; 21] = [
     "$decimal", "$uuid",
 ];
 
-fn is_tag(key: &str) -> bool {
+pub(super) fn is_tag(key: &str) -> bool {
     key.starts_with('$') && !key.starts_with("$$")
 }
 
 /// A dict key or field name as written, without the escaping `$`.
 fn unescape(key: &str) -> String {
-    if key.starts_with("$$") { key[1..].to_owned() } else { key.to_owned() }
+    unescaped(key).to_owned()
+}
+
+pub(super) fn unescaped(key: &str) -> &str {
+    if key.starts_with("$$") { &key[1..] } else { key }
 }
 
 impl Build {
+    pub(super) fn new(version: u64) -> Build {
+        Build { tree: TreeBuilder::default(), classes: Vec::new(), class_numbers: HashMap::new(), numbered_classes: version >= 2 }
+    }
+
     fn take_slot(&mut self, id: Option<&Json<'_>>) -> Result<(), TextError> {
         let id = id.map(|id| as_u64(id).ok_or_else(|| mapping("\"$id\" must be a non-negative integer"))).transpose()?;
         self.tree.take_slot(id)
@@ -1007,19 +1043,32 @@ impl Build {
     /// The class named by `json`: a name, numbered here if it is new, or the number of a name
     /// met before (docs/TEXT_FORMATS.md section 2.1).
     fn class_name(&mut self, json: &Json<'_>, kind: &str) -> Result<String, TextError> {
-        match json {
-            Json::Str(name) => {
-                if !self.class_numbers.contains_key(name) {
-                    self.class_numbers.insert(name.clone(), self.classes.len() as u64);
-                    self.classes.push(name.clone());
-                }
-                Ok(name.clone())
-            }
-            Json::Number(n) if self.numbered_classes => {
-                let known = n.parse::<usize>().ok().and_then(|n| self.classes.get(n));
-                known.cloned().ok_or_else(|| mapping(format!("{kind} {n} is not the number of a class named earlier in the document")))
-            }
-            _ => Err(mapping(format!("{kind} needs a class name, or in version 2 the number of one named earlier"))),
+        let number = match json {
+            Json::Str(name) => self.class_named(name),
+            Json::Number(n) => self.class_numbered(n, kind)?,
+            _ => return Err(class_needed(kind)),
+        };
+        Ok(self.classes[number].clone())
+    }
+
+    /// The number of the class named `name`, the next one if it is new.
+    pub(super) fn class_named(&mut self, name: &str) -> usize {
+        if let Some(&number) = self.class_numbers.get(name) {
+            return number as usize;
+        }
+        self.class_numbers.insert(name.to_owned(), self.classes.len() as u64);
+        self.classes.push(name.to_owned());
+        self.classes.len() - 1
+    }
+
+    /// The class that the number `n` (its text) stands for, in version 2 on.
+    pub(super) fn class_numbered(&self, n: &str, kind: &str) -> Result<usize, TextError> {
+        if !self.numbered_classes {
+            return Err(class_needed(kind));
+        }
+        match n.parse::<usize>() {
+            Ok(number) if number < self.classes.len() => Ok(number),
+            _ => Err(mapping(format!("{kind} {n} is not the number of a class named earlier in the document"))),
         }
     }
 
@@ -1030,7 +1079,7 @@ impl Build {
         }
     }
 
-    fn value(&mut self, json: &Json<'_>) -> Result<Value, TextError> {
+    pub(super) fn value(&mut self, json: &Json<'_>) -> Result<Value, TextError> {
         Ok(match json {
             Json::Null => Value::None,
             Json::Bool(b) => Value::Bool(*b),
@@ -1196,6 +1245,10 @@ impl Build {
     }
 }
 
+fn class_needed(kind: &str) -> TextError {
+    mapping(format!("{kind} needs a class name, or in version 2 the number of one named earlier"))
+}
+
 fn as_u64(json: &Json<'_>) -> Option<u64> {
     match json {
         Json::Number(n) => n.parse().ok(),
@@ -1203,7 +1256,7 @@ fn as_u64(json: &Json<'_>) -> Option<u64> {
     }
 }
 
-fn number(text: &str) -> Result<Value, TextError> {
+pub(super) fn number(text: &str) -> Result<Value, TextError> {
     if text.contains(['.', 'e', 'E']) {
         return text.parse().map(Value::Float).map_err(|_| mapping(format!("bad number {text}")));
     }
@@ -1243,6 +1296,10 @@ mod tests {
         assert_eq!(Body::decode(&bytes).unwrap(), body);
         let text = to_json(&bytes).unwrap();
         assert_eq!(from_json(&text).unwrap(), body, "{text}");
+        // The one-pass reader may number descriptors in another order: the graph is the same
+        // when the document written back is.
+        let direct = super::super::json_body::transcode(&text).expect("copal's own documents are read in one pass");
+        assert_eq!(to_json(&direct).unwrap(), text);
         text
     }
 

@@ -8,6 +8,7 @@ pub mod base64;
 mod bigint;
 pub mod clock;
 pub mod json;
+mod json_body;
 mod tree;
 pub mod xml;
 
@@ -217,16 +218,21 @@ impl Body {
     /// The body's bytes (docs/STREAM.md section 4).
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
-        w.varint(self.table.len() as u64);
-        for entry in &self.table {
-            w.u8(if entry.persistent { PERSISTENT } else { 0 });
-            w.length_prefixed(entry.type_name.as_bytes());
-            w.varint(entry.fields.len() as u64);
-            for field in &entry.fields {
-                w.length_prefixed(field.as_bytes());
-            }
-        }
+        write_table(&mut w, &self.table);
         self.value.encode(&mut w);
         w.buf
+    }
+}
+
+/// Writes a stream body's descriptor table (docs/STREAM.md section 4).
+pub(crate) fn write_table(w: &mut Writer, table: &[TableEntry]) {
+    w.varint(table.len() as u64);
+    for entry in table {
+        w.u8(if entry.persistent { PERSISTENT } else { 0 });
+        w.length_prefixed(entry.type_name.as_bytes());
+        w.varint(entry.fields.len() as u64);
+        for field in &entry.fields {
+            w.length_prefixed(field.as_bytes());
+        }
     }
 }

@@ -70,6 +70,10 @@ impl TreeBuilder {
         Ok(base)
     }
 
+    pub(crate) fn table(&self) -> &[TableEntry] {
+        &self.table
+    }
+
     pub(crate) fn finish(self, value: Value) -> Body {
         Body { table: self.table, value }
     }

@@ -1,0 +1,403 @@
+//! The fast way from a JSON document to a stream body: one pass over the text that writes the
+//! body's bytes as it parses, without the value tree of `json::from_json`. It reads documents
+//! laid out as copal writes them: the version first, each tagged object's tag first (after
+//! `"$id"` when there is one). It writes lists, dicts, objects, strings, numbers and
+//! back-references itself, and the rarer tagged values (tuples, sets, dates, bytes, subclasses,
+//! ...) through `json`'s tree, one value at a time. A document laid out otherwise, and any
+//! error, sends the whole document to `from_json`, which gives the same graph or the error
+//! (docs/ARCHITECTURE.md "Reading JSON").
+//!
+//! Descriptors are numbered when an object's last field has been read (the tree numbers them at
+//! the object's tag), so the table of a body may list them in another order than `from_json`'s
+//! does; the graph it decodes to is the same.
+
+use std::borrow::Cow;
+
+use super::json::{from_json, has_duplicate, is_tag, number, unescaped, Build, Json, Parser, JSON_VERSION, MAX_JSON_DEPTH};
+use super::{write_table, TextError};
+use crate::format::{tag, Writer};
+
+/// The stream body (docs/STREAM.md section 4) of a JSON document.
+pub fn body_from_json(text: &str) -> Result<Vec<u8>, TextError> {
+    match transcode(text) {
+        Some(body) => Ok(body),
+        None => from_json(text).map(|body| body.encode()),
+    }
+}
+
+/// The body of a document laid out as copal writes it, in one pass; `None` for any other.
+pub(super) fn transcode(text: &str) -> Option<Vec<u8>> {
+    Transcoder::new(text).document()
+}
+
+/// `None`: the document is not read by this path (see the module's documentation).
+type Step<T = ()> = Option<T>;
+
+struct Transcoder<'a> {
+    parser: Parser<'a>,
+    build: Build,
+    out: Writer,
+    /// The member names of the dicts and objects being read, innermost last.
+    names: Vec<Cow<'a, str>>,
+    /// Per class number, the descriptors met: (persistent, field names, table position).
+    descriptors: Vec<Vec<(bool, Vec<String>, u32)>>,
+}
+
+impl<'a> Transcoder<'a> {
+    fn new(text: &'a str) -> Self {
+        Transcoder {
+            parser: Parser { text, at: 0 },
+            build: Build::new(JSON_VERSION),
+            out: Writer { buf: Vec::with_capacity(text.len() / 2 + 16) },
+            names: Vec::new(),
+            descriptors: Vec::new(),
+        }
+    }
+
+    /// `{"$copal": version, "value": ...}`: the body.
+    fn document(mut self) -> Step<Vec<u8>> {
+        self.parser.expect(b'{').ok()?;
+        self.key("$copal")?;
+        self.parser.ws();
+        let version = match self.parser.number().ok()? {
+            Json::Number(n) => n.parse::<u64>().ok().filter(|v| (1..=JSON_VERSION).contains(v))?,
+            _ => return None,
+        };
+        self.build = Build::new(version);
+        self.parser.expect(b',').ok()?;
+        self.key("value")?;
+        self.value(1)?;
+        self.parser.expect(b'}').ok()?;
+        self.parser.ws();
+        if self.parser.at != self.parser.text.len() {
+            return None;
+        }
+        let mut body = Writer { buf: Vec::with_capacity(self.out.buf.len() + 64) };
+        write_table(&mut body, self.build.tree.table());
+        body.bytes(&self.out.buf);
+        Some(body.buf)
+    }
+
+    /// The member name `expected` and its colon.
+    fn key(&mut self, expected: &str) -> Step {
+        (self.member_name()? == expected).then_some(())
+    }
+
+    /// A member's name and the colon after it.
+    fn member_name(&mut self) -> Step<Cow<'a, str>> {
+        self.parser.ws();
+        let name = self.parser.string_text().ok()?;
+        self.parser.expect(b':').ok()?;
+        Some(name)
+    }
+
+    fn value(&mut self, depth: usize) -> Step {
+        if depth > MAX_JSON_DEPTH {
+            return None;
+        }
+        self.parser.ws();
+        match self.parser.peek()? {
+            b'{' => self.object(depth),
+            b'[' => {
+                self.build.tree.take_slot(None).ok()?;
+                self.list(depth)
+            }
+            b'"' => {
+                let text = self.parser.string_text().ok()?;
+                self.out.str(&text);
+                Some(())
+            }
+            b't' => self.literal("true", tag::TRUE),
+            b'f' => self.literal("false", tag::FALSE),
+            b'n' => self.literal("null", tag::NONE),
+            _ => match self.parser.number().ok()? {
+                Json::Number(text) => {
+                    number(text).ok()?.encode(&mut self.out);
+                    Some(())
+                }
+                _ => None,
+            },
+        }
+    }
+
+    fn literal(&mut self, word: &str, byte: u8) -> Step {
+        self.parser.literal(word, Json::Null).ok()?;
+        self.out.u8(byte);
+        Some(())
+    }
+
+    /// A JSON array as a LIST whose memo slot is taken.
+    fn list(&mut self, depth: usize) -> Step {
+        self.parser.expect(b'[').ok()?;
+        self.out.u8(tag::LIST);
+        let count_at = self.reserve_varint();
+        let mut count = 0;
+        self.parser.ws();
+        if self.parser.peek() == Some(b']') {
+            self.parser.at += 1;
+        } else {
+            loop {
+                self.value(depth + 1)?;
+                count += 1;
+                if !self.more(b']')? {
+                    break;
+                }
+            }
+        }
+        self.patch_varint(count_at, count);
+        Some(())
+    }
+
+    fn object(&mut self, depth: usize) -> Step {
+        let start = self.parser.at;
+        self.parser.at += 1;
+        if self.closes_empty_dict(None)? {
+            return Some(());
+        }
+        let mut key = self.member_name()?;
+        let mut id = None;
+        if key == "$id" {
+            self.parser.ws();
+            id = Some(match self.parser.number().ok()? {
+                Json::Number(n) => n.parse::<u64>().ok()?,
+                _ => return None,
+            });
+            if self.closes_empty_dict(id)? {
+                return Some(());
+            }
+            self.parser.expect(b',').ok()?;
+            key = self.member_name()?;
+        }
+        match &*key {
+            "$type" => self.instance(false, id, depth),
+            "$persistent" => self.instance(true, id, depth),
+            "$list" => {
+                self.build.tree.take_slot(id).ok()?;
+                self.parser.ws();
+                self.list(depth + 1)?;
+                self.parser.expect(b'}').ok()
+            }
+            "$ref" if id.is_none() => {
+                self.parser.ws();
+                let Json::Number(n) = self.parser.number().ok()? else { return None };
+                self.build.tree.reference(n.parse().ok()?).ok()?.encode(&mut self.out);
+                self.parser.expect(b'}').ok()
+            }
+            name if !is_tag(name) => {
+                self.build.tree.take_slot(id).ok()?;
+                self.dict(key, depth)
+            }
+            _ => self.tree_value(start, depth),
+        }
+    }
+
+    /// Whether the object being read ends here, before any member other than `"$id"`: an
+    /// empty dict, then written with the memo slot it takes.
+    fn closes_empty_dict(&mut self, id: Option<u64>) -> Step<bool> {
+        self.parser.ws();
+        if self.parser.peek() != Some(b'}') {
+            return Some(false);
+        }
+        self.parser.at += 1;
+        self.build.tree.take_slot(id).ok()?;
+        self.out.u8(tag::DICT);
+        self.out.u8(0);
+        Some(true)
+    }
+
+    /// The value at `start` read through `json`'s tree.
+    fn tree_value(&mut self, start: usize, depth: usize) -> Step {
+        self.parser.at = start;
+        let json = self.parser.value(depth).ok()?;
+        self.build.value(&json).ok()?.encode(&mut self.out);
+        Some(())
+    }
+
+    /// A plain dict whose memo slot is taken and whose first key, `first`, has been read.
+    fn dict(&mut self, first: Cow<'a, str>, depth: usize) -> Step {
+        self.out.u8(tag::DICT);
+        let count_at = self.reserve_varint();
+        let names_from = self.names.len();
+        let mut key = first;
+        loop {
+            if is_tag(&key) {
+                return None;
+            }
+            self.out.str(unescaped(&key));
+            self.names.push(key);
+            self.value(depth + 1)?;
+            if !self.more(b'}')? {
+                break;
+            }
+            key = self.member_name()?;
+        }
+        if has_duplicate(&self.names[names_from..], |name| name) {
+            return None;
+        }
+        let count = self.names.len() - names_from;
+        self.names.truncate(names_from);
+        self.patch_varint(count_at, count as u64);
+        Some(())
+    }
+
+    /// An OBJECT whose `"$type"` (or `"$persistent"`) key has been read.
+    fn instance(&mut self, persistent: bool, id: Option<u64>, depth: usize) -> Step {
+        let kind = if persistent { "$persistent" } else { "$type" };
+        self.parser.ws();
+        let class = match self.parser.peek()? {
+            b'"' => {
+                let name = self.parser.string_text().ok()?;
+                self.build.class_named(&name)
+            }
+            _ => match self.parser.number().ok()? {
+                Json::Number(n) => self.build.class_numbered(n, kind).ok()?,
+                _ => return None,
+            },
+        };
+        self.build.tree.take_slot(id).ok()?;
+        self.out.u8(tag::OBJECT);
+        let descriptor_at = self.reserve_varint();
+        let names_from = self.names.len();
+        while self.more(b'}')? {
+            let name = self.member_name()?;
+            if is_tag(&name) {
+                return None;
+            }
+            self.names.push(name);
+            self.value(depth + 1)?;
+        }
+        let descriptor = self.descriptor(persistent, class, names_from)?;
+        self.names.truncate(names_from);
+        self.patch_varint(descriptor_at, u64::from(descriptor));
+        Some(())
+    }
+
+    /// The table position of the descriptor of class `class` whose fields are the names from
+    /// `names_from` on, added if it is new.
+    fn descriptor(&mut self, persistent: bool, class: usize, names_from: usize) -> Step<u32> {
+        let names = &self.names[names_from..];
+        if self.descriptors.len() <= class {
+            self.descriptors.resize_with(class + 1, Vec::new);
+        }
+        let same_fields = |fields: &[String]| fields.len() == names.len() && fields.iter().zip(names).all(|(f, n)| f == unescaped(n));
+        if let Some(&(_, _, position)) = self.descriptors[class].iter().find(|(p, fields, _)| *p == persistent && same_fields(fields)) {
+            return Some(position);
+        }
+        if has_duplicate(names, |name| name) {
+            return None;
+        }
+        let fields: Vec<String> = names.iter().map(|name| unescaped(name).to_owned()).collect();
+        let position = self.build.tree.descriptor(persistent, &self.build.classes[class], fields.clone());
+        self.descriptors[class].push((persistent, fields, position));
+        Some(position)
+    }
+
+    /// Past the comma before another item (true) or the `close` that ends the array or object.
+    fn more(&mut self, close: u8) -> Step<bool> {
+        self.parser.ws();
+        let byte = self.parser.peek()?;
+        self.parser.at += 1;
+        match byte {
+            b',' => Some(true),
+            _ if byte == close => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Room for a count written once known (`patch_varint`): one byte, which most counts take.
+    fn reserve_varint(&mut self) -> usize {
+        self.out.u8(0);
+        self.out.buf.len() - 1
+    }
+
+    fn patch_varint(&mut self, at: usize, value: u64) {
+        if value < 0x80 {
+            self.out.buf[at] = value as u8;
+        } else {
+            let mut count = Writer::new();
+            count.varint(value);
+            self.out.buf.splice(at..at + 1, count.buf);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::json::to_json;
+    use crate::text::Body;
+
+    /// The document `body_from_json` gives back for `text`, with `from_json`'s for comparison.
+    fn both_ways(text: &str) -> (String, String) {
+        let direct = to_json(&body_from_json(text).unwrap()).unwrap();
+        let tree = to_json(&from_json(text).unwrap().encode()).unwrap();
+        (direct, tree)
+    }
+
+    #[test]
+    fn documents_laid_out_otherwise_are_read_through_the_tree() {
+        for text in [
+            r#"{"value":[1,"a"],"$copal":2}"#,
+            r#"{"$copal":2,"value":{"x":1,"$type":"m.P"}}"#,
+            r#"{"$copal":2,"value":[{"$type":"m.P","$id":4,"x":[{"$ref":4}]}]}"#,
+            r#"{"$copal":2,"value":{"$list":[1],"$id":0}}"#,
+            r#"{"$copal":2,"value":{"a":[1],"$id":0}}"#,
+        ] {
+            assert!(transcode(text).is_none(), "{text}");
+            let (direct, tree) = both_ways(text);
+            assert_eq!(direct, tree, "{text}");
+        }
+    }
+
+    #[test]
+    fn escapes_counts_and_descriptors_past_one_byte() {
+        let mut text = String::from(r#"{"$copal":2,"value":["#);
+        for class in 0..200 {
+            text.push_str(&format!(r#"{{"$type":"m.C{class}","a\n":{class},"$$b":"\u00e9\"q"}},"#));
+        }
+        let keys: Vec<String> = (0..150).map(|k| format!(r#""k{k}":{k}"#)).collect();
+        text.push_str(&format!("{{{}}},", keys.join(",")));
+        text.push_str(&format!("[{}]]}}", vec!["1.5"; 300].join(",")));
+        let body = transcode(&text).expect("laid out as copal writes");
+        let decoded = Body::decode(&body).unwrap();
+        assert_eq!(decoded.table.len(), 200);
+        assert_eq!(decoded.table[199].fields, ["a\n", "$b"]);
+        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(&text).unwrap().encode()).unwrap());
+    }
+
+    #[test]
+    fn shared_values_keep_their_slots() {
+        let text = r#"{"$copal":2,"value":{"$id":0,"a":{"$id":1,"$list":[{"$id":2}]},"b":{"$ref":1},"c":{"$id":3,"$type":"m.P","me":{"$ref":3},"t":{"$tuple":[{"$ref":2}]}},"d":{"$type":0}}}"#;
+        let body = transcode(text).expect("laid out as copal writes");
+        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(text).unwrap().encode()).unwrap());
+    }
+
+    #[test]
+    fn malformed_documents_fail_as_the_tree_reader_fails() {
+        for text in [
+            r#"{"$copal":2,"value":{"a":1,"a":2}}"#,
+            r#"{"$copal":2,"value":{"$type":"m.P","x":1,"x":2}}"#,
+            r#"{"$copal":2,"value":{"$type":3}}"#,
+            r#"{"$copal":1,"value":[{"$type":"m.P"},{"$type":0}]}"#,
+            r#"{"$copal":2,"value":{"$ref":0}}"#,
+            r#"{"$copal":2,"value":[{"$id":1,"$list":[]},{"$id":1,"$list":[]}]}"#,
+            r#"{"$copal":2,"value":{"a":1,"$zone":"x"}}"#,
+            r#"{"$copal":2,"value":[1,]}"#,
+            r#"{"$copal":2,"value":"\ud800"}"#,
+            r#"{"$copal":2,"value":01}"#,
+            r#"{"$copal":3,"value":1}"#,
+            r#"{"$copal":2,"value":1} x"#,
+            r#"{"$copal":2,"value":[1}"#,
+        ] {
+            assert!(transcode(text).is_none(), "{text}");
+            assert_eq!(body_from_json(text).unwrap_err(), from_json(text).unwrap_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn nesting_is_bounded_as_in_the_tree_reader() {
+        let deep = format!(r#"{{"$copal":2,"value":{}1{}}}"#, "[".repeat(MAX_JSON_DEPTH + 1), "]".repeat(MAX_JSON_DEPTH + 1));
+        assert!(transcode(&deep).is_none());
+        assert!(matches!(body_from_json(&deep), Err(TextError::Syntax { .. })));
+    }
+}
