@@ -21,7 +21,7 @@ type Parser = fn(&str) -> Result<Vec<u8>, TextError>;
 fn codec(format: &str) -> PyResult<(&'static str, Writer, Parser)> {
     match format {
         "json" => Ok(("JSON", json::to_json, json::body_from_json)),
-        "xml" => Ok(("XML", xml::to_xml, |text| xml::from_xml(text).map(|body| body.encode()))),
+        "xml" => Ok(("XML", xml::to_xml, xml::body_from_xml)),
         other => Err(PyValueError::new_err(format!("unknown text format {other:?}"))),
     }
 }

@@ -13,21 +13,28 @@
 
 use std::borrow::Cow;
 
-use super::json::{from_json, has_duplicate, is_tag, number, unescaped, Build, Json, Parser, JSON_VERSION, MAX_JSON_DEPTH};
-use super::{write_table, TextError};
-use crate::format::{tag, Writer};
+use super::body_out::BodyOut;
+use super::json::{from_json, is_tag, number, unescaped, Build, Json, Parser, JSON_VERSION, MAX_JSON_DEPTH};
+use super::TextError;
+use crate::format::tag;
 
 /// The stream body (docs/STREAM.md section 4) of a JSON document.
 pub fn body_from_json(text: &str) -> Result<Vec<u8>, TextError> {
-    match transcode(text) {
-        Some(body) => Ok(body),
-        None => from_json(text).map(|body| body.encode()),
-    }
+    transcode(text).map_or_else(|| from_json(text).map(|body| body.encode()), Ok)
 }
 
 /// The body of a document laid out as copal writes it, in one pass; `None` for any other.
 pub(super) fn transcode(text: &str) -> Option<Vec<u8>> {
     Transcoder::new(text).document()
+}
+
+/// A dict key or field name without its escaping `$` (`"$$x"` is the key `"$x"`).
+fn unescaped_name(name: Cow<'_, str>) -> Cow<'_, str> {
+    match name {
+        Cow::Borrowed(name) => Cow::Borrowed(unescaped(name)),
+        Cow::Owned(name) if name.starts_with("$$") => Cow::Owned(name[1..].to_owned()),
+        owned => owned,
+    }
 }
 
 /// `None`: the document is not read by this path (see the module's documentation).
@@ -36,11 +43,7 @@ type Step<T = ()> = Option<T>;
 struct Transcoder<'a> {
     parser: Parser<'a>,
     build: Build,
-    out: Writer,
-    /// The member names of the dicts and objects being read, innermost last.
-    names: Vec<Cow<'a, str>>,
-    /// Per class number, the descriptors met: (persistent, field names, table position).
-    descriptors: Vec<Vec<(bool, Vec<String>, u32)>>,
+    body: BodyOut<'a>,
 }
 
 impl<'a> Transcoder<'a> {
@@ -48,9 +51,7 @@ impl<'a> Transcoder<'a> {
         Transcoder {
             parser: Parser { text, at: 0 },
             build: Build::new(JSON_VERSION),
-            out: Writer { buf: Vec::with_capacity(text.len() / 2 + 16) },
-            names: Vec::new(),
-            descriptors: Vec::new(),
+            body: BodyOut::with_capacity(text.len() / 2 + 16),
         }
     }
 
@@ -72,10 +73,7 @@ impl<'a> Transcoder<'a> {
         if self.parser.at != self.parser.text.len() {
             return None;
         }
-        let mut body = Writer { buf: Vec::with_capacity(self.out.buf.len() + 64) };
-        write_table(&mut body, self.build.tree.table());
-        body.bytes(&self.out.buf);
-        Some(body.buf)
+        Some(self.body.body(self.build.tree.table()))
     }
 
     /// The member name `expected` and its colon.
@@ -104,7 +102,7 @@ impl<'a> Transcoder<'a> {
             }
             b'"' => {
                 let text = self.parser.string_text().ok()?;
-                self.out.str(&text);
+                self.body.out.str(&text);
                 Some(())
             }
             b't' => self.literal("true", tag::TRUE),
@@ -112,7 +110,7 @@ impl<'a> Transcoder<'a> {
             b'n' => self.literal("null", tag::NONE),
             _ => match self.parser.number().ok()? {
                 Json::Number(text) => {
-                    number(text).ok()?.encode(&mut self.out);
+                    number(text).ok()?.encode(&mut self.body.out);
                     Some(())
                 }
                 _ => None,
@@ -122,15 +120,15 @@ impl<'a> Transcoder<'a> {
 
     fn literal(&mut self, word: &str, byte: u8) -> Step {
         self.parser.literal(word, Json::Null).ok()?;
-        self.out.u8(byte);
+        self.body.out.u8(byte);
         Some(())
     }
 
     /// A JSON array as a LIST whose memo slot is taken.
     fn list(&mut self, depth: usize) -> Step {
         self.parser.expect(b'[').ok()?;
-        self.out.u8(tag::LIST);
-        let count_at = self.reserve_varint();
+        self.body.out.u8(tag::LIST);
+        let count_at = self.body.reserve_varint();
         let mut count = 0;
         self.parser.ws();
         if self.parser.peek() == Some(b']') {
@@ -144,7 +142,7 @@ impl<'a> Transcoder<'a> {
                 }
             }
         }
-        self.patch_varint(count_at, count);
+        self.body.patch_varint(count_at, count);
         Some(())
     }
 
@@ -180,7 +178,7 @@ impl<'a> Transcoder<'a> {
             "$ref" if id.is_none() => {
                 self.parser.ws();
                 let Json::Number(n) = self.parser.number().ok()? else { return None };
-                self.build.tree.reference(n.parse().ok()?).ok()?.encode(&mut self.out);
+                self.build.tree.reference(n.parse().ok()?).ok()?.encode(&mut self.body.out);
                 self.parser.expect(b'}').ok()
             }
             name if !is_tag(name) => {
@@ -200,8 +198,8 @@ impl<'a> Transcoder<'a> {
         }
         self.parser.at += 1;
         self.build.tree.take_slot(id).ok()?;
-        self.out.u8(tag::DICT);
-        self.out.u8(0);
+        self.body.out.u8(tag::DICT);
+        self.body.out.u8(0);
         Some(true)
     }
 
@@ -209,34 +207,35 @@ impl<'a> Transcoder<'a> {
     fn tree_value(&mut self, start: usize, depth: usize) -> Step {
         self.parser.at = start;
         let json = self.parser.value(depth).ok()?;
-        self.build.value(&json).ok()?.encode(&mut self.out);
+        self.build.value(&json).ok()?.encode(&mut self.body.out);
         Some(())
     }
 
     /// A plain dict whose memo slot is taken and whose first key, `first`, has been read.
     fn dict(&mut self, first: Cow<'a, str>, depth: usize) -> Step {
-        self.out.u8(tag::DICT);
-        let count_at = self.reserve_varint();
-        let names_from = self.names.len();
+        self.body.out.u8(tag::DICT);
+        let count_at = self.body.reserve_varint();
+        let names_from = self.body.names.len();
         let mut key = first;
         loop {
             if is_tag(&key) {
                 return None;
             }
-            self.out.str(unescaped(&key));
-            self.names.push(key);
+            let name = unescaped_name(key);
+            self.body.out.str(&name);
+            self.body.names.push(name);
             self.value(depth + 1)?;
             if !self.more(b'}')? {
                 break;
             }
             key = self.member_name()?;
         }
-        if has_duplicate(&self.names[names_from..], |name| name) {
+        if self.body.repeated_name(names_from) {
             return None;
         }
-        let count = self.names.len() - names_from;
-        self.names.truncate(names_from);
-        self.patch_varint(count_at, count as u64);
+        let count = self.body.names.len() - names_from;
+        self.body.names.truncate(names_from);
+        self.body.patch_varint(count_at, count as u64);
         Some(())
     }
 
@@ -255,41 +254,20 @@ impl<'a> Transcoder<'a> {
             },
         };
         self.build.tree.take_slot(id).ok()?;
-        self.out.u8(tag::OBJECT);
-        let descriptor_at = self.reserve_varint();
-        let names_from = self.names.len();
+        self.body.out.u8(tag::OBJECT);
+        let descriptor_at = self.body.reserve_varint();
+        let names_from = self.body.names.len();
         while self.more(b'}')? {
             let name = self.member_name()?;
             if is_tag(&name) {
                 return None;
             }
-            self.names.push(name);
+            self.body.names.push(unescaped_name(name));
             self.value(depth + 1)?;
         }
-        let descriptor = self.descriptor(persistent, class, names_from)?;
-        self.names.truncate(names_from);
-        self.patch_varint(descriptor_at, u64::from(descriptor));
+        let descriptor = self.body.descriptor(&mut self.build.tree, persistent, class, &self.build.classes[class], names_from)?;
+        self.body.patch_varint(descriptor_at, u64::from(descriptor));
         Some(())
-    }
-
-    /// The table position of the descriptor of class `class` whose fields are the names from
-    /// `names_from` on, added if it is new.
-    fn descriptor(&mut self, persistent: bool, class: usize, names_from: usize) -> Step<u32> {
-        let names = &self.names[names_from..];
-        if self.descriptors.len() <= class {
-            self.descriptors.resize_with(class + 1, Vec::new);
-        }
-        let same_fields = |fields: &[String]| fields.len() == names.len() && fields.iter().zip(names).all(|(f, n)| f == unescaped(n));
-        if let Some(&(_, _, position)) = self.descriptors[class].iter().find(|(p, fields, _)| *p == persistent && same_fields(fields)) {
-            return Some(position);
-        }
-        if has_duplicate(names, |name| name) {
-            return None;
-        }
-        let fields: Vec<String> = names.iter().map(|name| unescaped(name).to_owned()).collect();
-        let position = self.build.tree.descriptor(persistent, &self.build.classes[class], fields.clone());
-        self.descriptors[class].push((persistent, fields, position));
-        Some(position)
     }
 
     /// Past the comma before another item (true) or the `close` that ends the array or object.
@@ -304,21 +282,6 @@ impl<'a> Transcoder<'a> {
         }
     }
 
-    /// Room for a count written once known (`patch_varint`): one byte, which most counts take.
-    fn reserve_varint(&mut self) -> usize {
-        self.out.u8(0);
-        self.out.buf.len() - 1
-    }
-
-    fn patch_varint(&mut self, at: usize, value: u64) {
-        if value < 0x80 {
-            self.out.buf[at] = value as u8;
-        } else {
-            let mut count = Writer::new();
-            count.varint(value);
-            self.out.buf.splice(at..at + 1, count.buf);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,10 @@ pub mod base64;
 mod bigint;
 pub mod clock;
 pub mod json;
+mod body_out;
 mod json_body;
 mod tree;
+mod xml_body;
 pub mod xml;
 
 use std::fmt;

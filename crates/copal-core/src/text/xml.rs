@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
+pub use super::xml_body::body_from_xml;
 use super::tree::{zone as zone_of, TreeBuilder};
 use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError};
 use crate::format::{DecodeError, TzInfo, Value};
@@ -13,7 +14,7 @@ pub const XML_VERSION: &str = "1";
 
 /// Element nesting allowed on input: a value of depth 256 (FORMAT.md's limit) takes at most two
 /// element levels per value level (`<field>` around a value), plus the root.
-const MAX_XML_DEPTH: usize = 2 * 256 + 8;
+pub(super) const MAX_XML_DEPTH: usize = 2 * 256 + 8;
 
 // -- writing ------------------------------------------------------------------------------------
 
@@ -288,11 +289,11 @@ fn escape_into(out: &mut String, s: &str) {
 
 /// A parsed element: its name, attributes, child elements and text (character data outside
 /// the children, concatenated).
-struct Element {
-    name: String,
-    attrs: Vec<(String, String)>,
-    children: Vec<Element>,
-    text: String,
+pub(super) struct Element {
+    pub(super) name: String,
+    pub(super) attrs: Vec<(String, String)>,
+    pub(super) children: Vec<Element>,
+    pub(super) text: String,
 }
 
 impl Element {
@@ -346,7 +347,7 @@ impl Parser<'_> {
     }
 
     fn name(&mut self) -> Result<String, TextError> {
-        let len = self.rest().find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))).unwrap_or(self.rest().len());
+        let len = name_length(self.rest());
         if len == 0 {
             return Err(self.fail("expected a name"));
         }
@@ -444,8 +445,13 @@ impl Parser<'_> {
     }
 }
 
+/// The length of the XML name at the start of `text` (0 if there is none).
+pub(super) fn name_length(text: &str) -> usize {
+    text.find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))).unwrap_or(text.len())
+}
+
 /// Character data with its entity and character references replaced.
-fn unescape(raw: &str) -> Result<String, &'static str> {
+pub(super) fn unescape(raw: &str) -> Result<String, &'static str> {
     if !raw.contains('&') {
         return Ok(raw.to_owned());
     }
@@ -499,14 +505,15 @@ pub fn from_xml(text: &str) -> Result<Body, TextError> {
     let [value] = root.children.as_slice() else {
         return Err(mapping("<copal> must hold exactly one value"));
     };
-    let mut build = Build { tree: TreeBuilder::default() };
+    let mut build = Build::default();
     let value = build.value(value)?;
     Ok(build.tree.finish(value))
 }
 
 /// Builds the value tree (and its descriptor table) of a parsed document.
-struct Build {
-    tree: TreeBuilder,
+#[derive(Default)]
+pub(super) struct Build {
+    pub(super) tree: TreeBuilder,
 }
 
 impl Build {
@@ -519,7 +526,7 @@ impl Build {
         e.children.iter().map(|c| self.value(c)).collect()
     }
 
-    fn value(&mut self, e: &Element) -> Result<Value, TextError> {
+    pub(super) fn value(&mut self, e: &Element) -> Result<Value, TextError> {
         let name = e.name.as_str();
         let allowed: &[&str] = match name {
             "list" | "tuple" | "set" | "frozenset" | "dict" | "bytearray" => &["id"],
@@ -680,7 +687,7 @@ impl Build {
     }
 }
 
-fn float(text: &str) -> Option<f64> {
+pub(super) fn float(text: &str) -> Option<f64> {
     match text {
         "nan" => Some(f64::NAN),
         "inf" => Some(f64::INFINITY),
@@ -698,6 +705,10 @@ mod tests {
         let body = Body { table, value };
         let text = to_xml(&body.encode()).unwrap();
         assert_eq!(from_xml(&text).unwrap(), body, "{text}");
+        // The one-pass reader may number descriptors in another order: the graph is the same
+        // when the document written back is.
+        let direct = body_from_xml(&text).unwrap();
+        assert_eq!(to_xml(&direct).unwrap(), text);
         text
     }
 
