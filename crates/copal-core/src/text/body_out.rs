@@ -4,9 +4,8 @@
 
 use std::borrow::Cow;
 
-use super::json::has_duplicate;
 use super::tree::TreeBuilder;
-use super::{write_table, TableEntry};
+use super::{has_duplicate, write_table, TableEntry};
 use crate::format::Writer;
 
 pub(super) struct BodyOut<'a> {

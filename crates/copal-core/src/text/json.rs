@@ -954,18 +954,9 @@ impl<'a> Parser<'a> {
 /// Whether two members of an object have the same key: what they mean would depend on the
 /// reader (RFC 8259 section 4), so copal refuses them.
 fn has_duplicate_key(members: &[(String, Json<'_>)]) -> bool {
-    has_duplicate(members, |(key, _)| key)
+    super::has_duplicate(members, |(key, _)| key)
 }
 
-/// Whether two of `items` have the same `key`.
-pub(super) fn has_duplicate<T>(items: &[T], key: impl Fn(&T) -> &str) -> bool {
-    if items.len() <= 8 {
-        return items.iter().enumerate().any(|(i, item)| items[..i].iter().any(|other| key(other) == key(item)));
-    }
-    let mut keys: Vec<&str> = items.iter().map(key).collect();
-    keys.sort_unstable();
-    keys.windows(2).any(|w| w[0] == w[1])
-}
 
 /// The stream body of a JSON document.
 pub fn from_json(text: &str) -> Result<Body, TextError> {

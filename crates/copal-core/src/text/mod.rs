@@ -162,6 +162,16 @@ pub(crate) fn mapping(message: impl Into<String>) -> TextError {
     TextError::Mapping { message: message.into() }
 }
 
+/// Whether two of `items` have the same `key`.
+pub(crate) fn has_duplicate<T>(items: &[T], key: impl Fn(&T) -> &str) -> bool {
+    if items.len() <= 8 {
+        return items.iter().enumerate().any(|(i, item)| items[..i].iter().any(|other| key(other) == key(item)));
+    }
+    let mut keys: Vec<&str> = items.iter().map(key).collect();
+    keys.sort_unstable();
+    keys.windows(2).any(|w| w[0] == w[1])
+}
+
 /// Descriptor-entry flag of docs/STREAM.md section 4: a persistent class stored by value.
 pub const PERSISTENT: u8 = 0x01;
 

@@ -663,6 +663,9 @@ impl Build {
                     }
                     names.push(field.attr("name").ok_or_else(|| mapping("<field> needs a name"))?.to_owned());
                 }
+                if super::has_duplicate(&names, |name| name) {
+                    return Err(mapping(format!("two fields of <{name}> have the same name")));
+                }
                 let descriptor = self.tree.descriptor(persistent, type_name, names);
                 let base = match base {
                     Some(base) => {
