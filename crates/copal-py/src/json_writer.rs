@@ -512,14 +512,11 @@ impl<'py> JsonWriter<'py> {
     /// Python code run while an item is written) is left to the transcoder.
     fn list_items(&mut self, list: &Bound<'py, PyList>, depth: usize) -> Step {
         let ptr = list.as_ptr();
-        // SAFETY: `list` is a live list, and its length is tested before each item, so every
-        // index read is within it; an item is a live object the list holds (borrowed as
-        // `value` asks).
+        // SAFETY: `list` is a live list, and its length is tested before each item is read, so
+        // every index read is within it.
         unsafe {
             let len = ffi::PyList_GET_SIZE(ptr);
-            self.items((0..len).map_while(|index| {
-                (ffi::PyList_GET_SIZE(ptr) == len).then(|| Borrowed::from_ptr(list.py(), ffi::PyList_GET_ITEM(ptr, index)))
-            }), depth)?;
+            self.indexed_items(list.py(), len, |index| (ffi::PyList_GET_SIZE(ptr) == len).then(|| ffi::PyList_GET_ITEM(ptr, index)), depth)?;
             if ffi::PyList_GET_SIZE(ptr) != len {
                 return Err(Unhandled);
             }
@@ -533,9 +530,49 @@ impl<'py> JsonWriter<'py> {
         }
         self.open_tagged("\"$tuple\":");
         self.unfinished.push(tuple.as_ptr() as usize);
-        self.items(tuple.iter_borrowed(), depth)?;
+        let ptr = tuple.as_ptr();
+        // SAFETY: `tuple` is a live tuple, whose length never changes, so every index read is
+        // within it.
+        unsafe {
+            let len = ffi::PyTuple_GET_SIZE(ptr);
+            self.indexed_items(tuple.py(), len, |index| Some(ffi::PyTuple_GET_ITEM(ptr, index)), depth)?;
+        }
         self.unfinished.pop();
         self.out.push('}');
+        Ok(())
+    }
+
+    /// `[...]` of the `len` items of a list or tuple that `item_at` reads in place, or `None`
+    /// once the container changed. A run of one scalar (`[0] * n`: the same object, item after
+    /// item) has its `,<text>` written once and then copied, its text being the same wherever
+    /// it is written; spotting a run costs one pointer comparison per item.
+    ///
+    /// # Safety
+    /// `item_at(index)`, for `index < len`, must return null or a live object the container
+    /// holds (borrowed as `value` asks).
+    unsafe fn indexed_items(&mut self, py: Python<'py>, len: ffi::Py_ssize_t, item_at: impl Fn(ffi::Py_ssize_t) -> Option<*mut ffi::PyObject>, depth: usize) -> Step {
+        self.out.push('[');
+        let mut index = 0;
+        while index < len {
+            let item = item_at(index).ok_or(Unhandled)?;
+            if index > 0 {
+                self.out.push(',');
+            }
+            let start = self.out.len();
+            // SAFETY: the caller's guarantee.
+            self.value(unsafe { Borrowed::from_ptr(py, item) }, depth + 1)?;
+            index += 1;
+            // From the second item on, the text written starts with its comma.
+            if index > 1 && index < len && item_at(index) == Some(item) && text_repeats(item) {
+                let mut end = index + 1;
+                while end < len && item_at(end) == Some(item) {
+                    end += 1;
+                }
+                self.out.repeat(start - 1, (end - index) as usize);
+                index = end;
+            }
+        }
+        self.out.push(']');
         Ok(())
     }
 
@@ -806,6 +843,20 @@ fn zone_of(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Unhandled> {
         Ok(TzInfo::Offset(micros)) if micros.unsigned_abs() >= MICROS_PER_DAY as u64 => Err(Unhandled),
         Ok(zone) => Ok(zone),
         Err(_) => Err(Unhandled),
+    }
+}
+
+/// Whether the text of `item` is the same wherever it is written: the values `JsonWriter::value`
+/// writes without a memo slot or a class number and without running Python code.
+fn text_repeats(item: *mut ffi::PyObject) -> bool {
+    // SAFETY: `item` is a live object; only its type is read.
+    unsafe {
+        ffi::PyUnicode_CheckExact(item) != 0
+            || ffi::PyLong_CheckExact(item) != 0
+            || ffi::PyFloat_CheckExact(item) != 0
+            || item == ffi::Py_None()
+            || item == ffi::Py_True()
+            || item == ffi::Py_False()
     }
 }
 
