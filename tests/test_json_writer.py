@@ -393,7 +393,9 @@ MEDDLED: list[Any] = []
 
 
 @pytest.mark.parametrize(
-    "victim", [Point(Meddler.MEMBER, 2), {"a": Meddler.MEMBER, "b": [2]}, [Meddler.MEMBER, [2], "x"]], ids=["instance", "dict", "list"]
+    "victim",
+    [Point(Meddler.MEMBER, 2), {"a": Meddler.MEMBER, "b": [2]}, [Meddler.MEMBER, [2], "x"], [Meddler.MEMBER, [2], "x", "x", "x"]],
+    ids=["instance", "dict", "list", "list_with_a_run"],
 )
 def test_a_value_changed_while_it_is_written_goes_to_the_transcoder(victim: Any) -> None:
     MEDDLED[:] = [victim]
