@@ -3,10 +3,11 @@ paired: the numbers to quote on a shared, noisy machine.
 
 Each round runs one child process per build (``--build NAME=DIR``, DIR holding the ``copal``
 package to import; ``installed`` imports the one installed), alternating the builds round after
-round (benchmarks/pairing.py). A child makes the data of seeds 001 (100,000 Foo) and 003
-(50,000 Person), then times each writer's call ``--calls`` times, the writers interleaved call by
-call, and keeps the least thread CPU time of each (GC off; the data is made first, so that its
-collections are over). The report gives, per build, writer and case, the span of times over the
+round (benchmarks/pairing.py). A child makes the data of each case (``--cases``: seeds 001,
+100,000 Foo; 002, a TargetObject of 10,000 zeros and 10,000 times the same str; 003, 50,000
+Person; and plain dicts), then times each writer's call ``--calls`` times, the writers
+interleaved call by call, and keeps the least thread CPU time of each (GC off; the data is
+made first, so that its collections are over). The report gives, per build, writer and case, the span of times over the
 rounds, and the ratios of copal against the others measured in the same child.
 
 Every writer gets its own copy of the objects: orjson and ``msgspec.json`` read a dataclass's
@@ -19,6 +20,7 @@ Usage::
 
     python benchmarks/text_paired.py --build main=/tmp/main-pkg --build branch=installed
     python benchmarks/text_paired.py --rounds 3 --calls 9 --materialized
+    python benchmarks/text_paired.py --build main=/tmp/main-pkg --build branch=installed --cases 002 --calls 200
 """
 
 from __future__ import annotations
@@ -41,10 +43,10 @@ def _dicts() -> list[dict[str, Any]]:
 
 def _cases() -> dict[str, tuple[Callable[[], Any], Any]]:
     """Case name -> (maker of its data, root type for the codec suite's builders)."""
-    from copal.bench.codec_models import Foo, Person, make_foos, make_people
+    from copal.bench.codec_models import Foo, Person, TargetObject, make_foos, make_people, make_target
 
-    return {"001": (lambda: make_foos(100_000), list[Foo]), "003": (lambda: make_people(50_000), list[Person]),
-            "dicts": (_dicts, None)}
+    return {"001": (lambda: make_foos(100_000), list[Foo]), "002": (lambda: make_target(10_000), TargetObject),
+            "003": (lambda: make_people(50_000), list[Person]), "dicts": (_dicts, None)}
 
 
 def _writers(root: Any, names: tuple[str, ...]) -> dict[str, tuple[Callable[[Any], bytes], Callable[[Any], Any]]]:
@@ -68,7 +70,8 @@ def _writers(root: Any, names: tuple[str, ...]) -> dict[str, tuple[Callable[[Any
 
 def child(args: argparse.Namespace) -> None:
     results: dict[str, dict[str, float]] = {}
-    for case, (make, root) in _cases().items():
+    for case in args.cases.split(","):
+        make, root = _cases()[case]
         writers = _writers(root, XML_WRITERS if args.xml else JSON_WRITERS)
         # Each writer its own objects (see the module docstring), made as an application makes
         # them (a deep copy would scatter them in memory).
@@ -85,10 +88,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calls", type=int, default=9)
     parser.add_argument("--materialized", action="store_true", help="every instance's __dict__ made first")
     parser.add_argument("--xml", action="store_true", help="XML writers instead of JSON")
+    parser.add_argument("--cases", default="001,002,003,dicts", help="comma-separated: 001, 002, 003, dicts")
 
 
 def _child_args(args: argparse.Namespace) -> list[str]:
-    return ["--calls", str(args.calls)] + ["--materialized"] * args.materialized + ["--xml"] * args.xml
+    return ["--calls", str(args.calls), "--cases", args.cases] + ["--materialized"] * args.materialized + ["--xml"] * args.xml
 
 
 if __name__ == "__main__":

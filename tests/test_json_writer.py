@@ -393,7 +393,9 @@ MEDDLED: list[Any] = []
 
 
 @pytest.mark.parametrize(
-    "victim", [Point(Meddler.MEMBER, 2), {"a": Meddler.MEMBER, "b": [2]}, [Meddler.MEMBER, [2], "x"]], ids=["instance", "dict", "list"]
+    "victim",
+    [Point(Meddler.MEMBER, 2), {"a": Meddler.MEMBER, "b": [2]}, [Meddler.MEMBER, [2], "x"], [Meddler.MEMBER, [2], "x", "x", "x"]],
+    ids=["instance", "dict", "list", "list_with_a_run"],
 )
 def test_a_value_changed_while_it_is_written_goes_to_the_transcoder(victim: Any) -> None:
     MEDDLED[:] = [victim]
@@ -404,20 +406,66 @@ def test_a_value_changed_while_it_is_written_goes_to_the_transcoder(victim: Any)
         MEDDLED.clear()
 
 
+def _equal_copy(text: str) -> str:
+    """A str equal to `text` (two characters at least) but another object."""
+    copy = text[:1] + text[1:]
+    assert copy is not text
+    return copy
+
+
+_SHARED_TEXT = "shared text"
+
+#: Lists and tuples holding runs of one value (the same object, item after item), whose text
+#: the writer copies rather than writes again: scalars of each kind, runs at the start, the
+#: middle and the end, runs of two, runs longer than the copy's block (4096 bytes), equal
+#: values that are not the same object, and containers, which take memo slots and are
+#: `$ref`s when met again, so are never copied.
+RUNS: dict[str, Any] = {
+    "ints": [0] * 5 + [1] + [0] * 3 + [7, 7],
+    "run_of_two_after_the_first_item": [1, 5, 5],
+    "one_item": ["x"],
+    "two_items": ["x", "x"],
+    "text_with_escapes": ["é\"\n😀"] * 4,
+    "floats_none_and_bools": [1.5] * 3 + [None] * 3 + [True] * 3 + [False] * 3 + [math.nan] * 3 + [-0.0] * 2,
+    "big_ints": [2**100] * 3 + [-(2**64)] * 2,
+    "lone_surrogates": ["\udc80"] * 3,
+    "past_the_block": ["a str of twenty char"] * 5000 + [0] * 3000,
+    "equal_but_not_the_same": [_SHARED_TEXT, _equal_copy(_SHARED_TEXT), _SHARED_TEXT, _SHARED_TEXT, 10**30, 10**30],
+    "tuple": (0,) * 6 + ("t",) * 2,
+    "lists": [[1]] * 3,
+    "dicts": [{"k": 1}] * 3,
+    "objects": [Point(1, 2)] * 3,
+    "tuples": [(1, 2)] * 3,
+    "in_fields": Point([0] * 100, [_SHARED_TEXT] * 100),
+}
+
+
+@pytest.mark.parametrize("value", RUNS.values(), ids=RUNS.keys())
+def test_runs_of_one_value_are_written_as_the_transcoder_writes_them(value: Any) -> None:
+    assert_written_directly(value)
+
+
 def test_documents_longer_and_shorter_than_the_last_one_are_written_whole() -> None:
     # The writer sizes its output by the last document's length and grows it past that: each
     # size here is far from the one before, so both a large first guess and several growths of
     # a small one are taken.
     for count in (3, 200_000, 1, 50_000, 0, 400_000):
         assert_written_directly([f"text {i}" for i in range(count)])
+        # A run is copied with one growth for all of it.
+        assert_written_directly(["a run"] * count)
 
 
-def test_a_document_that_cannot_grow_is_a_memory_error() -> None:
+@pytest.mark.parametrize(
+    "value",
+    [[f"item number {i}" for i in range(3000)], ["long " * 60] + ["item"] * 3000],
+    ids=["distinct_items", "a_run_after_a_growth"],
+)
+def test_a_document_that_cannot_grow_is_a_memory_error(value: list[str]) -> None:
     """The document is written into the bytes object returned; when that object cannot grow
     (each allocation of the call failing in turn), the call raises MemoryError, never panics, and
-    the next call writes the whole document again."""
+    the next call writes the whole document again. A run of one str is copied with one growth
+    for all of it, which may fail, or be asked for once an earlier growth failed."""
     testcapi = pytest.importorskip("_testcapi")
-    value = [f"item number {i}" for i in range(3000)]
     expected = copal.dumps(value, format="json")
     unraisable: list[Any] = []
     hook, sys.unraisablehook = sys.unraisablehook, unraisable.append

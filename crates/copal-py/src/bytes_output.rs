@@ -22,6 +22,9 @@ extern "C" {
 /// The smallest capacity a growth asks for: below it every few bytes would cost a call.
 const MIN_GROWTH: usize = 256;
 
+/// The span `repeat` stops doubling at: its source then stays in the first level of cache.
+const REPEAT_BLOCK: usize = 4096;
+
 /// A bytes object being written. Invariant: `data` points to `capacity` writable bytes, the
 /// content of `bytes` (a new object nothing else refers to, moved only by `grow`, which takes the
 /// pointer again), or of `lost.scratch` once `bytes` could not grow; the first `len` of them are
@@ -62,6 +65,44 @@ impl<'py> BytesOutput<'py> {
     /// Forgets the text written after its first `len` bytes, keeping the room.
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
+    }
+
+    /// Appends `times` copies of the text written since byte `from` (at most `len`): the JSON
+    /// writer's runs of one value in a list (`[0]*n`), whose text it writes once. The copies
+    /// are made from the start of the run, doubling the span copied up to `REPEAT_BLOCK` bytes,
+    /// then that block at a time, so that the source stays in the first level of cache.
+    pub fn repeat(&mut self, from: usize, times: usize) {
+        // A lost document is not kept: nothing to copy, and `from` may lie past a rewind.
+        if self.lost.is_some() {
+            return;
+        }
+        let piece = self.len - from;
+        // Too large a run fails to grow the output, a MemoryError.
+        let total = piece.saturating_mul(times);
+        self.reserve(total);
+        if self.lost.is_some() {
+            return;
+        }
+        // SAFETY: `total` bytes were reserved past `len` (the buffer moves only in `reserve`,
+        // so the pointer is taken after it), and `from..len` is written text. Each copy reads
+        // `n <= filled` bytes from the start of the run and stores them just past the `filled`
+        // bytes of copies made so far, so the two spans never overlap, and it ends within the
+        // reservation (`filled + n <= piece + total`). Copies of UTF-8 text ending where text
+        // ended keep the text UTF-8.
+        unsafe {
+            let run = self.data.add(from);
+            let (mut filled, end) = (piece, piece + total);
+            let mut block = piece;
+            while filled < end {
+                let n = block.min(end - filled);
+                std::ptr::copy_nonoverlapping(run, run.add(filled), n);
+                filled += n;
+                if block < REPEAT_BLOCK {
+                    block = filled;
+                }
+            }
+            self.advance(total);
+        }
     }
 
     /// The bytes object of the text; MemoryError if it could not grow to hold it.
