@@ -723,7 +723,20 @@ fn remember_table(version: u8, bytes: &[u8], entries: Vec<Arc<TableEntry>>) {
     drop(evicted);
 }
 
-/// `copal.loads` without the argument handling: the object graph of stream `data`, whose payload,
+/// `copal.loads` without the keyword argument: the object graph of `data` if it is bytes that
+/// start like a stream, else whatever `copal.serialize._loads_other` (which detects the other
+/// forms) makes of it.
+#[pyfunction]
+pub fn loads<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if let Ok(bytes) = data.cast_exact::<PyBytes>() {
+        if bytes.as_bytes().starts_with(&MAGIC) {
+            return loads_raw(py, bytes.as_bytes(), max_size);
+        }
+    }
+    crate::pytypes::loads_other(py)?.call1((data, max_size))
+}
+
+/// `copal.loads` of a stream: the object graph of stream `data`, whose payload,
 /// if compressed, may inflate to at most `max_size` bytes.
 #[pyfunction]
 pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
