@@ -790,6 +790,14 @@ def test_invalid_max_size(max_size: Any, error: type[Exception]) -> None:
         copal.load(io.BytesIO(copal.dumps(1)), max_size=max_size)
 
 
+def test_max_size_beyond_64_bits() -> None:
+    assert copal.loads(copal.dumps([1], compress="zstd"), max_size=2**70) == [1]
+    with pytest.raises(ValueError, match="max_size must not be negative"):
+        copal.loads(copal.dumps(1), max_size=-(2**70))
+    with pytest.raises(ValueError, match="max_size is too large"):
+        copal.loads(copal.dumps(1), max_size=2**200)
+
+
 def _sized(payload: bytes) -> bytes:
     return varint(len(payload)) + payload
 
@@ -949,6 +957,27 @@ def test_unimported_class_is_a_schema_error() -> None:
         with pytest.raises(SchemaError, match="import the module"):
             copal.loads(stream(table(entry(name, [])) + b"\x18\x00"))
     assert "this" not in sys.modules and "copal_no_such_module" not in sys.modules
+
+
+def test_a_name_resolves_in_the_longest_imported_module_on_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dotted name is looked up in the imported module with the longest name it starts with,
+    then along the attributes after it; again on every call, though the stream's descriptor
+    table (and what was learned about its classes) is kept from one call to the next."""
+    by_attributes = type("Thing", (), {})
+    by_module = type("Thing", (), {})
+    package = types.ModuleType("copal_resolve_pkg")
+    package.sub = types.SimpleNamespace(Thing=by_attributes)  # type: ignore[attr-defined]
+    sub = types.ModuleType("copal_resolve_pkg.sub")
+    sub.Thing = by_module  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "copal_resolve_pkg", package)
+    monkeypatch.setitem(sys.modules, "copal_resolve_pkg.sub", sub)
+    data = stream(table(entry("copal_resolve_pkg.sub.Thing", [])) + b"\x18\x00")
+    assert type(copal.loads(data)) is by_module
+    monkeypatch.delitem(sys.modules, "copal_resolve_pkg.sub")
+    assert type(copal.loads(data)) is by_attributes
+    del package.sub  # type: ignore[attr-defined]
+    with pytest.raises(SchemaError, match="no class for stored type"):
+        copal.loads(data)
 
 
 @pytest.mark.parametrize(

@@ -220,10 +220,15 @@ def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT
         ...
         copal.errors.CorruptRecordError: corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")
     """
-    if type(data) is bytes and data.startswith(_MAGIC):
-        # A stream: what the detection below would find (a stream starts with no blank, "{" or
-        # "<"), without its cost (a tenth of a small loads).
-        return _core.loads_raw(data, max_size)
+    # A stream in bytes, what most calls are given, is told apart and decoded by _core.loads
+    # itself (a test here cost a sixth of a small loads); anything else comes back to
+    # _loads_other.
+    return _core.loads(data, max_size)
+
+
+def _loads_other(data: bytes | bytearray | memoryview | str, max_size: int) -> Any:
+    """:func:`loads` of anything but a stream in bytes: the format is detected as documented
+    there (a stream starts with no blank, ``{`` or ``<``, and is not a compression frame)."""
     if isinstance(data, str):
         return _core.loads_text_raw(data, "xml" if data.lstrip(_BLANKS)[:1] == "<" else "json")
     if not isinstance(data, bytes):

@@ -70,7 +70,7 @@ pub struct FieldNames {
 
 /// What a cached fact depends on besides the class's address (see the module documentation).
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct Stamp {
+pub(crate) struct Stamp {
     version_tag: u32,
     metaclass: usize,
     metaclass_version_tag: u32,
@@ -129,17 +129,19 @@ fn fresh_field_names(dict: &Bound<'_, PyDict>) -> PyResult<Arc<FieldNames>> {
     Ok(Arc::new(FieldNames { names, interned }))
 }
 
-/// `decode::check_inert`, skipped for a class and field list that passed it before.
+/// `decode::check_inert`, skipped for a class and field list that passed it before. Returns the
+/// stamp the class had when the check began if the pass holds for as long as the class keeps
+/// that stamp, else None.
 ///
 /// The check reads the class's MRO and namespaces, which the stamp covers, and the type of each
 /// attribute named like a field (whether it is a data descriptor). A static type's slots are
 /// fixed, but a Python class can gain a `__set__` later without any change to `class`, so a
 /// pass is kept only if no field names an attribute whose type is a Python class.
-pub fn check_inert(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()> {
-    let Some(stamp) = stamp(class) else { return crate::decode::check_inert(class, info) };
+pub fn check_inert(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<Option<Stamp>> {
+    let Some(stamp) = stamp(class) else { return crate::decode::check_inert(class, info).map(|()| None) };
     let same = |passed: &Vec<Py<PyString>>| passed.iter().map(Py::as_ptr).eq(info.fields.iter().map(Py::as_ptr));
     if read(class, stamp, |facts| facts.inert_fields.iter().any(same)) == Some(true) {
-        return Ok(());
+        return Ok(Some(stamp));
     }
     crate::decode::check_inert(class, info)?;
     let py = class.py();
@@ -157,7 +159,7 @@ pub fn check_inert(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()>
         });
         drop(unfiled);
     }
-    Ok(())
+    Ok(outcome_is_fixed.then_some(stamp))
 }
 
 /// The attribute `name` of `class` as found along its MRO, without calling anything (no
@@ -223,7 +225,7 @@ fn write(class: &Bound<'_, PyType>, stamp: Stamp, f: impl FnOnce(&mut ClassFacts
 
 /// The stamp of `class` as it is now, or None if it cannot be cached.
 #[cfg(not(Py_GIL_DISABLED))]
-fn stamp(class: &Bound<'_, PyType>) -> Option<Stamp> {
+pub(crate) fn stamp(class: &Bound<'_, PyType>) -> Option<Stamp> {
     let metaclass = class.get_type();
     Some(Stamp {
         version_tag: version_tag(class)?,
@@ -236,7 +238,7 @@ fn stamp(class: &Bound<'_, PyType>) -> Option<Stamp> {
 /// On the free-threaded build another thread could change a class between the reading of its
 /// stamp and of its namespaces, without the GIL to order them: nothing is cached there.
 #[cfg(Py_GIL_DISABLED)]
-fn stamp(_class: &Bound<'_, PyType>) -> Option<Stamp> {
+pub(crate) fn stamp(_class: &Bound<'_, PyType>) -> Option<Stamp> {
     None
 }
 

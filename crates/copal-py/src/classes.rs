@@ -138,28 +138,55 @@ impl ClassCache {
 
 /// The class stored under `type_name`, without importing anything.
 pub fn resolve<'py>(py: Python<'py>, registry: &Bound<'py, PyDict>, type_name: &str) -> PyResult<Bound<'py, PyType>> {
+    ClassName::new(py, type_name)?.resolve(py, registry)
+}
+
+/// A stored type name with the strs that `resolve` looks it up by, made once. A stream's
+/// descriptor table keeps them across calls (standalone.rs), so that resolving its classes
+/// again, as every call does, makes no str: a small `loads` spent a sixth of its time making,
+/// hashing and looking up (in CPython's method cache too) new strs of the same names.
+pub struct ClassName {
+    text: String,
+    /// The whole name: the registry's key.
+    key: Py<PyString>,
+    /// The name's dot-separated parts.
+    parts: Vec<Py<PyString>>,
+    /// Each module name the name may start with, longest first, and where the attribute path
+    /// after it starts in `parts`.
+    modules: Vec<(Py<PyString>, usize)>,
+}
+
+impl ClassName {
     // Names are made with `allocation::str`: decoding passes a failed allocation on as MemoryError.
-    if let Some(class) = registry.get_item(crate::allocation::str(py, type_name)?)? {
-        return class.cast_into::<PyType>().map_err(|_| not_a_class(type_name));
+    pub fn new(py: Python<'_>, text: &str) -> PyResult<ClassName> {
+        let str = |text: &str| Ok(crate::allocation::str(py, text)?.unbind());
+        let parts = text.split('.').map(str).collect::<PyResult<Vec<_>>>()?;
+        let modules = text.match_indices('.').rev().zip((1..parts.len()).rev()).map(|((dot, _), first)| Ok((str(&text[..dot])?, first))).collect::<PyResult<_>>()?;
+        Ok(ClassName { text: text.to_owned(), key: str(text)?, parts, modules })
     }
-    let modules = sys_modules(py);
-    let mut split = type_name.len();
-    while let Some(dot) = type_name[..split].rfind('.') {
-        let (module_name, path) = (&type_name[..dot], &type_name[dot + 1..]);
-        if let Some(module) = modules.get_item(crate::allocation::str(py, module_name)?)? {
-            let mut target = module;
-            for part in path.split('.') {
-                target = match target.getattr(crate::allocation::str(py, part)?) {
-                    Ok(t) => t,
-                    Err(e) if crate::allocation::is_memory_error(py, &e) => return Err(e),
-                    Err(_) => return Err(unknown_class(type_name)),
-                };
-            }
-            return target.cast_into::<PyType>().map_err(|_| not_a_class(type_name));
+
+    /// The class of this name in the registry, or else in the first module already imported
+    /// (`sys.modules`) whose name the name starts with.
+    pub fn resolve<'py>(&self, py: Python<'py>, registry: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyType>> {
+        if let Some(class) = registry.get_item(self.key.bind(py))? {
+            return class.cast_into::<PyType>().map_err(|_| not_a_class(&self.text));
         }
-        split = dot;
+        let modules = sys_modules(py);
+        for (module_name, first) in &self.modules {
+            if let Some(module) = modules.get_item(module_name.bind(py))? {
+                let mut target = module;
+                for part in &self.parts[*first..] {
+                    target = match target.getattr(part.bind(py)) {
+                        Ok(t) => t,
+                        Err(e) if crate::allocation::is_memory_error(py, &e) => return Err(e),
+                        Err(_) => return Err(unknown_class(&self.text)),
+                    };
+                }
+                return target.cast_into::<PyType>().map_err(|_| not_a_class(&self.text));
+            }
+        }
+        Err(unknown_class(&self.text))
     }
-    Err(unknown_class(type_name))
 }
 
 /// The interpreter's `sys.modules`, as the import machinery finds it, without the lookup of

@@ -33,6 +33,13 @@ pub trait Resolver<'py> {
     fn instance(&self, _py: Python<'py>, _id: u32, _class: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
         Ok(None)
     }
+    /// Where the fields of descriptor `id` go in the instances of `class`, if an earlier
+    /// decoding learned it (`learned_slots`).
+    fn known_slots(&self, _id: u32, _class: &Bound<'py, PyType>) -> Option<Arc<FieldSlots>> {
+        None
+    }
+    /// Offers `slots`, learned for descriptor `id` from its first object, to later decodings.
+    fn learned_slots(&self, _id: u32, _slots: &Arc<FieldSlots>) {}
 }
 
 /// A descriptor prepared for decoding: the attribute names its fields load into (interned;
@@ -112,10 +119,10 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
 struct Target<'py> {
     info: Arc<DecodeInfo>,
     class: Option<Bound<'py, PyType>>,
-    /// Where the fields go in the class's instances, read after the first object has been
-    /// built: a class no instance of which was made yet in this process has an empty key table,
-    /// which setting that first object's attributes fills.
-    slots: OnceCell<Option<FieldSlots>>,
+    /// Where the fields go in the class's instances, from the resolver or read after the first
+    /// object has been built: a class no instance of which was made yet in this process has an
+    /// empty key table, which setting that first object's attributes fills.
+    slots: OnceCell<Option<Arc<FieldSlots>>>,
 }
 
 /// Descriptor ids come from the data: only small ones index `Decoder::targets`, so that a
@@ -648,7 +655,11 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             Err(e) if e.is_instance_of::<SchemaError>(py) => None,
             Err(e) => return Err(e.into()),
         };
-        let target = Rc::new(Target { info, class, slots: OnceCell::new() });
+        let slots = OnceCell::new();
+        if let Some(known) = class.as_ref().and_then(|class| self.resolver.known_slots(id, class)) {
+            let _ = slots.set(Some(known));
+        }
+        let target = Rc::new(Target { info, class, slots });
         let index = id as usize;
         if index < MAX_REMEMBERED_TARGETS {
             if self.targets.len() <= index {
@@ -688,10 +699,14 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         };
         self.memo.push(Some(obj.clone()));
         let known_slots = slots.get();
-        self.set_fields(r, &obj, info, known_slots.and_then(Option::as_ref), typed, depth + 1)?;
+        self.set_fields(r, &obj, info, known_slots.and_then(Option::as_deref), typed, depth + 1)?;
         if known_slots.is_none() {
+            let learned = FieldSlots::of(class, &info.fields).map(Arc::new);
+            if let Some(learned) = &learned {
+                self.resolver.learned_slots(id, learned);
+            }
             // Set by a nested object of the same descriptor meanwhile, `set` keeps that value.
-            let _ = slots.set(FieldSlots::of(class, &info.fields));
+            let _ = slots.set(learned);
         }
         Ok(obj)
     }

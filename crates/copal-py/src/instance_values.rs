@@ -31,6 +31,10 @@ mod compact {
         pub fn store(&self, _obj: &Bound<'_, PyAny>, _index: usize, _value: &Bound<'_, PyAny>) -> bool {
             false
         }
+
+        pub fn is_for(&self, _class: &Bound<'_, PyType>) -> bool {
+            false
+        }
     }
 }
 
@@ -103,6 +107,18 @@ mod compact {
                     return None;
                 }
                 Some(FieldSlots { slots, class: ty as usize, keys: keys as usize, version_tag: (*ty).tp_version_tag })
+            }
+        }
+
+        /// Whether these are the slots of instances of `class` as it is now: kept across
+        /// decodings (standalone.rs), they are reused only for the class they were found for.
+        pub fn is_for(&self, class: &Bound<'_, PyType>) -> bool {
+            let ty = class.as_type_ptr();
+            // SAFETY: reading the flags and version tag of a live type with the GIL held.
+            unsafe {
+                ty as usize == self.class
+                    && (*ty).tp_flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0
+                    && (*ty).tp_version_tag == self.version_tag
             }
         }
 

@@ -40,6 +40,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ROOT_OID", copal_core::format::ROOT_OID)?;
     m.add("DEFAULT_MAX_SIZE", standalone::DEFAULT_MAX_SIZE)?;
     m.add_function(wrap_pyfunction!(standalone::dumps_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(standalone::loads, m)?)?;
     m.add_function(wrap_pyfunction!(standalone::loads_raw, m)?)?;
     m.add_function(wrap_pyfunction!(archive::pack_many_raw, m)?)?;
     m.add_class::<archive::Archive>()?;

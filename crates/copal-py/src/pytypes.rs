@@ -36,6 +36,12 @@ pub fn evolution_plan(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     CELL.import(py, "copal.evolution", "plan")
 }
 
+/// `copal.serialize._loads_other`: `copal.loads` of anything but a stream in bytes.
+pub fn loads_other(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static CELL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    CELL.import(py, "copal.serialize", "_loads_other")
+}
+
 /// Whether this interpreter is a free-threaded build (`Py_GIL_DISABLED`), where an object's
 /// reference count is split between threads and cannot be read as a whole.
 pub fn free_threaded(py: Python<'_>) -> bool {

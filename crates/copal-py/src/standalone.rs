@@ -17,14 +17,16 @@ use copal_core::format::{read_field_kinds, DecodeError, FieldKind, Reader, TzInf
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString, PyTzInfo, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyTzInfo, PyType};
 use pyo3::PyTypeInfo;
 
-use crate::classes::{resolve, ClassCache, ClassShape};
+use crate::class_cache::Stamp;
+use crate::classes::{ClassCache, ClassName, ClassShape};
 use crate::decode::{check_plain_class, DecodeInfo, Decoder, Resolver};
 use crate::encode::{field_kind_of, is_heap_type, Encoder, Sink};
 use crate::errors::{corrupt, CorruptRecordError, SchemaError};
 use crate::gc::GcPause;
+use crate::instance_values::FieldSlots;
 use crate::hashing::IntMap;
 use crate::persistent::PersistentBase;
 use crate::strings::{StringCache, StringTable};
@@ -265,9 +267,11 @@ pub(crate) fn checked_level(compression: u8, level: Option<i32>) -> PyResult<i32
 
 /// One entry of the stream's descriptor table, with what decoding learns about it on first use.
 pub(crate) struct Entry {
-    info: Arc<DecodeInfo>,
-    persistent: bool,
+    table: Arc<TableEntry>,
     class: OnceLock<Py<PyType>>,
+    /// The stamp under which the class passed `check_inert`, if that pass lasts while the
+    /// stamp does (`class_cache::check_inert`).
+    inert_under: OnceLock<Stamp>,
     /// Set once the class has passed the checks for building OBJECT instances of it.
     instance_checked: AtomicBool,
 }
@@ -293,8 +297,13 @@ impl<'py, 'e> StreamResolver<'py, 'e> {
         if let Some(class) = entry.class.get() {
             return Ok(class.bind(py).clone());
         }
-        let class = resolve(py, &self.registry, &entry.info.type_name)?;
-        crate::class_cache::check_inert(&class, &entry.info)?;
+        let table = &entry.table;
+        let class = table.name.resolve(py, &self.registry)?;
+        if table.passed(&class) {
+            entry.instance_checked.store(true, Ordering::Relaxed);
+        } else if let Some(stamp) = crate::class_cache::check_inert(&class, &table.info)? {
+            let _ = entry.inert_under.set(stamp);
+        }
         let _ = entry.class.set(class.clone().unbind());
         Ok(class)
     }
@@ -307,11 +316,11 @@ impl<'py> Resolver<'py> for StreamResolver<'py, '_> {
         };
         self.class(py, entry)?;
         self.last.set(id as usize);
-        Ok(Arc::clone(&entry.info))
+        Ok(Arc::clone(&entry.table.info))
     }
 
     fn class_of(&self, py: Python<'py>, info: &DecodeInfo) -> PyResult<Bound<'py, PyType>> {
-        let is_info = |entry: &&Entry| std::ptr::eq(Arc::as_ptr(&entry.info), info);
+        let is_info = |entry: &&Entry| std::ptr::eq(Arc::as_ptr(&entry.table.info), info);
         let entry = match self.entries.get(self.last.get()).filter(is_info) {
             Some(entry) => entry,
             None => self.entries.iter().find(is_info).ok_or_else(|| PyRuntimeError::new_err("descriptor of another stream"))?,
@@ -342,20 +351,24 @@ impl<'py> Resolver<'py> for StreamResolver<'py, '_> {
 
     fn instance(&self, py: Python<'py>, id: u32, class: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let entry = &self.entries[id as usize];
+        let (info, persistent) = (&entry.table.info, entry.table.persistent);
         if !entry.instance_checked.load(Ordering::Relaxed) {
-            if entry.persistent {
+            if persistent {
                 if !is_heap_type(class) || !class.is_subclass_of::<PersistentBase>()? {
                     return Err(SchemaError::new_err(format!(
                         "stream type {:?} is marked persistent but is not a copal.Persistent class",
-                        entry.info.type_name
+                        info.type_name
                     )));
                 }
             } else {
-                crate::class_cache::remembered(class, |facts| &mut facts.plain_instances, || check_plain_class(class, &entry.info))?;
+                crate::class_cache::remembered(class, |facts| &mut facts.plain_instances, || check_plain_class(class, info))?;
             }
             entry.instance_checked.store(true, Ordering::Relaxed);
+            if let Some(&stamp) = entry.inert_under.get() {
+                let _ = entry.table.checked.set((class.as_ptr() as usize, stamp));
+            }
         }
-        let base = if entry.persistent {
+        let base = if persistent {
             // PersistentBase's constructor makes an unsaved persistent object (no oid, no jar).
             PersistentBase::type_object(py).as_type_ptr()
         } else {
@@ -363,6 +376,16 @@ impl<'py> Resolver<'py> for StreamResolver<'py, '_> {
             std::ptr::addr_of_mut!(ffi::PyBaseObject_Type)
         };
         crate::decode::allocated_instance(class, base).map(Some)
+    }
+
+    fn known_slots(&self, id: u32, class: &Bound<'py, PyType>) -> Option<Arc<FieldSlots>> {
+        self.entries.get(id as usize)?.table.slots.get().filter(|slots| slots.is_for(class)).cloned()
+    }
+
+    fn learned_slots(&self, id: u32, slots: &Arc<FieldSlots>) {
+        if let Some(entry) = self.entries.get(id as usize) {
+            let _ = entry.table.slots.set(Arc::clone(slots));
+        }
     }
 }
 
@@ -486,7 +509,12 @@ pub(crate) fn checked_max_size(value: &Bound<'_, PyAny>) -> PyResult<usize> {
     if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
         return Err(PyTypeError::new_err(format!("max_size must be an int, not {}", value.get_type().name()?)));
     }
-    let size: i128 = value.extract().map_err(|_| PyValueError::new_err("max_size is too large"))?;
+    // An i64 is read directly; an i128 is read through a conversion to bytes, which every
+    // `loads` paid for the default bound. Only a larger int needs it.
+    let size: i128 = match value.extract::<i64>() {
+        Ok(size) => size.into(),
+        Err(_) => value.extract().map_err(|_| PyValueError::new_err("max_size is too large"))?,
+    };
     if size < 0 {
         return Err(PyValueError::new_err(format!("max_size must not be negative, not {size}")));
     }
@@ -585,12 +613,13 @@ fn inflate(mut decoder: impl Read, max_size: usize) -> Result<Vec<u8>, Inflate> 
 /// names interned as the decoder sets them, and the field kinds that follow it in version 3.
 ///
 /// A table read before (`RECENT_TABLES`) is not parsed or interned again: a small `loads` spent
-/// a fifth of its time making and interning the same field names call after call.
+/// a fifth of its time making and interning the same field names call after call, and then
+/// copying its entries.
 pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>, version: u8, what: &str) -> PyResult<Vec<Entry>> {
     let (start, rest) = (r.position(), r.rest());
     if let Some((len, entries)) = recent_table(version, rest) {
         r.bytes(len).map_err(|e| corrupt(what, e))?;
-        return Ok(entries.iter().map(|entry| entry.fresh(py)).collect());
+        return Ok(entries.iter().map(Entry::new).collect());
     }
     let table = copal_core::text::read_table(r).map_err(|e| corrupt(what, e))?;
     let mut kinds = if version >= TYPED_OBJECTS_VERSION {
@@ -602,39 +631,57 @@ pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>, version: u8, what: 
     let parsed = table
         .into_iter()
         .map(|entry| {
-            Ok(TableEntry {
-                fields: entry
-                    .fields
-                    .iter()
-                    .map(|name| Ok(crate::allocation::interned_str(py, name)?.unbind()))
-                    .collect::<PyResult<_>>()?,
-                kinds: kinds.next().unwrap_or_default(),
-                type_name: entry.type_name,
-                persistent: entry.persistent,
-            })
+            let fields = entry
+                .fields
+                .iter()
+                .map(|name| Ok(crate::allocation::interned_str(py, name)?.unbind()))
+                .collect::<PyResult<_>>()?;
+            let name = ClassName::new(py, &entry.type_name)?;
+            let mut info = DecodeInfo::plain(entry.type_name, fields);
+            info.kinds = kinds.next().unwrap_or_default();
+            let (checked, slots) = (OnceLock::new(), OnceLock::new());
+            Ok(Arc::new(TableEntry { info: Arc::new(info), name, persistent: entry.persistent, checked, slots }))
         })
-        .collect::<PyResult<Vec<TableEntry>>>()?;
-    let entries = parsed.iter().map(|entry| entry.fresh(py)).collect();
+        .collect::<PyResult<Vec<_>>>()?;
+    let entries = parsed.iter().map(Entry::new).collect();
     remember_table(version, &rest[..r.position() - start], parsed);
     Ok(entries)
 }
 
-/// A descriptor entry as read from a table, before any class is resolved for it.
+/// A descriptor entry as read from a table, before any class is resolved for it: what every
+/// decoding of a table with these bytes shares (`RECENT_TABLES`).
+///
+/// `info` is shared too: the stream resolver always makes its objects' instances itself, so the
+/// decoder never fills in `DecodeInfo::rebuildable`, which would be a fact of one class.
 struct TableEntry {
-    type_name: String,
-    fields: Vec<Py<PyString>>,
-    kinds: Vec<FieldKind>,
+    info: Arc<DecodeInfo>,
+    name: ClassName,
     persistent: bool,
+    /// The address of the class the name resolved to when a decoding first checked it (found
+    /// inert for these fields, and fit for `StreamResolver::instance` to make its instances),
+    /// and its stamp then: the same class with the same stamp needs neither check again
+    /// (class_cache.rs; an address reused by another class comes with another version tag, and
+    /// the class is not kept alive). A class found later under the name is checked every time.
+    checked: OnceLock<(usize, Stamp)>,
+    /// Where the fields go in the instances of the class the first decoding found
+    /// (instance_values.rs), offered to the decoder for that class only (`FieldSlots::is_for`).
+    slots: OnceLock<Arc<FieldSlots>>,
 }
 
 impl TableEntry {
-    /// A new `Entry` of it: classes are resolved again by every decoding that uses it, since
+    /// Whether `class` is the class this entry's checks passed for, unchanged since.
+    fn passed(&self, class: &Bound<'_, PyType>) -> bool {
+        self.checked.get().is_some_and(|&(address, stamp)| {
+            address == class.as_ptr() as usize && crate::class_cache::stamp(class) == Some(stamp)
+        })
+    }
+}
+
+impl Entry {
+    /// A new `Entry` of `table`: classes are resolved again by every decoding that uses it, since
     /// a name may resolve to another class by then.
-    fn fresh(&self, py: Python<'_>) -> Entry {
-        let fields = self.fields.iter().map(|name| name.clone_ref(py)).collect();
-        let mut info = DecodeInfo::plain(self.type_name.clone(), fields);
-        info.kinds = self.kinds.clone();
-        Entry { info: Arc::new(info), persistent: self.persistent, class: OnceLock::new(), instance_checked: AtomicBool::new(false) }
+    fn new(table: &Arc<TableEntry>) -> Entry {
+        Entry { table: Arc::clone(table), class: OnceLock::new(), inert_under: OnceLock::new(), instance_checked: AtomicBool::new(false) }
     }
 }
 
@@ -642,7 +689,7 @@ impl TableEntry {
 struct RecentTable {
     version: u8,
     bytes: Vec<u8>,
-    entries: Arc<[TableEntry]>,
+    entries: Arc<[Arc<TableEntry>]>,
 }
 
 /// How many tables are kept, and the largest kept (in bytes): a program loading streams of a
@@ -655,13 +702,13 @@ static TABLES: std::sync::Mutex<Vec<RecentTable>> = std::sync::Mutex::new(Vec::n
 /// The length and entries of the remembered table that `rest` (the body from its table on)
 /// starts with. Reading a table looks at its bytes in order and stops at its end, so a body that
 /// starts with the bytes of a table read before holds that same table.
-fn recent_table(version: u8, rest: &[u8]) -> Option<(usize, Arc<[TableEntry]>)> {
+fn recent_table(version: u8, rest: &[u8]) -> Option<(usize, Arc<[Arc<TableEntry>]>)> {
     let tables = TABLES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let found = tables.iter().find(|table| table.version == version && rest.starts_with(&table.bytes))?;
     Some((found.bytes.len(), Arc::clone(&found.entries)))
 }
 
-fn remember_table(version: u8, bytes: &[u8], entries: Vec<TableEntry>) {
+fn remember_table(version: u8, bytes: &[u8], entries: Vec<Arc<TableEntry>>) {
     if bytes.len() > MAX_REMEMBERED_TABLE {
         return;
     }
@@ -676,7 +723,20 @@ fn remember_table(version: u8, bytes: &[u8], entries: Vec<TableEntry>) {
     drop(evicted);
 }
 
-/// `copal.loads` without the argument handling: the object graph of stream `data`, whose payload,
+/// `copal.loads` without the keyword argument: the object graph of `data` if it is bytes that
+/// start like a stream, else whatever `copal.serialize._loads_other` (which detects the other
+/// forms) makes of it.
+#[pyfunction]
+pub fn loads<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if let Ok(bytes) = data.cast_exact::<PyBytes>() {
+        if bytes.as_bytes().starts_with(&MAGIC) {
+            return loads_raw(py, bytes.as_bytes(), max_size);
+        }
+    }
+    crate::pytypes::loads_other(py)?.call1((data, max_size))
+}
+
+/// `copal.loads` of a stream: the object graph of stream `data`, whose payload,
 /// if compressed, may inflate to at most `max_size` bytes.
 #[pyfunction]
 pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
