@@ -340,6 +340,37 @@ def test_a_repeated_string_object_too_short_to_refer_to_is_written_each_time() -
     assert copal.loads(data)[-4:] == ["x", "x", "x", "s199"]
 
 
+def equal_copy(value: Any) -> Any:
+    """An equal value that is another object where the type allows one (not None, a bool or a
+    small int), so that a list of copies has no run of the very same object."""
+    if isinstance(value, str):
+        return distinct_copy(value)
+    if isinstance(value, float):
+        return float(repr(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(str(value))
+    return value
+
+
+@pytest.mark.parametrize("item", [0, -7, 1000, 10**30, 1.5, None, True, False, "Dummy text", "", "\ud800", Point(1, 2), [1]])
+def test_runs_of_one_object_in_a_list_are_written_as_its_items_one_by_one(item: Any) -> None:
+    """The encoder writes a run of the very same object in a list (``[0] * n``) at once: the
+    bytes of a scalar again, one logged run of references to a string of the table. The stream
+    is the one written for equal objects that are not the same (strings made shared by content
+    when the body is finished), in a list and in a dataclass's typed list field, after other
+    strings whose slots move down when the body is finished (a repeat of "s7" there)."""
+    from copal.bench.codec_models import TargetObject
+
+    prefix: list[Any] = [f"s{i}" for i in range(126)] + ["a", distinct_copy("s7")]
+    runs = prefix + [item] * 200 + ["a", item, item] + [item] * 3
+    copies = prefix + [equal_copy(item) for _ in range(200)] + ["a"] + [equal_copy(item) for _ in range(5)]
+    data = copal.dumps(runs)
+    assert data == copal.dumps(copies)
+    assert_same(copal.loads(data), runs)
+    target = TargetObject([7] * 300, [item] * 300 if isinstance(item, str) else prefix)
+    assert copal.dumps(target) == copal.dumps(TargetObject([7] * 300, [equal_copy(x) for x in target.strs]))
+
+
 def test_a_string_freed_during_encoding_is_not_taken_for_a_new_one() -> None:
     """The encoder's table of string objects met before is keyed by address. It holds a
     reference to each, so a string freed while the graph is encoded (here by Python code that

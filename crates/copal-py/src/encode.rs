@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY, MICROS_PER_SECOND};
-use copal_core::format::{oid_class, oid_seq, tag, FieldKind, ListHead, ObjectField, StringForm, StringsMark, TzInfo, Writer, FLAG_MUTABLE_STATE};
+use copal_core::format::{oid_class, oid_seq, repeat_tail, tag, FieldKind, ListHead, ObjectField, StringForm, StringsMark, TzInfo, Writer, FLAG_MUTABLE_STATE};
 use copal_core::format::RecordHeader;
 use pyo3::exceptions::{PyTypeError, PyUnicodeEncodeError, PyValueError};
 use pyo3::ffi;
@@ -690,7 +690,8 @@ impl<'s> Encoder<'s> {
     fn shared_string(&mut self, s: &Bound<'_, PyString>, form: StringForm, field: Option<ObjectField>) -> PyResult<bool> {
         // An object met again is found by address, before its text is read.
         if let Some(strings) = &mut self.strings {
-            if strings.wrote_reference(&mut self.w.buf, form, s) {
+            if let Some(slot) = strings.reference_slot(s) {
+                strings.write_references(&mut self.w.buf, form, slot, 1);
                 return Ok(true);
             }
         }
@@ -735,7 +736,9 @@ impl<'s> Encoder<'s> {
             return Ok(());
         }
         self.w.u8(tag::LIST);
-        self.items(list.len(), list.iter(), depth)
+        let len = list.len();
+        self.w.varint(len as u64);
+        self.list_values(list, len, depth)
     }
 
     /// Writes `list`, whose memo slot is taken, as a list of objects (docs/STREAM.md section 5:
@@ -935,7 +938,7 @@ impl<'s> Encoder<'s> {
                 } else if !self.object_list(list, depth, objects_head)? {
                     let len = list.len();
                     self.w.varint(ListHead::Items(len as u64).encode());
-                    self.item_values(len, list.iter(), depth)?;
+                    self.list_values(list, len, depth)?;
                 }
             }
         }
@@ -990,6 +993,63 @@ impl<'s> Encoder<'s> {
             return Err(list_changed_size());
         }
         Ok(())
+    }
+
+    /// The first `len` items of `list`, after its count, as `item_values` writes them, but with
+    /// each run of the very same object that follows an item (`[0] * n`, one string object
+    /// repeated: common in real data) found by comparing the pointers in the list's array and
+    /// written at once (`Repeat`), instead of each item taken from the list and dispatched on its
+    /// type again.
+    fn list_values(&mut self, list: &Bound<'_, PyList>, len: usize, depth: usize) -> Step {
+        let mut written = 0;
+        let mut items = list.iter();
+        while let Some(item) = items.next() {
+            let start = self.w.buf.len();
+            at(self.value(&item, depth + 1), || format!("[{written}]"))?;
+            written += 1;
+            let Some(repeat) = self.repeat_of(&item) else { continue };
+            let run = same_run(list, written, len, &item);
+            if run == 0 {
+                continue;
+            }
+            match repeat {
+                Repeat::Bytes => {
+                    let item_len = self.w.buf.len() - start;
+                    repeat_tail(&mut self.w.buf, item_len, run);
+                }
+                Repeat::Reference(slot) => {
+                    let strings = self.strings.as_mut().expect("a reference is to a string of the table");
+                    strings.write_references(&mut self.w.buf, StringForm::Tagged, slot, run);
+                }
+            }
+            // The run's items are written: past them (the list cannot change meanwhile, as no
+            // Python code ran since `same_run` saw them).
+            items.nth(run - 1);
+            written += run;
+        }
+        if written != len {
+            return Err(list_changed_size());
+        }
+        Ok(())
+    }
+
+    /// How `item`, just written, is written again if it follows itself in a list; None: as any
+    /// item (it takes a memo or string slot, or is a back-reference to one).
+    fn repeat_of(&self, item: &Bound<'_, PyAny>) -> Option<Repeat> {
+        if let Ok(s) = item.cast_exact::<PyString>() {
+            return match &self.strings {
+                // The next write of a string of the stream's table is a reference to its slot, if
+                // shorter; otherwise it takes a slot of its own, and is written as usual.
+                Some(strings) => strings.reference_slot(s).map(Repeat::Reference),
+                None => Some(Repeat::Bytes),
+            };
+        }
+        // The bytes of these depend on their value alone (no memo slot, no string slot).
+        let stateless = item.is_none()
+            || item.cast_exact::<PyInt>().is_ok()
+            || item.cast_exact::<PyFloat>().is_ok()
+            || item.cast_exact::<pyo3::types::PyBool>().is_ok();
+        stateless.then_some(Repeat::Bytes)
     }
 
     fn pairs(&mut self, dict: &Bound<'_, PyDict>, depth: usize) -> Step {
@@ -1358,6 +1418,24 @@ fn each_item<'py, E>(
         Ok(())
     } else {
         Err(PyTypeError::new_err("the dict changed size while it was being written"))
+    })
+}
+
+/// How a list item that follows the very same object is written (`Encoder::list_values`).
+enum Repeat {
+    /// Its bytes again: they depend on its value alone.
+    Bytes,
+    /// A reference to this slot of the stream's string table.
+    Reference(u64),
+}
+
+/// How many items of `list` from index `from` on (below `len`) are `item` itself.
+fn same_run(list: &Bound<'_, PyList>, from: usize, len: usize, item: &Bound<'_, PyAny>) -> usize {
+    pyo3::sync::critical_section::with_critical_section(list, || {
+        let end = len.min(list.len());
+        // SAFETY: indices below the list's length, read while no other thread changes it (its
+        // critical section); the borrowed pointers are only compared.
+        (from..end).take_while(|&index| unsafe { ffi::PyList_GET_ITEM(list.as_ptr(), index as ffi::Py_ssize_t) } == item.as_ptr()).count()
     })
 }
 

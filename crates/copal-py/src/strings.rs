@@ -125,17 +125,17 @@ impl StringTable {
         }
     }
 
-    /// Writes at the end of `out` a reference in `form` to the string `s` if it is a string
-    /// object written before in this body (found without reading its text) and the reference is
-    /// shorter; true if it did.
-    pub fn wrote_reference(&mut self, out: &mut Vec<u8>, form: StringForm, s: &Bound<'_, PyString>) -> bool {
-        let Some(Some(seen)) = self.recent.get(recent_index(s, self.recent.len())) else { return false };
-        if !seen.refers || seen.string.as_ptr() != s.as_ptr() {
-            return false;
-        }
-        let slot = seen.slot;
-        self.written.write_reference(out, form, slot);
-        true
+    /// The slot to refer to for the string `s` if it is a string object written before in this
+    /// body (found without reading its text) and a reference is shorter than its text.
+    pub fn reference_slot(&self, s: &Bound<'_, PyString>) -> Option<u64> {
+        let seen = self.recent.get(recent_index(s, self.recent.len()))?.as_ref()?;
+        (seen.refers && seen.string.as_ptr() == s.as_ptr()).then_some(seen.slot)
+    }
+
+    /// Writes at the end of `out` `count` references in `form` to `slot`, which
+    /// `reference_slot` gave (`WrittenStrings::write_references`).
+    pub fn write_references(&mut self, out: &mut Vec<u8>, form: StringForm, slot: u64, count: usize) {
+        self.written.write_references(out, form, slot, count);
     }
 
     /// Writes `s`, whose UTF-8 form is `text`, at the end of `out` in `form`: in full, or, as

@@ -24,5 +24,5 @@ pub use reader::{Limits, Reader, TzInfo};
 pub use record::{RecordHeader, FORMAT_VERSION, FLAG_MUTABLE_STATE, encode_root_record};
 pub use value::{decode_record_state, decode_value, is_decimal_text, memo_value, FieldReader, Value, MAX_DAY, MIN_DAY, PREALLOCATE_MAX};
 pub use varint::{zigzag_decode, zigzag_encode, MAX_VARINT_LEN};
-pub use writer::Writer;
+pub use writer::{repeat_tail, Writer};
 pub use written_strings::{reference_is_shorter, text_hash, StringForm, StringsMark, WrittenStrings};

@@ -129,9 +129,35 @@ impl Writer {
     }
 }
 
+/// Writes the last `len` bytes of `out` again `times` more times: a run of one value repeated
+/// (`[0] * n`, one string object n times) costs a few copies that double what is written, instead
+/// of encoding each item again.
+pub fn repeat_tail(out: &mut Vec<u8>, len: usize, times: usize) {
+    let start = out.len() - len;
+    let end = out.len() + len * times;
+    out.reserve(len * times);
+    while out.len() < end {
+        let copied = (out.len() - start).min(end - out.len());
+        out.extend_from_within(start..start + copied);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeated_tails_are_whole_copies_of_the_last_bytes() {
+        for (len, times) in [(1, 0), (1, 1), (2, 7), (3, 1000), (11, 33)] {
+            let mut out = b"head".to_vec();
+            let pattern: Vec<u8> = (0..len as u8).map(|byte| byte + 100).collect();
+            out.extend_from_slice(&pattern);
+            repeat_tail(&mut out, len, times);
+            let mut expected = b"head".to_vec();
+            (0..=times).for_each(|_| expected.extend_from_slice(&pattern));
+            assert_eq!(out, expected, "{len} bytes {times} more times");
+        }
+    }
 
     #[test]
     fn a_recycled_buffer_comes_back_empty_with_its_capacity() {

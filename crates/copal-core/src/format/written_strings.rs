@@ -28,6 +28,7 @@ use super::field_kind::StrHead;
 use super::field_texts::{FieldTexts, ObjectField};
 use super::tag;
 use super::varint::{varint_len, write_varint, MAX_VARINT_LEN};
+use super::writer::repeat_tail;
 
 /// The hash of a string's UTF-8 bytes for `WrittenStrings::find`.
 ///
@@ -146,7 +147,7 @@ pub fn reference_is_shorter(slot: u64, len: usize) -> bool {
 pub struct WrittenStrings {
     /// One per string written in full, its provisional slot being its index.
     texts: Vec<LoggedText>,
-    /// One per reference written, in the order written.
+    /// One per run of equal references written (`write_references`), in the order written.
     references: Vec<LoggedReference>,
     /// One per string written in full, its provisional slot being its index: the top 32 bits of
     /// its hash, then the index, so that sorting them groups equal hashes in the order written.
@@ -183,11 +184,13 @@ impl LoggedText {
     }
 }
 
-/// A reference of the body to provisional slot `slot`, in `form` at `start`.
+/// `count` references of the body to provisional slot `slot`, in `form`, one after the other
+/// from `start`.
 #[derive(Clone, Copy)]
 struct LoggedReference {
     start: u32,
     slot: u32,
+    count: u32,
     form: StringForm,
 }
 
@@ -202,7 +205,7 @@ pub struct StringsMark {
 
 thread_local! {
     /// The emptied log of the last `WrittenStrings` dropped on this thread, for the next one to
-    /// grow into: a large body's log (20 bytes per string in full, 12 per reference) allocated
+    /// grow into: a large body's log (20 bytes per string in full, 16 per run of references) allocated
     /// afresh for every stream cost a page fault per 4 KiB appended, and its reallocations
     /// copied it.
     static SPARE_LOG: Cell<Option<Log>> = const { Cell::new(None) };
@@ -352,11 +355,20 @@ impl WrittenStrings {
     /// Writes at the end of `out` a reference in `form` to `slot`, a slot `write_new` returned
     /// for this body.
     pub fn write_reference(&mut self, out: &mut Vec<u8>, form: StringForm, slot: u64) {
+        self.write_references(out, form, slot, 1);
+    }
+
+    /// Writes at the end of `out` `count` (at least 1) references in `form` to `slot`, one
+    /// after the other: the items of a list holding one string object `count` times. They are
+    /// logged as one entry (a list of 10,000 repeats logged 10,000 entries, most of its cost).
+    pub fn write_references(&mut self, out: &mut Vec<u8>, form: StringForm, slot: u64, count: usize) {
         let start = out.len();
         form.write_reference(out, slot);
+        repeat_tail(out, out.len() - start, count - 1);
+        // Each reference is at least a byte, so `count` fits 32 bits when the body's end does.
         match (u32::try_from(out.len()), u32::try_from(slot)) {
             (Ok(_), Ok(slot)) if !self.abandoned => {
-                self.references.push(LoggedReference { start: start as u32, slot, form });
+                self.references.push(LoggedReference { start: start as u32, slot, count: count as u32, form });
             }
             _ => self.abandoned = true,
         }
@@ -431,7 +443,7 @@ impl WrittenStrings {
             let referent = self.keys[first];
             self.keys[slot] = referent;
             if reference_is_shorter(referent, text.len as usize) {
-                repeats.push(Change { start: text.start, end: text.end() as u32, form: text.form, slot: referent });
+                repeats.push(Change { start: text.start, end: text.end() as u32, form: text.form, slot: referent, count: 1 });
             } else {
                 kept += 1;
             }
@@ -459,8 +471,9 @@ impl WrittenStrings {
             }
             let slot = self.keys[reference.slot as usize];
             if slot != u64::from(reference.slot) {
-                let end = reference.start as usize + reference.form.reference_len(u64::from(reference.slot));
-                rewrite.replace(body, &Change { start: reference.start, end: end as u32, form: reference.form, slot });
+                let len = reference.form.reference_len(u64::from(reference.slot)) * reference.count as usize;
+                let change = Change { start: reference.start, end: reference.start + len as u32, form: reference.form, slot, count: reference.count };
+                rewrite.replace(body, &change);
             }
         }
         repeats.for_each(|repeat| rewrite.replace(body, repeat));
@@ -470,13 +483,14 @@ impl WrittenStrings {
     }
 }
 
-/// A string of the body to write as a reference to final slot `slot`, in `form`, in place of
-/// the bytes `start..end`.
+/// `count` references to final slot `slot`, in `form`, to write in place of the bytes
+/// `start..end` of the body (a repeated string, or a run of references renumbered).
 struct Change {
     start: u32,
     end: u32,
     form: StringForm,
     slot: u64,
+    count: u32,
 }
 
 /// The state of `WrittenStrings::rewrite`: `body[..written]` is the rewritten body up to
@@ -494,9 +508,12 @@ impl Rewrite {
         move_down(body, self.unchanged..change.start as usize, &mut self.written);
         self.reference.clear();
         change.form.write_reference(&mut self.reference, change.slot);
-        debug_assert!(self.written + self.reference.len() <= change.end as usize, "the rewrite overtook the bytes it reads");
-        body[self.written..self.written + self.reference.len()].copy_from_slice(&self.reference);
-        self.written += self.reference.len();
+        let len = self.reference.len();
+        debug_assert!(self.written + len * change.count as usize <= change.end as usize, "the rewrite overtook the bytes it reads");
+        for _ in 0..change.count {
+            body[self.written..self.written + len].copy_from_slice(&self.reference);
+            self.written += len;
+        }
         self.unchanged = change.end as usize;
     }
 }
@@ -587,6 +604,8 @@ mod tests {
         Other(&'static [u8]),
         New(StringForm, String, u64),
         Reference(StringForm, u64),
+        /// That many references to a provisional slot, one after the other (`write_references`).
+        References(StringForm, u64, usize),
         /// A string written as the value of a field of an object (`write_field`).
         Field(StringForm, String, ObjectField),
     }
@@ -615,6 +634,7 @@ mod tests {
                     strings.write_new_hashed(body, *form, text.as_bytes(), *hash);
                 }
                 Step::Reference(form, slot) => strings.write_reference(body, *form, *slot),
+                Step::References(form, slot, count) => strings.write_references(body, *form, *slot, *count),
                 Step::Field(form, text, field) => {
                     strings.write_field(body, *form, text.as_bytes(), *field);
                 }
@@ -628,7 +648,11 @@ mod tests {
     fn written_directly(steps: &[Step]) -> Vec<u8> {
         let (mut body, mut first_slots, mut provisional) = (Vec::new(), HashMap::new(), Vec::new());
         let mut slots = 0;
-        for step in steps {
+        let expanded = steps.iter().flat_map(|step| match step {
+            Step::References(form, slot, count) => vec![Step::Reference(*form, *slot); *count],
+            other => vec![other.clone()],
+        });
+        for step in &expanded.collect::<Vec<_>>() {
             let (form, text) = match step {
                 Step::Other(bytes) => {
                     body.extend_from_slice(bytes);
@@ -639,6 +663,7 @@ mod tests {
                     (*form, text.clone())
                 }
                 Step::Reference(form, slot) => (*form, provisional[*slot as usize].clone()),
+                Step::References(..) => unreachable!("expanded above"),
             };
             match first_slots.get(&text) {
                 Some(&slot) if reference_is_shorter(slot, text.len()) => form.write_reference(&mut body, slot),
@@ -824,6 +849,21 @@ mod tests {
         let body = same_as_direct(&steps);
         assert_eq!(read_strings(&body, &[Tagged, Tagged, Typed, Tagged, Tagged, Typed]), ["a", "x", "a", "c", "a", "c"]);
         assert_eq!(&body[body.len() - 3..], b"\x1b\x00\x05");
+    }
+
+    #[test]
+    fn runs_of_references_are_renumbered_as_single_references_are() {
+        // "s7" again is a repeat, so "c" moves from provisional slot 128 to 127, and each run of
+        // references to it is rewritten one byte shorter per reference (a two-byte varint becomes
+        // one); the runs to slots before the repeat are left as written.
+        let mut steps: Vec<Step> = (0..126).map(|i| new(Tagged, &format!("s{i}"))).collect();
+        steps.extend([new(Tagged, "a"), new(Typed, "s7"), new(Tagged, "c"), Step::References(Tagged, 128, 5)]);
+        steps.extend([Step::References(Typed, 0, 3), Step::References(Tagged, 126, 1), new(Typed, "c"), Step::References(Typed, 128, 4)]);
+        let body = same_as_direct(&steps);
+        let forms = [vec![Tagged; 127], vec![Typed], vec![Tagged; 6], vec![Typed; 3], vec![Tagged], vec![Typed; 5]].concat();
+        let mut expected: Vec<String> = (0..126).map(|i| format!("s{i}")).collect();
+        expected.extend(["a", "s7", "c", "c", "c", "c", "c", "c", "s0", "s0", "s0", "a", "c", "c", "c", "c", "c"].map(String::from));
+        assert_eq!(read_strings(&body, &forms), expected);
     }
 
     #[test]
