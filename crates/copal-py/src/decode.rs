@@ -952,7 +952,13 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             self.fill_dict(r, &pairs, depth)?;
             pairs.into_any()
         } else {
-            PyList::new(py, self.items(r, depth)?)?.into_any()
+            // Not `PyList::new`, which panics when it cannot allocate.
+            let values = self.items(r, depth)?;
+            let mut list = ListBuilder::with_capacity(py, values.len())?;
+            for value in values {
+                list.push(value)?;
+            }
+            list.into_any()
         };
         let state = match known.state_field() {
             Some(name) => {

@@ -110,6 +110,15 @@ impl KnownContainer {
         }
     }
 
+    /// `state_field` as a Python string, made once.
+    fn state_name(self, py: Python<'_>) -> Option<&Bound<'_, PyString>> {
+        match self {
+            KnownContainer::OrderedDict => None,
+            KnownContainer::DefaultDict => Some(pyo3::intern!(py, "default_factory")),
+            KnownContainer::Deque => Some(pyo3::intern!(py, "maxlen")),
+        }
+    }
+
     /// How many of the fields of a stored instance of `class` hold state, which `decode::check_inert`
     /// leaves out: they are never set as attributes, and their names are the C type's own data
     /// descriptors.
@@ -139,7 +148,7 @@ impl KnownContainer {
             }
         };
         let fields = allocation::dict(py)?;
-        if let Some(name) = self.state_field() {
+        if let Some(name) = self.state_name(py) {
             // The C type's own descriptor: a subclass may shadow the attribute.
             let state = known_type.getattr(name)?.call_method1(pyo3::intern!(py, "__get__"), (v,))?;
             let state = match self {
@@ -149,10 +158,10 @@ impl KnownContainer {
             fields.set_item(name, state)?;
         }
         for (name, value) in instance_fields.iter().flat_map(|dict| dict.iter()) {
-            if self.state_field().is_some_and(|state| name.eq(state).unwrap_or(true)) {
+            if let Some(state) = self.state_name(py).filter(|state| name.eq(state).unwrap_or(false)) {
                 return Err(Failure::Unsupported {
                     path: vec![],
-                    reason: format!("its __dict__ holds an attribute {name}, which is where copal stores the {} of its {}", name, known_type.name()?),
+                    reason: format!("its __dict__ holds an attribute {state}, which is where copal stores the {state} of its {}", known_type.name()?),
                 });
             }
             fields.set_item(name, value)?;
