@@ -1609,7 +1609,8 @@ pub(crate) fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
 /// in Python. Not so for struct sequences (`os.stat_result`, `time.struct_time`: `tuple.__new__`
 /// refuses them, and their fields past the tuple would be lost) or subclasses of containers
 /// written in C (`collections.OrderedDict` keeps its order outside the dict, so an instance
-/// filled by `dict.update` looks empty). Kept per class (class_cache.rs): the answer reads only
+/// filled by `dict.update` looks empty; the C containers of known_containers.rs are therefore
+/// checked with the C type itself as `base`). Kept per class (class_cache.rs): the answer reads only
 /// the namespaces along the class's MRO.
 pub(crate) fn rebuilt_by_base(class: &Bound<'_, PyType>, base: &Bound<'_, PyType>) -> PyResult<bool> {
     // A built-in type's address names it for the life of the process.
