@@ -872,7 +872,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         };
         // An OrderedDict, defaultdict or deque (or a subclass) stored with its own base tag is
         // checked against, and rebuilt by, its C type (known_containers.rs).
-        let known = KnownContainer::of(&class)?.filter(|known| known.base_tag() == base_tag);
+        let known = KnownContainer::stored_as(&class, base_tag)?;
         let base = match known {
             Some(known) => known.type_object(py)?.clone(),
             None => base,
@@ -960,9 +960,10 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             list.into_any()
         };
-        let state = match known.state_field() {
+        let (state, offset) = match known.state_field(py) {
             Some(name) => {
-                if !info.fields.first().is_some_and(|field| field.bind(py).to_str().is_ok_and(|field| field == name)) {
+                // Both are exact strs: comparing them runs no Python code.
+                if !info.fields.first().is_some_and(|field| field.bind(py).as_any().eq(name).unwrap_or(false)) {
                     return Err(Fail::Python(SchemaError::new_err(format!(
                         "stored type {:?} does not have {name} as its first field, where its state is stored",
                         info.type_name
@@ -973,11 +974,11 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let fields = info.fields[1..].iter().map(|field| field.clone_ref(py)).collect();
                 let fixup = info.fixup.as_ref().map(|fixup| fixup.clone_ref(py));
                 *info = Arc::new(DecodeInfo::new(info.type_name.clone(), fields, fixup));
-                Some((state, offset))
+                (state, offset)
             }
-            None => None,
+            None => (py.None().into_bound(py), r.position()),
         };
-        known.fill(&obj, &items, state)?;
+        known.fill(&obj, &items, &state, offset)?;
         Ok(obj)
     }
 

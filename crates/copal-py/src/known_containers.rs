@@ -47,9 +47,12 @@ pub(crate) enum Items<'py> {
     Values(Vec<Bound<'py, PyAny>>),
 }
 
+/// A built-in type, got from the interpreter (the containers of `collections` are imported).
+type Factory = fn(Python<'_>) -> PyResult<Bound<'_, PyType>>;
+
 /// The default factories a defaultdict may have to be stored, under the names they are stored
 /// as: built-in types whose call makes an empty value and runs no code of the application.
-const FACTORIES: [(&str, fn(Python<'_>) -> PyResult<Bound<'_, PyType>>); 13] = [
+const FACTORIES: [(&str, Factory); 13] = [
     ("list", |py| Ok(PyList::type_object(py))),
     ("dict", |py| Ok(PyDict::type_object(py))),
     ("set", |py| Ok(PySet::type_object(py))),
@@ -81,6 +84,15 @@ impl KnownContainer {
         Ok(None)
     }
 
+    /// The known container `class` is or derives from, if a SUBCLASS of it has base tag
+    /// `base_tag`, that container's own: the test is skipped for the tuples of named tuples.
+    pub(crate) fn stored_as(class: &Bound<'_, PyType>, base_tag: u8) -> PyResult<Option<KnownContainer>> {
+        if base_tag != tag::DICT && base_tag != tag::LIST {
+            return Ok(None);
+        }
+        Ok(Self::of(class)?.filter(|known| known.base_tag() == base_tag))
+    }
+
     /// The C type itself, imported once per interpreter.
     pub(crate) fn type_object(self, py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
         static ORDERED_DICT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -102,16 +114,7 @@ impl KnownContainer {
     }
 
     /// The name of the field that holds the container's state, always its first field.
-    pub(crate) fn state_field(self) -> Option<&'static str> {
-        match self {
-            KnownContainer::OrderedDict => None,
-            KnownContainer::DefaultDict => Some("default_factory"),
-            KnownContainer::Deque => Some("maxlen"),
-        }
-    }
-
-    /// `state_field` as a Python string, made once.
-    fn state_name(self, py: Python<'_>) -> Option<&Bound<'_, PyString>> {
+    pub(crate) fn state_field(self, py: Python<'_>) -> Option<&Bound<'_, PyString>> {
         match self {
             KnownContainer::OrderedDict => None,
             KnownContainer::DefaultDict => Some(pyo3::intern!(py, "default_factory")),
@@ -123,7 +126,7 @@ impl KnownContainer {
     /// leaves out: they are never set as attributes, and their names are the C type's own data
     /// descriptors.
     pub(crate) fn state_fields_of(class: &Bound<'_, PyType>) -> PyResult<usize> {
-        Ok(Self::of(class)?.and_then(Self::state_field).map_or(0, |_| 1))
+        Ok(Self::of(class)?.and_then(|known| known.state_field(class.py())).map_or(0, |_| 1))
     }
 
     /// The items and fields of `v`, an instance of this container or of a Python subclass of it,
@@ -148,7 +151,7 @@ impl KnownContainer {
             }
         };
         let fields = allocation::dict(py)?;
-        if let Some(name) = self.state_name(py) {
+        if let Some(name) = self.state_field(py) {
             // The C type's own descriptor: a subclass may shadow the attribute.
             let state = known_type.getattr(name)?.call_method1(pyo3::intern!(py, "__get__"), (v,))?;
             let state = match self {
@@ -158,7 +161,7 @@ impl KnownContainer {
             fields.set_item(name, state)?;
         }
         for (name, value) in instance_fields.iter().flat_map(|dict| dict.iter()) {
-            if let Some(state) = self.state_name(py).filter(|state| name.eq(state).unwrap_or(false)) {
+            if let Some(state) = self.state_field(py).filter(|state| name.eq(state).unwrap_or(false)) {
                 return Err(Failure::Unsupported {
                     path: vec![],
                     reason: format!("its __dict__ holds an attribute {state}, which is where copal stores the {state} of its {}", known_type.name()?),
@@ -178,12 +181,13 @@ impl KnownContainer {
 
     /// Fills `obj`, made by `new_instance`, with the decoded `items` (a plain dict of the pairs
     /// in stored order, or a list) and sets its `state` (the value of its state field, read at
-    /// byte `offset`), all through the C type's own methods.
-    pub(crate) fn fill<'py>(self, obj: &Bound<'py, PyAny>, items: &Bound<'py, PyAny>, state: Option<(Bound<'py, PyAny>, usize)>) -> Result<(), Fail> {
+    /// byte `offset`; None for an OrderedDict, which has none), all through the C type's own
+    /// methods.
+    pub(crate) fn fill<'py>(self, obj: &Bound<'py, PyAny>, items: &Bound<'py, PyAny>, state: &Bound<'py, PyAny>, offset: usize) -> Result<(), Fail> {
         let py = obj.py();
         let known_type = self.type_object(py)?;
-        match (self, state) {
-            (KnownContainer::OrderedDict, None) => {
+        match self {
+            KnownContainer::OrderedDict => {
                 // `OrderedDict.update` would call the instance's `__setitem__`, which a subclass
                 // may override: the C type's own is called, pair by pair.
                 let set_item = known_type.getattr(pyo3::intern!(py, "__setitem__"))?;
@@ -191,22 +195,21 @@ impl KnownContainer {
                     set_item.call1((obj, key, value))?;
                 }
             }
-            (KnownContainer::DefaultDict, Some((factory, offset))) => {
-                let factory = stored_factory(py, &factory, offset)?;
+            KnownContainer::DefaultDict => {
+                let factory = stored_factory(py, state, offset)?;
                 // dict.update merges into the table directly, without `__setitem__`.
                 PyDict::type_object(py).call_method1(pyo3::intern!(py, "update"), (obj, items))?;
                 known_type.call_method1(pyo3::intern!(py, "__init__"), (obj, factory))?;
             }
-            (KnownContainer::Deque, Some((maxlen, offset))) => {
+            KnownContainer::Deque => {
                 let count = items.len()?;
-                let fits = maxlen.is_none()
-                    || maxlen.cast_exact::<PyInt>().is_ok_and(|maxlen| maxlen.extract::<isize>().is_ok_and(|maxlen| maxlen >= 0 && count <= maxlen as usize));
+                let fits = state.is_none()
+                    || state.cast_exact::<PyInt>().is_ok_and(|maxlen| maxlen.extract::<isize>().is_ok_and(|maxlen| maxlen >= 0 && count <= maxlen as usize));
                 if !fits {
                     return Err(Fail::Decode(DecodeError::OutOfRange { offset, what: "deque maxlen (None or an int at least the number of items)" }));
                 }
-                known_type.call_method1(pyo3::intern!(py, "__init__"), (obj, items, maxlen))?;
+                known_type.call_method1(pyo3::intern!(py, "__init__"), (obj, items, state))?;
             }
-            _ => unreachable!("`state` is read for exactly the containers with a state field"),
         }
         Ok(())
     }
