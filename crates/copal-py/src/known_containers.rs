@@ -173,8 +173,9 @@ impl KnownContainer {
     }
 
     /// A new, empty instance of `class` (this container or a Python subclass of it), made by the
-    /// C type's `__new__`: neither the class's `__new__` (`encode::rebuilt_by_base` made sure
-    /// it has none in Python) nor its `__init__` runs, as for every SUBCLASS value.
+    /// C type's `__new__`: neither a `__new__` the class defines in Python (`encode::rebuilt_by_base`
+    /// refuses classes whose instances a `__new__` written in C makes) nor its `__init__` runs,
+    /// as for every SUBCLASS value.
     pub(crate) fn new_instance<'py>(self, class: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
         self.type_object(class.py())?.call_method1(pyo3::intern!(class.py(), "__new__"), (class,))
     }
