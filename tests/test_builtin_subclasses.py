@@ -1,19 +1,24 @@
 """Subclasses of built-in containers: stored when the container's own constructor rebuilds
-them, refused otherwise (a struct sequence such as ``os.stat_result``, a subclass of a C
-container such as ``collections.OrderedDict``), instead of a stream that cannot be read back or
-an object that comes back empty."""
+them, refused otherwise (a struct sequence such as ``os.stat_result``), instead of a stream that
+cannot be read back or an object that comes back empty. ``collections.OrderedDict``,
+``defaultdict`` and ``deque``, C containers that keep state outside their base, and their
+Python subclasses round-trip with that state (known_containers.rs, docs/FORMAT.md section 6.7)."""
 
 from __future__ import annotations
 
 import collections
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
 import copal
+from helpers.models import Holder
 
 
 class OrderedSub(collections.OrderedDict):  # type: ignore[type-arg]
@@ -22,6 +27,10 @@ class OrderedSub(collections.OrderedDict):  # type: ignore[type-arg]
 
 class DefaultSub(collections.defaultdict):  # type: ignore[type-arg]
     pass
+
+
+class DequeSub(collections.deque):  # type: ignore[type-arg]
+    __slots__ = ("tag",)
 
 
 class Tagged:
@@ -41,10 +50,227 @@ class Tally(collections.Counter):  # type: ignore[type-arg]
     pass
 
 
+class Watched(collections.OrderedDict):  # type: ignore[type-arg]
+    """Methods that reading must not run: reading fills the instance with OrderedDict's own."""
+
+    calls: list[str] = []
+
+    def __init__(self, *args: Any) -> None:
+        Watched.calls.append("__init__")
+        super().__init__(*args)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        Watched.calls.append("__setitem__")
+        super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        Watched.calls.append("update")
+        super().update(*args, **kwargs)
+
+
+class OwnNew(collections.deque):  # type: ignore[type-arg]
+    """A `__new__` in Python, which reading skips as it skips `__init__`."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> OwnNew:
+        Watched.calls.append("__new__")
+        return super().__new__(cls)
+
+
+FORMATS = ["binary", "json", "xml", "archive"]
+
+
+def round_trip(value: Any, fmt: str) -> Any:
+    if fmt == "archive":
+        return copal.Archive(copal.pack_many([value]))[0]
+    return copal.loads(dumps(value, fmt))
+
+
+def dumps(value: Any, fmt: str) -> bytes:
+    if fmt == "archive":
+        return copal.pack_many([value])
+    return copal.dumps(value) if fmt == "binary" else copal.dumps(value, format=fmt)
+
+
+def _ordered() -> collections.OrderedDict[str, int]:
+    ordered = collections.OrderedDict(a=1, b=2, c=3)
+    ordered.move_to_end("a")  # its order is no longer the dict table's
+    ordered.note = "kept"  # type: ignore[attr-defined]  # OrderedDict instances have a __dict__
+    return ordered
+
+
+def assert_same_container(back: Any, value: Any) -> None:
+    assert type(back) is type(value)
+    if isinstance(value, collections.deque):
+        assert list(back) == list(value) and back.maxlen == value.maxlen
+    else:
+        assert list(back.items()) == list(value.items())
+    if isinstance(value, collections.defaultdict):
+        assert back.default_factory is value.default_factory
+    assert getattr(back, "__dict__", {}) == getattr(value, "__dict__", {})
+
+
+CONTAINERS = {
+    "OrderedDict moved": _ordered,
+    "OrderedDict subclass": lambda: OrderedSub([("z", 1), ("y", [2])]),
+    "defaultdict": lambda: collections.defaultdict(list, {"x": [1]}),
+    "defaultdict without factory": lambda: collections.defaultdict(None, {1: 2}),
+    "defaultdict of OrderedDict": lambda: collections.defaultdict(collections.OrderedDict),
+    "defaultdict subclass": lambda: DefaultSub(int, {"y": 2}),
+    "deque": lambda: collections.deque([1, "two", 3.0]),
+    "deque with maxlen": lambda: collections.deque([1, 2], maxlen=3),
+    "deque with maxlen 0": lambda: collections.deque(maxlen=0),
+}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("make", CONTAINERS.values(), ids=CONTAINERS.keys())
+def test_collections_containers_round_trip(make: Any, fmt: str) -> None:
+    value = make()
+    back = round_trip(value, fmt)
+    assert_same_container(back, value)
+    assert_same_container(round_trip([value], fmt)[0], value)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_their_python_subclasses_keep_their_attributes(fmt: str) -> None:
+    ordered, default, deque = OrderedSub(a=1), DefaultSub(list), DequeSub([1], maxlen=4)
+    ordered.note = "o"  # type: ignore[attr-defined]
+    default.note = ["d"]  # type: ignore[attr-defined]
+    deque.tag = ("t",)
+    back = round_trip([ordered, default, deque], fmt)
+    assert back[0].note == "o" and back[1].note == ["d"] and back[2].tag == ("t",) and back[2].maxlen == 4
+    assert [type(b) for b in back] == [OrderedSub, DefaultSub, DequeSub]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_loaded_containers_behave_as_the_originals(fmt: str) -> None:
+    ordered, default, deque = round_trip([_ordered(), collections.defaultdict(list), collections.deque([1, 2], maxlen=2)], fmt)
+    assert ordered == collections.OrderedDict([("b", 2), ("c", 3), ("a", 1)])  # order-sensitive
+    assert ordered != collections.OrderedDict([("a", 1), ("b", 2), ("c", 3)])
+    ordered.move_to_end("b")
+    assert list(ordered) == ["c", "a", "b"]
+    default["missing"].append(1)
+    assert default == {"missing": [1]}
+    deque.append(3)
+    assert list(deque) == [2, 3]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_identity_and_cycles_are_kept(fmt: str) -> None:
+    ordered = OrderedSub(first=1)
+    ordered["self"] = ordered
+    deque: collections.deque[Any] = collections.deque([0])
+    deque.append(deque)
+    default = collections.defaultdict(list)
+    default["same"] = default
+    back = round_trip([ordered, deque, deque, default, ordered], fmt)
+    assert back[0]["self"] is back[0] is back[4] and list(back[0]) == ["first", "self"]
+    assert back[1] is back[2] and back[1][1] is back[1]
+    assert back[3]["same"] is back[3] and back[3].default_factory is list
+
+
+def test_reading_runs_no_method_of_the_subclass() -> None:
+    data = copal.dumps([Watched([("a", 1), ("b", 2)]), OwnNew([1], maxlen=1)])
+    Watched.calls.clear()
+    back = copal.loads(data)
+    assert Watched.calls == [] and type(back[0]) is Watched and list(back[0].items()) == [("a", 1), ("b", 2)]
+    assert type(back[1]) is OwnNew and list(back[1]) == [1] and back[1].maxlen == 1
+
+
+def test_the_json_form_names_the_class_and_the_state() -> None:
+    document = json.loads(copal.dumps([collections.defaultdict(list, {"k": [1]}), collections.deque([1], maxlen=2)], format="json"))
+    assert document["value"] == [
+        {"$subclass": "collections.defaultdict", "$base": {"k": [1]}, "default_factory": "list"},
+        {"$subclass": "collections.deque", "$base": [1], "maxlen": 2},
+    ]
+    ordered = json.loads(copal.dumps(_ordered(), format="json"))["value"]
+    assert ordered == {"$subclass": "collections.OrderedDict", "$base": {"b": 2, "c": 3, "a": 1}, "note": "kept"}
+
+
+def _factory() -> list[int]:
+    return []
+
+
+class UserList(list):  # type: ignore[type-arg]
+    pass
+
+
+@pytest.mark.parametrize(
+    ("factory", "shown"),
+    [(lambda: 0, "<function <lambda>"), (_factory, "<function _factory"), (UserList, "UserList"), (dict.fromkeys, "fromkeys")],
+    ids=["lambda", "function", "user class", "builtin function"],
+)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_other_default_factories_are_refused_when_writing(factory: Any, shown: str, fmt: str) -> None:
+    value = {"inside": [collections.defaultdict(factory)]}
+    with pytest.raises(TypeError, match=rf"cannot store value\['inside'\]\[0\]: its default_factory .*{shown}.* cannot be stored"):
+        dumps(value, fmt)
+
+
+def _defaultdict_stream(factory: bytes, fields: list[str] = ["default_factory"]) -> bytes:
+    """A version 1 stream of a defaultdict with one pair 1: 2, whose first field is `factory`."""
+    names = b"".join(bytes([len(name)]) + name.encode() for name in fields)
+    table = b"\x01\x00\x17collections.defaultdict" + bytes([len(fields)]) + names
+    body = table + b"\x19\x00\x0d\x01\x03\x02\x03\x04" + factory
+    return b"CPL1\x01\x00" + bytes([len(body)]) + body
+
+
+def test_the_stream_of_a_defaultdict_is_as_documented() -> None:
+    assert copal.loads(_defaultdict_stream(b"\x07\x03int"))[7] == 0
+
+
+@pytest.mark.parametrize("name", [b"\x07\x09os.system", b"\x07\x04eval", b"\x07\x0bbuiltins.int", b"\x07\x04List"])
+def test_an_unknown_factory_name_is_refused_when_reading(name: bytes) -> None:
+    with pytest.raises(copal.SchemaError, match="default_factory .* is not a factory copal rebuilds"):
+        copal.loads(_defaultdict_stream(name))
+
+
+@pytest.mark.parametrize("factory", [b"\x03\x02", b"\x0b\x00", b"\x02"], ids=["int", "list", "true"])
+def test_a_factory_that_is_no_name_is_corrupt(factory: bytes) -> None:
+    with pytest.raises(copal.CorruptRecordError, match="default_factory"):
+        copal.loads(_defaultdict_stream(factory))
+
+
+def test_a_defaultdict_without_its_factory_field_is_refused() -> None:
+    with pytest.raises(copal.SchemaError, match="does not have default_factory as its first field"):
+        copal.loads(_defaultdict_stream(b"\x00", fields=["other"]))
+
+
+def _deque_stream(items: int, maxlen: bytes) -> bytes:
+    table = b"\x01\x00\x11collections.deque\x01\x06maxlen"
+    body = table + b"\x19\x00\x0b" + bytes([items]) + b"\x00" * items + maxlen
+    return b"CPL1\x01\x00" + bytes([len(body)]) + body
+
+
+@pytest.mark.parametrize(
+    "maxlen", [b"\x03\x01", b"\x03\x02", b"\x07\x01x", b"\x05" + bytes(8), b"\x04\x09" + bytes(8) + b"\x01"],
+    ids=["negative", "below the items", "str", "float", "too large"],
+)
+def test_a_bad_maxlen_is_corrupt(maxlen: bytes) -> None:
+    with pytest.raises(copal.CorruptRecordError, match="deque maxlen"):
+        copal.loads(_deque_stream(2, maxlen))
+
+
+def test_a_container_stored_with_another_base_is_refused() -> None:
+    # A deque stored as a DICT, an OrderedDict as a LIST.
+    deque = b"\x01\x00\x11collections.deque\x01\x06maxlen" + b"\x19\x00\x0d\x00\x00"
+    ordered = b"\x01\x00\x17collections.OrderedDict\x00" + b"\x19\x00\x0b\x00"
+    for body in (deque, ordered):
+        with pytest.raises(copal.SchemaError, match="is not a subclass of"):
+            copal.loads(b"CPL1\x01\x00" + bytes([len(body)]) + body)
+
+
+def test_a_state_field_in_the_instance_dict_is_refused() -> None:
+    default = DefaultSub(list)
+    default.__dict__["default_factory"] = "shadowed"  # where copal stores the factory
+    with pytest.raises(TypeError, match=r"value\[0\]: its __dict__ holds an attribute default_factory"):
+        copal.dumps([default])
+
+
 @pytest.mark.parametrize(
     "value",
-    [os.stat_result(tuple(range(10))), time.gmtime(0), OrderedSub(a=1), DefaultSub(list, a=[1])],
-    ids=["stat_result", "struct_time", "OrderedDict subclass", "defaultdict subclass"],
+    [os.stat_result(tuple(range(10))), time.gmtime(0)],
+    ids=["stat_result", "struct_time"],
 )
 def test_containers_their_base_cannot_rebuild_are_refused(value: object) -> None:
     with pytest.raises(TypeError, match="cannot be stored"):
@@ -62,7 +288,7 @@ def test_python_subclasses_still_round_trip() -> None:
     assert back[2] == Tally("aab") and type(back[2]) is Tally
 
 
-def test_a_database_refuses_them_and_stays_readable(tmp_path: Path) -> None:
+def test_a_database_refuses_struct_sequences_and_stays_readable(tmp_path: Path) -> None:
     db = copal.open(tmp_path / "db")
     with db.transaction() as tx:
         tx.root["kept"] = 1
@@ -74,10 +300,67 @@ def test_a_database_refuses_them_and_stays_readable(tmp_path: Path) -> None:
     db.close()
 
 
-def test_a_stream_naming_a_struct_sequence_is_refused_clearly() -> None:
-    # What an earlier copal wrote for os.stat_result(range(10)): a SUBCLASS of TUPLE.
-    written = bytes.fromhex(
-        "43504c3103002a01000e6f732e737461745f726573756c740019000c0a03000302030403060308030a030c030e03100312"
-    )
-    with pytest.raises(copal.SchemaError, match="os.stat_result.*cannot be rebuilt"):
-        copal.loads(written)
+def _stored() -> dict[str, Any]:
+    return {name: make() for name, make in CONTAINERS.items()}
+
+
+def test_a_database_stores_them_in_records_and_as_root_values(tmp_path: Path) -> None:
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        tx.root["holder"] = Holder(**{name.replace(" ", "_"): value for name, value in _stored().items()})
+        tx.root["deque"] = collections.deque([1], maxlen=2)
+        tx.root["ordered"] = _ordered()
+    db.close()
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        holder = tx.root["holder"]
+        for name, value in _stored().items():
+            assert_same_container(getattr(holder, name.replace(" ", "_")), value)
+        assert_same_container(tx.root["deque"], collections.deque([1], maxlen=2))
+        assert_same_container(tx.root["ordered"], _ordered())
+    db.close()
+
+
+def test_changes_inside_them_are_detected_at_commit(tmp_path: Path) -> None:
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        tx.root["holder"] = Holder(ordered=_ordered(), deque=collections.deque([1], maxlen=2), default=collections.defaultdict(list))
+    with db.transaction() as tx:
+        holder = tx.root["holder"]
+        holder.ordered.move_to_end("b")  # the same items in another order
+        holder.deque.append(2)
+        holder.default["new"].append(1)  # made by the factory
+    db.close()
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        holder = tx.root["holder"]
+        assert list(holder.ordered) == ["c", "a", "b"]
+        assert list(holder.deque) == [1, 2] and holder.deque.maxlen == 2
+        assert holder.default == {"new": [1]} and holder.default.default_factory is list
+    db.close()
+
+
+def test_copal_show_and_export_read_them_without_the_classes(tmp_path: Path) -> None:
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        holder = Holder(ordered=_ordered(), deque=collections.deque([1], maxlen=2), default=collections.defaultdict(list, a=[1]))
+        tx.root["holder"] = holder
+    oid = holder._p_oid
+    db.export(tmp_path / "out.jsonl", format="json")
+    db.close()
+    shown = subprocess.run([sys.executable, "-m", "copal", "show", str(tmp_path / "db"), hex(oid), "--json"],
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    fields = json.loads(shown.stdout)["fields"]
+    assert fields["ordered"] == {"$subclass": "collections.OrderedDict", "$base": {"b": 2, "c": 3, "a": 1}, "note": "kept"}
+    assert fields["deque"] == {"$subclass": "collections.deque", "$base": [1], "maxlen": 2}
+    assert fields["default"] == {"$subclass": "collections.defaultdict", "$base": {"a": [1]}, "default_factory": "list"}
+    # A JSON export imports into a database that reads them back whole.
+    copy = copal.open(tmp_path / "copy")
+    copy.import_from(tmp_path / "out.jsonl")
+    with copy.transaction() as tx:
+        copied = tx.root["holder"]
+        assert_same_container(copied.ordered, _ordered())
+        assert_same_container(copied.deque, collections.deque([1], maxlen=2))
+        assert_same_container(copied.default, collections.defaultdict(list, a=[1]))
+    copy.close()

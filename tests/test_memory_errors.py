@@ -14,6 +14,7 @@ import enum
 import io
 import sys
 import uuid
+import collections
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
@@ -215,3 +216,25 @@ def test_commit_raises_memory_error_or_stores_the_record(tmp_path: Path) -> None
     finally:
         reader.close()
         db.close()
+
+
+def _collections_containers() -> list[Any]:
+    ordered = collections.OrderedDict(a=[1], b=2**70)
+    ordered.move_to_end("a")
+    default = collections.defaultdict(list, {"k": ["v"]})
+    deque = collections.deque([1, "two", ordered], maxlen=5)
+    return [ordered, default, deque, collections.defaultdict(collections.OrderedDict), deque]
+
+
+def test_collections_containers_raise_memory_error_or_round_trip() -> None:
+    # known_containers.rs: read and rebuilt through the C types' own methods.
+    value = _collections_containers()
+    data = copal.dumps(value)
+
+    def check_stream(written: bytes) -> None:
+        assert written == data
+
+    _each_allocation_failing(lambda: copal.dumps(value), check_stream)
+    _each_allocation_failing(lambda: copal.loads(data), _check_decoded(data))
+    document = copal.dumps(value, format="json")
+    _each_allocation_failing(lambda: copal.loads(document), _check_decoded(data))

@@ -13,6 +13,7 @@ and hand-made invalid streams defined below (review the diff: the file is normat
 
 from __future__ import annotations
 
+import collections
 import datetime
 import decimal
 import enum
@@ -1283,6 +1284,15 @@ def _scalar_subclass_cycle() -> Any:
     return s
 
 
+def _collections_containers() -> Any:
+    """An OrderedDict whose order is not its dict table's, a defaultdict and a deque (twice):
+    SUBCLASS values whose first field is the state (docs/FORMAT.md section 6.7)."""
+    ordered = collections.OrderedDict(a=1, b=2)
+    ordered.move_to_end("a")
+    deque = collections.deque(["x"], maxlen=3)
+    return [ordered, collections.defaultdict(list, {"k": [1]}), deque, deque]
+
+
 # name -> (factory, compress, canonical: copal writes exactly these bytes for the value)
 VALID: dict[str, tuple[Callable[[], Any], copal.serialize.Compression, bool]] = {
     "none": (lambda: None, None, True),
@@ -1310,6 +1320,7 @@ VALID: dict[str, tuple[Callable[[], Any], copal.serialize.Compression, bool]] = 
     "int_subclass": (_int_subclass, None, True),
     "scalar_subclasses": (_scalar_subclasses, None, True),
     "scalar_subclass_cycle": (_scalar_subclass_cycle, None, True),
+    "collections_containers": (_collections_containers, None, True),
     "zstd": (lambda: ["copal"] * 20, "zstd", False),
     "gzip": (lambda: ["copal"] * 20, "gzip", False),
     "lz4": (lambda: ["copal"] * 20, "lz4", False),

@@ -107,7 +107,9 @@ def dumps(obj: Any, *, compress: Compression = None, format: Format = "copal") -
         whole if ``compress`` is given.
 
     Raises:
-        TypeError: The graph holds a value copal cannot store (the message names its path), or,
+        TypeError: The graph holds a value copal cannot store (the message names its path:
+            among them a ``collections.defaultdict`` whose ``default_factory`` is neither None
+            nor a built-in type such as ``list``, docs/FORMAT.md section 6.7), or,
             with ``format="json"`` or ``"xml"``, a tuple or frozenset that contains itself
             through a mutable container or an instance of a subclass of int, float, complex,
             str or bytes (binary streams hold both).
@@ -208,7 +210,8 @@ def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT
             truncated, trailing bytes, damaged compression or values), or its payload inflates
             beyond ``max_size``; or it is not a JSON or XML document of docs/TEXT_FORMATS.md.
         SchemaError: A class of the stream is not imported, or names something that may not be
-            rebuilt that way (a function, a class defining ``__new__``, ...).
+            rebuilt that way (a function, a class defining ``__new__``, a ``defaultdict``
+            factory that is not one of the built-in types copal stores, ...).
         TypeError, ValueError: ``max_size`` is not a non-negative int.
 
     Example:

@@ -10,6 +10,7 @@ stored value reach one object in the decoded value, and distinct ones stay disti
 
 from __future__ import annotations
 
+import collections
 import datetime
 import decimal
 import enum
@@ -20,7 +21,7 @@ from typing import Any
 from copal import Persistent
 
 # Mutable values (and plain instances) whose identity a round trip must keep.
-_IDENTITY_TYPES = (list, dict, set, bytearray)
+_IDENTITY_TYPES = (list, dict, set, bytearray, collections.deque)
 
 
 def assert_same(expected: Any, actual: Any, path: str = "value") -> None:
@@ -80,12 +81,16 @@ class _Comparer:
         elif isinstance(e, (type(None), bool, int, str, bytes, bytearray, datetime.date,
                             datetime.timedelta, uuid.UUID)):
             assert e == a, f"{path}: {a!r:.300} != {e!r:.300}"
-        elif isinstance(e, (list, tuple)):
+        elif isinstance(e, (list, tuple, collections.deque)):
             assert len(e) == len(a), f"{path}: length {len(a)}, expected {len(e)}"
+            if isinstance(e, collections.deque):
+                assert e.maxlen == a.maxlen, f"{path}: maxlen {a.maxlen}, expected {e.maxlen}"
             for i, (x, y) in enumerate(zip(e, a)):
                 self.same(x, y, f"{path}[{i}]")
         elif isinstance(e, dict):
             assert len(e) == len(a), f"{path}: {len(a)} keys, expected {len(e)}"
+            if isinstance(e, collections.defaultdict):
+                assert e.default_factory is a.default_factory, f"{path}: default_factory {a.default_factory!r}"
             for i, ((k1, v1), (k2, v2)) in enumerate(zip(e.items(), a.items())):
                 self.same(k1, k2, f"{path}.keys()[{i}]")
                 self.same(v1, v2, f"{path}[{k1!r}]")

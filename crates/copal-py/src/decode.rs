@@ -18,6 +18,7 @@ use std::sync::Arc;
 use crate::allocation;
 use crate::errors::{corrupt, SchemaError};
 use crate::instance_values::FieldSlots;
+use crate::known_containers::KnownContainer;
 use crate::list_builder::ListBuilder;
 use crate::pytypes;
 
@@ -130,7 +131,7 @@ struct Target<'py> {
 /// database with many classes may be).
 const MAX_REMEMBERED_TARGETS: usize = 1024;
 
-enum Fail {
+pub(crate) enum Fail {
     Decode(DecodeError),
     Python(PyErr),
 }
@@ -848,7 +849,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
 
     fn subclass(&mut self, r: &mut Reader<'_>, depth: usize) -> Out<'py> {
         let py = self.py;
-        let info = self.resolver.descriptor(py, r.u32_varint()?)?;
+        let mut info = self.resolver.descriptor(py, r.u32_varint()?)?;
         let class = self.resolver.class_of(py, &info)?;
         let offset = r.position();
         let base_tag = r.peek_u8()?;
@@ -869,8 +870,15 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
             },
         };
+        // An OrderedDict, defaultdict or deque (or a subclass) stored with its own base tag is
+        // checked against, and rebuilt by, its C type (known_containers.rs).
+        let known = KnownContainer::stored_as(&class, base_tag)?;
+        let base = match known {
+            Some(known) => known.type_object(py)?.clone(),
+            None => base,
+        };
         crate::class_cache::check_inert(&class, &info)?;
-        if !crate::encode::is_heap_type(&class) || !class.is_subclass(&base)? {
+        if (known.is_none() && !crate::encode::is_heap_type(&class)) || !class.is_subclass(&base)? {
             return Err(Fail::Python(SchemaError::new_err(format!(
                 "stored type {:?} is not a subclass of {}",
                 info.type_name,
@@ -889,7 +897,9 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             self.rebuildable_subclasses.push(class_address);
         }
-        let obj = if is_scalar {
+        let obj = if let Some(known) = known {
+            self.known_container(r, known, &class, &mut info, depth)?
+        } else if is_scalar {
             self.scalar_instance(r, &class, &base, depth)?
         } else if base_tag == tag::SUPERSEDED_TUPLE || base_tag == tag::SUPERSEDED_FROZENSET {
             // The fields that follow are set on the value of the slot, as on any SUBCLASS value.
@@ -928,6 +938,50 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
 }
 
 impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
+    /// The instance of `class`, an OrderedDict, defaultdict or deque or a Python subclass of
+    /// one, whose SUBCLASS base `r` is at (after its tag), in the SUBCLASS's memo slot; then
+    /// its state field if it has one (known_containers.rs). `info` becomes the descriptor of
+    /// the fields left, which are set as for any SUBCLASS.
+    #[inline(never)]
+    fn known_container(&mut self, r: &mut Reader<'_>, known: KnownContainer, class: &Bound<'py, PyType>, info: &mut Arc<DecodeInfo>, depth: usize) -> Out<'py> {
+        let py = self.py;
+        let obj = known.new_instance(class)?;
+        self.memo.push(Some(obj.clone()));
+        let items = if known.base_tag() == tag::DICT {
+            let pairs = allocation::dict(py)?;
+            self.fill_dict(r, &pairs, depth)?;
+            pairs.into_any()
+        } else {
+            // Not `PyList::new`, which panics when it cannot allocate.
+            let values = self.items(r, depth)?;
+            let mut list = ListBuilder::with_capacity(py, values.len())?;
+            for value in values {
+                list.push(value)?;
+            }
+            list.into_any()
+        };
+        let (state, offset) = match known.state_field(py) {
+            Some(name) => {
+                // Both are exact strs: comparing them runs no Python code.
+                if !info.fields.first().is_some_and(|field| field.bind(py).as_any().eq(name).unwrap_or(false)) {
+                    return Err(Fail::Python(SchemaError::new_err(format!(
+                        "stored type {:?} does not have {name} as its first field, where its state is stored",
+                        info.type_name
+                    ))));
+                }
+                let offset = r.position();
+                let state = self.value(r, depth + 1)?;
+                let fields = info.fields[1..].iter().map(|field| field.clone_ref(py)).collect();
+                let fixup = info.fixup.as_ref().map(|fixup| fixup.clone_ref(py));
+                *info = Arc::new(DecodeInfo::new(info.type_name.clone(), fields, fixup));
+                (state, offset)
+            }
+            None => (py.None().into_bound(py), r.position()),
+        };
+        known.fill(&obj, &items, &state, offset)?;
+        Ok(obj)
+    }
+
     /// The instance of `class`, a subclass of scalar built-in `base`, whose value is the
     /// SUBCLASS base that `r` is at (docs/STREAM.md section 5), in the SUBCLASS's memo slot.
     /// Kept out of `subclass` (and `value_inner` read through `value`, its one caller, in which
@@ -1186,7 +1240,9 @@ pub fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResu
     // A slot's member descriptor is where the field belongs: setting it runs no code of the class.
     let layout = crate::slots::layout_of(class)?;
     let is_slot = |attribute: &Bound<'py, PyAny>| layout.as_ref().is_some_and(|layout| layout.fields.iter().any(|slot| slot.member.is(attribute)));
-    for field in &info.fields {
+    // The state of an OrderedDict, defaultdict or deque is no attribute: its C type sets it.
+    let fields = &info.fields[KnownContainer::state_fields_of(class)?.min(info.fields.len())..];
+    for field in fields {
         if let Some(attribute) = lookup(field.bind(py).as_any())? {
             // SAFETY: reading a slot of the live type object of `attribute`.
             let is_data_descriptor = unsafe { (*attribute.get_type().as_type_ptr()).tp_descr_set.is_some() };
@@ -1199,7 +1255,7 @@ pub fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResu
     // first: `set_evolved_slots` checks what is left.)
     if let Some(layout) = layout.as_ref().filter(|layout| !layout.has_dict && info.fixup.is_none()) {
         let is_slot_name = |field: &Py<PyString>| layout.fields.iter().any(|slot| slot.name.bind(py).as_any().eq(field.bind(py)).unwrap_or(false));
-        if let Some(field) = info.fields.iter().find(|field| !is_slot_name(field)) {
+        if let Some(field) = fields.iter().find(|field| !is_slot_name(field)) {
             return Err(no_place_for(info, field.bind(py)));
         }
     }

@@ -18,6 +18,7 @@ use pyo3::types::{
 use crate::classes::{type_name_of, ClassShape};
 use crate::hashing::IntMap;
 use crate::json_writer::str_text;
+use crate::known_containers::{Items, KnownContainer};
 use crate::persistent::{instance_dict, PersistentBase};
 use crate::pytypes;
 use crate::slots::{SlotFields, SlotLayout};
@@ -292,6 +293,9 @@ pub(crate) enum Kind {
     /// A Python subclass of list, dict, tuple, set or frozenset, or of a scalar built-in
     /// (`SCALAR_BASES`), with the tag of its base (see `subclass_bases`).
     Subclass(u8),
+    /// An OrderedDict, defaultdict or deque, or an instance of a Python subclass of one: a
+    /// SUBCLASS with its state (known_containers.rs).
+    Known(KnownContainer),
     /// A plain instance of a Python class (with a `__dict__`, slots or both), written by value
     /// as an OBJECT; the number of the class's entry in `Encoder::object_shapes`.
     Object(usize),
@@ -516,6 +520,7 @@ impl<'s> Encoder<'s> {
                 }
                 Kind::Builtin => self.builtin(v, depth)?,
                 Kind::Subclass(base) => self.subclass(v, base, depth)?,
+                Kind::Known(known) => self.known_container(v, known, depth)?,
                 Kind::Decimal => {
                     let text: String = v.str()?.extract()?;
                     self.w.u8(tag::DECIMAL);
@@ -1189,6 +1194,31 @@ impl<'s> Encoder<'s> {
         self.fields(&fields, depth)
     }
 
+    /// An instance of a known container of `collections` (known_containers.rs): a SUBCLASS of
+    /// its base tag with its items in its own order, then its state and its own fields.
+    fn known_container(&mut self, v: &Bound<'_, PyAny>, known: KnownContainer, depth: usize) -> Step {
+        self.mutable = true;
+        if self.backref_or_slot(v)? {
+            return Ok(());
+        }
+        let class = v.get_type();
+        let instance_fields = match crate::slots::layout_of(&class)? {
+            Some(layout) => Some(SlotFields::of(v, &layout)?.to_dict()?),
+            None if has_instance_dict(v) => Some(instance_dict(v)?),
+            None => None,
+        };
+        let contents = known.contents(v, instance_fields)?;
+        let shape = self.sink.descriptor(&class, &contents.fields)?;
+        self.w.u8(tag::SUBCLASS);
+        self.w.varint(u64::from(shape.descriptor));
+        self.w.u8(known.base_tag());
+        match contents.items {
+            Items::Pairs(pairs) => self.pairs(&pairs, depth)?,
+            Items::Values(values) => self.items(values.len(), values.into_iter(), depth)?,
+        }
+        self.fields(&contents.fields, depth)
+    }
+
     /// An instance of a Python subclass of scalar built-in `base`: a SUBCLASS whose base is its
     /// value, written as a plain value of `base` is (docs/STREAM.md section 5). `value_method`
     /// is `base`'s own method that copies that value out of the instance.
@@ -1356,6 +1386,9 @@ pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResu
     }
     if class.is_subclass(pytypes::enum_type(py)?)? {
         return Ok(Kind::Enum);
+    }
+    if let Some(known) = KnownContainer::of(class)? {
+        return Ok(if rebuilt_by_base(class, known.type_object(py)?)? { Kind::Known(known) } else { Kind::Unsupported });
     }
     if !is_heap_type(class) {
         return Ok(Kind::Unsupported);
@@ -1576,7 +1609,8 @@ pub(crate) fn class_has_instance_dict(class: &Bound<'_, PyType>) -> bool {
 /// in Python. Not so for struct sequences (`os.stat_result`, `time.struct_time`: `tuple.__new__`
 /// refuses them, and their fields past the tuple would be lost) or subclasses of containers
 /// written in C (`collections.OrderedDict` keeps its order outside the dict, so an instance
-/// filled by `dict.update` looks empty). Kept per class (class_cache.rs): the answer reads only
+/// filled by `dict.update` looks empty; the C containers of known_containers.rs are therefore
+/// checked with the C type itself as `base`). Kept per class (class_cache.rs): the answer reads only
 /// the namespaces along the class's MRO.
 pub(crate) fn rebuilt_by_base(class: &Bound<'_, PyType>, base: &Bound<'_, PyType>) -> PyResult<bool> {
     // A built-in type's address names it for the life of the process.

@@ -956,7 +956,7 @@ fn classify(class: &Bound<'_, PyType>) -> PyResult<Form> {
             let slots = crate::slots::layout_of(class)?;
             Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), slots, fields: RefCell::default() }))
         }
-        Kind::Persistent | Kind::Broken | Kind::Subclass(_) | Kind::Unsupported => Form::Transcoded,
+        Kind::Persistent | Kind::Broken | Kind::Subclass(_) | Kind::Known(_) | Kind::Unsupported => Form::Transcoded,
     })
 }
 

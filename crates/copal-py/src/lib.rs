@@ -19,6 +19,7 @@ mod hashing;
 mod instance_values;
 mod json_keys;
 mod json_writer;
+mod known_containers;
 mod list_builder;
 mod persistent;
 mod query;

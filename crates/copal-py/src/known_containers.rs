@@ -1,0 +1,260 @@
+//! `collections.OrderedDict`, `collections.defaultdict` and `collections.deque`, and their Python
+//! subclasses: containers written in C that keep state outside their base, which the generic
+//! SUBCLASS path (a base filled by the base's own methods) would lose. OrderedDict keeps its
+//! order in a linked list beside the dict table (`move_to_end` changes one and not the other),
+//! defaultdict keeps `default_factory` and deque, which is no list at all, keeps `maxlen`.
+//!
+//! They are SUBCLASS values all the same (docs/FORMAT.md section 6.7, "Containers of
+//! collections"): the descriptor names the class, the base is a DICT (OrderedDict, defaultdict)
+//! or a LIST (deque) of the items in the container's own iteration order, and the first field
+//! is the state (`default_factory`, `maxlen`; OrderedDict has none), followed by the instance's
+//! own fields. This module knows the three types by identity, reads them through their own
+//! methods and rebuilds them with their own `__new__`, `__setitem__` and `__init__`, called on
+//! the C type: no method of a Python subclass runs, and the only factories a reader sets are
+//! the built-in types of `FACTORIES`, found by name in that table, never imported or called.
+
+use copal_core::format::{tag, DecodeError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyFrozenSet, PyInt, PyList, PySet, PyString, PyTuple, PyType};
+use pyo3::PyTypeInfo;
+
+use crate::allocation;
+use crate::decode::Fail;
+use crate::encode::Failure;
+use crate::errors::SchemaError;
+
+/// One of the three containers of `collections` that copal stores with their state.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum KnownContainer {
+    OrderedDict,
+    DefaultDict,
+    Deque,
+}
+
+/// What a known container is written as besides its descriptor: its items as a SUBCLASS base
+/// and its fields (state first).
+pub(crate) struct Contents<'py> {
+    pub items: Items<'py>,
+    pub fields: Bound<'py, PyDict>,
+}
+
+pub(crate) enum Items<'py> {
+    /// The pairs of a dict-based container, copied into a plain dict in the container's order.
+    Pairs(Bound<'py, PyDict>),
+    /// The items of a deque, in order.
+    Values(Vec<Bound<'py, PyAny>>),
+}
+
+/// A built-in type, got from the interpreter (the containers of `collections` are imported).
+type Factory = fn(Python<'_>) -> PyResult<Bound<'_, PyType>>;
+
+/// The default factories a defaultdict may have to be stored, under the names they are stored
+/// as: built-in types whose call makes an empty value and runs no code of the application.
+const FACTORIES: [(&str, Factory); 13] = [
+    ("list", |py| Ok(PyList::type_object(py))),
+    ("dict", |py| Ok(PyDict::type_object(py))),
+    ("set", |py| Ok(PySet::type_object(py))),
+    ("int", |py| Ok(PyInt::type_object(py))),
+    ("float", |py| Ok(PyFloat::type_object(py))),
+    ("str", |py| Ok(PyString::type_object(py))),
+    ("bytes", |py| Ok(PyBytes::type_object(py))),
+    ("tuple", |py| Ok(PyTuple::type_object(py))),
+    ("frozenset", |py| Ok(PyFrozenSet::type_object(py))),
+    ("bool", |py| Ok(PyBool::type_object(py))),
+    ("collections.OrderedDict", |py| Ok(KnownContainer::OrderedDict.type_object(py)?.clone())),
+    ("collections.deque", |py| Ok(KnownContainer::Deque.type_object(py)?.clone())),
+    ("collections.defaultdict", |py| Ok(KnownContainer::DefaultDict.type_object(py)?.clone())),
+];
+
+impl KnownContainer {
+    const ALL: [KnownContainer; 3] = [KnownContainer::OrderedDict, KnownContainer::DefaultDict, KnownContainer::Deque];
+
+    /// The known container `class` is or derives from, if any.
+    pub(crate) fn of(class: &Bound<'_, PyType>) -> PyResult<Option<KnownContainer>> {
+        for known in Self::ALL {
+            let known_type = known.type_object(class.py())?;
+            // SAFETY: both are live type objects and the GIL is held; PyType_IsSubtype reads
+            // their MROs and runs no Python code (no `__subclasscheck__`).
+            if unsafe { ffi::PyType_IsSubtype(class.as_type_ptr(), known_type.as_type_ptr()) } != 0 {
+                return Ok(Some(known));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The known container `class` is or derives from, if a SUBCLASS of it has base tag
+    /// `base_tag`, that container's own: the test is skipped for the tuples of named tuples.
+    pub(crate) fn stored_as(class: &Bound<'_, PyType>, base_tag: u8) -> PyResult<Option<KnownContainer>> {
+        if base_tag != tag::DICT && base_tag != tag::LIST {
+            return Ok(None);
+        }
+        Ok(Self::of(class)?.filter(|known| known.base_tag() == base_tag))
+    }
+
+    /// The C type itself, imported once per interpreter.
+    pub(crate) fn type_object(self, py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+        static ORDERED_DICT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+        static DEFAULT_DICT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+        static DEQUE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+        match self {
+            KnownContainer::OrderedDict => ORDERED_DICT.import(py, "collections", "OrderedDict"),
+            KnownContainer::DefaultDict => DEFAULT_DICT.import(py, "collections", "defaultdict"),
+            KnownContainer::Deque => DEQUE.import(py, "collections", "deque"),
+        }
+    }
+
+    /// The tag of the SUBCLASS base the container is written with.
+    pub(crate) fn base_tag(self) -> u8 {
+        match self {
+            KnownContainer::OrderedDict | KnownContainer::DefaultDict => tag::DICT,
+            KnownContainer::Deque => tag::LIST,
+        }
+    }
+
+    /// The name of the field that holds the container's state, always its first field.
+    pub(crate) fn state_field(self, py: Python<'_>) -> Option<&Bound<'_, PyString>> {
+        match self {
+            KnownContainer::OrderedDict => None,
+            KnownContainer::DefaultDict => Some(pyo3::intern!(py, "default_factory")),
+            KnownContainer::Deque => Some(pyo3::intern!(py, "maxlen")),
+        }
+    }
+
+    /// How many of the fields of a stored instance of `class` hold state, which `decode::check_inert`
+    /// leaves out: they are never set as attributes, and their names are the C type's own data
+    /// descriptors.
+    pub(crate) fn state_fields_of(class: &Bound<'_, PyType>) -> PyResult<usize> {
+        Ok(Self::of(class)?.and_then(|known| known.state_field(class.py())).map_or(0, |_| 1))
+    }
+
+    /// The items and fields of `v`, an instance of this container or of a Python subclass of it,
+    /// read with the C type's own methods: a subclass's overrides do not change what is stored.
+    /// `instance_fields` are the instance's own fields (its slots and `__dict__`).
+    pub(crate) fn contents<'py>(self, v: &Bound<'py, PyAny>, instance_fields: Option<Bound<'py, PyDict>>) -> Result<Contents<'py>, Failure> {
+        let py = v.py();
+        let known_type = self.type_object(py)?;
+        let items = match self {
+            KnownContainer::Deque => {
+                let mut values = Vec::new();
+                for item in known_type.call_method1(pyo3::intern!(py, "__iter__"), (v,))?.try_iter()? {
+                    values.push(item?);
+                }
+                Items::Values(values)
+            }
+            // An OrderedDict's own items(), not the dict table's order.
+            _ => {
+                let pairs = allocation::dict(py)?;
+                pairs.call_method1(pyo3::intern!(py, "update"), (known_type.call_method1(pyo3::intern!(py, "items"), (v,))?,))?;
+                Items::Pairs(pairs)
+            }
+        };
+        let fields = allocation::dict(py)?;
+        if let Some(name) = self.state_field(py) {
+            // The C type's own descriptor: a subclass may shadow the attribute.
+            let state = known_type.getattr(name)?.call_method1(pyo3::intern!(py, "__get__"), (v,))?;
+            let state = match self {
+                KnownContainer::DefaultDict => factory_name(py, &state)?,
+                _ => state,
+            };
+            fields.set_item(name, state)?;
+        }
+        for (name, value) in instance_fields.iter().flat_map(|dict| dict.iter()) {
+            if let Some(state) = self.state_field(py).filter(|state| name.eq(state).unwrap_or(false)) {
+                return Err(Failure::Unsupported {
+                    path: vec![],
+                    reason: format!("its __dict__ holds an attribute {state}, which is where copal stores the {state} of its {}", known_type.name()?),
+                });
+            }
+            fields.set_item(name, value)?;
+        }
+        Ok(Contents { items, fields })
+    }
+
+    /// A new, empty instance of `class` (this container or a Python subclass of it), made by the
+    /// C type's `__new__`: neither a `__new__` the class defines in Python (`encode::rebuilt_by_base`
+    /// refuses classes whose instances a `__new__` written in C makes) nor its `__init__` runs,
+    /// as for every SUBCLASS value.
+    pub(crate) fn new_instance<'py>(self, class: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
+        self.type_object(class.py())?.call_method1(pyo3::intern!(class.py(), "__new__"), (class,))
+    }
+
+    /// Fills `obj`, made by `new_instance`, with the decoded `items` (a plain dict of the pairs
+    /// in stored order, or a list) and sets its `state` (the value of its state field, read at
+    /// byte `offset`; None for an OrderedDict, which has none), all through the C type's own
+    /// methods.
+    pub(crate) fn fill<'py>(self, obj: &Bound<'py, PyAny>, items: &Bound<'py, PyAny>, state: &Bound<'py, PyAny>, offset: usize) -> Result<(), Fail> {
+        let py = obj.py();
+        let known_type = self.type_object(py)?;
+        match self {
+            KnownContainer::OrderedDict => {
+                // `OrderedDict.update` would call the instance's `__setitem__`, which a subclass
+                // may override: the C type's own is called, pair by pair.
+                let set_item = known_type.getattr(pyo3::intern!(py, "__setitem__"))?;
+                for (key, value) in items.cast::<PyDict>().map_err(PyErr::from)?.iter() {
+                    set_item.call1((obj, key, value))?;
+                }
+            }
+            KnownContainer::DefaultDict => {
+                let factory = stored_factory(py, state, offset)?;
+                // dict.update merges into the table directly, without `__setitem__`.
+                PyDict::type_object(py).call_method1(pyo3::intern!(py, "update"), (obj, items))?;
+                known_type.call_method1(pyo3::intern!(py, "__init__"), (obj, factory))?;
+            }
+            KnownContainer::Deque => {
+                let count = items.len()?;
+                let fits = state.is_none()
+                    || state.cast_exact::<PyInt>().is_ok_and(|maxlen| maxlen.extract::<isize>().is_ok_and(|maxlen| maxlen >= 0 && count <= maxlen as usize));
+                if !fits {
+                    return Err(Fail::Decode(DecodeError::OutOfRange { offset, what: "deque maxlen (None or an int at least the number of items)" }));
+                }
+                known_type.call_method1(pyo3::intern!(py, "__init__"), (obj, items, state))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The stored name of defaultdict factory `factory` (None for None); any factory but the
+/// built-in types of `FACTORIES` is refused, since a reader would have to import or call
+/// something named by the data.
+fn factory_name<'py>(py: Python<'py>, factory: &Bound<'py, PyAny>) -> Result<Bound<'py, PyAny>, Failure> {
+    if factory.is_none() {
+        return Ok(factory.clone());
+    }
+    for (name, factory_type) in FACTORIES {
+        if factory.is(factory_type(py)?) {
+            return Ok(allocation::str(py, name)?.into_any());
+        }
+    }
+    let names: Vec<&str> = FACTORIES.iter().map(|(name, _)| *name).collect();
+    let shown = factory.repr().map(|repr| repr.to_string()).unwrap_or_else(|_| "?".into());
+    Err(Failure::Unsupported {
+        path: vec![],
+        reason: format!(
+            "its default_factory {shown} cannot be stored: copal stores a defaultdict whose default_factory is None or \
+             one of {} (a reader never imports or calls a factory named by data)",
+            names.join(", ")
+        ),
+    })
+}
+
+/// The factory named by the stored `default_factory` value `stored`, read at byte `offset`.
+fn stored_factory<'py>(py: Python<'py>, stored: &Bound<'py, PyAny>, offset: usize) -> Result<Bound<'py, PyAny>, Fail> {
+    if stored.is_none() {
+        return Ok(stored.clone());
+    }
+    let Ok(name) = stored.cast_exact::<PyString>() else {
+        return Err(Fail::Decode(DecodeError::OutOfRange { offset, what: "defaultdict default_factory (None or a name)" }));
+    };
+    for (known, factory_type) in FACTORIES {
+        if name.to_str().is_ok_and(|name| name == known) {
+            return Ok(factory_type(py)?.into_any());
+        }
+    }
+    Err(Fail::Python(SchemaError::new_err(format!(
+        "stored defaultdict default_factory {name} is not a factory copal rebuilds (None, or a built-in type such as \
+         list, dict, set or int); copal never imports or calls a factory named by data"
+    ))))
+}
