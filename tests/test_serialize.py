@@ -394,6 +394,23 @@ def test_a_string_freed_during_encoding_is_not_taken_for_a_new_one() -> None:
     assert copal.loads(data)[2:] == [Hooked.ONLY, new_text]
 
 
+def test_only_strings_held_elsewhere_are_remembered_by_address() -> None:
+    """A string object that only its container holds cannot be met again, so the table of
+    strings met before does not take it (nor push out one that may repeat); one held elsewhere
+    too is taken, with a reference. Both are stored once all the same."""
+    value: list[Any] = ["".join(["alone "] * 4), "".join(["shared "] * 4), Hooked.ONLY]
+    shared = value[1]
+    value.append(shared)
+    value.append("".join(["alone "] * 4))  # equal text, another object: found by content
+    before = [sys.getrefcount(item) for item in value[:2]]
+    during = []
+    HOOKED_CALLBACKS.append(lambda: during.extend(sys.getrefcount(item) for item in value[:2]))
+    data = copal.dumps(value)
+    assert during == [before[0], before[1] + 1]
+    assert copal.loads(data) == value
+    assert data.count(b"alone") == data.count(b"shared") == 4
+
+
 def test_objects_with_equal_but_distinct_field_names_share_a_descriptor() -> None:
     """The encoder reuses a class's last descriptor when the next object's keys are the same
     objects; equal keys that are other objects (or another order) go through the full check."""
