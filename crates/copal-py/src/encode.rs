@@ -16,6 +16,7 @@ use pyo3::types::{
 };
 
 use crate::classes::{type_name_of, ClassShape};
+use crate::dict_items::{made_dict, Cursor, DictTable, Next};
 use crate::hashing::IntMap;
 use crate::json_writer::str_text;
 use crate::persistent::{instance_dict, PersistentBase};
@@ -121,6 +122,21 @@ pub(crate) trait FieldSource<'py> {
     /// The fields as a dict of their own (for the sink, which names a descriptor's fields by
     /// the keys of a dict).
     fn to_dict(&self) -> PyResult<Bound<'py, PyDict>>;
+    /// Pushes the name and value of every field onto `fields`, in `next_field`'s order, and
+    /// returns the position after the last. Borrowed references, valid while no Python code
+    /// runs.
+    fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> ffi::Py_ssize_t {
+        each_next_field(self, fields)
+    }
+}
+
+/// `FieldSource::read_all` by `next_field`.
+fn each_next_field<'py>(source: &(impl FieldSource<'py> + ?Sized), fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> ffi::Py_ssize_t {
+    let mut position = 0;
+    while let Some(field) = source.next_field(&mut position) {
+        fields.push(field);
+    }
+    position
 }
 
 impl<'py> FieldSource<'py> for Bound<'py, PyDict> {
@@ -140,6 +156,27 @@ impl<'py> FieldSource<'py> for Bound<'py, PyDict> {
 
     fn to_dict(&self) -> PyResult<Bound<'py, PyDict>> {
         Ok(self.clone())
+    }
+
+    /// A table of strs (an instance dict's) is read in place, as the JSON writer reads it
+    /// (`DictTable`), without a call of `PyDict_Next` per field; it ends at the position
+    /// `PyDict_Next` would (the insertion count of a split table, the entry count of another).
+    fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> ffi::Py_ssize_t {
+        if let Some(mut table) = DictTable::of(self.as_borrowed()) {
+            let base = fields.len();
+            loop {
+                match table.next() {
+                    Next::Item(name, value) => fields.push((name.as_ptr(), value.as_ptr())),
+                    Next::End => return table.position(),
+                    // Not for a dict that no Python code changed meanwhile; read as any other.
+                    Next::Changed => {
+                        fields.truncate(base);
+                        break;
+                    }
+                }
+            }
+        }
+        each_next_field(self, fields)
     }
 }
 
@@ -175,6 +212,13 @@ impl<'py> FieldSource<'py> for ObjectFields<'py> {
         match self {
             ObjectFields::Dict(dict) => Ok(dict.clone()),
             ObjectFields::Slots(slots) => slots.to_dict(),
+        }
+    }
+
+    fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> ffi::Py_ssize_t {
+        match self {
+            ObjectFields::Dict(dict) => dict.read_all(fields),
+            ObjectFields::Slots(slots) => slots.read_all(fields),
         }
     }
 }
@@ -885,15 +929,14 @@ impl<'s> Encoder<'s> {
     /// `each_held` refuses an object whose attributes were added or removed meanwhile.
     fn with_fields<'py, R>(&mut self, fields: &impl FieldSource<'py>, body: impl FnOnce(&mut Self, Held) -> R) -> R {
         let base = self.held.len();
-        let mut position: ffi::Py_ssize_t = 0;
-        while let Some((name, value)) = fields.next_field(&mut position) {
+        let position = fields.read_all(&mut self.held);
+        for &(name, value) in &self.held[base..] {
             // SAFETY: borrowed references to live objects, made owned before any Python code
-            // runs; `release` drops them.
+            // runs (reading the fields runs none); dropped below.
             unsafe {
                 ffi::Py_INCREF(name);
                 ffi::Py_INCREF(value);
             }
-            self.held.push((name, value));
         }
         let held = Held { base, len: self.held.len() - base, after_last: position };
         let result = body(self, held);
@@ -1441,6 +1484,10 @@ fn every_base_declares_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
 /// inline) instead of by looking `__dict__` up along the class's MRO for every object. It is
 /// the dict the decoder sets the fields in.
 pub(crate) fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    // A dict already made is read where CPython keeps it, without the call.
+    if let Some(dict) = made_dict(v.as_borrowed()) {
+        return Ok(dict);
+    }
     // SAFETY: `v` is a live object whose type has a dict slot (checked by `classify`); the call
     // returns a new reference or null with an exception set.
     let dict = unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyObject_GenericGetDict(v.as_ptr(), std::ptr::null_mut()))? };
