@@ -1746,6 +1746,25 @@ def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change
         HOOKED_CALLBACKS.clear()
 
 
+def test_an_instance_dict_with_a_deleted_entry_is_read_in_order_and_checked() -> None:
+    """An instance dict that is not its class's split table, with a hole where an entry was
+    deleted, is read in place like the others (encode.rs `FieldSource::read_all`): its fields in
+    order, and the check after the last field (from the position `PyDict_Next` would give)
+    still refuses an attribute added while the object is written."""
+    target = Point(0, 0)
+    fields: dict[str, Any] = {"x": Hooked.ONLY, "gone": 0, "y": 2}
+    del fields["gone"]
+    target.__dict__ = fields
+    (loaded,) = copal.loads(copal.dumps([target]))
+    assert list(vars(loaded).items()) == [("x", Hooked.ONLY), ("y", 2)]
+    HOOKED_CALLBACKS.append(lambda: setattr(target, "z", 3))
+    try:
+        with pytest.raises(TypeError, match="changed while it was being written"):
+            copal.dumps([target])
+    finally:
+        HOOKED_CALLBACKS.clear()
+
+
 def test_an_attribute_replaced_while_its_object_is_written_is_written_as_it_was_read() -> None:
     """An object's fields are read once, before its body is written (encode.rs `with_fields`):
     Python code run while an earlier field is written (an enum's ``_name_``) that replaces a
