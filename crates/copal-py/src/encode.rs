@@ -168,7 +168,8 @@ impl<'py> FieldSource<'py> for Bound<'py, PyDict> {
                 match table.next() {
                     Next::Item(name, value) => fields.push((name.as_ptr(), value.as_ptr())),
                     Next::End => return table.position(),
-                    // Not for a dict that no Python code changed meanwhile; read as any other.
+                    // A table not as `DictTable` expects it (no Python code runs while the
+                    // fields are read, so it did not change): read it as any other dict.
                     Next::Changed => {
                         fields.truncate(base);
                         break;
