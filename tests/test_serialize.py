@@ -395,6 +395,23 @@ def test_a_string_freed_during_encoding_is_not_taken_for_a_new_one() -> None:
     assert copal.loads(data)[2:] == [Hooked.ONLY, new_text]
 
 
+def test_only_strings_held_elsewhere_are_remembered_by_address() -> None:
+    """A string object that only its container holds cannot be met again, so the table of
+    strings met before does not take it (nor push out one that may repeat); one held elsewhere
+    too is taken, with a reference. Both are stored once all the same."""
+    value: list[Any] = ["".join(["alone "] * 4), "".join(["shared "] * 4), Hooked.ONLY]
+    shared = value[1]
+    value.append(shared)
+    value.append("".join(["alone "] * 4))  # equal text, another object: found by content
+    before = [sys.getrefcount(item) for item in value[:2]]
+    during = []
+    HOOKED_CALLBACKS.append(lambda: during.extend(sys.getrefcount(item) for item in value[:2]))
+    data = copal.dumps(value)
+    assert during == [before[0], before[1] + 1]
+    assert copal.loads(data) == value
+    assert data.count(b"alone") == data.count(b"shared") == 4
+
+
 def test_objects_with_equal_but_distinct_field_names_share_a_descriptor() -> None:
     """The encoder reuses a class's last descriptor when the next object's keys are the same
     objects; equal keys that are other objects (or another order) go through the full check."""
@@ -1736,6 +1753,25 @@ def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change
     try:
         with pytest.raises(TypeError, match="changed while it was being written"):
             copal.dumps(value)
+    finally:
+        HOOKED_CALLBACKS.clear()
+
+
+def test_an_instance_dict_with_a_deleted_entry_is_read_in_order_and_checked() -> None:
+    """An instance dict that is not its class's split table, with a hole where an entry was
+    deleted, is read in place like the others (encode.rs `FieldSource::read_all`): its fields in
+    order, and the check after the last field (from the position `PyDict_Next` would give)
+    still refuses an attribute added while the object is written."""
+    target = Point(0, 0)
+    fields: dict[str, Any] = {"x": Hooked.ONLY, "gone": 0, "y": 2}
+    del fields["gone"]
+    target.__dict__ = fields
+    (loaded,) = copal.loads(copal.dumps([target]))
+    assert list(vars(loaded).items()) == [("x", Hooked.ONLY), ("y", 2)]
+    HOOKED_CALLBACKS.append(lambda: setattr(target, "z", 3))
+    try:
+        with pytest.raises(TypeError, match="changed while it was being written"):
+            copal.dumps([target])
     finally:
         HOOKED_CALLBACKS.clear()
 

@@ -138,6 +138,7 @@ fn names_a_set_slot(obj: Borrowed<'_, '_, PyAny>, layout: &SlotLayout, key: Borr
 
 #[cfg(not(all(Py_3_11, not(Py_3_12), not(PyPy), not(Py_LIMITED_API))))]
 mod compact {
+    use pyo3::ffi;
     use pyo3::prelude::*;
     use pyo3::types::PyDict;
 
@@ -163,6 +164,10 @@ mod compact {
     impl<'a, 'py> DictTable<'a, 'py> {
         pub fn of(_dict: Borrowed<'a, 'py, PyDict>) -> Option<Self> {
             None
+        }
+
+        pub fn position(&self) -> ffi::Py_ssize_t {
+            match self.0 {}
         }
     }
 
@@ -318,6 +323,13 @@ mod compact {
                 };
                 Some(DictTable { dict, version: (*mp).ma_version_tag, table, position: 0 })
             }
+        }
+
+        /// The position that `PyDict_Next` gives after the items read so far (its
+        /// insertion-order index in a split table, its entry index in another).
+        pub fn position(&self) -> ffi::Py_ssize_t {
+            // Below the table's entry count, which is a `Py_ssize_t`.
+            self.position as ffi::Py_ssize_t
         }
     }
 

@@ -16,6 +16,7 @@ use pyo3::types::{
 };
 
 use crate::classes::{type_name_of, ClassShape};
+use crate::dict_items::{made_dict, Cursor, DictTable, Next};
 use crate::hashing::IntMap;
 use crate::json_writer::str_text;
 use crate::known_containers::{Items, KnownContainer};
@@ -58,19 +59,34 @@ pub trait Sink {
 /// The kind of field that `v` can be written in without a tag (docs/STREAM.md section 5):
 /// exact types only, since a subclass would be read back as its base type.
 pub fn field_kind_of(v: &Bound<'_, PyAny>) -> PyResult<FieldKind> {
-    Ok(if let Ok(s) = v.cast_exact::<PyString>() {
-        // Strings with lone surrogates have no UTF-8 form (they are STR_SURROGATES).
-        if utf8_text(s)?.is_some() { FieldKind::Str } else { FieldKind::Any }
-    } else if v.cast_exact::<PyInt>().is_ok_and(|i| i.extract::<i64>().is_ok()) {
-        // An int too big for i64 is Any, also when the OverflowError saying so could not be made.
-        FieldKind::Int
-    } else if v.cast_exact::<PyFloat>().is_ok() {
-        FieldKind::Float
-    } else if v.cast_exact::<PyList>().is_ok() {
-        FieldKind::List
-    } else {
-        FieldKind::Any
-    })
+    for kind in [FieldKind::Str, FieldKind::Int, FieldKind::Float, FieldKind::List] {
+        if has_kind(v, kind)? {
+            return Ok(kind);
+        }
+    }
+    Ok(FieldKind::Any)
+}
+
+/// Whether `v` can be written in a field of `kind` (a kind other than `Any`): `field_kind_of`'s
+/// test of that one kind. Each test compares the value's type pointer by the C API's exact
+/// checks: pyo3's `cast_exact` takes and drops a reference to the type object it compares
+/// with when the test fails, two writes to a shared line per test and value.
+fn has_kind(v: &Bound<'_, PyAny>, kind: FieldKind) -> PyResult<bool> {
+    let ptr = v.as_ptr();
+    // SAFETY: `ptr` is a live object; only its type is read, and the unchecked cast follows
+    // the check of its type.
+    unsafe {
+        Ok(match kind {
+            // Strings with lone surrogates have no UTF-8 form (they are STR_SURROGATES).
+            FieldKind::Str => ffi::PyUnicode_CheckExact(ptr) != 0 && utf8_text(v.cast_unchecked::<PyString>())?.is_some(),
+            // An int too big for i64 is Any, also when the OverflowError saying so could not be
+            // made.
+            FieldKind::Int => ffi::PyLong_CheckExact(ptr) != 0 && v.extract::<i64>().is_ok(),
+            FieldKind::Float => ffi::PyFloat_CheckExact(ptr) != 0,
+            FieldKind::List => ffi::PyList_CheckExact(ptr) != 0,
+            FieldKind::Any => false,
+        })
+    }
 }
 
 /// The UTF-8 text of `s`, or None if it has none (lone surrogates). The UTF-8 form of a
@@ -107,6 +123,21 @@ pub(crate) trait FieldSource<'py> {
     /// The fields as a dict of their own (for the sink, which names a descriptor's fields by
     /// the keys of a dict).
     fn to_dict(&self) -> PyResult<Bound<'py, PyDict>>;
+    /// Pushes the name and value of every field onto `fields`, in `next_field`'s order, and
+    /// returns the position after the last. Borrowed references, valid while no Python code
+    /// runs.
+    fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> ffi::Py_ssize_t {
+        each_next_field(self, fields)
+    }
+}
+
+/// `FieldSource::read_all` by `next_field`.
+fn each_next_field<'py>(source: &(impl FieldSource<'py> + ?Sized), fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> ffi::Py_ssize_t {
+    let mut position = 0;
+    while let Some(field) = source.next_field(&mut position) {
+        fields.push(field);
+    }
+    position
 }
 
 impl<'py> FieldSource<'py> for Bound<'py, PyDict> {
@@ -126,6 +157,28 @@ impl<'py> FieldSource<'py> for Bound<'py, PyDict> {
 
     fn to_dict(&self) -> PyResult<Bound<'py, PyDict>> {
         Ok(self.clone())
+    }
+
+    /// A table of strs (an instance dict's) is read in place, as the JSON writer reads it
+    /// (`DictTable`), without a call of `PyDict_Next` per field; it ends at the position
+    /// `PyDict_Next` would (the insertion count of a split table, the entry count of another).
+    fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> ffi::Py_ssize_t {
+        if let Some(mut table) = DictTable::of(self.as_borrowed()) {
+            let base = fields.len();
+            loop {
+                match table.next() {
+                    Next::Item(name, value) => fields.push((name.as_ptr(), value.as_ptr())),
+                    Next::End => return table.position(),
+                    // A table not as `DictTable` expects it (no Python code runs while the
+                    // fields are read, so it did not change): read it as any other dict.
+                    Next::Changed => {
+                        fields.truncate(base);
+                        break;
+                    }
+                }
+            }
+        }
+        each_next_field(self, fields)
     }
 }
 
@@ -161,6 +214,13 @@ impl<'py> FieldSource<'py> for ObjectFields<'py> {
         match self {
             ObjectFields::Dict(dict) => Ok(dict.clone()),
             ObjectFields::Slots(slots) => slots.to_dict(),
+        }
+    }
+
+    fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> ffi::Py_ssize_t {
+        match self {
+            ObjectFields::Dict(dict) => dict.read_all(fields),
+            ObjectFields::Slots(slots) => slots.read_all(fields),
         }
     }
 }
@@ -392,12 +452,16 @@ impl<'s> Encoder<'s> {
     /// references to persistent objects: those are always tracked (`persistent_by_value`). On
     /// the free-threaded build reference counts are split between threads and are not read.
     fn is_unshared(&mut self, value: &Bound<'_, PyAny>) -> bool {
+        value.as_ptr() as usize != self.root && value.as_ptr() as usize != self.immutable_item && self.held_alone(value)
+    }
+
+    /// Whether nothing but the container `value` was read from and the encoder holds it: the
+    /// reference count test of `is_unshared`, without its exceptions for the root and the items
+    /// of tuples.
+    fn held_alone(&mut self, value: &Bound<'_, PyAny>) -> bool {
         // SAFETY: `value` is a live object; only its reference count is read.
         let references = unsafe { ffi::Py_REFCNT(value.as_ptr()) };
-        references <= 2
-            && value.as_ptr() as usize != self.root
-            && value.as_ptr() as usize != self.immutable_item
-            && *self.refcounts_readable.get_or_insert_with(|| !pytypes::free_threaded(value.py()))
+        references <= 2 && *self.refcounts_readable.get_or_insert_with(|| !pytypes::free_threaded(value.py()))
     }
 
     /// The memo slot of `value` if it was written before; otherwise it takes the next slot.
@@ -491,60 +555,70 @@ impl<'s> Encoder<'s> {
         if depth > MAX_DEPTH {
             return Err(Failure::Unsupported { path: vec![], reason: format!("values nested deeper than {MAX_DEPTH} levels") });
         }
-        // The most frequent types first, each an exact type-pointer comparison.
+        // The most frequent types first, each an exact type-pointer comparison by the C API's
+        // checks (see `has_kind`: a failed `cast_exact` writes to the type object twice).
+        let ptr = v.as_ptr();
         let w = &mut self.w;
-        if v.is_none() {
-            w.u8(tag::NONE);
-        } else if let Ok(s) = v.cast_exact::<PyString>() {
-            self.string(s)?;
-        } else if let Ok(i) = v.cast_exact::<PyInt>() {
-            self.int(i)?;
-        } else if let Ok(f) = v.cast_exact::<PyFloat>() {
-            w.u8(tag::FLOAT);
-            w.f64(f.value());
-        } else if let Ok(b) = v.cast_exact::<pyo3::types::PyBool>() {
-            w.u8(if b.is_true() { tag::TRUE } else { tag::FALSE });
-        } else if let Ok(list) = v.cast_exact::<PyList>() {
-            self.list(list, depth)?;
-        } else if let Ok(dict) = v.cast_exact::<PyDict>() {
-            self.dict(dict, depth)?;
-        } else if let Ok(t) = v.cast_exact::<PyTuple>() {
-            self.tuple(t, depth)?;
-        } else {
-            match self.kind_of(&v.get_type())? {
-                Kind::Object(class_index) => self.object(v, class_index, depth)?,
-                Kind::Persistent if self.sink.persistent_by_value() => self.persistent_by_value(v, depth)?,
-                Kind::Persistent => {
-                    let oid = self.sink.reference(v)?;
-                    self.w.reference(oid_class(oid), oid_seq(oid));
-                }
-                Kind::Builtin => self.builtin(v, depth)?,
-                Kind::Subclass(base) => self.subclass(v, base, depth)?,
-                Kind::Known(known) => self.known_container(v, known, depth)?,
-                Kind::Decimal => {
-                    let text: String = v.str()?.extract()?;
-                    self.w.u8(tag::DECIMAL);
-                    self.w.length_prefixed(text.as_bytes());
-                }
-                Kind::Uuid => {
-                    let bytes = v.getattr(pyo3::intern!(v.py(), "bytes"))?;
-                    self.w.u8(tag::UUID);
-                    self.w.bytes(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
-                }
-                Kind::Broken => self.broken_object(v, depth)?,
-                Kind::Enum => self.enum_member(v)?,
-                Kind::Unsupported => return Err(unsupported_type(&v.get_type())),
+        // SAFETY: `ptr` is a live object; each unchecked cast follows the check of its type.
+        unsafe {
+            if ptr == ffi::Py_None() {
+                w.u8(tag::NONE);
+                return Ok(());
+            } else if ffi::PyUnicode_CheckExact(ptr) != 0 {
+                return self.string(v.cast_unchecked());
+            } else if ffi::PyLong_CheckExact(ptr) != 0 {
+                return self.int(v.cast_unchecked());
+            } else if ffi::PyFloat_CheckExact(ptr) != 0 {
+                w.u8(tag::FLOAT);
+                w.f64(ffi::PyFloat_AS_DOUBLE(ptr));
+                return Ok(());
+            } else if ptr == ffi::Py_True() || ptr == ffi::Py_False() {
+                w.u8(if ptr == ffi::Py_True() { tag::TRUE } else { tag::FALSE });
+                return Ok(());
+            } else if ffi::PyList_CheckExact(ptr) != 0 {
+                return self.list(v.cast_unchecked(), depth);
+            } else if ffi::PyDict_CheckExact(ptr) != 0 {
+                return self.dict(v.cast_unchecked(), depth);
+            } else if ffi::PyTuple_CheckExact(ptr) != 0 {
+                return self.tuple(v.cast_unchecked(), depth);
             }
+        }
+        match self.kind_of(v)? {
+            Kind::Object(class_index) => self.object(v, class_index, depth)?,
+            Kind::Persistent if self.sink.persistent_by_value() => self.persistent_by_value(v, depth)?,
+            Kind::Persistent => {
+                let oid = self.sink.reference(v)?;
+                self.w.reference(oid_class(oid), oid_seq(oid));
+            }
+            Kind::Builtin => self.builtin(v, depth)?,
+            Kind::Subclass(base) => self.subclass(v, base, depth)?,
+            Kind::Known(known) => self.known_container(v, known, depth)?,
+            Kind::Decimal => {
+                let text: String = v.str()?.extract()?;
+                self.w.u8(tag::DECIMAL);
+                self.w.length_prefixed(text.as_bytes());
+            }
+            Kind::Uuid => {
+                let bytes = v.getattr(pyo3::intern!(v.py(), "bytes"))?;
+                self.w.u8(tag::UUID);
+                self.w.bytes(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
+            }
+            Kind::Broken => self.broken_object(v, depth)?,
+            Kind::Enum => self.enum_member(v)?,
+            Kind::Unsupported => return Err(unsupported_type(&v.get_type())),
         }
         Ok(())
     }
 
-    /// How values of `class` are written, decided on the first value of the class.
-    fn kind_of(&mut self, class: &Bound<'_, PyType>) -> PyResult<Kind> {
-        let key = class.as_ptr() as usize;
+    /// How values of the class of `v` are written, decided on the first value of the class.
+    fn kind_of(&mut self, v: &Bound<'_, PyAny>) -> PyResult<Kind> {
+        // The class by address: a new reference to it would cost two writes to a shared line.
+        let key = v.get_type_ptr() as usize;
         if let Some(&kind) = self.kinds.get(&key) {
             return Ok(kind);
         }
+        let class = v.get_type();
+        let class = &class;
         let kind = classify(class, self.object_shapes.len())?;
         if let Kind::Object(_) = kind {
             self.object_shapes.push(None);
@@ -693,8 +767,16 @@ impl<'s> Encoder<'s> {
     /// strings (with the texts `field` wrote recently, if it is the value of an object's typed
     /// field). False, with nothing written, when `s` is not UTF-8 (lone surrogates).
     fn shared_string(&mut self, s: &Bound<'_, PyString>, form: StringForm, field: Option<ObjectField>) -> PyResult<bool> {
-        // An object met again is found by address, before its text is read.
-        if let Some(strings) = &mut self.strings {
+        // A string object that only its container and the encoder hold (the reference count
+        // test of `is_unshared`) was not met before, as the string table would hold it too, and
+        // cannot be met again: it is neither looked up nor remembered by address. Most strings
+        // of records are such (made per record), and remembering each pushed a string that
+        // does repeat out of the table and released that string's reference, a write to memory
+        // long out of the cache. Either way the bytes are the same: `finish` finds the repeats
+        // by content that the address missed.
+        let may_repeat = !self.held_alone(s.as_any());
+        if let Some(strings) = self.strings.as_mut().filter(|_| may_repeat) {
+            // An object met again is found by address, before its text is read.
             if let Some(slot) = strings.reference_slot(s) {
                 strings.write_references(&mut self.w.buf, form, slot, 1);
                 return Ok(true);
@@ -702,7 +784,7 @@ impl<'s> Encoder<'s> {
         }
         let Some(text) = utf8_text(s)? else { return Ok(false) };
         match &mut self.strings {
-            Some(strings) => strings.write_new(&mut self.w.buf, form, s, text, field),
+            Some(strings) => strings.write_new(&mut self.w.buf, form, s, text, field, may_repeat),
             None => form.write_new(&mut self.w.buf, text.as_bytes()),
         }
         Ok(true)
@@ -764,14 +846,18 @@ impl<'s> Encoder<'s> {
         if list.is_empty() || depth >= MAX_DEPTH || self.mixed_lists.contains_key(&(list.as_ptr() as usize)) {
             return Ok(false);
         }
-        let class = list.get_item(0)?.get_type();
-        let Kind::Object(class_index) = self.kind_of(&class)? else { return Ok(false) };
+        let (class, kind) = {
+            let first = list.get_item(0)?;
+            // `kinds` keeps the class alive, so its address stays its own while compared.
+            (first.get_type_ptr(), self.kind_of(&first)?)
+        };
+        let Kind::Object(class_index) = kind else { return Ok(false) };
         let count = list.len();
         let mark = self.mark();
         let mut typed: Option<(u32, Rc<[FieldKind]>)> = None;
         let mut written = 0;
         for item in list.iter() {
-            if !item.get_type().is(&class) || !self.is_unshared(&item) {
+            if item.get_type_ptr() != class || !self.is_unshared(&item) {
                 return Ok(self.abandon(list, mark, written));
             }
             let fields = self.object_state(&item, class_index)?;
@@ -849,15 +935,14 @@ impl<'s> Encoder<'s> {
     /// `each_held` refuses an object whose attributes were added or removed meanwhile.
     fn with_fields<'py, R>(&mut self, fields: &impl FieldSource<'py>, body: impl FnOnce(&mut Self, Held) -> R) -> R {
         let base = self.held.len();
-        let mut position: ffi::Py_ssize_t = 0;
-        while let Some((name, value)) = fields.next_field(&mut position) {
+        let position = fields.read_all(&mut self.held);
+        for &(name, value) in &self.held[base..] {
             // SAFETY: borrowed references to live objects, made owned before any Python code
-            // runs; `release` drops them.
+            // runs (reading the fields runs none); dropped below.
             unsafe {
                 ffi::Py_INCREF(name);
                 ffi::Py_INCREF(value);
             }
-            self.held.push((name, value));
         }
         let held = Held { base, len: self.held.len() - base, after_last: position };
         let result = body(self, held);
@@ -888,7 +973,7 @@ impl<'s> Encoder<'s> {
             return Ok(false);
         }
         for (index, &kind) in kinds.iter().enumerate() {
-            if kind != FieldKind::Any && field_kind_of(&self.held_field(py, held, index).1)? != kind {
+            if kind != FieldKind::Any && !has_kind(&self.held_field(py, held, index).1, kind)? {
                 return Ok(false);
             }
         }
@@ -1041,7 +1126,11 @@ impl<'s> Encoder<'s> {
     /// How `item`, just written, is written again if it follows itself in a list; None: as any
     /// item (it takes a memo or string slot, or is a back-reference to one).
     fn repeat_of(&self, item: &Bound<'_, PyAny>) -> Option<Repeat> {
-        if let Ok(s) = item.cast_exact::<PyString>() {
+        let ptr = item.as_ptr();
+        // SAFETY: `ptr` is a live object; only its type is read (see `has_kind`).
+        if unsafe { ffi::PyUnicode_CheckExact(ptr) } != 0 {
+            // SAFETY: checked just above.
+            let s = unsafe { item.cast_unchecked::<PyString>() };
             return match &self.strings {
                 // The next write of a string of the stream's table is a reference to its slot, if
                 // shorter; otherwise it takes a slot of its own, and is written as usual.
@@ -1050,10 +1139,14 @@ impl<'s> Encoder<'s> {
             };
         }
         // The bytes of these depend on their value alone (no memo slot, no string slot).
-        let stateless = item.is_none()
-            || item.cast_exact::<PyInt>().is_ok()
-            || item.cast_exact::<PyFloat>().is_ok()
-            || item.cast_exact::<pyo3::types::PyBool>().is_ok();
+        // SAFETY: as above.
+        let stateless = unsafe {
+            ptr == ffi::Py_None()
+                || ffi::PyLong_CheckExact(ptr) != 0
+                || ffi::PyFloat_CheckExact(ptr) != 0
+                || ptr == ffi::Py_True()
+                || ptr == ffi::Py_False()
+        };
         stateless.then_some(Repeat::Bytes)
     }
 
@@ -1425,6 +1518,10 @@ fn every_base_declares_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
 /// inline) instead of by looking `__dict__` up along the class's MRO for every object. It is
 /// the dict the decoder sets the fields in.
 pub(crate) fn object_dict<'py>(v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    // A dict already made is read where CPython keeps it, without the call.
+    if let Some(dict) = made_dict(v.as_borrowed()) {
+        return Ok(dict);
+    }
     // SAFETY: `v` is a live object whose type has a dict slot (checked by `classify`); the call
     // returns a new reference or null with an exception set.
     let dict = unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyObject_GenericGetDict(v.as_ptr(), std::ptr::null_mut()))? };

@@ -140,12 +140,24 @@ impl StringTable {
 
     /// Writes `s`, whose UTF-8 form is `text`, at the end of `out` in `form`: in full, or, as
     /// the value of `field` of an object, as a reference if that field wrote an equal string
-    /// recently (`WrittenStrings::write_field`).
-    pub fn write_new(&mut self, out: &mut Vec<u8>, form: StringForm, s: &Bound<'_, PyString>, text: &str, field: Option<ObjectField>) {
+    /// recently (`WrittenStrings::write_field`). Unless `may_repeat` is false (the caller knows
+    /// that the object cannot be met again), `s` is remembered by address.
+    pub fn write_new(
+        &mut self,
+        out: &mut Vec<u8>,
+        form: StringForm,
+        s: &Bound<'_, PyString>,
+        text: &str,
+        field: Option<ObjectField>,
+        may_repeat: bool,
+    ) {
         let slot = match field {
             Some(field) => self.written.write_field(out, form, text.as_bytes(), field),
             None => self.written.write_new(out, form, text.as_bytes()),
         };
+        if !may_repeat {
+            return;
+        }
         let written_count = self.written.strings_in_full() as usize;
         if self.recent.len() < RECENT_SLOTS && written_count > self.recent.len() {
             // Entries move with the size: start again empty.

@@ -166,32 +166,66 @@ pub struct WrittenStrings {
 }
 
 /// A string of the body written in full: `len` bytes of text after its head in `form` at
-/// `start`.
+/// `start`. 8 bytes, the form in the top bit of the length (`WithForm`).
 #[derive(Clone, Copy)]
 struct LoggedText {
     start: u32,
-    len: u32,
-    form: StringForm,
+    len: WithForm,
 }
 
 impl LoggedText {
+    fn len(&self) -> usize {
+        self.len.value() as usize
+    }
+
+    fn form(&self) -> StringForm {
+        self.len.form()
+    }
+
     fn text_start(&self) -> usize {
-        self.start as usize + self.form.head_len(self.len as usize)
+        self.start as usize + self.form().head_len(self.len())
     }
 
     fn end(&self) -> usize {
-        self.text_start() + self.len as usize
+        self.text_start() + self.len()
     }
 }
 
 /// `count` references of the body to provisional slot `slot`, in `form`, one after the other
-/// from `start`.
+/// from `start`. 12 bytes, the form in the top bit of the count (`WithForm`).
 #[derive(Clone, Copy)]
 struct LoggedReference {
     start: u32,
     slot: u32,
-    count: u32,
-    form: StringForm,
+    count: WithForm,
+}
+
+/// A number below 2^31 and a `StringForm` in one 32-bit word (the form in the top bit), so
+/// that the log's entries take 8 and 12 bytes instead of 12 and 16: seed 003's log (50,000
+/// records) then fits the size kept for the next body (`MAX_SPARE_LOG_BYTES`), and is not grown
+/// again, page by page, for every stream.
+#[derive(Clone, Copy)]
+struct WithForm(u32);
+
+impl WithForm {
+    const TYPED: u32 = 1 << 31;
+
+    /// None if `value` does not fit 31 bits.
+    fn new(value: usize, form: StringForm) -> Option<WithForm> {
+        let value = u32::try_from(value).ok().filter(|&value| value < Self::TYPED)?;
+        Some(WithForm(match form {
+            StringForm::Tagged => value,
+            StringForm::Typed => value | Self::TYPED,
+        }))
+    }
+
+    fn value(self) -> u32 {
+        self.0 & !Self::TYPED
+    }
+
+    fn form(self) -> StringForm {
+        if self.0 & Self::TYPED == 0 { StringForm::Tagged } else { StringForm::Typed }
+    }
 }
 
 /// The state of a `WrittenStrings` at some point of its body, to go back to (`rewind`).
@@ -227,10 +261,16 @@ impl Default for WrittenStrings {
 
 impl Drop for WrittenStrings {
     fn drop(&mut self) {
-        let bytes = self.texts.capacity() * size_of::<LoggedText>()
-            + self.references.capacity() * size_of::<LoggedReference>()
-            + self.keys.capacity() * size_of::<u64>();
-        if bytes <= MAX_SPARE_LOG_BYTES {
+        // A log whose doublings took it past the size kept is kept at the size this body used,
+        // if that fits, so that the next body of that size does not grow it again from nothing,
+        // page fault by page fault and copy by copy: the doublings leave up to half of the room
+        // unused (seed 003's log, 50,000 records: 10 MiB of room for 7 MiB of entries).
+        if self.log_bytes(true) > MAX_SPARE_LOG_BYTES && self.log_bytes(false) <= MAX_SPARE_LOG_BYTES {
+            self.texts.shrink_to_fit();
+            self.references.shrink_to_fit();
+            self.keys.shrink_to_fit();
+        }
+        if self.log_bytes(true) <= MAX_SPARE_LOG_BYTES {
             self.clear();
             let log = (std::mem::take(&mut self.texts), std::mem::take(&mut self.references), std::mem::take(&mut self.keys));
             // A thread being torn down keeps nothing.
@@ -240,6 +280,14 @@ impl Drop for WrittenStrings {
 }
 
 impl WrittenStrings {
+    /// The bytes of the log's entries: those it holds, or with `capacity`, those it has room for.
+    fn log_bytes(&self, capacity: bool) -> usize {
+        let entries = |len: usize, room: usize| if capacity { room } else { len };
+        entries(self.texts.len(), self.texts.capacity()) * size_of::<LoggedText>()
+            + entries(self.references.len(), self.references.capacity()) * size_of::<LoggedReference>()
+            + entries(self.keys.len(), self.keys.capacity()) * size_of::<u64>()
+    }
+
     /// Starts a new body: slots start again from 0.
     pub fn clear(&mut self) {
         self.texts.clear();
@@ -341,10 +389,10 @@ impl WrittenStrings {
         // Counted apart from the log, which stops growing once abandoned.
         let slot = self.strings_in_full;
         self.strings_in_full += 1;
-        match (u32::try_from(out.len()), u32::try_from(slot)) {
-            (Ok(_), Ok(index)) if !self.abandoned => {
-                // Both fit: `start` and the length are below the end.
-                self.texts.push(LoggedText { start: start as u32, len: text.len() as u32, form });
+        match (u32::try_from(out.len()), u32::try_from(slot), WithForm::new(text.len(), form)) {
+            (Ok(_), Ok(index), Some(len)) if !self.abandoned => {
+                // All fit: `start` is below the end.
+                self.texts.push(LoggedText { start: start as u32, len });
                 self.keys.push(hash & !u64::from(u32::MAX) | u64::from(index));
             }
             _ => self.abandoned = true,
@@ -365,10 +413,9 @@ impl WrittenStrings {
         let start = out.len();
         form.write_reference(out, slot);
         repeat_tail(out, out.len() - start, count - 1);
-        // Each reference is at least a byte, so `count` fits 32 bits when the body's end does.
-        match (u32::try_from(out.len()), u32::try_from(slot)) {
-            (Ok(_), Ok(slot)) if !self.abandoned => {
-                self.references.push(LoggedReference { start: start as u32, slot, count: count as u32, form });
+        match (u32::try_from(out.len()), u32::try_from(slot), WithForm::new(count, form)) {
+            (Ok(_), Ok(slot), Some(count)) if !self.abandoned => {
+                self.references.push(LoggedReference { start: start as u32, slot, count });
             }
             _ => self.abandoned = true,
         }
@@ -419,7 +466,7 @@ impl WrittenStrings {
             .filter(|&&key| filter.passes(key))
             .map(|&key| {
                 let text = &self.texts[key as u32 as usize];
-                Candidate { key, start: text.text_start() as u32, len: text.len }
+                Candidate { key, start: text.text_start() as u32, len: text.len() as u32 }
             })
             .collect()
     }
@@ -442,8 +489,8 @@ impl WrittenStrings {
             // The first occurrence was written earlier, so its key is already its final slot.
             let referent = self.keys[first];
             self.keys[slot] = referent;
-            if reference_is_shorter(referent, text.len as usize) {
-                repeats.push(Change { start: text.start, end: text.end() as u32, form: text.form, slot: referent, count: 1 });
+            if reference_is_shorter(referent, text.len()) {
+                repeats.push(Change { start: text.start, end: text.end() as u32, form: text.form(), slot: referent, count: 1 });
             } else {
                 kept += 1;
             }
@@ -471,8 +518,9 @@ impl WrittenStrings {
             }
             let slot = self.keys[reference.slot as usize];
             if slot != u64::from(reference.slot) {
-                let len = reference.form.reference_len(u64::from(reference.slot)) * reference.count as usize;
-                let change = Change { start: reference.start, end: reference.start + len as u32, form: reference.form, slot, count: reference.count };
+                let (form, count) = (reference.count.form(), reference.count.value());
+                let len = form.reference_len(u64::from(reference.slot)) * count as usize;
+                let change = Change { start: reference.start, end: reference.start + len as u32, form, slot, count };
                 rewrite.replace(body, &change);
             }
         }
@@ -816,6 +864,33 @@ mod tests {
         drop(strings);
         assert_eq!(deduplicated(&steps), first);
         assert_eq!(first, written_directly(&steps));
+    }
+
+    #[test]
+    fn a_log_grown_past_the_size_kept_is_kept_at_the_size_it_used() {
+        let (mut strings, mut body) = (WrittenStrings::default(), Vec::new());
+        for i in 0..300_000 {
+            strings.write_new(&mut body, Tagged, format!("s{i}").as_bytes());
+        }
+        (0..200_000).for_each(|_| strings.write_reference(&mut body, Typed, 7));
+        let used = strings.log_bytes(false);
+        assert!(strings.log_bytes(true) > MAX_SPARE_LOG_BYTES && used <= MAX_SPARE_LOG_BYTES);
+        drop(strings);
+        let next = WrittenStrings::default();
+        assert!(next.texts.is_empty() && next.references.is_empty() && next.keys.is_empty());
+        assert!((used..=MAX_SPARE_LOG_BYTES).contains(&next.log_bytes(true)), "{} bytes of room kept", next.log_bytes(true));
+    }
+
+    #[test]
+    fn numbers_keep_their_form_in_one_word() {
+        for value in [0, 1, 300, (1 << 31) - 1] {
+            for form in [Tagged, Typed] {
+                let packed = WithForm::new(value, form).expect("below 2^31");
+                assert_eq!((packed.value() as usize, packed.form()), (value, form));
+            }
+        }
+        // Larger numbers leave the body as written (`abandoned`).
+        assert!(WithForm::new(1 << 31, Tagged).is_none() && WithForm::new(usize::MAX, Typed).is_none());
     }
 
     #[test]
