@@ -7,6 +7,7 @@ either return the right value or raise MemoryError."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import decimal
@@ -14,7 +15,6 @@ import enum
 import io
 import sys
 import uuid
-import collections
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
@@ -218,17 +218,39 @@ def test_commit_raises_memory_error_or_stores_the_record(tmp_path: Path) -> None
         db.close()
 
 
-def _collections_containers() -> list[Any]:
+class TaggedList(list):  # type: ignore[type-arg]
+    pass
+
+
+class TaggedSet(set):  # type: ignore[type-arg]
+    pass
+
+
+class TaggedTuple(tuple):  # type: ignore[type-arg]
+    pass
+
+
+class TaggedDict(dict):  # type: ignore[type-arg]
+    pass
+
+
+def _container_subclasses() -> list[Any]:
     ordered = collections.OrderedDict(a=[1], b=2**70)
     ordered.move_to_end("a")
     default = collections.defaultdict(list, {"k": ["v"]})
     deque = collections.deque([1, "two", ordered], maxlen=5)
-    return [ordered, default, deque, collections.defaultdict(collections.OrderedDict), deque]
+    tagged = TaggedList([1, "x", [2]])
+    tagged.note = "kept"  # type: ignore[attr-defined]
+    return [
+        ordered, default, deque, collections.defaultdict(collections.OrderedDict), deque,
+        tagged, TaggedSet({3, "y"}), TaggedTuple((4, "z")), TaggedDict(k=[5]),
+    ]
 
 
-def test_collections_containers_raise_memory_error_or_round_trip() -> None:
-    # known_containers.rs: read and rebuilt through the C types' own methods.
-    value = _collections_containers()
+def test_subclasses_of_containers_raise_memory_error_or_round_trip() -> None:
+    # SUBCLASS values: Python subclasses of the built-in containers, and the containers of
+    # `collections` read and rebuilt through their C types' own methods (known_containers.rs).
+    value = _container_subclasses()
     data = copal.dumps(value)
 
     def check_stream(written: bytes) -> None:

@@ -907,7 +907,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         } else if base_tag == tag::TUPLE || base_tag == tag::FROZENSET {
             let slot = self.memo.len();
             self.memo.push(None);
-            let items = PyList::new(py, self.items(r, depth)?)?;
+            let items = ListBuilder::of(py, self.items(r, depth)?)?;
             let obj = base.call_method1(pyo3::intern!(py, "__new__"), (&class, items)).or_corrupt(py, || unhashable(offset))?;
             self.memo[slot] = Some(obj.clone());
             obj
@@ -919,7 +919,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 self.fill_dict(r, &plain, depth)?;
                 base.call_method1(pyo3::intern!(py, "update"), (&obj, plain))?;
             } else {
-                let items = PyList::new(py, self.items(r, depth)?)?;
+                let items = ListBuilder::of(py, self.items(r, depth)?)?;
                 let method = if base_tag == tag::LIST { pyo3::intern!(py, "extend") } else { pyo3::intern!(py, "update") };
                 base.call_method1(method, (&obj, items)).or_corrupt(py, || unhashable(offset))?;
             }
@@ -952,13 +952,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             self.fill_dict(r, &pairs, depth)?;
             pairs.into_any()
         } else {
-            // Not `PyList::new`, which panics when it cannot allocate.
-            let values = self.items(r, depth)?;
-            let mut list = ListBuilder::with_capacity(py, values.len())?;
-            for value in values {
-                list.push(value)?;
-            }
-            list.into_any()
+            ListBuilder::of(py, self.items(r, depth)?)?.into_any()
         };
         let (state, offset) = match known.state_field(py) {
             Some(name) => {

@@ -48,6 +48,16 @@ impl<'py> ListBuilder<'py> {
         }
     }
 
+    /// A list of `values`, made by calls that raise MemoryError (pyo3's `PyList::new` panics
+    /// when it cannot allocate).
+    pub fn of(py: Python<'py>, values: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyList>> {
+        let mut list = ListBuilder::with_capacity(py, values.len())?;
+        for value in values {
+            list.push(value)?;
+        }
+        Ok(list.list.clone())
+    }
+
     pub fn list(&self) -> &Bound<'py, PyList> {
         &self.list
     }
