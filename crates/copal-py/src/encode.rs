@@ -338,13 +338,28 @@ struct Unfinished {
     first_finished: Option<u64>,
 }
 
+/// The built-in types other than those `Encoder::value` tests first, each written by a tag of
+/// its own (`Kind::Builtin`).
+#[derive(Clone, Copy)]
+pub(crate) enum Builtin {
+    DateTime,
+    Date,
+    Time,
+    Delta,
+    Bytes,
+    ByteArray,
+    Set,
+    FrozenSet,
+    Complex,
+}
+
 /// How the values of one class (other than the builtin types `Encoder::value` tests first) are
 /// written. It depends on the class only, so it is decided once per class and encoder instead
 /// of by a chain of type checks and attribute lookups per value.
 #[derive(Clone, Copy)]
 pub(crate) enum Kind {
-    /// datetime, date, time, timedelta, bytes, bytearray, set, frozenset, complex (exact types).
-    Builtin,
+    /// One of the built-in types `Encoder::value` does not test first (exact types).
+    Builtin(Builtin),
     Persistent,
     Decimal,
     Uuid,
@@ -590,7 +605,7 @@ impl<'s> Encoder<'s> {
                 let oid = self.sink.reference(v)?;
                 self.w.reference(oid_class(oid), oid_seq(oid));
             }
-            Kind::Builtin => self.builtin(v, depth)?,
+            Kind::Builtin(builtin) => self.builtin(v, builtin, depth)?,
             Kind::Subclass(base) => self.subclass(v, base, depth)?,
             Kind::Known(known) => self.known_container(v, known, depth)?,
             Kind::Decimal => {
@@ -629,54 +644,77 @@ impl<'s> Encoder<'s> {
         Ok(kind)
     }
 
-    /// A value of one of the builtin types of `Kind::Builtin`.
-    fn builtin(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
-        if let Ok(dt) = v.cast_exact::<PyDateTime>() {
-            let days = days_from_civil(i64::from(dt.get_year()), u32::from(dt.get_month()), u32::from(dt.get_day()));
-            let micros = days * MICROS_PER_DAY + time_of_day_micros(dt.get_hour(), dt.get_minute(), dt.get_second(), dt.get_microsecond());
-            let tz = tz_info(dt.get_tzinfo())?;
-            self.w.datetime(micros, &tz, dt.get_fold());
-        } else if let Ok(d) = v.cast_exact::<PyDate>() {
-            self.w.u8(tag::DATE);
-            self.w.zigzag(days_from_civil(i64::from(d.get_year()), u32::from(d.get_month()), u32::from(d.get_day())));
-        } else if let Ok(t) = v.cast_exact::<PyTime>() {
-            let micros = time_of_day_micros(t.get_hour(), t.get_minute(), t.get_second(), t.get_microsecond());
-            let tz = tz_info(t.get_tzinfo())?;
-            self.w.time(micros as u64, &tz, t.get_fold());
-        } else if let Ok(td) = v.cast_exact::<PyDelta>() {
-            self.w.u8(tag::TIMEDELTA);
-            self.w.zigzag(i64::from(td.get_days()));
-            self.w.varint(td.get_seconds() as u64);
-            self.w.varint(td.get_microseconds() as u64);
-        } else if let Ok(b) = v.cast_exact::<PyBytes>() {
-            self.w.u8(tag::BYTES);
-            self.w.length_prefixed(b.as_bytes());
-        } else if let Ok(b) = v.cast_exact::<PyByteArray>() {
-            self.mutable = true;
-            if !self.backref_or_slot(v)? {
-                self.w.u8(tag::BYTEARRAY);
-                self.w.length_prefixed(&b.to_vec());
+    /// A value of `builtin`, the exact type of `v` (`Kind::Builtin`): one test of the class's
+    /// kind, instead of a failed cast per type tested before it.
+    fn builtin(&mut self, v: &Bound<'_, PyAny>, builtin: Builtin, depth: usize) -> Step {
+        match builtin {
+            Builtin::DateTime => {
+                // SAFETY: `builtin` is the exact type of `v` (`kind_of`).
+                let dt = unsafe { v.cast_unchecked::<PyDateTime>() };
+                let days = days_from_civil(i64::from(dt.get_year()), u32::from(dt.get_month()), u32::from(dt.get_day()));
+                let micros = days * MICROS_PER_DAY + time_of_day_micros(dt.get_hour(), dt.get_minute(), dt.get_second(), dt.get_microsecond());
+                let tz = tz_info(dt.get_tzinfo())?;
+                self.w.datetime(micros, &tz, dt.get_fold());
             }
-        } else if let Ok(s) = v.cast_exact::<PySet>() {
-            self.mutable = true;
-            if !self.backref_or_slot(v)? {
-                self.w.u8(tag::SET);
-                let items = self.canonical_order(set_items(s)?, depth)?;
-                self.items(items.len(), items.into_iter(), depth)?;
+            Builtin::Date => {
+                // SAFETY: `builtin` is the exact type of `v` (`kind_of`).
+                let d = unsafe { v.cast_unchecked::<PyDate>() };
+                self.w.u8(tag::DATE);
+                self.w.zigzag(days_from_civil(i64::from(d.get_year()), u32::from(d.get_month()), u32::from(d.get_day())));
             }
-        } else if let Ok(s) = v.cast_exact::<PyFrozenSet>() {
-            if !self.backref_or_slot(v)? {
-                let copy = (self.next_memo - 1, self.w.buf.len());
-                self.w.u8(tag::FROZENSET);
-                let items = self.canonical_order(set_items(s)?, depth)?;
-                self.immutable_items(v, copy, items.len(), items.into_iter(), depth)?;
+            Builtin::Time => {
+                // SAFETY: `builtin` is the exact type of `v` (`kind_of`).
+                let t = unsafe { v.cast_unchecked::<PyTime>() };
+                let micros = time_of_day_micros(t.get_hour(), t.get_minute(), t.get_second(), t.get_microsecond());
+                let tz = tz_info(t.get_tzinfo())?;
+                self.w.time(micros as u64, &tz, t.get_fold());
             }
-        } else if let Ok(c) = v.cast_exact::<PyComplex>() {
-            self.w.u8(tag::COMPLEX);
-            self.w.f64(c.real());
-            self.w.f64(c.imag());
-        } else {
-            return Err(unsupported_type(&v.get_type()));
+            Builtin::Delta => {
+                // SAFETY: `builtin` is the exact type of `v` (`kind_of`).
+                let td = unsafe { v.cast_unchecked::<PyDelta>() };
+                self.w.u8(tag::TIMEDELTA);
+                self.w.zigzag(i64::from(td.get_days()));
+                self.w.varint(td.get_seconds() as u64);
+                self.w.varint(td.get_microseconds() as u64);
+            }
+            Builtin::Bytes => {
+                self.w.u8(tag::BYTES);
+                // SAFETY: `builtin` is the exact type of `v` (`kind_of`).
+                self.w.length_prefixed(unsafe { v.cast_unchecked::<PyBytes>() }.as_bytes());
+            }
+            Builtin::ByteArray => {
+                self.mutable = true;
+                if !self.backref_or_slot(v)? {
+                    self.w.u8(tag::BYTEARRAY);
+                    // SAFETY: `builtin` is the exact type of `v` (`kind_of`).
+                    self.w.length_prefixed(&unsafe { v.cast_unchecked::<PyByteArray>() }.to_vec());
+                }
+            }
+            Builtin::Set => {
+                self.mutable = true;
+                if !self.backref_or_slot(v)? {
+                    self.w.u8(tag::SET);
+                    // SAFETY: `builtin` is the exact type of `v` (`kind_of`).
+                    let items = self.canonical_order(set_items(unsafe { v.cast_unchecked::<PySet>() })?, depth)?;
+                    self.items(items.len(), items.into_iter(), depth)?;
+                }
+            }
+            Builtin::FrozenSet => {
+                if !self.backref_or_slot(v)? {
+                    let copy = (self.next_memo - 1, self.w.buf.len());
+                    self.w.u8(tag::FROZENSET);
+                    // SAFETY: `builtin` is the exact type of `v` (`kind_of`).
+                    let items = self.canonical_order(set_items(unsafe { v.cast_unchecked::<PyFrozenSet>() })?, depth)?;
+                    self.immutable_items(v, copy, items.len(), items.into_iter(), depth)?;
+                }
+            }
+            Builtin::Complex => {
+                // SAFETY: `builtin` is the exact type of `v` (`kind_of`).
+                let c = unsafe { v.cast_unchecked::<PyComplex>() };
+                self.w.u8(tag::COMPLEX);
+                self.w.f64(c.real());
+                self.w.f64(c.imag());
+            }
         }
         Ok(())
     }
@@ -1399,6 +1437,19 @@ use pyo3::PyTypeInfo;
 /// The type object of a built-in type.
 type BuiltinType = fn(Python<'_>) -> Bound<'_, PyType>;
 
+/// The types of `Kind::Builtin`.
+const BUILTINS: [(BuiltinType, Builtin); 9] = [
+    (PyDateTime::type_object, Builtin::DateTime),
+    (PyDate::type_object, Builtin::Date),
+    (PyTime::type_object, Builtin::Time),
+    (PyDelta::type_object, Builtin::Delta),
+    (PyBytes::type_object, Builtin::Bytes),
+    (PyByteArray::type_object, Builtin::ByteArray),
+    (PySet::type_object, Builtin::Set),
+    (PyFrozenSet::type_object, Builtin::FrozenSet),
+    (PyComplex::type_object, Builtin::Complex),
+];
+
 /// The scalar built-ins whose Python subclasses streams hold as SUBCLASS values (docs/STREAM.md
 /// section 5): each with the tag its base is classified under (an int's value is then written
 /// as INT or BIGINT, a str's as STR or STR_SURROGATES), and the method of the built-in that
@@ -1451,19 +1502,8 @@ fn subclass_base<'py>(class: &Bound<'py, PyType>) -> PyResult<Option<(Bound<'py,
 /// `object_index` is the number a `Kind::Object` gets.
 pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResult<Kind> {
     let py = class.py();
-    let builtins = [
-        PyDateTime::type_object(py),
-        PyDate::type_object(py),
-        PyTime::type_object(py),
-        PyDelta::type_object(py),
-        PyBytes::type_object(py),
-        PyByteArray::type_object(py),
-        PySet::type_object(py),
-        PyFrozenSet::type_object(py),
-        PyComplex::type_object(py),
-    ];
-    if builtins.iter().any(|builtin| class.is(builtin)) {
-        return Ok(Kind::Builtin);
+    if let Some(&(_, builtin)) = BUILTINS.iter().find(|(builtin_type, _)| class.is(builtin_type(py))) {
+        return Ok(Kind::Builtin(builtin));
     }
     if class.is_subclass_of::<PersistentBase>()? {
         return Ok(Kind::Persistent);

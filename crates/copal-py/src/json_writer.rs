@@ -25,14 +25,14 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyComplex, PyDate, PyDateAccess, PyDateTime, PyDelta, PyDeltaAccess, PyDict, PyFloat,
-    PyFrozenSet, PyInt, PyList, PySet, PyString, PyTime, PyTimeAccess, PyTuple, PyTzInfo, PyTzInfoAccess, PyType,
+    PyFrozenSet, PyInt, PyList, PyString, PyTime, PyTimeAccess, PyTuple, PyTzInfo, PyTzInfoAccess, PyType,
 };
 use pyo3::PyTypeInfo;
 
 use crate::bytes_output::BytesOutput;
 use crate::classes::type_name_of;
 use crate::dict_items::{made_dict, Cursor, DictNext, DictTable, InstanceValues, Next, SlotItems};
-use crate::encode::{self, generalized_utf8, object_dict, time_of_day_micros, tz_info, utf8_text, Encoder, Kind};
+use crate::encode::{self, generalized_utf8, object_dict, time_of_day_micros, tz_info, utf8_text, Builtin, Encoder, Kind};
 use crate::slots::SlotLayout;
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
@@ -933,22 +933,18 @@ fn encodes_alone(item: &Bound<'_, PyAny>) -> bool {
 /// How values of `class` are written: encode.rs's `classify`, mapped to the forms of this writer
 /// (what it does not write itself goes to the transcoder).
 fn classify(class: &Bound<'_, PyType>) -> PyResult<Form> {
-    let py = class.py();
     Ok(match encode::classify(class, 0)? {
-        Kind::Builtin => {
-            let builtins = [
-                (PyDateTime::type_object(py), Form::DateTime),
-                (PyDate::type_object(py), Form::Date),
-                (PyTime::type_object(py), Form::Time),
-                (PyDelta::type_object(py), Form::Delta),
-                (PyBytes::type_object(py), Form::Bytes),
-                (PyByteArray::type_object(py), Form::ByteArray),
-                (PySet::type_object(py), Form::Set),
-                (PyFrozenSet::type_object(py), Form::FrozenSet),
-                (PyComplex::type_object(py), Form::Complex),
-            ];
-            builtins.into_iter().find(|(builtin, _)| class.is(builtin)).map_or(Form::Transcoded, |(_, form)| form)
-        }
+        Kind::Builtin(builtin) => match builtin {
+            Builtin::DateTime => Form::DateTime,
+            Builtin::Date => Form::Date,
+            Builtin::Time => Form::Time,
+            Builtin::Delta => Form::Delta,
+            Builtin::Bytes => Form::Bytes,
+            Builtin::ByteArray => Form::ByteArray,
+            Builtin::Set => Form::Set,
+            Builtin::FrozenSet => Form::FrozenSet,
+            Builtin::Complex => Form::Complex,
+        },
         Kind::Decimal => Form::Decimal,
         Kind::Uuid => Form::Uuid,
         Kind::Enum => Form::Enum(ClassName::new(type_name_of(class)?)),
