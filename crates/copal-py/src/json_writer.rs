@@ -95,15 +95,7 @@ type Step = Result<(), Unhandled>;
 /// for each value (the object of a class can hold objects of the same class).
 #[derive(Clone)]
 enum Form {
-    DateTime,
-    Date,
-    Time,
-    Delta,
-    Bytes,
-    ByteArray,
-    Set,
-    FrozenSet,
-    Complex,
+    Builtin(Builtin),
     Decimal,
     Uuid,
     /// An enum member: `{"$enum":<class>,"$member":` is written ahead of its name.
@@ -364,45 +356,45 @@ impl<'py> JsonWriter<'py> {
                 self.text(name.as_deref().unwrap_or_default());
                 self.out.push('}');
             }
-            Form::DateTime => {
+            Form::Builtin(Builtin::DateTime) => {
                 let dt = v.cast::<PyDateTime>().map_err(PyErr::from)?;
                 let days = days_from_civil(i64::from(dt.get_year()), u32::from(dt.get_month()), u32::from(dt.get_day()));
                 let micros = days * MICROS_PER_DAY + time_of_day_micros(dt.get_hour(), dt.get_minute(), dt.get_second(), dt.get_microsecond());
                 let zone = zone_of(dt.get_tzinfo())?;
                 self.clock_value("{\"$datetime\":\"", |out| clock::write_datetime(micros, out), &zone, dt.get_fold());
             }
-            Form::Date => {
+            Form::Builtin(Builtin::Date) => {
                 let d = v.cast::<PyDate>().map_err(PyErr::from)?;
                 self.out.push_str("{\"$date\":\"");
                 clock::write_date(days_from_civil(i64::from(d.get_year()), u32::from(d.get_month()), u32::from(d.get_day())), &mut self.out);
                 self.out.push_str("\"}");
             }
-            Form::Time => {
+            Form::Builtin(Builtin::Time) => {
                 let t = v.cast::<PyTime>().map_err(PyErr::from)?;
                 let micros = time_of_day_micros(t.get_hour(), t.get_minute(), t.get_second(), t.get_microsecond());
                 let zone = zone_of(t.get_tzinfo())?;
                 self.clock_value("{\"$time\":\"", |out| clock::write_clock(micros as u64, out), &zone, t.get_fold());
             }
-            Form::Delta => {
+            Form::Builtin(Builtin::Delta) => {
                 let td = v.cast::<PyDelta>().map_err(PyErr::from)?;
                 let (days, seconds, micros) = (td.get_days(), td.get_seconds(), td.get_microseconds());
                 self.out.push_fmt(format_args!("{{\"$timedelta\":[{days},{seconds},{micros}]}}"));
             }
-            Form::Bytes => {
+            Form::Builtin(Builtin::Bytes) => {
                 let bytes = v.cast::<PyBytes>().map_err(PyErr::from)?;
                 self.out.push_str("{\"$bytes\":");
                 self.base64(bytes.as_bytes());
             }
-            Form::ByteArray => {
+            Form::Builtin(Builtin::ByteArray) => {
                 if !self.slot_or_ref(v)? {
                     let bytes = v.cast::<PyByteArray>().map_err(PyErr::from)?.to_vec();
                     self.open_tagged("\"$bytearray\":");
                     self.base64(&bytes);
                 }
             }
-            Form::Set => self.set(v, "\"$set\":", depth)?,
-            Form::FrozenSet => self.set(v, "\"$frozenset\":", depth)?,
-            Form::Complex => {
+            Form::Builtin(Builtin::Set) => self.set(v, "\"$set\":", depth)?,
+            Form::Builtin(Builtin::FrozenSet) => self.set(v, "\"$frozenset\":", depth)?,
+            Form::Builtin(Builtin::Complex) => {
                 let c = v.cast::<PyComplex>().map_err(PyErr::from)?;
                 self.out.push_str("{\"$complex\":[");
                 float(&mut self.out, c.real());
@@ -934,17 +926,7 @@ fn encodes_alone(item: &Bound<'_, PyAny>) -> bool {
 /// (what it does not write itself goes to the transcoder).
 fn classify(class: &Bound<'_, PyType>) -> PyResult<Form> {
     Ok(match encode::classify(class, 0)? {
-        Kind::Builtin(builtin) => match builtin {
-            Builtin::DateTime => Form::DateTime,
-            Builtin::Date => Form::Date,
-            Builtin::Time => Form::Time,
-            Builtin::Delta => Form::Delta,
-            Builtin::Bytes => Form::Bytes,
-            Builtin::ByteArray => Form::ByteArray,
-            Builtin::Set => Form::Set,
-            Builtin::FrozenSet => Form::FrozenSet,
-            Builtin::Complex => Form::Complex,
-        },
+        Kind::Builtin(builtin) => Form::Builtin(builtin),
         Kind::Decimal => Form::Decimal,
         Kind::Uuid => Form::Uuid,
         Kind::Enum => Form::Enum(ClassName::new(type_name_of(class)?)),
