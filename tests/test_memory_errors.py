@@ -109,6 +109,15 @@ def _check_decoded(expected: bytes) -> Callable[[Any], None]:
     return check
 
 
+def _check_equal(expected: bytes) -> Callable[[bytes], None]:
+    """A check that a call wrote exactly `expected`."""
+
+    def check(written: bytes) -> None:
+        assert written == expected
+
+    return check
+
+
 def test_loads_raises_memory_error_or_returns_the_value() -> None:
     data = copal.dumps(_representative())
     _each_allocation_failing(lambda: copal.loads(data), _check_decoded(data))
@@ -153,11 +162,7 @@ def test_records_read_by_a_connection_raise_memory_error_or_return_the_value(tmp
 def test_dumps_raises_memory_error_or_returns_the_stream() -> None:
     value = _representative()
     expected = copal.dumps(value)
-
-    def check(data: bytes) -> None:
-        assert data == expected
-
-    _each_allocation_failing(lambda: copal.dumps(value), check)
+    _each_allocation_failing(lambda: copal.dumps(value), _check_equal(expected))
 
 
 @pytest.mark.parametrize("text_format", ["json", "xml"])
@@ -167,11 +172,7 @@ def test_text_dumps_raises_memory_error_or_returns_the_document(text_format: str
     value = _representative()
     del value["strs"]  # JSON and XML have no lone surrogates
     expected = copal.dumps(value, format=text_format)
-
-    def check(data: bytes) -> None:
-        assert data == expected
-
-    _each_allocation_failing(lambda: copal.dumps(value, format=text_format), check)
+    _each_allocation_failing(lambda: copal.dumps(value, format=text_format), _check_equal(expected))
 
 
 def test_json_dumps_of_lone_surrogates_raises_memory_error_or_returns_the_document() -> None:
@@ -179,21 +180,13 @@ def test_json_dumps_of_lone_surrogates_raises_memory_error_or_returns_the_docume
     # its UTF-8 form is tried is not taken for lone surrogates.
     value = ["plain", "a\udc80b", {"k": "\udc81", "j": "é"}] * 3
     expected = copal.dumps(value, format="json")
-
-    def check(data: bytes) -> None:
-        assert data == expected
-
-    _each_allocation_failing(lambda: copal.dumps(value, format="json"), check)
+    _each_allocation_failing(lambda: copal.dumps(value, format="json"), _check_equal(expected))
 
 
 def test_pack_many_raises_memory_error_or_returns_the_archive() -> None:
     values = [1, _representative(), "last"]
     expected = copal.pack_many(values)
-
-    def check(data: bytes) -> None:
-        assert data == expected
-
-    _each_allocation_failing(lambda: copal.pack_many(values), check)
+    _each_allocation_failing(lambda: copal.pack_many(values), _check_equal(expected))
 
 
 def test_commit_raises_memory_error_or_stores_the_record(tmp_path: Path) -> None:
@@ -252,11 +245,7 @@ def test_subclasses_of_containers_raise_memory_error_or_round_trip() -> None:
     # `collections` read and rebuilt through their C types' own methods (known_containers.rs).
     value = _container_subclasses()
     data = copal.dumps(value)
-
-    def check_stream(written: bytes) -> None:
-        assert written == data
-
-    _each_allocation_failing(lambda: copal.dumps(value), check_stream)
+    _each_allocation_failing(lambda: copal.dumps(value), _check_equal(data))
     _each_allocation_failing(lambda: copal.loads(data), _check_decoded(data))
     document = copal.dumps(value, format="json")
     _each_allocation_failing(lambda: copal.loads(document), _check_decoded(data))

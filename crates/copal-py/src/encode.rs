@@ -1135,11 +1135,13 @@ impl<'s> Encoder<'s> {
             let start = self.w.buf.len();
             at(self.value(&item, depth + 1), || format!("[{written}]"))?;
             written += 1;
-            let Some(repeat) = self.repeat_of(&item) else { continue };
+            // The pointer comparison first: most items are not followed by themselves, and
+            // `repeat_of` looks a string up in the table of recent strings.
             let run = same_run(list, written, len, &item);
             if run == 0 {
                 continue;
             }
+            let Some(repeat) = self.repeat_of(&item) else { continue };
             match repeat {
                 Repeat::Bytes => {
                     let item_len = self.w.buf.len() - start;
@@ -1412,7 +1414,7 @@ pub(crate) fn set_items<'py>(set: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py,
 
 /// The items `iterable` iterates over, with room made for `capacity` of them. Not `collect`ed from pyo3's
 /// iterator, whose size hint (`__length_hint__`) prints a failure to allocate as unraisable.
-fn iterated<'py>(iterable: &Bound<'py, PyAny>, capacity: usize) -> PyResult<Vec<Bound<'py, PyAny>>> {
+pub(crate) fn iterated<'py>(iterable: &Bound<'py, PyAny>, capacity: usize) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let mut items = Vec::with_capacity(capacity);
     for item in iterable.try_iter()? {
         items.push(item?);

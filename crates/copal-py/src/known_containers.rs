@@ -136,13 +136,7 @@ impl KnownContainer {
         let py = v.py();
         let known_type = self.type_object(py)?;
         let items = match self {
-            KnownContainer::Deque => {
-                let mut values = Vec::new();
-                for item in known_type.call_method1(pyo3::intern!(py, "__iter__"), (v,))?.try_iter()? {
-                    values.push(item?);
-                }
-                Items::Values(values)
-            }
+            KnownContainer::Deque => Items::Values(crate::encode::iterated(&known_type.call_method1(pyo3::intern!(py, "__iter__"), (v,))?, 0)?),
             // An OrderedDict's own items(), not the dict table's order.
             _ => {
                 let pairs = allocation::dict(py)?;

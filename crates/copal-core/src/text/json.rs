@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 pub use super::json_body::body_from_json;
 use super::tree::{zone as zone_of, TreeBuilder};
-use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError, TextOut};
+use super::{base64, bigint, clock, mapping, Body, ClassNumbers, TableEntry, TextError, TextOut};
 use crate::format::calendar::MICROS_PER_DAY;
 use crate::format::{is_decimal_text, tag, DecodeError, Reader, TzInfo, Value, MAX_DAY, MIN_DAY};
 
@@ -995,8 +995,7 @@ pub fn from_json(text: &str) -> Result<Body, TextError> {
 pub(super) struct Build {
     pub(super) tree: TreeBuilder,
     /// The class names met so far, by number (docs/TEXT_FORMATS.md section 2.1).
-    pub(super) classes: Vec<String>,
-    class_numbers: HashMap<String, u64>,
+    pub(super) classes: ClassNumbers,
     /// Whether the document's version names classes by number (version 2 on).
     numbered_classes: bool,
 }
@@ -1023,7 +1022,7 @@ pub(super) fn unescaped(key: &str) -> &str {
 
 impl Build {
     pub(super) fn new(version: u64) -> Build {
-        Build { tree: TreeBuilder::default(), classes: Vec::new(), class_numbers: HashMap::new(), numbered_classes: version >= 2 }
+        Build { tree: TreeBuilder::default(), classes: ClassNumbers::default(), numbered_classes: version >= 2 }
     }
 
     fn take_slot(&mut self, id: Option<&Json<'_>>) -> Result<(), TextError> {
@@ -1035,21 +1034,11 @@ impl Build {
     /// met before (docs/TEXT_FORMATS.md section 2.1).
     fn class_name(&mut self, json: &Json<'_>, kind: &str) -> Result<String, TextError> {
         let number = match json {
-            Json::Str(name) => self.class_named(name),
+            Json::Str(name) => self.classes.number(name),
             Json::Number(n) => self.class_numbered(n, kind)?,
             _ => return Err(class_needed(kind)),
         };
-        Ok(self.classes[number].clone())
-    }
-
-    /// The number of the class named `name`, the next one if it is new.
-    pub(super) fn class_named(&mut self, name: &str) -> usize {
-        if let Some(&number) = self.class_numbers.get(name) {
-            return number as usize;
-        }
-        self.class_numbers.insert(name.to_owned(), self.classes.len() as u64);
-        self.classes.push(name.to_owned());
-        self.classes.len() - 1
+        Ok(self.classes.name(number).to_owned())
     }
 
     /// The class that the number `n` (its text) stands for, in version 2 on.

@@ -246,7 +246,7 @@ impl<'a> Transcoder<'a> {
         let class = match self.parser.peek()? {
             b'"' => {
                 let name = self.parser.string_text().ok()?;
-                self.build.class_named(&name)
+                self.build.classes.number(&name)
             }
             _ => match self.parser.number().ok()? {
                 Json::Number(n) => self.build.class_numbered(n, kind).ok()?,
@@ -265,7 +265,7 @@ impl<'a> Transcoder<'a> {
             self.body.names.push(unescaped_name(name));
             self.value(depth + 1)?;
         }
-        let descriptor = self.body.descriptor(&mut self.build.tree, persistent, class, &self.build.classes[class], names_from)?;
+        let descriptor = self.body.descriptor(&mut self.build.tree, persistent, class, self.build.classes.name(class), names_from)?;
         self.body.patch_varint(descriptor_at, u64::from(descriptor));
         Some(())
     }

@@ -248,3 +248,32 @@ pub(crate) fn write_table(w: &mut Writer, table: &[TableEntry]) {
         }
     }
 }
+
+/// The class names a document has met, numbered in the order they were first met
+/// (docs/TEXT_FORMATS.md section 2.1), as the JSON and XML readers number them.
+#[derive(Default)]
+pub(crate) struct ClassNumbers {
+    names: Vec<String>,
+    numbers: std::collections::HashMap<String, usize>,
+}
+
+impl ClassNumbers {
+    /// The number of the class named `name`, the next one if it is new.
+    pub(crate) fn number(&mut self, name: &str) -> usize {
+        if let Some(&number) = self.numbers.get(name) {
+            return number;
+        }
+        self.numbers.insert(name.to_owned(), self.names.len());
+        self.names.push(name.to_owned());
+        self.names.len() - 1
+    }
+
+    /// The name of class `number`, which `number` gave.
+    pub(crate) fn name(&self, number: usize) -> &str {
+        &self.names[number]
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.names.len()
+    }
+}

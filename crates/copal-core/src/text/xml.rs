@@ -710,7 +710,7 @@ mod tests {
         assert_eq!(from_xml(&text).unwrap(), body, "{text}");
         // The one-pass reader may number descriptors in another order: the graph is the same
         // when the document written back is.
-        let direct = body_from_xml(&text).unwrap();
+        let direct = super::super::xml_body::transcode(&text).expect("copal's own documents are read in one pass");
         assert_eq!(to_xml(&direct).unwrap(), text);
         text
     }
@@ -739,6 +739,14 @@ mod tests {
         assert!(text.contains(r#"<str base64="1">AQ==</str>"#), "{text}");
         assert!(text.contains(r#"<datetime fold="1">1970-01-01T00:00:00+01:00</datetime>"#), "{text}");
         round_trip(Value::Dict(vec![]), vec![]);
+        // The same values but the SUBCLASS and the NaN, which the one-pass reader leaves to the tree.
+        let one_pass = Value::List(vec![
+            Value::Object { descriptor: 0, fields: vec![Value::BackRef(0)] },
+            Value::Dict(vec![(Value::Int(1), Value::Str("<a & \"b\">\r\n\t".into())), (Value::Str("\u{1}".into()), Value::None)]),
+            Value::DateTime { micros: 0, tz: TzInfo::Offset(3_600_000_000), fold: true },
+            Value::BackRef(1),
+        ]);
+        round_trip(one_pass, table[..1].to_vec());
     }
 
     #[test]

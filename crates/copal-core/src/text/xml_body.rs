@@ -9,11 +9,10 @@
 //! call stack.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use super::body_out::BodyOut;
 use super::xml::{float, from_xml, name_length, unescape, Build, Element, MAX_XML_DEPTH, XML_VERSION};
-use super::TextError;
+use super::{ClassNumbers, TextError};
 use crate::format::tag;
 
 /// The stream body (docs/STREAM.md section 4) of an XML document.
@@ -59,8 +58,7 @@ struct Transcoder<'a> {
     /// The attributes of the start tag just read.
     attrs: Vec<(&'a str, Cow<'a, str>)>,
     /// Class names to the numbers `BodyOut` keeps their descriptors under, and back.
-    class_numbers: HashMap<String, usize>,
-    class_names: Vec<String>,
+    classes: ClassNumbers,
 }
 
 impl<'a> Transcoder<'a> {
@@ -72,8 +70,7 @@ impl<'a> Transcoder<'a> {
             body: BodyOut::with_capacity(text.len() / 4 + 16),
             open: Vec::new(),
             attrs: Vec::new(),
-            class_numbers: HashMap::new(),
-            class_names: Vec::new(),
+            classes: ClassNumbers::default(),
         }
     }
 
@@ -221,7 +218,7 @@ impl<'a> Transcoder<'a> {
                 };
                 // The attribute's text borrows the document, not `self`.
                 let type_name = self.attrs.iter().find(|(k, _)| *k == "type")?.1.clone();
-                let class = self.class(&type_name);
+                let class = self.classes.number(&type_name);
                 self.take_slot()?;
                 self.body.out.u8(tag::OBJECT);
                 let descriptor_at = self.body.reserve_varint();
@@ -238,16 +235,6 @@ impl<'a> Transcoder<'a> {
             _ => return self.leaf(name, complete),
         }
         Some(())
-    }
-
-    /// The number of the class named `name`.
-    fn class(&mut self, name: &str) -> usize {
-        if let Some(&number) = self.class_numbers.get(name) {
-            return number;
-        }
-        self.class_numbers.insert(name.to_owned(), self.class_names.len());
-        self.class_names.push(name.to_owned());
-        self.class_names.len() - 1
     }
 
     /// A value element that holds only text: `<str>`, `<int>`, `<float>`, ... .
@@ -316,7 +303,7 @@ impl<'a> Transcoder<'a> {
                 self.value_read()
             }
             Open::Object { class, persistent, descriptor_at, names_from } => {
-                let descriptor = self.body.descriptor(&mut self.build.tree, persistent, class, &self.class_names[class], names_from)?;
+                let descriptor = self.body.descriptor(&mut self.build.tree, persistent, class, self.classes.name(class), names_from)?;
                 self.body.patch_varint(descriptor_at, u64::from(descriptor));
                 self.value_read()
             }
