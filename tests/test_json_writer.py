@@ -69,6 +69,33 @@ def _fields(**fields: Any) -> Point:
     return point
 
 
+def _first_field(first: str, **fields: Any) -> Point:
+    point = Point(1, 2)
+    vars(point).clear()
+    vars(point).update({first: 0}, **fields)
+    return point
+
+
+def _without_fields() -> Point:
+    point = Point(1, 2)
+    vars(point).clear()
+    return point
+
+
+#: More classes than the writer's cache of recent classes has lines, met in turn.
+MANY_CLASSES = [type(f"Class{n}", (), {"__module__": __name__}) for n in range(40)]
+
+
+def _instances_of_many_classes() -> list[Any]:
+    instances = []
+    for round_ in range(3):
+        for n, cls in enumerate(MANY_CLASSES):
+            instance = cls()
+            instance.n = n * round_
+            instances.append(instance)
+    return instances
+
+
 #: Graphs beyond the round-trip corpus: shared values (some shared only inside the graph, which
 #: the reference-count shortcut must not miss), cycles, `$` keys, field lists that change within
 #: a class, and the values whose text has several forms.
@@ -76,6 +103,10 @@ GRAPHS: dict[str, Any] = {
     "objects": [Point(1, [2, 3]), Vector(1.0, -0.0, ["a"]), FrozenKey(3, "b"), Node("n")],
     "field_lists_change": [Point(1, 2), _fields(z=3), Point(4, 5), _fields(**{"$x": 1, "é\n": 2}), Point(6, 7)],
     "nested_same_class": Point(Point(Point(1, 2), 3), [Point(4, 5)]),
+    "first_fields_change": [Point(1, 2), _first_field("y", x=3), Point(4, 5), _first_field("$y"), _first_field("x"), Point(6, 7)],
+    "objects_without_fields_between": [Point(1, 2), _without_fields(), Point(3, 4), _without_fields()],
+    "object_with_id_between_others": (lambda shared: [Point(1, 2), shared, Point(3, 4), shared, Point(5, 6)])(Point(0, 0)),
+    "many_classes": _instances_of_many_classes(),
     "enums": [Color.RED, Level.LOW, Perm.READ | Perm.WRITE, Perm(0), Color.RED],
     "same_unqualified_names": [Point(1, 2), other_models.Point(3), Color.RED, other_models.Color.RED, other_models.Point(4), Point(5, 6), Color.RED],
     "classes_in_a_dict_with_other_keys": [{"k": Point(1, 2), FrozenKey(1, "a"): Node("n")}, Point(3, 4), FrozenKey(2, "b")],

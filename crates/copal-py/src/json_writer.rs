@@ -44,6 +44,16 @@ use crate::standalone::StreamSink;
 /// refuses them.
 const MAX_DEPTH: usize = 256;
 
+/// Lines of `JsonWriter::recent_forms`: documents rarely hold objects of more classes than this
+/// in one stretch.
+const RECENT_FORMS: usize = 8;
+
+/// The line of `recent_forms` of the class at address `key`: Fibonacci hashing of the address
+/// (a multiple of 16, whose low bits say nothing) to its top bits.
+fn recent_line(key: usize) -> usize {
+    (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize >> (usize::BITS - RECENT_FORMS.trailing_zeros())
+}
+
 /// The document of `obj`, or `None` if it holds a value this writer leaves to the transcoder
 /// (see the module comment).
 pub fn write<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
@@ -132,6 +142,17 @@ struct ObjectForm {
     /// objects of a class almost always have the same interned names, so an identity test
     /// replaces escaping the name.
     fields: RefCell<Vec<(Py<PyString>, String)>>,
+    /// The text an object of the class opens with, when it has no `"$id"`: one piece where its
+    /// parts (`{`, the tag, the class number, the first field's name) cost a call each.
+    opening: RefCell<Option<Opening>>,
+}
+
+/// `{"$type":<number>,"<first field>":` of a class whose number in the document is `number`
+/// and whose first field is `first` (held, so that its address cannot be another name's).
+struct Opening {
+    number: u64,
+    first: Py<PyString>,
+    text: String,
 }
 
 struct JsonWriter<'py> {
@@ -151,6 +172,9 @@ struct JsonWriter<'py> {
     /// The root, which the caller may hold by a borrowed reference (see `may_be_met_again`).
     root: usize,
     forms: IntMap<usize, Form>,
+    /// The forms of the classes met last, by class address, direct-mapped (see `recent_line`):
+    /// finding one there is a compare, where the map costs a probe of its control bytes.
+    recent_forms: [(usize, Form); RECENT_FORMS],
     /// Keeps the classes of `forms` alive, so that their addresses cannot be reused.
     form_classes: Vec<Py<PyType>>,
     /// The numbers of the class names written in the document so far, by name: two classes
@@ -174,6 +198,8 @@ impl<'py> JsonWriter<'py> {
             unfinished: Vec::new(),
             root: root.as_ptr() as usize,
             forms: IntMap::default(),
+            // No class lies at address 0.
+            recent_forms: std::array::from_fn(|_| (0, Form::Transcoded)),
             form_classes: Vec::new(),
             class_numbers: HashMap::new(),
             named: Vec::new(),
@@ -335,15 +361,13 @@ impl<'py> JsonWriter<'py> {
     fn by_class(&mut self, v: &Bound<'py, PyAny>, depth: usize) -> Step {
         // The class by address: a new reference to it would cost two writes to a shared line.
         let key = v.get_type_ptr() as usize;
-        let form = match self.forms.get(&key) {
-            Some(form) => form.clone(),
-            None => {
-                let class = v.get_type();
-                let form = classify(&class)?;
-                self.forms.insert(key, form.clone());
-                self.form_classes.push(class.unbind());
-                form
-            }
+        let line = recent_line(key);
+        let form = if self.recent_forms[line].0 == key {
+            self.recent_forms[line].1.clone()
+        } else {
+            let form = self.form_of(v, key)?;
+            self.recent_forms[line] = (key, form.clone());
+            form
         };
         match form {
             Form::Object(object) => self.object(v, &object, depth)?,
@@ -422,6 +446,19 @@ impl<'py> JsonWriter<'py> {
             Form::Transcoded => return Err(Unhandled),
         }
         Ok(())
+    }
+
+    /// The form of `v`'s class, whose address is `key`.
+    #[inline(never)]
+    fn form_of(&mut self, v: &Bound<'py, PyAny>, key: usize) -> PyResult<Form> {
+        if let Some(form) = self.forms.get(&key) {
+            return Ok(form.clone());
+        }
+        let class = v.get_type();
+        let form = classify(&class)?;
+        self.forms.insert(key, form.clone());
+        self.form_classes.push(class.unbind());
+        Ok(form)
     }
 
     /// A JSON string of text taken from Python.
@@ -758,8 +795,6 @@ impl<'py> JsonWriter<'py> {
         if self.slot_or_ref(v)? {
             return Ok(());
         }
-        self.open_tagged("\"$type\":");
-        self.class_name(&form.class);
         let obj = v.as_borrowed();
         match &form.slots {
             Some(layout) => self.fields(SlotItems::of(obj, layout)?, form, depth)?,
@@ -781,9 +816,25 @@ impl<'py> JsonWriter<'py> {
         Ok(())
     }
 
-    /// The `,"name":value` of each field of an object.
+    /// The opening of an object (its `"$id"` if it has one, its `"$type"`), then the
+    /// `,"name":value` of each of its fields.
     fn fields(&mut self, mut items: impl Cursor<'py>, form: &ObjectForm, depth: usize) -> Step {
-        let mut index = 0;
+        match items.next() {
+            Next::Item(key, value) => {
+                if !self.cached_opening(form, key) {
+                    self.open_object(form);
+                    self.field_name(form, 0, key)?;
+                    self.keep_opening(form, key);
+                }
+                self.value(value, depth + 1)?;
+            }
+            Next::End => {
+                self.open_object(form);
+                return Ok(());
+            }
+            Next::Changed => return Err(Unhandled),
+        }
+        let mut index = 1;
         loop {
             let (key, value) = match items.next() {
                 Next::Item(key, value) => (key, value),
@@ -794,6 +845,48 @@ impl<'py> JsonWriter<'py> {
             self.value(value, depth + 1)?;
             index += 1;
         }
+    }
+
+    fn open_object(&mut self, form: &ObjectForm) {
+        self.open_tagged("\"$type\":");
+        self.class_name(&form.class);
+    }
+
+    /// Writes the opening of an object of `form`'s class whose first field is `first`, if it
+    /// is the one cached; false if it is not (the object has an `"$id"`, the class has no
+    /// number yet in this document, or another number or first field than the cached ones).
+    #[inline]
+    fn cached_opening(&mut self, form: &ObjectForm, first: Borrowed<'_, 'py, PyAny>) -> bool {
+        let slot = self.next_slot - 1;
+        if !self.targets.is_empty() && self.targets.contains(&slot) {
+            return false;
+        }
+        let opening = form.opening.borrow();
+        match (&*opening, form.class.number.get()) {
+            (Some(opening), Some(number)) if opening.number == number && opening.first.as_ptr() == first.as_ptr() => {
+                push_piece(&mut self.out, &opening.text);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Caches the opening just written (by `open_object` and `field_name` of the first field,
+    /// `first`) for the next objects of `form`'s class, unless it is cached already (the
+    /// object had an `"$id"`).
+    #[cold]
+    #[inline(never)]
+    fn keep_opening(&mut self, form: &ObjectForm, first: Borrowed<'_, 'py, PyAny>) {
+        let Some(number) = form.class.number.get() else { return };
+        if form.opening.borrow().as_ref().is_some_and(|opening| opening.number == number && opening.first.as_ptr() == first.as_ptr()) {
+            return;
+        }
+        let fields = form.fields.borrow();
+        let Some((name, member)) = fields.first().filter(|(name, _)| name.as_ptr() == first.as_ptr()) else { return };
+        let mut text = String::from("{\"$type\":");
+        push_u64(&mut text, number);
+        text.push_str(member);
+        *form.opening.borrow_mut() = Some(Opening { number, first: name.clone_ref(first.py()), text });
     }
 
     /// `,"name":` of the field at `index` of an object of `form`'s class.
@@ -932,7 +1025,7 @@ fn classify(class: &Bound<'_, PyType>) -> PyResult<Form> {
         Kind::Enum => Form::Enum(ClassName::new(type_name_of(class)?)),
         Kind::Object(_) => {
             let slots = crate::slots::layout_of(class)?;
-            Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), slots, fields: RefCell::default() }))
+            Form::Object(Rc::new(ObjectForm { class: ClassName::new(type_name_of(class)?), slots, fields: RefCell::default(), opening: RefCell::default() }))
         }
         Kind::Persistent | Kind::Broken | Kind::Subclass(_) | Kind::Known(_) | Kind::Unsupported => Form::Transcoded,
     })
