@@ -7,7 +7,7 @@ use copal_core::format::{tag, DecodeError, FieldKind, Limits, ListHead, Reader, 
 use copal_core::format::{make_oid, zigzag_decode};
 use pyo3::prelude::*;
 use pyo3::types::{
-    PyDate, PyDateTime, PyDelta, PyDict, PyFrozenSet, PyList, PySet,
+    PyByteArray, PyDate, PyDateTime, PyDelta, PyDict, PyFrozenSet, PyList, PySet,
     PyString, PyTime, PyTuple, PyTzInfo, PyType,
 };
 use pyo3::{ffi, IntoPyObjectExt, PyTypeInfo};
@@ -92,6 +92,9 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// values and as SUBCLASS bases, and so are SUBCLASS bases of scalar tags (docs/STREAM.md
     /// section 5); they are unknown tags elsewhere.
     pub version_4_values: bool,
+    /// Set for streams of version 4 and the bodies of text documents: a SUBCLASS may have a
+    /// BYTEARRAY base (docs/STREAM.md section 5), an unknown base tag elsewhere.
+    pub bytearray_bases: bool,
     /// How many values the decoding would have visited with back-references expanded, and the
     /// same count per memo slot: a set element or dict key whose expansion exceeds
     /// `hash_budget` is refused, since hashing it would visit every expanded value (a record
@@ -165,6 +168,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             spare_strings: from_spare(spare.strings),
             typed_objects: false,
             version_4_values: false,
+            bytearray_bases: false,
             expanded: 0,
             slot_weights: spare.weights,
             hash_budget: u64::MAX,
@@ -867,6 +871,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 tag::FROZENSET => PyFrozenSet::type_object(py),
                 tag::SUPERSEDED_TUPLE if self.version_4_values => PyTuple::type_object(py),
                 tag::SUPERSEDED_FROZENSET if self.version_4_values => PyFrozenSet::type_object(py),
+                tag::BYTEARRAY if self.bytearray_bases => PyByteArray::type_object(py),
                 other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
             },
         };
@@ -901,6 +906,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             self.known_container(r, known, &class, &mut info, depth)?
         } else if is_scalar {
             self.scalar_instance(r, &class, &base, depth)?
+        } else if base_tag == tag::BYTEARRAY {
+            self.bytearray_instance(r, &class, &base)?
         } else if base_tag == tag::SUPERSEDED_TUPLE || base_tag == tag::SUPERSEDED_FROZENSET {
             // The fields that follow are set on the value of the slot, as on any SUBCLASS value.
             self.superseded_copy(r, &class, depth)?
@@ -989,6 +996,24 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         // The built-in's constructor copies the value into the new instance; no method of the
         // class runs.
         let obj = base.call_method1(pyo3::intern!(self.py, "__new__"), (class, value?))?;
+        self.memo.push(Some(obj.clone()));
+        Ok(obj)
+    }
+
+    /// The instance of `class`, a subclass of `bytearray` (`base`), whose SUBCLASS base blob `r`
+    /// is at (after the BYTEARRAY byte; docs/STREAM.md section 5), in the SUBCLASS's memo slot.
+    /// Out of line for the reason `scalar_instance` is.
+    #[inline(never)]
+    fn bytearray_instance(&mut self, r: &mut Reader<'_>, class: &Bound<'py, PyType>, base: &Bound<'py, PyType>) -> Out<'py> {
+        let bytes = r.length_prefixed()?;
+        // bytearray's own `__new__` makes it empty and its buffer is filled in place: no method
+        // of the class runs, and a failed allocation is a MemoryError.
+        let obj = base.call_method1(pyo3::intern!(self.py, "__new__"), (class,))?;
+        let buffer = obj.cast::<PyByteArray>().map_err(PyErr::from)?;
+        buffer.resize(bytes.len())?;
+        // SAFETY: the buffer was just made `bytes.len()` long, and no Python code runs while it
+        // is written.
+        unsafe { buffer.as_bytes_mut() }.copy_from_slice(bytes);
         self.memo.push(Some(obj.clone()));
         Ok(obj)
     }
