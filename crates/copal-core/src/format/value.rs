@@ -680,6 +680,17 @@ mod tests {
         assert_eq!(memo_value(&w.buf, 0, &OneField, 2).unwrap(), None);
     }
 
+    /// A SUBCLASS of base BYTEARRAY (one field, a BACKREF to the instance) is a value of text
+    /// documents' bodies, and an unknown base in a record's.
+    #[test]
+    fn a_bytearray_base_is_read_in_documents_only() {
+        let bytes = [tag::SUBCLASS, 5, tag::BYTEARRAY, 2, b'a', b'b', tag::BACKREF, 0];
+        let expected = Value::Subclass { descriptor: 5, base: Box::new(Value::ByteArray(b"ab".to_vec())), fields: vec![Value::BackRef(0)] };
+        assert_eq!(decode_document_value(&mut Reader::new(&bytes), &OneField), Ok(expected));
+        assert_eq!(decode_value(&mut Reader::new(&bytes), &OneField), Err(DecodeError::UnknownTag { offset: 2, tag: tag::BYTEARRAY }));
+        assert!(matches!(decode_document_value(&mut Reader::new(&bytes[..5]), &OneField), Err(DecodeError::LengthTooLarge { .. })));
+    }
+
     #[test]
     fn backref_must_point_backwards() {
         let bytes = [tag::LIST, 1, tag::BACKREF, 1];
