@@ -57,11 +57,16 @@ pub struct DecodeInfo {
     /// Whether the class may be rebuilt by value (`check_plain_class` and `check_inert`),
     /// decided on first use.
     pub rebuildable: std::sync::OnceLock<bool>,
+    /// For the descriptor of a known container with a state field (known_containers.rs): the
+    /// descriptor of the fields after it, which `Decoder::known_container` sets as any
+    /// SUBCLASS's. Made on first use and kept, not once per value; it depends on this
+    /// descriptor alone, so a stream table shared between decodings may share it too.
+    pub after_state: std::sync::OnceLock<Arc<DecodeInfo>>,
 }
 
 impl DecodeInfo {
     pub fn new(type_name: String, fields: Vec<Py<PyString>>, fixup: Option<Py<PyAny>>) -> Self {
-        DecodeInfo { type_name, fields, fixup, kinds: Vec::new(), rebuildable: std::sync::OnceLock::new() }
+        DecodeInfo { type_name, fields, fixup, kinds: Vec::new(), rebuildable: std::sync::OnceLock::new(), after_state: std::sync::OnceLock::new() }
     }
 
     /// A descriptor whose fields load under their stored names, with no fix-up.
@@ -116,6 +121,11 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// The classes of SUBCLASS values found rebuildable by their base (`rebuilt_by_base`) in
     /// this decoding: a stream of many named tuples walks their class's MRO once.
     rebuildable_subclasses: Vec<usize>,
+    /// The classes of SUBCLASS values of a DICT or LIST base met in this decoding, with the
+    /// known container of `collections` each is or derives from (`KnownContainer::of`, three
+    /// subtype tests): asked once per class, not per value. Addresses, as in
+    /// `rebuildable_subclasses`: the resolver keeps the classes alive while it decodes.
+    known_containers: Vec<(usize, Option<KnownContainer>)>,
 }
 
 /// A descriptor and its class, None for a class that cannot be found (its objects load as
@@ -176,6 +186,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             small_ints: small_ints(py),
             targets: Vec::new(),
             rebuildable_subclasses: Vec::new(),
+            known_containers: Vec::new(),
         }
     }
 
@@ -877,7 +888,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         };
         // An OrderedDict, defaultdict or deque (or a subclass) stored with its own base tag is
         // checked against, and rebuilt by, its C type (known_containers.rs).
-        let known = KnownContainer::stored_as(&class, base_tag)?;
+        let known = KnownContainer::stored_as(base_tag, || self.known_container_of(&class))?;
         let base = match known {
             Some(known) => known.type_object(py)?.clone(),
             None => base,
@@ -972,15 +983,29 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 }
                 let offset = r.position();
                 let state = self.value(r, depth + 1)?;
-                let fields = info.fields[1..].iter().map(|field| field.clone_ref(py)).collect();
-                let fixup = info.fixup.as_ref().map(|fixup| fixup.clone_ref(py));
-                *info = Arc::new(DecodeInfo::new(info.type_name.clone(), fields, fixup));
+                let after_state = Arc::clone(info.after_state.get_or_init(|| {
+                    let fields = info.fields[1..].iter().map(|field| field.clone_ref(py)).collect();
+                    let fixup = info.fixup.as_ref().map(|fixup| fixup.clone_ref(py));
+                    Arc::new(DecodeInfo::new(info.type_name.clone(), fields, fixup))
+                }));
+                *info = after_state;
                 (state, offset)
             }
             None => (py.None().into_bound(py), r.position()),
         };
         known.fill(&obj, &items, &state, offset)?;
         Ok(obj)
+    }
+
+    /// `KnownContainer::of(class)`, remembered for the decoding (`known_containers`).
+    fn known_container_of(&mut self, class: &Bound<'py, PyType>) -> PyResult<Option<KnownContainer>> {
+        let address = class.as_ptr() as usize;
+        if let Some(&(_, known)) = self.known_containers.iter().find(|(known_class, _)| *known_class == address) {
+            return Ok(known);
+        }
+        let known = KnownContainer::of(class)?;
+        self.known_containers.push((address, known));
+        Ok(known)
     }
 
     /// The instance of `class`, a subclass of scalar built-in `base`, whose value is the
