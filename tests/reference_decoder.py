@@ -42,6 +42,8 @@ SUBCLASS_BASES = {LIST, TUPLE, DICT, SET, FROZENSET}
 # docs/STREAM.md section 5, version 4: SUBCLASS bases that are scalar values, read from their tag
 # on as the value they are (a string base takes no string slot).
 SCALAR_SUBCLASS_BASES = {INT, BIGINT, FLOAT, COMPLEX, STR, STR_SURROGATES, BYTES}
+# docs/STREAM.md section 5, version 4: a SUBCLASS base BYTEARRAY, a blob that takes no memo slot of
+# its own (the SUBCLASS took the instance's).
 
 # Section 6.5: time-zone flags and ranges.
 TZ_FOLD, TZ_OFFSET, TZ_NAMED = 0x01, 0x02, 0x04
@@ -93,7 +95,7 @@ class _Reader:
         # Streams of version 3 only: the field kinds of each descriptor.
         self.kinds = kinds
         # Streams of version 4 only: the type name of each descriptor (superseded copies); it also
-        # marks the version whose SUBCLASS bases may be scalar values.
+        # marks the version whose SUBCLASS bases may be scalar values or BYTEARRAY.
         self.type_names = type_names
         # One entry per memo slot taken: True once the value exists, False while an immutable
         # container (tuple, frozenset, or a subclass of them) is still reading its items.
@@ -273,6 +275,8 @@ class _Reader:
                 strings, self.strings = self.strings, None
                 body = self.value(depth)
                 self.strings = strings
+            elif base == BYTEARRAY and self.type_names is not None:
+                body = {"bytearray": self.blob().hex()}
             elif base not in SUBCLASS_BASES:
                 raise self.fail("UnknownTag", base_at, f"0x{base:02x} is not a SUBCLASS base")
             else:
@@ -433,7 +437,8 @@ def decode_value(
     as the ``object`` and ``list`` they stand for. With `type_names` (version 4: id -> type
     name), SUPERSEDED_TUPLE and SUPERSEDED_FROZENSET are read, as values and SUBCLASS bases, as
     ``{"superseded_tuple": {"items": [...], "by": slot}}`` (and ``superseded_frozenset``), and so
-    are SUBCLASS bases that are scalar values, as the value (``{"int": 5}``, ``{"str": "a"}``)."""
+    are SUBCLASS bases that are scalar values, as the value (``{"int": 5}``, ``{"str": "a"}``),
+    and BYTEARRAY, as ``{"bytearray": hex}``."""
     r = _Reader(data, descriptors, shared_strings, kinds, type_names)
     out = r.value(0)
     r.expect_end()

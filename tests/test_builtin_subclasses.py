@@ -364,3 +364,165 @@ def test_copal_show_and_export_read_them_without_the_classes(tmp_path: Path) -> 
         assert_same_container(copied.deque, collections.deque([1], maxlen=2))
         assert_same_container(copied.default, collections.defaultdict(list, a=[1]))
     copy.close()
+
+
+# -- subclasses of bytearray ----------------------------------------------------------------------
+# A SUBCLASS whose base is a BYTEARRAY (stream version 4 and text documents; docs/STREAM.md section
+# 5). The cases follow CPython's pickle test suite (pickletester.py: `test_newobj_generic` pickles
+# `x = C(base_value); x.foo = 42` for a subclass of every built-in, bytearray among them, and checks
+# the class, the value and `__dict__`), with the identity checks of its recursive tests.
+
+TEXT_AND_BINARY = ["binary", "json", "xml"]
+
+
+class Buffer(bytearray):
+    pass
+
+
+class SlottedBuffer(bytearray):
+    __slots__ = ("tag", "unset")
+
+
+class BufferChild(Buffer):
+    """A subclass of a subclass, with an `__init__` that reading must not run."""
+
+    def __init__(self, *args: Any) -> None:
+        Watched.calls.append("BufferChild.__init__")
+        super().__init__(*args)
+
+
+BUFFERS = {
+    "empty": lambda: Buffer(),
+    "every byte": lambda: Buffer(range(256)),
+    "grandchild": lambda: BufferChild(b"child"),
+    "slots": lambda: SlottedBuffer(b"slotted"),
+}
+
+
+def assert_same_buffer(back: Any, value: Any) -> None:
+    assert type(back) is type(value) and bytes(back) == bytes(value)
+    assert getattr(back, "__dict__", None) == getattr(value, "__dict__", None)
+
+
+@pytest.mark.parametrize("fmt", TEXT_AND_BINARY)
+@pytest.mark.parametrize("make", BUFFERS.values(), ids=BUFFERS.keys())
+def test_bytearray_subclasses_round_trip(make: Any, fmt: str) -> None:
+    value = make()
+    assert_same_buffer(round_trip(value, fmt), value)
+    assert_same_buffer(round_trip({"inside": [value]}, fmt)["inside"][0], value)
+
+
+@pytest.mark.parametrize("fmt", TEXT_AND_BINARY)
+def test_a_bytearray_subclass_keeps_its_attributes(fmt: str) -> None:
+    # pickletester's test_newobj_generic, for bytearray.
+    x = Buffer(b"abc")
+    x.foo = 42  # type: ignore[attr-defined]
+    slotted = SlottedBuffer(b"s")
+    slotted.tag = ("t", 1)
+    y, back_slotted = round_trip([x, slotted], fmt)
+    assert type(y) is Buffer and y == x and y.foo == 42 and y.__dict__ == {"foo": 42}
+    assert type(back_slotted) is SlottedBuffer and back_slotted.tag == ("t", 1) and not hasattr(back_slotted, "unset")
+
+
+@pytest.mark.parametrize("fmt", TEXT_AND_BINARY)
+def test_a_bytearray_subclass_is_one_mutable_object(fmt: str) -> None:
+    shared = Buffer(b"shared")
+    back = round_trip([shared, {"again": shared}, Buffer(b"shared")], fmt)
+    assert back[0] is back[1]["again"] and back[0] is not back[2] and back[0] == back[2]
+    back[0].extend(b"!")
+    assert back[1]["again"] == b"shared!"
+
+
+@pytest.mark.parametrize("fmt", TEXT_AND_BINARY)
+def test_cycles_through_the_instance_dict(fmt: str) -> None:
+    # pickletester's recursive tests: the instance holds itself, directly and inside a list.
+    x = Buffer(b"cycle")
+    x.me = x  # type: ignore[attr-defined]
+    x.inside = [x, {"x": x}]  # type: ignore[attr-defined]
+    y = round_trip(x, fmt)
+    assert type(y) is Buffer and y == b"cycle"
+    assert y.me is y and y.inside[0] is y and y.inside[1]["x"] is y
+
+
+def test_reading_a_bytearray_subclass_runs_none_of_its_methods() -> None:
+    data = copal.dumps(BufferChild(b"c"))
+    Watched.calls.clear()
+    back = copal.loads(data)
+    assert Watched.calls == [] and type(back) is BufferChild and back == b"c"
+
+
+def test_a_stream_with_a_bytearray_subclass_is_version_4() -> None:
+    assert copal.dumps(Buffer(b"x"))[4] == 4
+    assert copal.dumps(bytearray(b"x"))[4] == 3
+
+
+def test_the_json_and_xml_forms_of_a_bytearray_subclass() -> None:
+    x = Buffer(b"abc")
+    x.foo = 42  # type: ignore[attr-defined]
+    document = json.loads(copal.dumps([x, x], format="json"))
+    name = f"{__name__}.Buffer"
+    assert document["value"] == [{"$id": 1, "$subclass": name, "$base": {"$bytearray": "YWJj"}, "foo": 42}, {"$ref": 1}]
+    xml = copal.dumps(x, format="xml").decode()
+    assert f'<subclass type="{name}"><bytearray>YWJj</bytearray><field name="foo"><int>42</int></field></subclass>' in xml
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        '{"$copal":2,"value":{"$subclass":"m.B","$base":{"$id":3,"$bytearray":"YQ=="}}}',
+        '<copal version="1"><subclass type="m.B"><bytearray id="3">YQ==</bytearray></subclass></copal>',
+    ],
+    ids=["json", "xml"],
+)
+def test_the_bytearray_base_of_a_document_carries_no_id(document: str) -> None:
+    with pytest.raises(copal.CorruptRecordError, match="cannot carry an id"):
+        copal.loads(document)
+
+
+@pytest.mark.parametrize("fmt", ["database", "archive"])
+def test_databases_and_archives_refuse_bytearray_subclasses(fmt: str, tmp_path: Path) -> None:
+    value = {"inside": [Buffer(b"x")]}
+    expected = rf"cannot store .*\['inside'\]\[0\]: a value of type {__name__}.Buffer, a subclass of bytearray, can only be written"
+    if fmt == "archive":
+        with pytest.raises(TypeError, match=expected):
+            copal.pack_many([value])
+        return
+    db = copal.open(tmp_path / "db")
+    with pytest.raises(TypeError, match=expected):
+        with db.transaction() as tx:
+            tx.root["value"] = value
+    db.close()
+
+
+def _buffer_stream(value: bytes, type_name: str = f"{__name__}.Buffer", version: int = 4) -> bytes:
+    """A stream of one SUBCLASS of descriptor 0 (`type_name`, no fields) whose base starts with
+    `value`."""
+    name = type_name.encode()
+    body = b"\x01\x00" + bytes([len(name)]) + name + b"\x00" + b"\x19\x00" + value
+    return b"CPL1" + bytes([version, 0, len(body)]) + body
+
+
+def test_the_stream_of_a_bytearray_subclass_is_as_documented() -> None:
+    assert copal.dumps(Buffer(b"ab")) == _buffer_stream(b"\x0a\x02ab")
+    back = copal.loads(_buffer_stream(b"\x0a\x02ab"))
+    assert type(back) is Buffer and back == b"ab"
+
+
+@pytest.mark.parametrize(
+    ("base", "version", "kind"),
+    [
+        (b"\x0a\x03ab", 4, "exceeds the remaining"),
+        (b"\x0a", 4, "truncated"),
+        (b"\x0a\x00", 3, "unknown tag 0x0a"),
+    ],
+    ids=["blob past the end", "no blob", "version 3"],
+)
+def test_a_corrupt_bytearray_base_is_corrupt(base: bytes, version: int, kind: str) -> None:
+    with pytest.raises(copal.CorruptRecordError, match=kind):
+        copal.loads(_buffer_stream(base, version=version))
+
+
+@pytest.mark.parametrize("type_name", [f"{__name__}.TaggedList", "builtins.bytes", f"{__name__}.Tagged"])
+def test_a_bytearray_base_needs_a_subclass_of_bytearray(type_name: str) -> None:
+    with pytest.raises(copal.SchemaError, match="is not a subclass of bytearray"):
+        copal.loads(_buffer_stream(b"\x0a\x01a", type_name=type_name))

@@ -249,3 +249,28 @@ def test_subclasses_of_containers_raise_memory_error_or_round_trip() -> None:
     _each_allocation_failing(lambda: copal.loads(data), _check_decoded(data))
     document = copal.dumps(value, format="json")
     _each_allocation_failing(lambda: copal.loads(document), _check_decoded(data))
+
+
+class Buffer(bytearray):
+    pass
+
+
+class SlottedBuffer(bytearray):
+    __slots__ = ("tag",)
+
+
+def test_bytearray_subclasses_raise_memory_error_or_round_trip() -> None:
+    # SUBCLASS values of base BYTEARRAY (stream version 4, and text documents): the instance is
+    # made by bytearray.__new__ and filled by a resize, either of which may fail.
+    shared = Buffer(b"shared bytes" * 4)
+    shared.me = shared  # type: ignore[attr-defined]
+    slotted = SlottedBuffer(b"s")
+    slotted.tag = [shared]
+    value = [shared, slotted, Buffer(), shared]
+    data = copal.dumps(value)
+    _each_allocation_failing(lambda: copal.dumps(value), _check_equal(data))
+    _each_allocation_failing(lambda: copal.loads(data), _check_decoded(data))
+    for text_format in ("json", "xml"):
+        document = copal.dumps(value, format=text_format)
+        _each_allocation_failing(lambda: copal.dumps(value, format=text_format), _check_equal(document))
+        _each_allocation_failing(lambda: copal.loads(document), _check_decoded(data))

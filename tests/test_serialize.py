@@ -1174,6 +1174,11 @@ class VBytes(bytes):
     pass
 
 
+@_in_module
+class VBytearray(bytearray):
+    """A bytearray subclass with an instance attribute ``label``."""
+
+
 class Perm(enum.Flag):
     READ = 1
     WRITE = 2
@@ -1301,6 +1306,14 @@ def _scalar_subclass_cycle() -> Any:
     return s
 
 
+def _bytearray_subclass() -> Any:
+    """A bytearray subclass (version 4) met twice, whose field refers back to it: its BYTEARRAY
+    base takes no memo slot of its own, so the BACKREFs name the SUBCLASS's slot 1."""
+    b = VBytearray(b"ab")
+    b.label = [b]
+    return [b, b]
+
+
 def _collections_containers() -> Any:
     """An OrderedDict whose order is not its dict table's, a defaultdict and a deque (twice):
     SUBCLASS values whose first field is the state (docs/FORMAT.md section 6.7)."""
@@ -1338,6 +1351,7 @@ VALID: dict[str, tuple[Callable[[], Any], copal.serialize.Compression, bool]] = 
     "scalar_subclasses": (_scalar_subclasses, None, True),
     "scalar_subclass_cycle": (_scalar_subclass_cycle, None, True),
     "collections_containers": (_collections_containers, None, True),
+    "bytearray_subclass": (_bytearray_subclass, None, True),
     "zstd": (lambda: ["copal"] * 20, "zstd", False),
     "gzip": (lambda: ["copal"] * 20, "gzip", False),
     "lz4": (lambda: ["copal"] * 20, "lz4", False),
@@ -1352,6 +1366,8 @@ def _invalid() -> dict[str, tuple[bytes, str]]:
     gz = gzip.compress(table() + b"\x00", mtime=0)
     vtuple = table(entry(f"{VECTOR_MODULE}.VTuple", []))
     vint, vfloat, vstr = (table(entry(f"{VECTOR_MODULE}.{name}", [])) for name in ("VInt", "VFloat", "VStr"))
+    vbytearray = table(entry(f"{VECTOR_MODULE}.VBytearray", []))
+    labelled_bytearray = table(entry(f"{VECTOR_MODULE}.VBytearray", ["label"])) + b"\x00"  # label: ANY
 
     def v4(value: bytes, descriptors: bytes = table()) -> bytes:
         return stream(descriptors + value, version=4)
@@ -1391,7 +1407,12 @@ def _invalid() -> dict[str, tuple[bytes, str]]:
         "scalar_subclass_float_base_truncated": (v4(b"\x19\x00\x05\x00\x00\xf8\x3f", vfloat), "Truncated"),
         "subclass_base_strref": (v4(b"\x0b\x02\x07\x01a\x19\x00\x1b\x00", vstr), "UnknownTag"),
         "subclass_base_bool": (v4(b"\x19\x00\x02", vint), "UnknownTag"),
-        "subclass_base_bytearray": (v4(b"\x19\x00\x0a\x00", vint), "UnknownTag"),
+        "bytearray_subclass_base_in_version_3": (stream(vbytearray + b"\x19\x00\x0a\x00", version=3), "UnknownTag"),
+        "bytearray_subclass_blob_truncated": (v4(b"\x19\x00\x0a\x03ab", vbytearray), "LengthTooLarge"),
+        "bytearray_subclass_blob_missing": (v4(b"\x19\x00\x0a", vbytearray), "Truncated"),
+        # A list (slot 0) of a VBytearray (slot 1) whose label is a BACKREF to slot 2: the base
+        # took no slot of its own.
+        "bytearray_base_takes_no_slot": (v4(b"\x0b\x01\x19\x00\x0a\x00\x1a\x02", labelled_bytearray), "BadBackRef"),
         "typed_object_in_version_2": (stream(point + b"\x1c\x00\x02\x02a", version=2), "UnknownTag"),
         "object_list_in_version_2": (stream(point + b"\x1d\x00\x00", version=2), "UnknownTag"),
         "field_kinds_missing": (stream(point + b"\x03", version=3), "Truncated"),

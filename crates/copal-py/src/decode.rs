@@ -7,7 +7,7 @@ use copal_core::format::{tag, DecodeError, FieldKind, Limits, ListHead, Reader, 
 use copal_core::format::{make_oid, zigzag_decode};
 use pyo3::prelude::*;
 use pyo3::types::{
-    PyDate, PyDateTime, PyDelta, PyDict, PyFrozenSet, PyList, PySet,
+    PyByteArray, PyDate, PyDateTime, PyDelta, PyDict, PyFrozenSet, PyList, PySet,
     PyString, PyTime, PyTuple, PyTzInfo, PyType,
 };
 use pyo3::{ffi, IntoPyObjectExt, PyTypeInfo};
@@ -57,11 +57,16 @@ pub struct DecodeInfo {
     /// Whether the class may be rebuilt by value (`check_plain_class` and `check_inert`),
     /// decided on first use.
     pub rebuildable: std::sync::OnceLock<bool>,
+    /// For the descriptor of a known container with a state field (known_containers.rs): the
+    /// descriptor of the fields after it, which `Decoder::known_container` sets as any
+    /// SUBCLASS's. Made on first use and kept, not once per value; it depends on this
+    /// descriptor alone, so a stream table shared between decodings may share it too.
+    pub after_state: std::sync::OnceLock<Arc<DecodeInfo>>,
 }
 
 impl DecodeInfo {
     pub fn new(type_name: String, fields: Vec<Py<PyString>>, fixup: Option<Py<PyAny>>) -> Self {
-        DecodeInfo { type_name, fields, fixup, kinds: Vec::new(), rebuildable: std::sync::OnceLock::new() }
+        DecodeInfo { type_name, fields, fixup, kinds: Vec::new(), rebuildable: std::sync::OnceLock::new(), after_state: std::sync::OnceLock::new() }
     }
 
     /// A descriptor whose fields load under their stored names, with no fix-up.
@@ -92,6 +97,9 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// values and as SUBCLASS bases, and so are SUBCLASS bases of scalar tags (docs/STREAM.md
     /// section 5); they are unknown tags elsewhere.
     pub version_4_values: bool,
+    /// Set for streams of version 4 and the bodies of text documents: a SUBCLASS may have a
+    /// BYTEARRAY base (docs/STREAM.md section 5), an unknown base tag elsewhere.
+    pub bytearray_bases: bool,
     /// How many values the decoding would have visited with back-references expanded, and the
     /// same count per memo slot: a set element or dict key whose expansion exceeds
     /// `hash_budget` is refused, since hashing it would visit every expanded value (a record
@@ -113,6 +121,11 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// The classes of SUBCLASS values found rebuildable by their base (`rebuilt_by_base`) in
     /// this decoding: a stream of many named tuples walks their class's MRO once.
     rebuildable_subclasses: Vec<usize>,
+    /// The classes of SUBCLASS values of a DICT or LIST base met in this decoding, with the
+    /// known container of `collections` each is or derives from (`KnownContainer::of`, three
+    /// subtype tests): asked once per class, not per value. Addresses, as in
+    /// `rebuildable_subclasses`: the resolver keeps the classes alive while it decodes.
+    known_containers: Vec<(usize, Option<KnownContainer>)>,
 }
 
 /// A descriptor and its class, None for a class that cannot be found (its objects load as
@@ -165,6 +178,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             spare_strings: from_spare(spare.strings),
             typed_objects: false,
             version_4_values: false,
+            bytearray_bases: false,
             expanded: 0,
             slot_weights: spare.weights,
             hash_budget: u64::MAX,
@@ -172,6 +186,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             small_ints: small_ints(py),
             targets: Vec::new(),
             rebuildable_subclasses: Vec::new(),
+            known_containers: Vec::new(),
         }
     }
 
@@ -867,12 +882,13 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 tag::FROZENSET => PyFrozenSet::type_object(py),
                 tag::SUPERSEDED_TUPLE if self.version_4_values => PyTuple::type_object(py),
                 tag::SUPERSEDED_FROZENSET if self.version_4_values => PyFrozenSet::type_object(py),
+                tag::BYTEARRAY if self.bytearray_bases => PyByteArray::type_object(py),
                 other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
             },
         };
         // An OrderedDict, defaultdict or deque (or a subclass) stored with its own base tag is
         // checked against, and rebuilt by, its C type (known_containers.rs).
-        let known = KnownContainer::stored_as(&class, base_tag)?;
+        let known = KnownContainer::stored_as(base_tag, || self.known_container_of(&class))?;
         let base = match known {
             Some(known) => known.type_object(py)?.clone(),
             None => base,
@@ -901,6 +917,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             self.known_container(r, known, &class, &mut info, depth)?
         } else if is_scalar {
             self.scalar_instance(r, &class, &base, depth)?
+        } else if base_tag == tag::BYTEARRAY {
+            self.bytearray_instance(r, &class, &base)?
         } else if base_tag == tag::SUPERSEDED_TUPLE || base_tag == tag::SUPERSEDED_FROZENSET {
             // The fields that follow are set on the value of the slot, as on any SUBCLASS value.
             self.superseded_copy(r, &class, depth)?
@@ -965,15 +983,29 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 }
                 let offset = r.position();
                 let state = self.value(r, depth + 1)?;
-                let fields = info.fields[1..].iter().map(|field| field.clone_ref(py)).collect();
-                let fixup = info.fixup.as_ref().map(|fixup| fixup.clone_ref(py));
-                *info = Arc::new(DecodeInfo::new(info.type_name.clone(), fields, fixup));
+                let after_state = Arc::clone(info.after_state.get_or_init(|| {
+                    let fields = info.fields[1..].iter().map(|field| field.clone_ref(py)).collect();
+                    let fixup = info.fixup.as_ref().map(|fixup| fixup.clone_ref(py));
+                    Arc::new(DecodeInfo::new(info.type_name.clone(), fields, fixup))
+                }));
+                *info = after_state;
                 (state, offset)
             }
             None => (py.None().into_bound(py), r.position()),
         };
         known.fill(&obj, &items, &state, offset)?;
         Ok(obj)
+    }
+
+    /// `KnownContainer::of(class)`, remembered for the decoding (`known_containers`).
+    fn known_container_of(&mut self, class: &Bound<'py, PyType>) -> PyResult<Option<KnownContainer>> {
+        let address = class.as_ptr() as usize;
+        if let Some(&(_, known)) = self.known_containers.iter().find(|(known_class, _)| *known_class == address) {
+            return Ok(known);
+        }
+        let known = KnownContainer::of(class)?;
+        self.known_containers.push((address, known));
+        Ok(known)
     }
 
     /// The instance of `class`, a subclass of scalar built-in `base`, whose value is the
@@ -989,6 +1021,24 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         // The built-in's constructor copies the value into the new instance; no method of the
         // class runs.
         let obj = base.call_method1(pyo3::intern!(self.py, "__new__"), (class, value?))?;
+        self.memo.push(Some(obj.clone()));
+        Ok(obj)
+    }
+
+    /// The instance of `class`, a subclass of `bytearray` (`base`), whose SUBCLASS base blob `r`
+    /// is at (after the BYTEARRAY byte; docs/STREAM.md section 5), in the SUBCLASS's memo slot.
+    /// Out of line for the reason `scalar_instance` is.
+    #[inline(never)]
+    fn bytearray_instance(&mut self, r: &mut Reader<'_>, class: &Bound<'py, PyType>, base: &Bound<'py, PyType>) -> Out<'py> {
+        let bytes = r.length_prefixed()?;
+        // bytearray's own `__new__` makes it empty and its buffer is filled in place: no method
+        // of the class runs, and a failed allocation is a MemoryError.
+        let obj = base.call_method1(pyo3::intern!(self.py, "__new__"), (class,))?;
+        let buffer = obj.cast::<PyByteArray>().map_err(PyErr::from)?;
+        buffer.resize(bytes.len())?;
+        // SAFETY: the buffer was just made `bytes.len()` long, and no Python code runs while it
+        // is written.
+        unsafe { buffer.as_bytes_mut() }.copy_from_slice(bytes);
         self.memo.push(Some(obj.clone()));
         Ok(obj)
     }

@@ -273,9 +273,14 @@ pub struct Encoder<'s> {
     /// items is written again there (see `Unfinished`), and a subclass of a scalar built-in is a
     /// SUBCLASS value of a scalar base (docs/STREAM.md section 5).
     pub stream_only_values: bool,
+    /// Set for binary streams and text documents (standalone.rs), which hold an instance of a
+    /// subclass of `bytearray` as a SUBCLASS of base BYTEARRAY (docs/STREAM.md section 5, a
+    /// value of stream version 4 that text documents carry too). Records and archives refuse it:
+    /// their released format versions have no such base (docs/FORMAT.md section 6.7).
+    pub bytearray_subclasses: bool,
     /// How many values of stream version 4 the value being written holds (copies superseded
-    /// with SUPERSEDED_TUPLE and SUPERSEDED_FROZENSET, SUBCLASS values of scalar bases): only a
-    /// stream with some needs version 4.
+    /// with SUPERSEDED_TUPLE and SUPERSEDED_FROZENSET, SUBCLASS values of scalar and BYTEARRAY
+    /// bases): only a stream with some needs version 4.
     pub version_4_values: usize,
     mutable: bool,
     /// Encoding a PersistentList/PersistentDict: its own top-level container (depth 0) is
@@ -365,7 +370,7 @@ pub(crate) enum Kind {
     Uuid,
     Broken,
     Enum,
-    /// A Python subclass of list, dict, tuple, set or frozenset, or of a scalar built-in
+    /// A Python subclass of list, dict, tuple, set, frozenset or bytearray, or of a scalar built-in
     /// (`SCALAR_BASES`), with the tag of its base (see `subclass_bases`).
     Subclass(u8),
     /// An OrderedDict, defaultdict or deque, or an instance of a Python subclass of one: a
@@ -387,6 +392,7 @@ impl<'s> Encoder<'s> {
             next_memo: 0,
             unfinished: Vec::new(),
             stream_only_values: false,
+            bytearray_subclasses: false,
             version_4_values: 0,
             mutable: false,
             tracks_own: false,
@@ -687,7 +693,7 @@ impl<'s> Encoder<'s> {
                 if !self.backref_or_slot(v)? {
                     self.w.u8(tag::BYTEARRAY);
                     // SAFETY: `builtin` is the exact type of `v` (`kind_of`).
-                    self.w.length_prefixed(&unsafe { v.cast_unchecked::<PyByteArray>() }.to_vec());
+                    self.bytearray_blob(unsafe { v.cast_unchecked::<PyByteArray>() });
                 }
             }
             Builtin::Set => {
@@ -717,6 +723,14 @@ impl<'s> Encoder<'s> {
             }
         }
         Ok(())
+    }
+
+    /// The bytes of `bytearray` (or of an instance of a subclass of it) as a blob, read from its
+    /// buffer: no method of a subclass runs.
+    fn bytearray_blob(&mut self, bytearray: &Bound<'_, PyByteArray>) {
+        // SAFETY: the buffer is only copied into the writer, which runs no Python code that could
+        // resize it meanwhile.
+        self.w.length_prefixed(unsafe { bytearray.as_bytes() });
     }
 
     /// Set elements sorted by their encoding: a set rebuilt from its record may iterate in
@@ -1288,6 +1302,13 @@ impl<'s> Encoder<'s> {
         if let Some(&(base_type, _, value_method)) = SCALAR_BASES.iter().find(|(_, scalar, _)| *scalar == base) {
             return self.scalar_subclass(v, &base_type(v.py()), value_method, depth);
         }
+        if base == tag::BYTEARRAY && !self.bytearray_subclasses {
+            let class = type_name_of(&v.get_type())?;
+            return Err(only_in(
+                &format!("a value of type {class}, a subclass of bytearray,"),
+                "a binary stream or a text document (copal.dumps), not stored in a database or an archive",
+            ));
+        }
         if base != tag::TUPLE && base != tag::FROZENSET {
             self.mutable = true;
         }
@@ -1313,6 +1334,9 @@ impl<'s> Encoder<'s> {
                 plain.set_item(k, val)?;
             }
             self.pairs(&plain, depth)?;
+        } else if base == tag::BYTEARRAY {
+            self.bytearray_blob(v.cast::<PyByteArray>().map_err(PyErr::from)?);
+            self.version_4_values += 1;
         } else {
             let mut items: Vec<Bound<'_, PyAny>> = builtin_iter(v, base)?;
             if base == tag::SET || base == tag::FROZENSET {
@@ -1475,13 +1499,16 @@ pub(crate) fn scalar_base(py: Python<'_>, base: u8) -> Option<Bound<'_, PyType>>
     SCALAR_BASES.iter().find(|(_, scalar, _)| *scalar == classified_as).map(|(base_type, ..)| base_type(py))
 }
 
-/// The built-in containers whose Python subclasses are SUBCLASS values, with their tags.
-const CONTAINER_BASES: [(BuiltinType, u8); 5] = [
+/// The built-in containers whose Python subclasses are SUBCLASS values, with their tags: the
+/// five of docs/FORMAT.md section 6.7, and `bytearray`, a mutable sequence of bytes whose
+/// SUBCLASS base is a blob (streams and text documents only, `Encoder::bytearray_subclasses`).
+const CONTAINER_BASES: [(BuiltinType, u8); 6] = [
     (PyList::type_object, tag::LIST),
     (PyDict::type_object, tag::DICT),
     (PyTuple::type_object, tag::TUPLE),
     (PySet::type_object, tag::SET),
     (PyFrozenSet::type_object, tag::FROZENSET),
+    (PyByteArray::type_object, tag::BYTEARRAY),
 ];
 
 /// The built-ins whose Python subclasses are SUBCLASS values, with the tag of their base.
@@ -1645,13 +1672,12 @@ fn unsupported_type(class: &Bound<'_, PyType>) -> Failure {
 /// The refusal of a value that only binary streams hold (`Encoder::stream_only_values`);
 /// `what` describes it.
 fn only_in_streams(what: &str) -> Failure {
-    Failure::Unsupported {
-        path: vec![],
-        reason: format!(
-            "{what} can only be written to a binary stream (copal.dumps), not stored in a database, an archive or \
-             a text document"
-        ),
-    }
+    only_in(what, "a binary stream (copal.dumps), not stored in a database, an archive or a text document")
+}
+
+/// The refusal of the value `what` describes, which only `holders` hold.
+fn only_in(what: &str, holders: &str) -> Failure {
+    Failure::Unsupported { path: vec![], reason: format!("{what} can only be written to {holders}") }
 }
 
 /// The attributes of persistent `obj` that are stored: all but volatile (`_v_`) and

@@ -84,13 +84,14 @@ impl KnownContainer {
         Ok(None)
     }
 
-    /// The known container `class` is or derives from, if a SUBCLASS of it has base tag
-    /// `base_tag`, that container's own: the test is skipped for the tuples of named tuples.
-    pub(crate) fn stored_as(class: &Bound<'_, PyType>, base_tag: u8) -> PyResult<Option<KnownContainer>> {
+    /// The known container a class is or derives from (`of`, the answer of `Self::of` for it), if
+    /// a SUBCLASS of it has base tag `base_tag`, that container's own: `of` is not asked for
+    /// other bases (the tuples of named tuples).
+    pub(crate) fn stored_as(base_tag: u8, of: impl FnOnce() -> PyResult<Option<KnownContainer>>) -> PyResult<Option<KnownContainer>> {
         if base_tag != tag::DICT && base_tag != tag::LIST {
             return Ok(None);
         }
-        Ok(Self::of(class)?.filter(|known| known.base_tag() == base_tag))
+        Ok(of()?.filter(|known| known.base_tag() == base_tag))
     }
 
     /// The C type itself, imported once per interpreter.

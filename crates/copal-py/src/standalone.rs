@@ -161,14 +161,18 @@ pub(crate) struct EncodedBody {
 /// The body of the stream of `obj` in parts: the descriptor count, the descriptor entries, then,
 /// if `newest` (the body of a stream of this build's versions), the field kinds, and the value,
 /// which then has shared strings, typed objects, superseded copies and subclasses of scalar
-/// built-ins (section 5); its version is 4 if it has either of the last two, else 3. Without `newest` it is a version 1 body (text
-/// documents transcode those).
+/// built-ins (section 5); its version is 4 if it has either of the last two or a subclass of
+/// bytearray, else 3. Without `newest` it is a version 1 body, which may hold subclasses of
+/// bytearray too (text documents transcode those).
 pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, newest: bool) -> PyResult<EncodedBody> {
     // Encoding allocates containers (materialized instance dicts) that cannot become garbage
     // before it ends: collections meanwhile would only walk the growing heap.
     let _gc = GcPause::new(py);
     let mut sink = StreamSink { typed_objects: newest, ..StreamSink::default() };
     let mut encoder = Encoder::new(&mut sink);
+    // In a stream's body a subclass of bytearray needs version 4; a text document carries it
+    // in its version 1 body (docs/TEXT_FORMATS.md section 3).
+    encoder.bytearray_subclasses = true;
     if newest {
         // Copied out by `dumps_raw`, which gives the buffer back.
         encoder.w = Writer::reusing();
@@ -746,9 +750,19 @@ pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>
     decode_body(py, body.bytes(), header.version)
 }
 
-/// The object graph of a stream body (docs/STREAM.md section 4) of stream `version` (text
-/// documents transcode to version 1 bodies).
+/// The object graph of a stream body (docs/STREAM.md section 4) of stream `version`.
 pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], version: u8) -> PyResult<Bound<'py, PyAny>> {
+    decode_body_of(py, body, version, version >= COPIES_AND_SCALAR_SUBCLASSES_VERSION)
+}
+
+/// The object graph of the body a text document transcodes to (docs/TEXT_FORMATS.md section 3):
+/// a version 1 body whose SUBCLASS values may also have a BYTEARRAY base.
+pub(crate) fn decode_document_body<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    decode_body_of(py, body, 1, true)
+}
+
+/// `decode_body`, reading SUBCLASS bases BYTEARRAY if `bytearray_bases`.
+fn decode_body_of<'py>(py: Python<'py>, body: &[u8], version: u8, bytearray_bases: bool) -> PyResult<Bound<'py, PyAny>> {
     let shares_strings = version >= SHARED_STRINGS_VERSION;
     let mut r = Reader::new(body);
     let entries = read_table(&mut r, py, version, "stream descriptor table")?;
@@ -769,5 +783,6 @@ pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], version: u8) -> PyR
     }
     decoder.typed_objects = version >= TYPED_OBJECTS_VERSION;
     decoder.version_4_values = version >= COPIES_AND_SCALAR_SUBCLASSES_VERSION;
+    decoder.bytearray_bases = bytearray_bases;
     decoder.standalone(&mut r)
 }

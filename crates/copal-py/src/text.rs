@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyString};
 
 use crate::allocation;
 use crate::errors::{corrupt, CorruptRecordError};
-use crate::standalone::{checked_level, checked_max_size, compress, decode_body, decompress, encode_body, COMPRESSION_NONE};
+use crate::standalone::{checked_level, checked_max_size, compress, decode_document_body, decompress, encode_body, COMPRESSION_NONE};
 
 type Writer = fn(&[u8]) -> Result<String, TextError>;
 /// A reader of documents: the stream body of one.
@@ -58,7 +58,7 @@ pub fn loads_text_raw<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, format: &s
         TextError::Body(e) => corrupt(format!("{name} document"), e),
         other => CorruptRecordError::new_err(format!("corrupt {name} document: {other}")),
     })?;
-    decode_body(py, &body, 1)
+    decode_document_body(py, &body)
 }
 
 /// `copal.dumps(obj, format="json"|"xml", compress=...)`: `document` in the standard frame of

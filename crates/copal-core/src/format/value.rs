@@ -54,11 +54,14 @@ struct Walk<'s, D: DescriptorSource + ?Sized> {
     /// Memo slots of tuples and frozensets whose items are being read: a back-reference to one
     /// of them would make a value contain itself before it exists.
     unfinished: Vec<u64>,
+    /// Whether a SUBCLASS may have a BYTEARRAY base: in the bodies of text documents only
+    /// (docs/TEXT_FORMATS.md section 3), never in a record.
+    bytearray_base: bool,
 }
 
 impl<'s, D: DescriptorSource + ?Sized> Walk<'s, D> {
     fn new(descriptors: &'s D) -> Self {
-        Walk { descriptors, memo_slots: 0, wanted: None, captured: None, unfinished: Vec::new() }
+        Walk { descriptors, memo_slots: 0, wanted: None, captured: None, unfinished: Vec::new(), bytearray_base: false }
     }
 }
 
@@ -235,8 +238,8 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
         Ok(fields)
     }
 
-    /// The built-in part of a SUBCLASS value: a container tag and its body, without a memo slot
-    /// of its own (the subclass instance already took one).
+    /// The built-in part of a SUBCLASS value: a container tag (or BYTEARRAY, `bytearray_base`)
+    /// and its body, without a memo slot of its own (the subclass instance already took one).
     fn subclass_base(&mut self, r: &mut Reader<'_>, depth: usize, slot: u64) -> Result<Value, DecodeError> {
         let offset = r.position();
         Ok(match r.u8()? {
@@ -245,6 +248,7 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
             tag::SET => Value::Set(self.items(r, depth)?),
             tag::FROZENSET => Value::FrozenSet(self.unfinished_items(r, depth, slot)?),
             tag::DICT => Value::Dict(self.pairs(r, depth)?),
+            tag::BYTEARRAY if self.bytearray_base => Value::ByteArray(r.length_prefixed()?.to_vec()),
             other => return Err(DecodeError::UnknownTag { offset, tag: other }),
         })
     }
@@ -263,6 +267,12 @@ pub(crate) fn read_ref(r: &mut Reader<'_>) -> Result<Oid, DecodeError> {
 /// Decodes one value (memo slots counted from this value).
 pub fn decode_value<D: DescriptorSource + ?Sized>(r: &mut Reader<'_>, descriptors: &D) -> Result<Value, DecodeError> {
     Walk::new(descriptors).value(r, 0)
+}
+
+/// Decodes the value of the body of a text document (docs/TEXT_FORMATS.md section 3): as
+/// `decode_value`, and a SUBCLASS may also have a BYTEARRAY base (docs/STREAM.md section 5).
+pub(crate) fn decode_document_value<D: DescriptorSource + ?Sized>(r: &mut Reader<'_>, descriptors: &D) -> Result<Value, DecodeError> {
+    Walk { bytearray_base: true, ..Walk::new(descriptors) }.value(r, 0)
 }
 
 /// Decodes a whole record: its header and one value per field of its descriptor.
@@ -668,6 +678,17 @@ mod tests {
         assert_eq!(memo_value(&w.buf, 0, &OneField, 1).unwrap(), Some(shared));
         assert!(matches!(memo_value(&w.buf, 0, &OneField, 0).unwrap(), Some(Value::Dict(_))));
         assert_eq!(memo_value(&w.buf, 0, &OneField, 2).unwrap(), None);
+    }
+
+    /// A SUBCLASS of base BYTEARRAY (one field, a BACKREF to the instance) is a value of text
+    /// documents' bodies, and an unknown base in a record's.
+    #[test]
+    fn a_bytearray_base_is_read_in_documents_only() {
+        let bytes = [tag::SUBCLASS, 5, tag::BYTEARRAY, 2, b'a', b'b', tag::BACKREF, 0];
+        let expected = Value::Subclass { descriptor: 5, base: Box::new(Value::ByteArray(b"ab".to_vec())), fields: vec![Value::BackRef(0)] };
+        assert_eq!(decode_document_value(&mut Reader::new(&bytes), &OneField), Ok(expected));
+        assert_eq!(decode_value(&mut Reader::new(&bytes), &OneField), Err(DecodeError::UnknownTag { offset: 2, tag: tag::BYTEARRAY }));
+        assert!(matches!(decode_document_value(&mut Reader::new(&bytes[..5]), &OneField), Err(DecodeError::LengthTooLarge { .. })));
     }
 
     #[test]

@@ -356,7 +356,9 @@ impl<'a> JsonWriter<'a> {
                 self.class_name(type_name);
                 self.out.push_str(",\"$base\":");
                 let base_offset = r.position();
-                if !matches!(r.peek_u8()?, tag::LIST | tag::TUPLE | tag::SET | tag::FROZENSET | tag::DICT) {
+                // A BYTEARRAY base: text documents carry subclasses of bytearray (section 3 of
+                // docs/TEXT_FORMATS.md).
+                if !matches!(r.peek_u8()?, tag::LIST | tag::TUPLE | tag::SET | tag::FROZENSET | tag::DICT | tag::BYTEARRAY) {
                     return Err(DecodeError::UnknownTag { offset: base_offset, tag: r.peek_u8()? }.into());
                 }
                 self.in_base = true;

@@ -218,11 +218,12 @@ pub fn read_table(r: &mut Reader<'_>) -> Result<Vec<TableEntry>, DecodeError> {
 }
 
 impl Body {
-    /// Decodes a stream body, which must end with its value.
+    /// Decodes the body of a text document (a version 1 stream body whose SUBCLASS values may
+    /// have a BYTEARRAY base, docs/TEXT_FORMATS.md section 3), which must end with its value.
     pub fn decode(body: &[u8]) -> Result<Body, DecodeError> {
         let mut r = Reader::new(body);
         let table = read_table(&mut r)?;
-        let value = crate::format::decode_value(&mut r, &Table(&table))?;
+        let value = crate::format::decode_document_value(&mut r, &Table(&table))?;
         r.expect_end()?;
         Ok(Body { table, value })
     }

@@ -64,8 +64,8 @@ impl TreeBuilder {
 
     pub(crate) fn end_base(&mut self, base: Value) -> Result<Value, TextError> {
         self.in_base = false;
-        if !matches!(base, Value::List(_) | Value::Tuple(_) | Value::Set(_) | Value::FrozenSet(_) | Value::Dict(_)) {
-            return Err(mapping("the base of a subclass instance must be a list, tuple, set, frozenset or dict"));
+        if !matches!(base, Value::List(_) | Value::Tuple(_) | Value::Set(_) | Value::FrozenSet(_) | Value::Dict(_) | Value::ByteArray(_)) {
+            return Err(mapping("the base of a subclass instance must be a list, tuple, set, frozenset, dict or bytearray"));
         }
         Ok(base)
     }
