@@ -132,6 +132,7 @@ GRAPHS: dict[str, Any] = {
     "surrogate_keys": {"\ud800": 1, "a": 2},
     "floats": [0.1, 1e300, 1e-7, 1e16, 123456789.0, -0.0, math.nan, -math.inf, 5e-324],
     "ints": [0, -1, 2**63 - 1, -(2**63), 2**63, -(2**63) - 1, 10**40, -(10**40)],
+    "ints_around_one_digit_and_eight_places": [1, 2**30 - 1, 2**30, -(2**30) + 1, -(2**30), 10**8 - 1, 10**8, -(10**8) + 1],
     "sets_of_scalars": [{3, 1, 2}, frozenset({"b", "a", "c"}), {None, 1.5, b"x", "s", False, 2}],
     "set_of_dates": {datetime.date(2024, 1, d) for d in range(1, 6)},
     "sets_of_tuples": [{(1, "a"), (0, "b"), ("a", "a"), (), (2**70,)}, frozenset({(2.5,), (None, b"x")}), {frozenset({"b", "a"}), frozenset()}],

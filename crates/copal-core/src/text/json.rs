@@ -484,9 +484,43 @@ unsafe fn append<O: TextOut + ?Sized>(out: &mut O, bytes: &[u8]) {
 }
 
 /// A non-negative integer in decimal (`Display`'s text, without its formatting machinery).
-/// The digits go straight to their place in `out`, two per division: through a buffer, the
-/// copy read the digits back before their stores had retired, which stalled it.
-pub fn push_u64<O: TextOut + ?Sized>(out: &mut O, mut n: u64) {
+#[inline]
+pub fn push_u64<O: TextOut + ?Sized>(out: &mut O, n: u64) {
+    match u32::try_from(n) {
+        Ok(short) if short < 100_000_000 => push_eight_digits(out, short),
+        _ => push_long_u64(out, n),
+    }
+}
+
+/// `push_u64` of `n` below 10^8, its digits stored as one word: its four pairs depend on two
+/// divisions, not on a chain of four, and its length is read off the word, where counting the
+/// digits first cost as much as writing them.
+#[inline]
+fn push_eight_digits<O: TextOut + ?Sized>(out: &mut O, n: u32) {
+    let (high, low) = (n / 10_000, n % 10_000);
+    // The text of each pair as the two bytes of a little-endian u16, first digit lowest.
+    let pair = |p: u32| u64::from(u16::from_le_bytes([DIGIT_PAIRS[p as usize * 2], DIGIT_PAIRS[p as usize * 2 + 1]]));
+    // Put together in a register: bytes stored one by one and loaded as a word would stall
+    // the load until the stores retire.
+    let word = pair(high / 100) | pair(high % 100) << 16 | pair(low / 100) << 32 | pair(low % 100) << 48;
+    // The eight digits, first lowest: the leading zeros are the low bytes that are 0 (every
+    // byte is an ASCII digit, so the subtraction borrows nowhere); the last digit is kept
+    // even when it is 0, by the bit set in its byte.
+    let leading_zeros = ((word - 0x3030_3030_3030_3030) | 1 << 56).trailing_zeros() as usize / 8;
+    out.reserve(8);
+    // SAFETY: 8 bytes were reserved; the first `8 - leading_zeros` stored are the digits
+    // (ASCII, so the text stays UTF-8), the rest, past the text, are not taken by `advance`.
+    unsafe {
+        std::ptr::write_unaligned(out.end().cast::<[u8; 8]>(), (word >> (leading_zeros * 8)).to_le_bytes());
+        out.advance(8 - leading_zeros);
+    }
+}
+
+/// `push_u64` of a longer integer. The digits go straight to their place in `out`, two per
+/// division: through a buffer, the copy read the digits back before their stores had
+/// retired, which stalled it.
+#[inline(never)]
+fn push_long_u64<O: TextOut + ?Sized>(out: &mut O, mut n: u64) {
     let len = n.checked_ilog10().map_or(1, |log| log as usize + 1);
     out.reserve(len);
     // SAFETY: `len` bytes were reserved; the pairs are written from the right end down to the
@@ -1336,11 +1370,19 @@ mod tests {
             let n = 10i64.pow(power);
             [n - 1, n, n + 1, -n, -(n - 1)]
         }));
-        for n in values {
+        for &n in &values {
             let mut out = String::new();
             push_i64(&mut out, n);
             assert_eq!(out, n.to_string());
         }
+        // One after another, each written past the text before it (the short ones store a
+        // whole word, beyond their digits).
+        let mut out = String::new();
+        for &n in &values {
+            push_i64(&mut out, n);
+            out.push(',');
+        }
+        assert_eq!(out, values.iter().map(|n| format!("{n},")).collect::<String>());
         let mut out = String::new();
         push_u64(&mut out, u64::MAX);
         assert_eq!(out, u64::MAX.to_string());
