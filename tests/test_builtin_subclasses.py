@@ -177,6 +177,42 @@ def test_reading_runs_no_method_of_the_subclass() -> None:
     assert type(back[1]) is OwnNew and list(back[1]) == [1] and back[1].maxlen == 1
 
 
+def _watching(base: type, *methods: str) -> type:
+    """A subclass of `base` whose `methods` record their calls."""
+
+    def watched(name: str) -> Any:
+        inherited = getattr(base, name)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            Watched.calls.append(f"{base.__name__}.{name}")
+            return inherited(*args, **kwargs)
+
+        return staticmethod(method) if name == "__new__" else method
+
+    return type(f"Watched{base.__name__.title()}", (base,), {name: watched(name) for name in methods})
+
+
+WatchedList = _watching(list, "__new__", "__init__", "extend", "append", "__setitem__", "__iadd__")
+WatchedDict = _watching(dict, "__new__", "__init__", "__setitem__", "update", "setdefault")
+WatchedSet = _watching(set, "__new__", "__init__", "add", "update", "__ior__")
+WatchedTuple = _watching(tuple, "__new__")
+WatchedDefaultdict = _watching(collections.defaultdict, "__new__", "__init__", "__setitem__", "update")
+
+
+@pytest.mark.parametrize("fmt", ["binary", "json", "xml"])
+def test_reading_runs_no_method_of_subclasses_of_builtins(fmt: str) -> None:
+    values = [WatchedList([1, 2]), WatchedDict(a=1), WatchedSet({3}), WatchedTuple((4, 5)), WatchedDefaultdict(list, {"k": [6]})]
+    for value in values:
+        value.note = "kept"
+    data = dumps(values, fmt)
+    Watched.calls.clear()
+    back = copal.loads(data)
+    assert Watched.calls == []
+    assert [type(value) for value in back] == [type(value) for value in values]
+    assert back[:4] == values[:4] and dict(back[4]) == {"k": [6]} and back[4].default_factory is list
+    assert all(value.note == "kept" for value in back)
+
+
 def test_the_json_form_names_the_class_and_the_state() -> None:
     document = json.loads(copal.dumps([collections.defaultdict(list, {"k": [1]}), collections.deque([1], maxlen=2)], format="json"))
     assert document["value"] == [

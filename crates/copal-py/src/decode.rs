@@ -15,6 +15,7 @@ use std::cell::{Cell, OnceCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::hashing::IntSet;
 use crate::allocation;
 use crate::errors::{corrupt, SchemaError};
 use crate::instance_values::FieldSlots;
@@ -118,13 +119,15 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// resolver is asked once per decoding and not once per object (seed 003 has one embedded
     /// Address per Person and one OBJECT_LIST of Phones each).
     targets: Vec<Option<Rc<Target<'py>>>>,
-    /// The classes of SUBCLASS values found rebuildable by their base (`rebuilt_by_base`) in
-    /// this decoding: a stream of many named tuples walks their class's MRO once.
-    rebuildable_subclasses: Vec<usize>,
+    /// The SUBCLASS values' classes, bases and descriptors (by address) that passed the class
+    /// checks of `subclass` in this decoding (inert fields, a subclass of the base, rebuildable
+    /// by it): a stream of many named tuples walks their class's MRO and takes the class
+    /// cache's lock once, not per value.
+    checked_subclasses: IntSet<(usize, usize, usize)>,
     /// The classes of SUBCLASS values of a DICT or LIST base met in this decoding, with the
     /// known container of `collections` each is or derives from (`KnownContainer::of`, three
     /// subtype tests): asked once per class, not per value. Addresses, as in
-    /// `rebuildable_subclasses`: the resolver keeps the classes alive while it decodes.
+    /// `checked_subclasses`: the resolver keeps the classes alive while it decodes.
     known_containers: Vec<(usize, Option<KnownContainer>)>,
 }
 
@@ -185,7 +188,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             preallocation_budget: 0,
             small_ints: small_ints(py),
             targets: Vec::new(),
-            rebuildable_subclasses: Vec::new(),
+            checked_subclasses: IntSet::default(),
             known_containers: Vec::new(),
         }
     }
@@ -893,16 +896,16 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             Some(known) => known.type_object(py)?.clone(),
             None => base,
         };
-        crate::class_cache::check_inert(&class, &info)?;
-        if (known.is_none() && !crate::encode::is_heap_type(&class)) || !class.is_subclass(&base)? {
-            return Err(Fail::Python(SchemaError::new_err(format!(
-                "stored type {:?} is not a subclass of {}",
-                info.type_name,
-                base.name()?
-            ))));
-        }
-        let class_address = class.as_ptr() as usize;
-        if !self.rebuildable_subclasses.contains(&class_address) {
+        let checked = (class.as_ptr() as usize, base.as_ptr() as usize, Arc::as_ptr(&info) as usize);
+        if !self.checked_subclasses.contains(&checked) {
+            crate::class_cache::check_inert(&class, &info)?;
+            if (known.is_none() && !crate::encode::is_heap_type(&class)) || !class.is_subclass(&base)? {
+                return Err(Fail::Python(SchemaError::new_err(format!(
+                    "stored type {:?} is not a subclass of {}",
+                    info.type_name,
+                    base.name()?
+                ))));
+            }
             if !crate::encode::rebuilt_by_base(&class, &base)? {
                 return Err(Fail::Python(SchemaError::new_err(format!(
                     "stored type {:?} cannot be rebuilt from the {} it is stored as: a class between them \
@@ -911,7 +914,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                     base.name()?
                 ))));
             }
-            self.rebuildable_subclasses.push(class_address);
+            self.checked_subclasses.insert(checked);
         }
         let obj = if let Some(known) = known {
             self.known_container(r, known, &class, &mut info, depth)?
@@ -926,20 +929,33 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             let slot = self.memo.len();
             self.memo.push(None);
             let items = ListBuilder::of(py, self.items(r, depth)?)?;
-            let obj = base.call_method1(pyo3::intern!(py, "__new__"), (&class, items)).or_corrupt(py, || unhashable(offset))?;
+            let obj = made_by_base(&class, base.as_type_ptr(), &(items,).into_pyobject(py)?).or_corrupt(py, || unhashable(offset))?;
             self.memo[slot] = Some(obj.clone());
             obj
         } else {
-            let obj = base.call_method1(pyo3::intern!(py, "__new__"), (&class,))?;
+            let obj = allocated_instance(&class, base.as_type_ptr())?;
             self.memo.push(Some(obj.clone()));
             if base_tag == tag::DICT {
-                let plain = allocation::dict(py)?;
-                self.fill_dict(r, &plain, depth)?;
-                base.call_method1(pyo3::intern!(py, "update"), (&obj, plain))?;
+                // Into the instance's own table: `PyDict_SetItem` stores there without the
+                // instance's `__setitem__`.
+                self.fill_dict(r, obj.cast::<PyDict>().map_err(PyErr::from)?, depth)?;
             } else {
                 let items = ListBuilder::of(py, self.items(r, depth)?)?;
-                let method = if base_tag == tag::LIST { pyo3::intern!(py, "extend") } else { pyo3::intern!(py, "update") };
-                base.call_method1(method, (&obj, items)).or_corrupt(py, || unhashable(offset))?;
+                // The base's own C functions, as `list.extend(obj, items)` and
+                // `set.update(obj, items)`: no method of the instance's class runs.
+                // SAFETY: `obj` is an empty list or set (an instance of a subclass of one, made
+                // by its constructor) and `items` a list; each call returns -1 with an exception
+                // set on failure.
+                let filled = unsafe {
+                    if base_tag == tag::LIST {
+                        ffi::PyList_SetSlice(obj.as_ptr(), 0, 0, items.as_ptr()) == 0
+                    } else {
+                        items.iter().all(|item| ffi::PySet_Add(obj.as_ptr(), item.as_ptr()) == 0)
+                    }
+                };
+                if !filled {
+                    return Err(PyErr::fetch(py)).or_corrupt(py, || unhashable(offset));
+                }
             }
             obj
         };
@@ -1020,7 +1036,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         self.string_slots = string_slots;
         // The built-in's constructor copies the value into the new instance; no method of the
         // class runs.
-        let obj = base.call_method1(pyo3::intern!(self.py, "__new__"), (class, value?))?;
+        let obj = made_by_base(class, base.as_type_ptr(), &(value?,).into_pyobject(self.py)?)?;
         self.memo.push(Some(obj.clone()));
         Ok(obj)
     }
@@ -1033,7 +1049,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         let bytes = r.length_prefixed()?;
         // bytearray's own `__new__` makes it empty and its buffer is filled in place: no method
         // of the class runs, and a failed allocation is a MemoryError.
-        let obj = base.call_method1(pyo3::intern!(self.py, "__new__"), (class,))?;
+        let obj = allocated_instance(class, base.as_type_ptr())?;
         let buffer = obj.cast::<PyByteArray>().map_err(PyErr::from)?;
         buffer.resize(bytes.len())?;
         // SAFETY: the buffer was just made `bytes.len()` long, and no Python code runs while it
@@ -1208,14 +1224,22 @@ fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Option<Bound<'py, 
 /// call is made (records called `object.__new__(class)`: a method lookup, an argument tuple and
 /// the wrapper's checks per embedded object).
 pub(crate) fn allocated_instance<'py>(class: &Bound<'py, PyType>, base: *mut ffi::PyTypeObject) -> PyResult<Bound<'py, PyAny>> {
-    let py = class.py();
-    let args = PyTuple::empty(py);
-    // SAFETY: `base` is a valid static or immortal type object whose tp_new accepts any subtype
-    // of itself that does not override `__new__` (the callers check that `class` is one) with
-    // empty arguments; it returns a new reference or null with an exception set.
+    made_by_base(class, base, &PyTuple::empty(class.py()))
+}
+
+/// `base.__new__(class, *args)`, by `base`'s constructor slot itself: through the attribute,
+/// each value cost a method lookup, a wrapper that copies the arguments into a new tuple, and
+/// its checks, which the callers make once per class instead: `class` is a subclass of `base`
+/// whose classes between the two are written in Python and define no `__new__`
+/// (`allocated_instance`'s callers, `encode::rebuilt_by_base`), so `base`'s constructor is the
+/// one the wrapper would call.
+pub(crate) fn made_by_base<'py>(class: &Bound<'py, PyType>, base: *mut ffi::PyTypeObject, args: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: `base` is a live type object (a built-in type, or a class the caller holds), and
+    // `class` a subtype of it as said above; the slot returns a new reference or null with an
+    // exception set.
     unsafe {
         let tp_new = (*base).tp_new.ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("class cannot be instantiated"))?;
-        Bound::from_owned_ptr_or_err(py, tp_new(class.as_type_ptr(), args.as_ptr(), std::ptr::null_mut()))
+        Bound::from_owned_ptr_or_err(class.py(), tp_new(class.as_type_ptr(), args.as_ptr(), std::ptr::null_mut()))
     }
 }
 

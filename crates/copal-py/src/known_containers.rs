@@ -172,7 +172,7 @@ impl KnownContainer {
     /// refuses classes whose instances a `__new__` written in C makes) nor its `__init__` runs,
     /// as for every SUBCLASS value.
     pub(crate) fn new_instance<'py>(self, class: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyAny>> {
-        self.type_object(class.py())?.call_method1(pyo3::intern!(class.py(), "__new__"), (class,))
+        crate::decode::allocated_instance(class, self.type_object(class.py())?.as_type_ptr())
     }
 
     /// Fills `obj`, made by `new_instance`, with the decoded `items` (a plain dict of the pairs
@@ -186,16 +186,22 @@ impl KnownContainer {
             KnownContainer::OrderedDict => {
                 // `OrderedDict.update` would call the instance's `__setitem__`, which a subclass
                 // may override: the C type's own is called, pair by pair.
-                let set_item = known_type.getattr(pyo3::intern!(py, "__setitem__"))?;
                 for (key, value) in items.cast::<PyDict>().map_err(PyErr::from)?.iter() {
-                    set_item.call1((obj, key, value))?;
+                    // SAFETY: `obj` is an OrderedDict (made by its constructor); the function
+                    // returns -1 with an exception set on failure.
+                    if unsafe { PyODict_SetItem(obj.as_ptr(), key.as_ptr(), value.as_ptr()) } < 0 {
+                        return Err(PyErr::fetch(py).into());
+                    }
                 }
             }
             KnownContainer::DefaultDict => {
                 let factory = stored_factory(py, state, offset)?;
-                // dict.update merges into the table directly, without `__setitem__`.
-                PyDict::type_object(py).call_method1(pyo3::intern!(py, "update"), (obj, items))?;
-                known_type.call_method1(pyo3::intern!(py, "__init__"), (obj, factory))?;
+                // dict's merge stores into the table directly, without `__setitem__`.
+                // SAFETY: `obj` is a dict (a defaultdict) and `items` a dict.
+                if unsafe { ffi::PyDict_Update(obj.as_ptr(), items.as_ptr()) } < 0 {
+                    return Err(PyErr::fetch(py).into());
+                }
+                init_by(known_type, obj, &(factory,).into_pyobject(py)?)?;
             }
             KnownContainer::Deque => {
                 let count = items.len()?;
@@ -204,11 +210,32 @@ impl KnownContainer {
                 if !fits {
                     return Err(Fail::Decode(DecodeError::OutOfRange { offset, what: "deque maxlen (None or an int at least the number of items)" }));
                 }
-                known_type.call_method1(pyo3::intern!(py, "__init__"), (obj, items, state))?;
+                init_by(known_type, obj, &(items, state).into_pyobject(py)?)?;
             }
         }
         Ok(())
     }
+}
+
+extern "C" {
+    /// CPython's (Objects/odictobject.c, declared in cpython/odictobject.h): stores the pair in
+    /// the OrderedDict's table and at the end of its order, as `OrderedDict.__setitem__` does.
+    fn PyODict_SetItem(od: *mut ffi::PyObject, key: *mut ffi::PyObject, value: *mut ffi::PyObject) -> std::ffi::c_int;
+}
+
+/// `known_type.__init__(obj, *args)` by the type's initializer slot itself: through the
+/// attribute, each value cost a method lookup and a wrapper that copies the arguments into a
+/// new tuple. `obj` was made by the type's constructor (`new_instance`), as the wrapper checks.
+fn init_by<'py>(known_type: &Bound<'py, PyType>, obj: &Bound<'py, PyAny>, args: &Bound<'py, PyTuple>) -> PyResult<()> {
+    // SAFETY: `known_type` is a live type object and `obj` an instance of it; the slot returns
+    // 0, or -1 with an exception set.
+    unsafe {
+        let tp_init = (*known_type.as_type_ptr()).tp_init.ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("type has no __init__"))?;
+        if tp_init(obj.as_ptr(), args.as_ptr(), std::ptr::null_mut()) < 0 {
+            return Err(PyErr::fetch(obj.py()));
+        }
+    }
+    Ok(())
 }
 
 /// The stored name of defaultdict factory `factory` (None for None); any factory but the
