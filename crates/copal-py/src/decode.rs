@@ -15,7 +15,7 @@ use std::cell::{Cell, OnceCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::hashing::IntSet;
+use crate::hashing::IntMap;
 use crate::allocation;
 use crate::errors::{corrupt, SchemaError};
 use crate::instance_values::FieldSlots;
@@ -121,9 +121,9 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     targets: Vec<Option<Rc<Target<'py>>>>,
     /// The SUBCLASS values' classes, bases and descriptors (by address) that passed the class
     /// checks of `subclass` in this decoding (inert fields, a subclass of the base, rebuildable
-    /// by it): a stream of many named tuples walks their class's MRO and takes the class
-    /// cache's lock once, not per value.
-    checked_subclasses: IntSet<(usize, usize, usize)>,
+    /// by it), with whether the class has slots: a stream of many named tuples walks their
+    /// class's MRO and takes the class cache's lock once, not per value.
+    checked_subclasses: IntMap<(usize, usize, usize), bool>,
     /// The classes of SUBCLASS values of a DICT or LIST base met in this decoding, with the
     /// known container of `collections` each is or derives from (`KnownContainer::of`, three
     /// subtype tests): asked once per class, not per value. Addresses, as in
@@ -188,7 +188,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             preallocation_budget: 0,
             small_ints: small_ints(py),
             targets: Vec::new(),
-            checked_subclasses: IntSet::default(),
+            checked_subclasses: IntMap::default(),
             known_containers: Vec::new(),
         }
     }
@@ -897,25 +897,10 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             None => base,
         };
         let checked = (class.as_ptr() as usize, base.as_ptr() as usize, Arc::as_ptr(&info) as usize);
-        if !self.checked_subclasses.contains(&checked) {
-            crate::class_cache::check_inert(&class, &info)?;
-            if (known.is_none() && !crate::encode::is_heap_type(&class)) || !class.is_subclass(&base)? {
-                return Err(Fail::Python(SchemaError::new_err(format!(
-                    "stored type {:?} is not a subclass of {}",
-                    info.type_name,
-                    base.name()?
-                ))));
-            }
-            if !crate::encode::rebuilt_by_base(&class, &base)? {
-                return Err(Fail::Python(SchemaError::new_err(format!(
-                    "stored type {:?} cannot be rebuilt from the {} it is stored as: a class between them \
-                     is not written in Python or makes its instances in its own __new__",
-                    info.type_name,
-                    base.name()?
-                ))));
-            }
-            self.checked_subclasses.insert(checked);
-        }
+        let has_slots = match self.checked_subclasses.get(&checked) {
+            Some(&has_slots) => has_slots,
+            None => self.check_subclass(&class, &base, known, &info, checked)?,
+        };
         let obj = if let Some(known) = known {
             self.known_container(r, known, &class, &mut info, depth)?
         } else if is_scalar {
@@ -959,7 +944,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             obj
         };
-        if crate::encode::has_instance_dict(&obj) || crate::slots::layout_of(&class)?.is_some() {
+        if has_slots || crate::encode::has_instance_dict(&obj) {
             self.set_fields(r, &obj, &info, None, false, depth + 1)?;
         } else if !info.fields.is_empty() {
             return Err(Fail::Python(SchemaError::new_err(format!(
@@ -972,6 +957,38 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
 }
 
 impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
+    /// The class checks of a SUBCLASS value of `class` stored as `base` with descriptor `info`
+    /// (`subclass`), remembered under `checked`; returns whether the class has slots.
+    #[inline(never)]
+    fn check_subclass(
+        &mut self,
+        class: &Bound<'py, PyType>,
+        base: &Bound<'py, PyType>,
+        known: Option<KnownContainer>,
+        info: &DecodeInfo,
+        checked: (usize, usize, usize),
+    ) -> Result<bool, Fail> {
+        crate::class_cache::check_inert(class, info)?;
+        if (known.is_none() && !crate::encode::is_heap_type(class)) || !class.is_subclass(base)? {
+            return Err(Fail::Python(SchemaError::new_err(format!(
+                "stored type {:?} is not a subclass of {}",
+                info.type_name,
+                base.name()?
+            ))));
+        }
+        if !crate::encode::rebuilt_by_base(class, base)? {
+            return Err(Fail::Python(SchemaError::new_err(format!(
+                "stored type {:?} cannot be rebuilt from the {} it is stored as: a class between them \
+                 is not written in Python or makes its instances in its own __new__",
+                info.type_name,
+                base.name()?
+            ))));
+        }
+        let has_slots = crate::slots::layout_of(class)?.is_some();
+        self.checked_subclasses.insert(checked, has_slots);
+        Ok(has_slots)
+    }
+
     /// The instance of `class`, an OrderedDict, defaultdict or deque or a Python subclass of
     /// one, whose SUBCLASS base `r` is at (after its tag), in the SUBCLASS's memo slot; then
     /// its state field if it has one (known_containers.rs). `info` becomes the descriptor of
@@ -981,12 +998,19 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         let py = self.py;
         let obj = known.new_instance(class)?;
         self.memo.push(Some(obj.clone()));
-        let items = if known.base_tag() == tag::DICT {
-            let pairs = allocation::dict(py)?;
-            self.fill_dict(r, &pairs, depth)?;
-            pairs.into_any()
-        } else {
-            ListBuilder::of(py, self.items(r, depth)?)?.into_any()
+        let items = match known {
+            // A defaultdict is a dict: its pairs go into its own table (`PyDict_SetItem`, no
+            // `__setitem__` of a subclass).
+            KnownContainer::DefaultDict => {
+                self.fill_dict(r, obj.cast::<PyDict>().map_err(PyErr::from)?, depth)?;
+                None
+            }
+            KnownContainer::OrderedDict => {
+                let pairs = allocation::dict(py)?;
+                self.fill_dict(r, &pairs, depth)?;
+                Some(pairs.into_any())
+            }
+            KnownContainer::Deque => Some(ListBuilder::of(py, self.items(r, depth)?)?.into_any()),
         };
         let (state, offset) = match known.state_field(py) {
             Some(name) => {
@@ -1009,7 +1033,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             None => (py.None().into_bound(py), r.position()),
         };
-        known.fill(&obj, &items, &state, offset)?;
+        known.fill(&obj, items.as_ref(), &state, offset)?;
         Ok(obj)
     }
 

@@ -138,8 +138,11 @@ impl KnownContainer {
         let known_type = self.type_object(py)?;
         let items = match self {
             KnownContainer::Deque => Items::Values(crate::encode::iterated(&known_type.call_method1(pyo3::intern!(py, "__iter__"), (v,))?, 0)?),
+            // A defaultdict's order is its table's, which the encoder reads in place (C-level
+            // iteration, whatever the subclass overrides).
+            KnownContainer::DefaultDict => Items::Pairs(v.cast::<PyDict>().map_err(PyErr::from)?.clone()),
             // An OrderedDict's own items(), not the dict table's order.
-            _ => {
+            KnownContainer::OrderedDict => {
                 let pairs = allocation::dict(py)?;
                 pairs.call_method1(pyo3::intern!(py, "update"), (known_type.call_method1(pyo3::intern!(py, "items"), (v,))?,))?;
                 Items::Pairs(pairs)
@@ -148,7 +151,7 @@ impl KnownContainer {
         let fields = allocation::dict(py)?;
         if let Some(name) = self.state_field(py) {
             // The C type's own descriptor: a subclass may shadow the attribute.
-            let state = known_type.getattr(name)?.call_method1(pyo3::intern!(py, "__get__"), (v,))?;
+            let state = own_attribute(known_type, name, v)?;
             let state = match self {
                 KnownContainer::DefaultDict => factory_name(py, &state)?,
                 _ => state,
@@ -175,15 +178,21 @@ impl KnownContainer {
         crate::decode::allocated_instance(class, self.type_object(class.py())?.as_type_ptr())
     }
 
-    /// Fills `obj`, made by `new_instance`, with the decoded `items` (a plain dict of the pairs
-    /// in stored order, or a list) and sets its `state` (the value of its state field, read at
+    /// Fills `obj`, made by `new_instance`, with the decoded `items` (an OrderedDict's: a plain
+    /// dict of the pairs in stored order; a deque's: a list; a defaultdict's pairs are decoded
+    /// into it, and `items` is None) and sets its `state` (the value of its state field, read at
     /// byte `offset`; None for an OrderedDict, which has none), all through the C type's own
-    /// methods.
-    pub(crate) fn fill<'py>(self, obj: &Bound<'py, PyAny>, items: &Bound<'py, PyAny>, state: &Bound<'py, PyAny>, offset: usize) -> Result<(), Fail> {
+    /// functions.
+    pub(crate) fn fill<'py>(self, obj: &Bound<'py, PyAny>, items: Option<&Bound<'py, PyAny>>, state: &Bound<'py, PyAny>, offset: usize) -> Result<(), Fail> {
         let py = obj.py();
         let known_type = self.type_object(py)?;
-        match self {
-            KnownContainer::OrderedDict => {
+        match (self, items) {
+            (KnownContainer::DefaultDict, _) => {
+                let factory = stored_factory(py, state, offset)?;
+                // The initializer given the factory alone sets it and leaves the pairs in place.
+                init_by(known_type, obj, &(factory,).into_pyobject(py)?)?;
+            }
+            (KnownContainer::OrderedDict, Some(items)) => {
                 // `OrderedDict.update` would call the instance's `__setitem__`, which a subclass
                 // may override: the C type's own is called, pair by pair.
                 for (key, value) in items.cast::<PyDict>().map_err(PyErr::from)?.iter() {
@@ -194,16 +203,7 @@ impl KnownContainer {
                     }
                 }
             }
-            KnownContainer::DefaultDict => {
-                let factory = stored_factory(py, state, offset)?;
-                // dict's merge stores into the table directly, without `__setitem__`.
-                // SAFETY: `obj` is a dict (a defaultdict) and `items` a dict.
-                if unsafe { ffi::PyDict_Update(obj.as_ptr(), items.as_ptr()) } < 0 {
-                    return Err(PyErr::fetch(py).into());
-                }
-                init_by(known_type, obj, &(factory,).into_pyobject(py)?)?;
-            }
-            KnownContainer::Deque => {
+            (KnownContainer::Deque, Some(items)) => {
                 let count = items.len()?;
                 let fits = state.is_none()
                     || state.cast_exact::<PyInt>().is_ok_and(|maxlen| maxlen.extract::<isize>().is_ok_and(|maxlen| maxlen >= 0 && count <= maxlen as usize));
@@ -212,6 +212,7 @@ impl KnownContainer {
                 }
                 init_by(known_type, obj, &(items, state).into_pyobject(py)?)?;
             }
+            (_, None) => return Err(pyo3::exceptions::PyRuntimeError::new_err("the items of an OrderedDict or deque were not decoded").into()),
         }
         Ok(())
     }
@@ -236,6 +237,19 @@ fn init_by<'py>(known_type: &Bound<'py, PyType>, obj: &Bound<'py, PyAny>, args: 
         }
     }
     Ok(())
+}
+
+/// The attribute `name` of `v` as `known_type`'s own descriptor gives it (`descriptor.__get__(v)`
+/// by its slot, without a bound method and an argument tuple per value).
+fn own_attribute<'py>(known_type: &Bound<'py, PyType>, name: &Bound<'py, PyString>, v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let descriptor = known_type.getattr(name)?;
+    // SAFETY: `descriptor` is a live object whose type's `tp_descr_get` slot, when set, takes
+    // the descriptor, the instance and its type, and returns a new reference or null with an
+    // exception set.
+    unsafe {
+        let get = (*ffi::Py_TYPE(descriptor.as_ptr())).tp_descr_get.ok_or_else(|| pyo3::exceptions::PyTypeError::new_err(format!("{name} is not a descriptor")))?;
+        Bound::from_owned_ptr_or_err(v.py(), get(descriptor.as_ptr(), v.as_ptr(), known_type.as_ptr()))
+    }
 }
 
 /// The stored name of defaultdict factory `factory` (None for None); any factory but the
