@@ -62,7 +62,7 @@ struct XmlWriter<'a> {
     in_base: bool,
 }
 
-impl XmlWriter<'_> {
+impl<'a> XmlWriter<'a> {
     /// Opens `<name` for a memo-taking value, with its `id` attribute when it is referenced.
     fn open_memo(&mut self, name: &str) {
         self.out.push('<');
@@ -136,7 +136,7 @@ impl XmlWriter<'_> {
         Ok(())
     }
 
-    fn entry(&self, descriptor: u32) -> Result<&TableEntry, TextError> {
+    fn entry(&self, descriptor: u32) -> Result<&'a TableEntry, TextError> {
         self.table.get(descriptor as usize).ok_or(TextError::Body(DecodeError::UnknownDescriptor { id: descriptor }))
     }
 
@@ -146,7 +146,9 @@ impl XmlWriter<'_> {
             Value::Bool(true) => self.out.push_str("<true/>"),
             Value::Bool(false) => self.out.push_str("<false/>"),
             Value::Int(i) => {
-                let _ = write!(self.out, "<int>{i}</int>");
+                self.out.push_str("<int>");
+                super::json::push_i64(&mut self.out, *i);
+                self.out.push_str("</int>");
             }
             Value::BigInt(bytes) => {
                 let _ = write!(self.out, "<int>{}</int>", bigint::to_decimal(bytes));
@@ -158,7 +160,7 @@ impl XmlWriter<'_> {
                 let _ = write!(self.out, "<complex real=\"{}\" imag=\"{}\"/>", Self::float_text(*re), Self::float_text(*im));
             }
             Value::Str(s) => {
-                if s.chars().all(is_xml_char) {
+                if is_plain_text(s) || s.chars().all(is_xml_char) {
                     self.text_element("str", s);
                 } else {
                     // XML 1.0 cannot hold these characters even as references.
@@ -208,9 +210,9 @@ impl XmlWriter<'_> {
                 self.text_element("uuid", &text);
             }
             Value::Enum { descriptor, member } => {
-                let type_name = self.entry(*descriptor)?.type_name.clone();
+                let type_name = &self.entry(*descriptor)?.type_name;
                 self.out.push_str("<enum");
-                self.attr("type", &type_name);
+                self.attr("type", type_name);
                 self.out.push('>');
                 escape_into(&mut self.out, member);
                 self.out.push_str("</enum>");
@@ -218,26 +220,24 @@ impl XmlWriter<'_> {
             Value::Ref(_) => return Err(mapping("a stream holds no references to stored objects")),
             Value::Object { descriptor, fields } => {
                 let entry = self.entry(*descriptor)?;
-                let (persistent, type_name, names) = (entry.persistent, entry.type_name.clone(), entry.fields.clone());
                 self.open_memo("object");
-                self.attr("type", &type_name);
-                if persistent {
+                self.attr("type", &entry.type_name);
+                if entry.persistent {
                     self.out.push_str(" persistent=\"1\"");
                 }
                 self.out.push('>');
-                self.fields(&names, fields)?;
+                self.fields(&entry.fields, fields)?;
                 self.out.push_str("</object>");
             }
             Value::Subclass { descriptor, base, fields } => {
                 let entry = self.entry(*descriptor)?;
-                let (type_name, names) = (entry.type_name.clone(), entry.fields.clone());
                 self.open_memo("subclass");
-                self.attr("type", &type_name);
+                self.attr("type", &entry.type_name);
                 self.out.push('>');
                 self.in_base = true;
                 self.value(base)?;
                 self.in_base = false;
-                self.fields(&names, fields)?;
+                self.fields(&entry.fields, fields)?;
                 self.out.push_str("</subclass>");
             }
             Value::BackRef(slot) => {
@@ -265,9 +265,19 @@ fn is_xml_char(c: char) -> bool {
     matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
 }
 
+/// Whether `s` is printable ASCII without markup characters: text that `escape_into` copies as
+/// it is (most strings, checked at a byte a step instead of a character).
+fn is_plain_text(s: &str) -> bool {
+    s.bytes().all(|b| matches!(b, 0x20..=0x7E) && !matches!(b, b'<' | b'>' | b'&' | b'"'))
+}
+
 /// Text or attribute content: markup characters as entities, and tab, line feed and carriage
 /// return as character references (attribute-value normalization would turn them into spaces).
 fn escape_into(out: &mut String, s: &str) {
+    if is_plain_text(s) {
+        out.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '<' => out.push_str("&lt;"),
