@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use super::transfer_text::{parse_oid, OID_TYPE, WRAPPER_SLOTS};
 use crate::format::{decode_value, read_ref, tag, DecodeError, Descriptor, DescriptorSource, Oid, Reader, RecordHeader, Value, Writer};
-use crate::text::write_table_entry;
+use crate::text::TableEntry;
 
 /// How descriptors and references change between a record and its document.
 trait Mapping {
@@ -205,42 +205,84 @@ pub(super) fn oid_text(oid: Oid, buf: &mut [u8; OID_TEXT_MAX]) -> &[u8] {
     &buf[..2 + digits]
 }
 
-/// The stream body of the export document of record `oid` (`{"oid": ..., "flags": ...,
-/// "record": ...}`), with the store's descriptors `known`; `None` when the record does not
-/// decode.
-pub(super) fn record_body(known: &HashMap<u32, Descriptor>, oid: Oid, record: &[u8]) -> Option<Vec<u8>> {
+/// The descriptor tables of records' documents, by the store descriptors they list.
+#[derive(Default)]
+pub(super) struct DocumentTables(Recent<(Option<u32>, bool), Vec<TableEntry>>);
+
+impl DocumentTables {
+    /// Forgets every table: a descriptor entry changes what they hold.
+    pub(super) fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// The export document of record `oid` (`{"oid": ..., "flags": ..., "record": ...}`) as a
+/// stream body's descriptor table and the bytes of its value, written to `value`; `known` are
+/// the store's descriptors. `None` when the record does not decode.
+pub(super) fn record_document<'t>(known: &HashMap<u32, Descriptor>, oid: Oid, record: &[u8], tables: &'t mut DocumentTables, value: &mut Vec<u8>) -> Option<&'t [TableEntry]> {
     let mut r = Reader::new(record);
     let header = RecordHeader::read(&mut r).ok()?;
     let count = known.get(&header.descriptor)?.fields.len();
-    let mut document = ToDocument { known, table: vec![(Some(header.descriptor), true)] };
-    let mut fields = Writer { buf: Vec::with_capacity(record.len() * 2) };
-    let mut rewrite = Rewrite::new(&mut document, &mut fields, 0, WRAPPER_SLOTS);
-    (0..count).try_for_each(|_| rewrite.value(&mut r, 0))?;
-    r.expect_end().ok()?;
-    let mut body = Writer { buf: Vec::with_capacity(fields.buf.len() + 64) };
-    body.varint(document.table.len() as u64);
-    for &(id, persistent) in &document.table {
-        match id {
-            Some(id) => {
-                let d = &known[&id];
-                write_table_entry(&mut body, persistent, &d.type_name, &d.fields);
-            }
-            None => write_table_entry(&mut body, false, OID_TYPE, &[]),
-        }
-    }
+    let mut out = Writer { buf: std::mem::take(value) };
+    out.buf.clear();
     // The entry dict as `Value::encode` writes it; the record object is table entry 0.
-    body.u8(tag::DICT);
-    body.varint(3);
-    body.str("oid");
-    body.u8(tag::STR);
-    body.length_prefixed(oid_text(oid, &mut [0; OID_TEXT_MAX]));
-    body.str("flags");
-    body.int_i64(i64::from(header.flags));
-    body.str("record");
-    body.u8(tag::OBJECT);
-    body.varint(0);
-    body.bytes(&fields.buf);
-    Some(body.buf)
+    out.u8(tag::DICT);
+    out.varint(3);
+    out.str("oid");
+    out.u8(tag::STR);
+    out.length_prefixed(oid_text(oid, &mut [0; OID_TEXT_MAX]));
+    out.str("flags");
+    out.int_i64(i64::from(header.flags));
+    out.str("record");
+    out.u8(tag::OBJECT);
+    out.varint(0);
+    let mut document = ToDocument { known, table: vec![(Some(header.descriptor), true)] };
+    let mut rewrite = Rewrite::new(&mut document, &mut out, 0, WRAPPER_SLOTS);
+    let walked = (0..count).try_for_each(|_| rewrite.value(&mut r, 0)).and_then(|()| r.expect_end().ok());
+    *value = out.buf;
+    walked?;
+    let table = tables.0.get_or_make(&document.table, || {
+        let entry = |&(id, persistent): &(Option<u32>, bool)| match id {
+            Some(id) => TableEntry { persistent, type_name: known[&id].type_name.clone(), fields: known[&id].fields.clone() },
+            None => TableEntry { persistent: false, type_name: OID_TYPE.to_owned(), fields: Vec::new() },
+        };
+        Some(document.table.iter().map(entry).collect())
+    })?;
+    Some(table)
+}
+
+/// The values made from the last few keys, by key: the records of an export use a few
+/// descriptor tables over and over, so each is made once, not once per record.
+struct Recent<K, V>(Vec<(Vec<K>, V)>);
+
+impl<K, V> Default for Recent<K, V> {
+    fn default() -> Self {
+        Recent(Vec::new())
+    }
+}
+
+/// How many values `Recent` keeps, the latest ones.
+const RECENT_KEPT: usize = 16;
+
+impl<K: PartialEq + Clone, V> Recent<K, V> {
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// The value of `key`, made by `make` unless it is kept.
+    fn get_or_make(&mut self, key: &[K], make: impl FnOnce() -> Option<V>) -> Option<&V> {
+        let at = match self.0.iter().position(|(known, _)| known.as_slice() == key) {
+            Some(at) => at,
+            None => {
+                if self.0.len() == RECENT_KEPT {
+                    self.0.remove(0);
+                }
+                self.0.push((key.to_vec(), make()?));
+                self.0.len() - 1
+            }
+        };
+        Some(&self.0[at].1)
+    }
 }
 
 // -- import -------------------------------------------------------------------------------------
@@ -256,13 +298,9 @@ struct Resolved {
     fields: usize,
 }
 
-/// The descriptor tables of the documents read lately, resolved: the records of an export use
-/// a few tables over and over, so each is resolved once (by its bytes), not once per record.
+/// The descriptor tables of the documents read lately, by their bytes, resolved.
 #[derive(Default)]
-pub(super) struct Tables(Vec<(Vec<u8>, Vec<Resolved>)>);
-
-/// How many resolved tables `Tables` keeps, the latest ones.
-const TABLES_KEPT: usize = 16;
+pub(super) struct Tables(Recent<u8, Vec<Resolved>>);
 
 impl Tables {
     /// Forgets every table: a descriptor entry changes what they resolve to.
@@ -276,17 +314,7 @@ impl Tables {
         let start = r.clone();
         skip_table(r)?;
         let bytes = &start.rest()[..r.position() - start.position()];
-        let at = match self.0.iter().position(|(known, _)| known == bytes) {
-            Some(at) => at,
-            None => {
-                if self.0.len() == TABLES_KEPT {
-                    self.0.remove(0);
-                }
-                self.0.push((bytes.to_vec(), resolve_table(&mut start.clone(), ids)?));
-                self.0.len() - 1
-            }
-        };
-        Some(&self.0[at].1)
+        self.0.get_or_make(bytes, || resolve_table(&mut start.clone(), ids)).map(Vec::as_slice)
     }
 }
 

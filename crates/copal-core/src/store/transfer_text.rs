@@ -12,7 +12,7 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use super::index::IndexDef;
-use super::transfer_record::{body_record, record_body, Tables};
+use super::transfer_record::{body_record, record_document, DocumentTables, Tables};
 use super::transfer::{malformed, Entry, EntryReader, EntryWriter, TransferError, EXPORT_VERSION};
 use crate::format::{decode_record_state, DecodeError, Descriptor, DescriptorSource, Oid, RecordHeader, Value, Writer};
 use crate::text::{json, xml, Body, TableEntry};
@@ -53,6 +53,10 @@ pub(crate) struct TextWriter<'w> {
     out: &'w mut dyn Write,
     xml: bool,
     known: Known,
+    /// The descriptor tables of records' documents, and the value of the last one (a buffer
+    /// kept from record to record).
+    tables: DocumentTables,
+    value: Vec<u8>,
 }
 
 impl<'w> TextWriter<'w> {
@@ -61,7 +65,7 @@ impl<'w> TextWriter<'w> {
             out.write_all(XML_OPEN.as_bytes())?;
             out.write_all(b"\n")?;
         }
-        Ok(TextWriter { out, xml, known: Known::default() })
+        Ok(TextWriter { out, xml, known: Known::default(), tables: DocumentTables::default(), value: Vec::new() })
     }
 
     /// The JSON document of one stored record, as an export writes it, decoded with the
@@ -69,7 +73,7 @@ impl<'w> TextWriter<'w> {
     pub(crate) fn record_json(descriptors: &[Arc<Descriptor>], oid: Oid, record: &[u8]) -> Result<String, TransferError> {
         let known = Known(descriptors.iter().map(|d| (d.id, (**d).clone())).collect());
         let mut sink = Vec::new();
-        let mut writer = TextWriter { out: &mut sink, xml: false, known };
+        let mut writer = TextWriter { out: &mut sink, xml: false, known, tables: DocumentTables::default(), value: Vec::new() };
         writer.write_entry(&Entry::Record { oid, record: record.into() })?;
         Ok(String::from_utf8(sink).expect("JSON is UTF-8").trim_end().to_owned())
     }
@@ -81,6 +85,7 @@ impl<'w> TextWriter<'w> {
             }
             Entry::Descriptor(d) => {
                 self.known.0.insert(d.id, d.clone());
+                self.tables.clear();
                 dict(vec![
                     ("descriptor", int(d.id.into())),
                     ("class", int(d.class_no.into())),
@@ -132,15 +137,20 @@ impl<'w> TextWriter<'w> {
 
 impl EntryWriter for TextWriter<'_> {
     fn write_entry(&mut self, entry: &Entry<'_>) -> Result<(), TransferError> {
+        // Records, nearly all the entries, go to text from their bytes; the others, and a
+        // record that path does not read, through the value tree.
         let fast = match entry {
-            Entry::Record { oid, record } => record_body(&self.known.0, *oid, record),
+            Entry::Record { oid, record } => record_document(&self.known.0, *oid, record, &mut self.tables, &mut self.value),
             _ => None,
         };
-        let body = match fast {
-            Some(body) => body,
-            None => self.body(entry)?.encode(),
+        let text = match fast {
+            Some(table) if self.xml => xml::value_to_xml(table, &self.value),
+            Some(table) => json::value_to_json(table, &self.value),
+            None => {
+                let body = self.body(entry)?.encode();
+                if self.xml { xml::to_xml(&body) } else { json::to_json(&body) }
+            }
         };
-        let text = if self.xml { xml::to_xml(&body) } else { json::to_json(&body) };
         let text = text.map_err(|e| malformed(format!("cannot write an entry as text: {e}")))?;
         self.out.write_all(text.as_bytes())?;
         self.out.write_all(b"\n")?;

@@ -242,18 +242,12 @@ impl Body {
 pub(crate) fn write_table(w: &mut Writer, table: &[TableEntry]) {
     w.varint(table.len() as u64);
     for entry in table {
-        write_table_entry(w, entry.persistent, &entry.type_name, &entry.fields);
-    }
-}
-
-/// Writes one entry of a stream body's descriptor table, after its count (docs/STREAM.md
-/// section 4).
-pub(crate) fn write_table_entry(w: &mut Writer, persistent: bool, type_name: &str, fields: &[String]) {
-    w.u8(if persistent { PERSISTENT } else { 0 });
-    w.length_prefixed(type_name.as_bytes());
-    w.varint(fields.len() as u64);
-    for field in fields {
-        w.length_prefixed(field.as_bytes());
+        w.u8(if entry.persistent { PERSISTENT } else { 0 });
+        w.length_prefixed(entry.type_name.as_bytes());
+        w.varint(entry.fields.len() as u64);
+        for field in &entry.fields {
+            w.length_prefixed(field.as_bytes());
+        }
     }
 }
 
@@ -308,6 +302,11 @@ impl<K: Hash + Eq> Positions<K> {
             true => items.iter().position(matches),
             false => self.0.get(&key()).copied(),
         }
+    }
+
+    /// Forgets the items from position `len` on, which were taken off the list.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.0.retain(|_, position| *position < len);
     }
 
     /// Takes in the last item of `items`, just added; `key` gives an item's key.

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 pub use super::xml_body::body_from_xml;
 use super::tree::{zone as zone_of, TreeBuilder};
-use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError};
-use crate::format::{DecodeError, TzInfo, Value};
+use super::{base64, bigint, clock, mapping, Body, Table, TableEntry, TextError};
+use crate::format::{decode_value, DecodeError, Reader, TzInfo, Value};
 
 /// The version of the XML mapping, written as the `version` attribute of the root.
 pub const XML_VERSION: &str = "1";
@@ -21,11 +21,24 @@ pub(super) const MAX_XML_DEPTH: usize = 2 * 256 + 8;
 /// The XML document of a stream body.
 pub fn to_xml(body: &[u8]) -> Result<String, TextError> {
     let body = Body::decode(body)?;
+    write_document(&body.table, &body.value)
+}
+
+/// The XML document of the stream body made of `table` and then `value` (the bytes of its
+/// value), for a writer that keeps the table it already has.
+pub fn value_to_xml(table: &[TableEntry], value: &[u8]) -> Result<String, TextError> {
+    let mut r = Reader::new(value);
+    let value = decode_value(&mut r, &Table(table))?;
+    r.expect_end()?;
+    write_document(table, &value)
+}
+
+fn write_document(table: &[TableEntry], value: &Value) -> Result<String, TextError> {
     let mut targets = HashSet::new();
-    back_ref_targets(&body.value, &mut targets);
-    let mut w = XmlWriter { out: String::with_capacity(256), table: &body.table, targets, slot: 0, in_base: false };
+    back_ref_targets(value, &mut targets);
+    let mut w = XmlWriter { out: String::with_capacity(256), table, targets, slot: 0, in_base: false };
     w.out.push_str("<copal version=\"1\">");
-    w.value(&body.value)?;
+    w.value(value)?;
     w.out.push_str("</copal>");
     Ok(w.out)
 }
