@@ -246,8 +246,8 @@ pub(super) fn record_document<'t>(known: &HashMap<u32, Descriptor>, oid: Oid, re
             Some(id) => TableEntry { persistent, type_name: known[&id].type_name.clone(), fields: known[&id].fields.clone() },
             None => TableEntry { persistent: false, type_name: OID_TYPE.to_owned(), fields: Vec::new() },
         };
-        Some(document.table.iter().map(entry).collect())
-    })?;
+        document.table.iter().map(entry).collect()
+    });
     Some(table)
 }
 
@@ -270,18 +270,18 @@ impl<K: PartialEq + Clone, V> Recent<K, V> {
     }
 
     /// The value of `key`, made by `make` unless it is kept.
-    fn get_or_make(&mut self, key: &[K], make: impl FnOnce() -> Option<V>) -> Option<&V> {
+    fn get_or_make(&mut self, key: &[K], make: impl FnOnce() -> V) -> &V {
         let at = match self.0.iter().position(|(known, _)| known.as_slice() == key) {
             Some(at) => at,
             None => {
                 if self.0.len() == RECENT_KEPT {
                     self.0.remove(0);
                 }
-                self.0.push((key.to_vec(), make()?));
+                self.0.push((key.to_vec(), make()));
                 self.0.len() - 1
             }
         };
-        Some(&self.0[at].1)
+        &self.0[at].1
     }
 }
 
@@ -298,9 +298,9 @@ struct Resolved {
     fields: usize,
 }
 
-/// The descriptor tables of the documents read lately, by their bytes, resolved.
+/// The descriptor tables of the documents read lately, resolved.
 #[derive(Default)]
-pub(super) struct Tables(Recent<u8, Vec<Resolved>>);
+pub(super) struct Tables(Recent<TableEntry, Vec<Resolved>>);
 
 impl Tables {
     /// Forgets every table: a descriptor entry changes what they resolve to.
@@ -308,35 +308,16 @@ impl Tables {
         self.0.clear();
     }
 
-    /// The resolved table at the start of `r`, which moves past it; `ids` names the store's
-    /// descriptor ids by (type name, fields).
-    fn resolve(&mut self, r: &mut Reader<'_>, ids: &HashMap<(String, Vec<String>), u32>) -> Option<&[Resolved]> {
-        let start = r.clone();
-        skip_table(r)?;
-        let bytes = &start.rest()[..r.position() - start.position()];
-        self.0.get_or_make(bytes, || resolve_table(&mut start.clone(), ids)).map(Vec::as_slice)
+    /// `table` resolved with `ids`, the store's descriptor ids by (type name, fields).
+    fn resolve(&mut self, table: &[TableEntry], ids: &HashMap<(String, Vec<String>), u32>) -> &[Resolved] {
+        let resolve = |entry: &TableEntry| Resolved {
+            oid: entry.type_name == OID_TYPE,
+            persistent: entry.persistent,
+            id: ids.get(&(entry.type_name.clone(), entry.fields.clone())).copied(),
+            fields: entry.fields.len(),
+        };
+        self.0.get_or_make(table, || table.iter().map(resolve).collect())
     }
-}
-
-/// Moves past a descriptor table (docs/STREAM.md section 4).
-fn skip_table(r: &mut Reader<'_>) -> Option<()> {
-    for _ in 0..r.length(1).ok()? {
-        r.u8().ok()?;
-        r.skip_length_prefixed().ok()?;
-        for _ in 0..r.length(1).ok()? {
-            r.skip_length_prefixed().ok()?;
-        }
-    }
-    Some(())
-}
-
-fn resolve_table(r: &mut Reader<'_>, ids: &HashMap<(String, Vec<String>), u32>) -> Option<Vec<Resolved>> {
-    let table = crate::text::read_table(r).ok()?;
-    let resolved = table.into_iter().map(|entry| {
-        let (oid, persistent, fields) = (entry.type_name == OID_TYPE, entry.persistent, entry.fields.len());
-        Resolved { oid, persistent, id: ids.get(&(entry.type_name, entry.fields)).copied(), fields }
-    });
-    Some(resolved.collect())
 }
 
 /// The store's descriptors for a record document's table.
@@ -382,12 +363,13 @@ fn next_str_is(r: &mut Reader<'_>, expected: &str) -> Option<()> {
     (r.u8().ok()? == tag::STR && r.str().ok()? == expected).then_some(())
 }
 
-/// The oid and record of a record entry's document, from its stream body; `None` for any other
-/// entry, and for a record laid out otherwise than an export writes it or that does not import
-/// as it stands (with the export's descriptors by (type name, fields) `ids`).
-pub(super) fn body_record(body: &[u8], ids: &HashMap<(String, Vec<String>), u32>, tables: &mut Tables) -> Option<(Oid, Vec<u8>)> {
-    let mut r = Reader::new(body);
-    let table = tables.resolve(&mut r, ids)?;
+/// The oid and record of a record entry's document, from its stream body's `table` and `value`;
+/// `None` for any other entry, and for a record laid out otherwise than an export writes it or
+/// that does not import as it stands (with the export's descriptors by (type name, fields)
+/// `ids`).
+pub(super) fn body_record(table: &[TableEntry], value: &[u8], ids: &HashMap<(String, Vec<String>), u32>, tables: &mut Tables) -> Option<(Oid, Vec<u8>)> {
+    let mut r = Reader::new(value);
+    let table = tables.resolve(table, ids);
     (r.u8().ok()? == tag::DICT && r.varint().ok()? == 3).then_some(())?;
     next_str_is(&mut r, "oid")?;
     (r.u8().ok()? == tag::STR).then_some(())?;
@@ -401,7 +383,7 @@ pub(super) fn body_record(body: &[u8], ids: &HashMap<(String, Vec<String>), u32>
     if !own.persistent {
         return None;
     }
-    let mut record = Writer { buf: Vec::with_capacity(body.len()) };
+    let mut record = Writer { buf: Vec::with_capacity(value.len()) };
     RecordHeader { flags, descriptor: own.id?, tid: 0 }.write(&mut record);
     let mut from = FromDocument(table);
     let mut rewrite = Rewrite::new(&mut from, &mut record, WRAPPER_SLOTS, 0);

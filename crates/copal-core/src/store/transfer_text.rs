@@ -361,9 +361,9 @@ impl EntryReader for TextReader<'_> {
             return self.next_entry();
         }
         // Records, nearly all the lines, go from the one-pass readers' body to the record bytes.
-        let body = if xml { xml::body_from_xml(&line) } else { json::body_from_json(&line) };
-        let body = body.map_err(|e| malformed(format!("{e}")))?;
-        if let Some((oid, record)) = body_record(&body, &self.ids, &mut self.tables) {
+        let body = if xml { xml::table_and_value_from_xml(&line) } else { json::table_and_value_from_json(&line) };
+        let (table, value) = body.map_err(|e| malformed(format!("{e}")))?;
+        if let Some((oid, record)) = body_record(&table, &value, &self.ids, &mut self.tables) {
             return Ok(Some(Entry::Record { oid, record: record.into() }));
         }
         // Every other entry, and a record that path does not read, through the value tree,

@@ -1,11 +1,12 @@
 //! What the one-pass readers of JSON and XML documents (json_body.rs, xml_body.rs) share: the
 //! body's value bytes written as the text is parsed, with counts and descriptor numbers patched
-//! in once known, and the descriptors met so far matched without allocating.
+//! in once known, and the descriptors met so far matched without allocating. (The readers put
+//! the table in front, `body_of`, unless their caller wants the two apart.)
 
 use std::borrow::Cow;
 
 use super::tree::TreeBuilder;
-use super::{has_duplicate, write_table, TableEntry};
+use super::has_duplicate;
 use crate::format::Writer;
 
 pub(super) struct BodyOut<'a> {
@@ -67,13 +68,5 @@ impl<'a> BodyOut<'a> {
         };
         self.names.truncate(names_from);
         Some(position)
-    }
-
-    /// The body: `table`, then the value written.
-    pub(super) fn body(self, table: &[TableEntry]) -> Vec<u8> {
-        let mut body = Writer { buf: Vec::with_capacity(self.out.buf.len() + 64) };
-        write_table(&mut body, table);
-        body.bytes(&self.out.buf);
-        body.buf
     }
 }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-pub use super::json_body::body_from_json;
+pub use super::json_body::{body_from_json, table_and_value_from_json};
 use super::tree::{zone as zone_of, TreeBuilder};
 use super::{base64, bigint, clock, mapping, Body, ClassNumbers, Positions, TableEntry, TextError, TextOut};
 use crate::format::calendar::MICROS_PER_DAY;

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 
 use super::body_out::BodyOut;
 use super::json::{from_json, is_tag, number, unescaped, Build, Json, Parser, JSON_VERSION, MAX_JSON_DEPTH};
-use super::TextError;
+use super::{body_of, Body, TableEntry, TextError};
 use crate::format::tag;
 
 /// The stream body (docs/STREAM.md section 4) of a JSON document.
@@ -23,9 +23,15 @@ pub fn body_from_json(text: &str) -> Result<Vec<u8>, TextError> {
     transcode(text).map_or_else(|| from_json(text).map(|body| body.encode()), Ok)
 }
 
+/// `body_from_json`'s body as its descriptor table and the bytes of its value, for a reader that
+/// looks at the table itself (an import resolves the tables of its records once each).
+pub fn table_and_value_from_json(text: &str) -> Result<(Vec<TableEntry>, Vec<u8>), TextError> {
+    Transcoder::new(text).document().map_or_else(|| from_json(text).map(Body::apart), Ok)
+}
+
 /// The body of a document laid out as copal writes it, in one pass; `None` for any other.
 pub(super) fn transcode(text: &str) -> Option<Vec<u8>> {
-    Transcoder::new(text).document()
+    Transcoder::new(text).document().map(|(table, value)| body_of(&table, &value))
 }
 
 /// A dict key or field name without its escaping `$` (`"$$x"` is the key `"$x"`).
@@ -55,8 +61,8 @@ impl<'a> Transcoder<'a> {
         }
     }
 
-    /// `{"$copal": version, "value": ...}`: the body.
-    fn document(mut self) -> Step<Vec<u8>> {
+    /// `{"$copal": version, "value": ...}`: the body's table and value.
+    fn document(mut self) -> Step<(Vec<TableEntry>, Vec<u8>)> {
         self.parser.expect(b'{').ok()?;
         self.key("$copal")?;
         self.parser.ws();
@@ -73,7 +79,7 @@ impl<'a> Transcoder<'a> {
         if self.parser.at != self.parser.text.len() {
             return None;
         }
-        Some(self.body.body(self.build.tree.table()))
+        Some((self.build.tree.into_table(), self.body.out.buf))
     }
 
     /// The member name `expected` and its colon.

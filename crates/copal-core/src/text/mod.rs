@@ -229,6 +229,13 @@ impl Body {
         Ok(Body { table, value })
     }
 
+    /// The descriptor table and the bytes of the value, apart.
+    pub fn apart(self) -> (Vec<TableEntry>, Vec<u8>) {
+        let mut w = Writer::new();
+        self.value.encode(&mut w);
+        (self.table, w.buf)
+    }
+
     /// The body's bytes (docs/STREAM.md section 4).
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
@@ -236,6 +243,14 @@ impl Body {
         self.value.encode(&mut w);
         w.buf
     }
+}
+
+/// The stream body made of `table` and then `value`, the bytes of its value.
+pub(crate) fn body_of(table: &[TableEntry], value: &[u8]) -> Vec<u8> {
+    let mut body = Writer { buf: Vec::with_capacity(value.len() + 64) };
+    write_table(&mut body, table);
+    body.bytes(value);
+    body.buf
 }
 
 /// Writes a stream body's descriptor table (docs/STREAM.md section 4).

@@ -73,6 +73,10 @@ impl TreeBuilder {
         &self.table
     }
 
+    pub(crate) fn into_table(self) -> Vec<TableEntry> {
+        self.table
+    }
+
     pub(crate) fn finish(self, value: Value) -> Body {
         Body { table: self.table, value }
     }

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-pub use super::xml_body::body_from_xml;
+pub use super::xml_body::{body_from_xml, table_and_value_from_xml};
 use super::tree::{zone as zone_of, TreeBuilder};
 use super::{base64, bigint, clock, mapping, Body, Table, TableEntry, TextError};
 use crate::format::{decode_value, DecodeError, Reader, TzInfo, Value};

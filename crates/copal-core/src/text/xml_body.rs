@@ -12,7 +12,7 @@ use std::borrow::Cow;
 
 use super::body_out::BodyOut;
 use super::xml::{float, from_xml, name_length, unescape, Build, Element, MAX_XML_DEPTH, XML_VERSION};
-use super::{ClassNumbers, TextError};
+use super::{body_of, Body, ClassNumbers, TableEntry, TextError};
 use crate::format::tag;
 
 /// The stream body (docs/STREAM.md section 4) of an XML document.
@@ -20,9 +20,15 @@ pub fn body_from_xml(text: &str) -> Result<Vec<u8>, TextError> {
     transcode(text).map_or_else(|| from_xml(text).map(|body| body.encode()), Ok)
 }
 
+/// `body_from_xml`'s body as its descriptor table and the bytes of its value (see
+/// `table_and_value_from_json`).
+pub fn table_and_value_from_xml(text: &str) -> Result<(Vec<TableEntry>, Vec<u8>), TextError> {
+    Transcoder::new(text).document().map_or_else(|| from_xml(text).map(Body::apart), Ok)
+}
+
 /// The body of a document laid out as copal writes it, in one pass; `None` for any other.
 pub(super) fn transcode(text: &str) -> Option<Vec<u8>> {
-    Transcoder::new(text).document()
+    Transcoder::new(text).document().map(|(table, value)| body_of(&table, &value))
 }
 
 /// An element being read, whose end tag is still to come.
@@ -87,7 +93,8 @@ impl<'a> Transcoder<'a> {
         self.rest().starts_with(expected).then(|| self.at += expected.len())
     }
 
-    fn document(mut self) -> Option<Vec<u8>> {
+    /// The body's table and value.
+    fn document(mut self) -> Option<(Vec<TableEntry>, Vec<u8>)> {
         self.skip_ws();
         if self.rest().starts_with("<?xml") {
             self.at += self.rest().find("?>")? + 2;
@@ -115,7 +122,7 @@ impl<'a> Transcoder<'a> {
             }
         }
         self.skip_ws();
-        (self.at == self.text.len()).then(|| self.body.body(self.build.tree.table()))
+        (self.at == self.text.len()).then(|| (self.build.tree.into_table(), self.body.out.buf))
     }
 
     /// A start tag after its `<`: its name, with its attributes in `attrs`, and whether it

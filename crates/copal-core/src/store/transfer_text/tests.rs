@@ -8,7 +8,7 @@ use super::*;
 use crate::format::{make_oid, TzInfo};
 use crate::store::test_support::record;
 use crate::store::transfer_record::{body_record, record_document, DocumentTables};
-use crate::text::write_table;
+use crate::text::body_of;
 
 const PERSON: u32 = 3;
 
@@ -69,10 +69,7 @@ fn reader(input: &mut Cursor<Vec<u8>>, xml: bool) -> TextReader<'_> {
 fn record_body(writer: &TextWriter<'_>, tables: &mut DocumentTables, oid: Oid, record: &[u8]) -> Option<Vec<u8>> {
     let mut value = Vec::new();
     let table = record_document(&writer.known.0, oid, record, tables, &mut value)?;
-    let mut body = Writer::new();
-    write_table(&mut body, table);
-    body.bytes(&value);
-    Some(body.buf)
+    Some(body_of(table, &value))
 }
 
 fn tree_body(writer: &mut TextWriter<'_>, oid: Oid, record: &[u8]) -> Option<Vec<u8>> {
@@ -101,8 +98,8 @@ fn records_take_the_byte_path_both_ways_and_match_the_tree_path() {
                 let descriptors: Vec<Arc<Descriptor>> = descriptors().into_iter().map(Arc::new).collect();
                 assert_eq!(TextWriter::record_json(&descriptors, oid, &stored).unwrap(), text);
             }
-            let read_body = if xml { xml::body_from_xml(&text) } else { json::body_from_json(&text) }.unwrap();
-            let read = body_record(&read_body, &reader.ids, &mut reader.tables).expect("read by the byte path");
+            let (table, value) = if xml { xml::table_and_value_from_xml(&text) } else { json::table_and_value_from_json(&text) }.unwrap();
+            let read = body_record(&table, &value, &reader.ids, &mut reader.tables).expect("read by the byte path");
             assert_eq!(read, (oid, stored.clone()), "{text}");
             let tree = if xml { xml::from_xml(&text) } else { json::from_json(&text) }.unwrap();
             assert_eq!(tree_record(&mut reader, tree), Some(read), "{text}");
@@ -130,8 +127,8 @@ fn a_record_laid_out_otherwise_goes_through_the_tree_path() {
             records.push((oid, record.into_owned()));
         }
     }
-    let body = json::body_from_json(&reordered).unwrap();
-    assert!(body_record(&body, &reader.ids, &mut reader.tables).is_none());
+    let (table, value) = json::table_and_value_from_json(&reordered).unwrap();
+    assert!(body_record(&table, &value, &reader.ids, &mut reader.tables).is_none());
     assert_eq!(records, [(oid, stored.clone()), (oid, stored)]);
 }
 
@@ -177,8 +174,8 @@ fn a_damaged_document_is_imported_by_the_byte_path_only_as_the_tree_path_imports
             for replacement in ["0", "1", "9", "x", "\"", "]", "}", ""] {
                 let end = (at + 1..=line.len()).find(|&end| line.is_char_boundary(end)).unwrap_or(at);
                 let damaged = format!("{}{replacement}{}", &line[..at], &line[end..]);
-                let Ok(body) = json::body_from_json(&damaged) else { continue };
-                if let Some(fast) = body_record(&body, &reader.ids, &mut reader.tables) {
+                let Ok((table, value)) = json::table_and_value_from_json(&damaged) else { continue };
+                if let Some(fast) = body_record(&table, &value, &reader.ids, &mut reader.tables) {
                     read += 1;
                     assert_eq!(Some(fast), tree_record(&mut reader, json::from_json(&damaged).unwrap()), "{damaged}");
                 }
