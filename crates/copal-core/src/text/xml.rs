@@ -91,9 +91,23 @@ impl<'a> XmlWriter<'a> {
     }
 
     fn text_element(&mut self, name: &str, text: &str) {
-        let _ = write!(self.out, "<{name}>");
+        self.start(name);
         escape_into(&mut self.out, text);
-        let _ = write!(self.out, "</{name}>");
+        self.end(name);
+    }
+
+    // `<name>` and `</name>`, without `write!`'s formatting machinery: they are most of the
+    // markup of a document.
+    fn start(&mut self, name: &str) {
+        self.out.push('<');
+        self.out.push_str(name);
+        self.out.push('>');
+    }
+
+    fn end(&mut self, name: &str) {
+        self.out.push_str("</");
+        self.out.push_str(name);
+        self.out.push('>');
     }
 
     fn container(&mut self, name: &str, items: &[Value]) -> Result<(), TextError> {
@@ -102,7 +116,7 @@ impl<'a> XmlWriter<'a> {
         for item in items {
             self.value(item)?;
         }
-        let _ = write!(self.out, "</{name}>");
+        self.end(name);
         Ok(())
     }
 
@@ -119,7 +133,9 @@ impl<'a> XmlWriter<'a> {
     }
 
     fn attr(&mut self, name: &str, value: &str) {
-        let _ = write!(self.out, " {name}=\"");
+        self.out.push(' ');
+        self.out.push_str(name);
+        self.out.push_str("=\"");
         escape_into(&mut self.out, value);
         self.out.push('"');
     }
@@ -165,6 +181,11 @@ impl<'a> XmlWriter<'a> {
             }
             Value::BigInt(bytes) => {
                 let _ = write!(self.out, "<int>{}</int>", bigint::to_decimal(bytes));
+            }
+            Value::Float(f) if f.is_finite() => {
+                self.out.push_str("<float>");
+                super::json::finite_float(&mut self.out, *f);
+                self.out.push_str("</float>");
             }
             Value::Float(f) => {
                 let _ = write!(self.out, "<float>{}</float>", Self::float_text(*f));
