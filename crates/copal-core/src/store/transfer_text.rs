@@ -6,6 +6,9 @@
 //!
 //! Writing goes through the stream transcoders of `crate::text` (an entry becomes a stream body,
 //! then JSON or XML), so the text of every value is exactly the one TEXT_FORMATS.md specifies.
+//! Records go between their bytes and their documents' bodies without a value tree
+//! (transfer_record.rs); the tree path here serves the other entries, and the records that path
+//! does not read.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
