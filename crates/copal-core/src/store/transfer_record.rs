@@ -1,5 +1,5 @@
-//! A record rewritten byte by byte into the stream body of its export document and back
-//! (docs/EXPORT.md section 3), so that exporting and importing records as JSON or XML builds no
+//! A record rewritten byte by byte into the stream body of its export document (its value, beside
+//! a descriptor table kept across records) and back (docs/EXPORT.md section 3), so that exporting and importing records as JSON or XML builds no
 //! value tree: references become members of `copal.Oid` and back, descriptor ids become
 //! positions in the document's descriptor table and back, and back-references move by the memo
 //! slots of the entry's wrapper (`WRAPPER_SLOTS`). Every other value is copied.
@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use super::transfer_text::{parse_oid, OID_TYPE, WRAPPER_SLOTS};
 use crate::format::{decode_value, read_ref, tag, DecodeError, Descriptor, DescriptorSource, Oid, Reader, RecordHeader, Value, Writer};
-use crate::text::TableEntry;
+use crate::text::{Positions, TableEntry};
 
 /// How descriptors and references change between a record and its document.
 trait Mapping {
@@ -151,15 +151,16 @@ impl<'a, M: Mapping> Rewrite<'a, M> {
 /// The descriptor table of a record's document, built as the record is walked.
 struct ToDocument<'k> {
     known: &'k HashMap<u32, Descriptor>,
-    /// (store descriptor id, or None for `copal.Oid`; persistent), in table order. Records name
-    /// few types, so a search is quicker than a map.
+    /// (store descriptor id, or None for `copal.Oid`; persistent), in table order.
     table: Vec<(Option<u32>, bool)>,
+    positions: Positions<(Option<u32>, bool)>,
 }
 
 impl ToDocument<'_> {
     fn position(&mut self, key: (Option<u32>, bool)) -> u32 {
-        let at = self.table.iter().position(|k| *k == key).unwrap_or_else(|| {
+        let at = self.positions.find(&self.table, |k| *k == key, || key).unwrap_or_else(|| {
             self.table.push(key);
+            self.positions.added(&self.table, |k| *k);
             self.table.len() - 1
         });
         at as u32
@@ -236,7 +237,7 @@ pub(super) fn record_document<'t>(known: &HashMap<u32, Descriptor>, oid: Oid, re
     out.str("record");
     out.u8(tag::OBJECT);
     out.varint(0);
-    let mut document = ToDocument { known, table: vec![(Some(header.descriptor), true)] };
+    let mut document = ToDocument { known, table: vec![(Some(header.descriptor), true)], positions: Positions::default() };
     let mut rewrite = Rewrite::new(&mut document, &mut out, 0, WRAPPER_SLOTS);
     let walked = (0..count).try_for_each(|_| rewrite.value(&mut r, 0)).and_then(|()| r.expect_end().ok());
     *value = out.buf;

@@ -12,9 +12,15 @@ use crate::text::body_of;
 
 const PERSON: u32 = 3;
 
+/// Enum types whose ids follow the others', enough for a document to name more types than the
+/// writers and readers search (past `text::SEARCHED`, they index them).
+const SHADES: std::ops::Range<u32> = 10..22;
+
 fn descriptors() -> Vec<Descriptor> {
     let d = |id: u32, type_name: &str, fields: &[&str]| Descriptor { id, class_no: id as u16, type_name: type_name.into(), fields: fields.iter().map(|f| f.to_string()).collect() };
-    vec![d(PERSON, "app.Person", &["name", "friends", "extra"]), d(4, "app.Point", &["x", "y"]), d(5, "app.Color", &[]), d(6, "app.Tags", &["label"])]
+    let mut all = vec![d(PERSON, "app.Person", &["name", "friends", "extra"]), d(4, "app.Point", &["x", "y"]), d(5, "app.Color", &[]), d(6, "app.Tags", &["label"])];
+    all.extend(SHADES.map(|id| d(id, &format!("app.Shade{id}"), &[])));
+    all
 }
 
 /// Records of `app.Person` (oid, record with tid 0) holding every kind of value, references,
@@ -46,7 +52,9 @@ fn records() -> Vec<(Oid, Vec<u8>)> {
             ]),
         ],
     ];
-    people.iter().enumerate().map(|(i, fields)| (make_oid(3, i as u64), record(PERSON, 0, fields))).collect()
+    let shades = (0..3 * SHADES.len() as u32).map(|i| Value::Enum { descriptor: SHADES.start + i % SHADES.len() as u32, member: format!("m{i}") });
+    let many_types = [Value::List(shades.collect()), Value::Ref(make_oid(3, 0)), Value::None];
+    people.iter().chain([&many_types]).enumerate().map(|(i, fields)| (make_oid(3, i as u64), record(PERSON, 0, fields))).collect()
 }
 
 fn writer(sink: &mut Vec<u8>, xml: bool) -> TextWriter<'_> {
