@@ -26,6 +26,7 @@ mod stats;
 #[cfg(test)]
 mod test_support;
 mod transfer;
+mod transfer_record;
 mod transfer_text;
 mod verify;
 

@@ -6,12 +6,16 @@
 //!
 //! Writing goes through the stream transcoders of `crate::text` (an entry becomes a stream body,
 //! then JSON or XML), so the text of every value is exactly the one TEXT_FORMATS.md specifies.
+//! Records go between their bytes and their documents' bodies without a value tree
+//! (transfer_record.rs); the tree path here serves the other entries, and the records that path
+//! does not read.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use super::index::IndexDef;
+use super::transfer_record::{body_record, record_document, DocumentTables, Tables};
 use super::transfer::{malformed, Entry, EntryReader, EntryWriter, TransferError, EXPORT_VERSION};
 use crate::format::{decode_record_state, DecodeError, Descriptor, DescriptorSource, Oid, RecordHeader, Value, Writer};
 use crate::text::{json, xml, Body, TableEntry};
@@ -21,7 +25,7 @@ use crate::text::{json, xml, Body, TableEntry};
 pub const OID_TYPE: &str = "copal.Oid";
 /// Memo slots taken by the wrapper of a record in its document (the entry dict and the record
 /// object): a back-reference to slot `n` of the record is written as `n + WRAPPER_SLOTS`.
-const WRAPPER_SLOTS: u32 = 2;
+pub(super) const WRAPPER_SLOTS: u64 = 2;
 const XML_OPEN: &str = "<copal-export version=\"1\">";
 const XML_CLOSE: &str = "</copal-export>";
 
@@ -52,6 +56,10 @@ pub(crate) struct TextWriter<'w> {
     out: &'w mut dyn Write,
     xml: bool,
     known: Known,
+    /// The descriptor tables of records' documents, and the value of the last one (a buffer
+    /// kept from record to record).
+    tables: DocumentTables,
+    value: Vec<u8>,
 }
 
 impl<'w> TextWriter<'w> {
@@ -60,7 +68,7 @@ impl<'w> TextWriter<'w> {
             out.write_all(XML_OPEN.as_bytes())?;
             out.write_all(b"\n")?;
         }
-        Ok(TextWriter { out, xml, known: Known::default() })
+        Ok(TextWriter { out, xml, known: Known::default(), tables: DocumentTables::default(), value: Vec::new() })
     }
 
     /// The JSON document of one stored record, as an export writes it, decoded with the
@@ -68,7 +76,7 @@ impl<'w> TextWriter<'w> {
     pub(crate) fn record_json(descriptors: &[Arc<Descriptor>], oid: Oid, record: &[u8]) -> Result<String, TransferError> {
         let known = Known(descriptors.iter().map(|d| (d.id, (**d).clone())).collect());
         let mut sink = Vec::new();
-        let mut writer = TextWriter { out: &mut sink, xml: false, known };
+        let mut writer = TextWriter { out: &mut sink, xml: false, known, tables: DocumentTables::default(), value: Vec::new() };
         writer.write_entry(&Entry::Record { oid, record: record.into() })?;
         Ok(String::from_utf8(sink).expect("JSON is UTF-8").trim_end().to_owned())
     }
@@ -80,6 +88,7 @@ impl<'w> TextWriter<'w> {
             }
             Entry::Descriptor(d) => {
                 self.known.0.insert(d.id, d.clone());
+                self.tables.clear();
                 dict(vec![
                     ("descriptor", int(d.id.into())),
                     ("class", int(d.class_no.into())),
@@ -112,6 +121,8 @@ impl<'w> TextWriter<'w> {
         Ok(Body { table: Vec::new(), value })
     }
 
+    /// The tree path of a record's body: it gives the error for a record that `record_body`
+    /// does not read.
     fn record(&mut self, oid: Oid, record: &[u8]) -> Result<Body, TransferError> {
         let fail = |e: DecodeError| TransferError::Store(super::StoreError::Corrupt { what: format!("record {oid:#x}"), source: e });
         let (header, fields) = decode_record_state(record, &self.known).map_err(fail)?;
@@ -129,8 +140,20 @@ impl<'w> TextWriter<'w> {
 
 impl EntryWriter for TextWriter<'_> {
     fn write_entry(&mut self, entry: &Entry<'_>) -> Result<(), TransferError> {
-        let body = self.body(entry)?.encode();
-        let text = if self.xml { xml::to_xml(&body) } else { json::to_json(&body) };
+        // Records, nearly all the entries, go to text from their bytes; the others, and a
+        // record that path does not read, through the value tree.
+        let fast = match entry {
+            Entry::Record { oid, record } => record_document(&self.known.0, *oid, record, &mut self.tables, &mut self.value),
+            _ => None,
+        };
+        let text = match fast {
+            Some(table) if self.xml => xml::value_to_xml(table, &self.value),
+            Some(table) => json::value_to_json(table, &self.value),
+            None => {
+                let body = self.body(entry)?.encode();
+                if self.xml { xml::to_xml(&body) } else { json::to_json(&body) }
+            }
+        };
         let text = text.map_err(|e| malformed(format!("cannot write an entry as text: {e}")))?;
         self.out.write_all(text.as_bytes())?;
         self.out.write_all(b"\n")?;
@@ -176,7 +199,7 @@ impl TableBuilder<'_> {
                 let oid_entry = TableEntry { persistent: false, type_name: OID_TYPE.to_owned(), fields: Vec::new() };
                 Value::Enum { descriptor: self.entry((None, false), oid_entry), member: format!("{oid:#x}") }
             }
-            Value::BackRef(slot) => Value::BackRef(slot + WRAPPER_SLOTS),
+            Value::BackRef(slot) => Value::BackRef(slot + WRAPPER_SLOTS as u32),
             Value::List(v) => Value::List(self.items(v)?),
             Value::Tuple(v) => Value::Tuple(self.items(v)?),
             Value::Set(v) => Value::Set(self.items(v)?),
@@ -209,11 +232,13 @@ pub(crate) struct TextReader<'r> {
     line: Vec<u8>,
     /// Store descriptor ids by (type name, fields), from the descriptor entries.
     ids: HashMap<(String, Vec<String>), u32>,
+    /// The descriptor tables of records' documents, resolved with `ids`.
+    tables: Tables,
 }
 
 impl<'r> TextReader<'r> {
     pub(crate) fn new(input: &'r mut dyn BufRead, xml: bool) -> Self {
-        TextReader { input, xml, opened: false, closed: false, line: Vec::new(), ids: HashMap::new() }
+        TextReader { input, xml, opened: false, closed: false, line: Vec::new(), ids: HashMap::new(), tables: Tables::default() }
     }
 
     /// The next line that is not blank, without its line end; None at the end of the input.
@@ -250,6 +275,7 @@ impl<'r> TextReader<'r> {
                 let class_no = u16::try_from(members.uint("class")?).map_err(|_| malformed("class number out of range"))?;
                 let d = Descriptor { id, class_no, type_name: members.string("type")?, fields: members.names("fields")? };
                 self.ids.insert((d.type_name.clone(), d.fields.clone()), d.id);
+                self.tables.clear();
                 Entry::Descriptor(d)
             }
             Some("removed") => Entry::Removed { type_name: members.string("removed")?, fields: members.names("fields")? },
@@ -337,6 +363,14 @@ impl EntryReader for TextReader<'_> {
             self.closed = true;
             return self.next_entry();
         }
+        // Records, nearly all the lines, go from the one-pass readers' body to the record bytes.
+        let body = if xml { xml::table_and_value_from_xml(&line) } else { json::table_and_value_from_json(&line) };
+        let (table, value) = body.map_err(|e| malformed(format!("{e}")))?;
+        if let Some((oid, record)) = body_record(&table, &value, &self.ids, &mut self.tables) {
+            return Ok(Some(Entry::Record { oid, record: record.into() }));
+        }
+        // Every other entry, and a record that path does not read, through the value tree,
+        // which gives the entry or the error.
         let body = if xml { xml::from_xml(&line) } else { json::from_json(&line) };
         let body = body.map_err(|e| malformed(format!("{e}")))?;
         self.entry(body).map(Some)
@@ -411,7 +445,7 @@ impl Incoming<'_> {
         Ok(match value {
             Value::Enum { descriptor, member } if self.table[descriptor as usize].type_name == OID_TYPE => Value::Ref(parse_oid(&member)?),
             Value::BackRef(slot) => Value::BackRef(
-                slot.checked_sub(WRAPPER_SLOTS).ok_or_else(|| malformed("a record refers back to its own entry"))?,
+                slot.checked_sub(WRAPPER_SLOTS as u32).ok_or_else(|| malformed("a record refers back to its own entry"))?,
             ),
             Value::List(v) => Value::List(self.items(v)?),
             Value::Tuple(v) => Value::Tuple(self.items(v)?),
@@ -427,3 +461,6 @@ impl Incoming<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,19 +1,20 @@
 //! What the one-pass readers of JSON and XML documents (json_body.rs, xml_body.rs) share: the
 //! body's value bytes written as the text is parsed, with counts and descriptor numbers patched
-//! in once known, and the descriptors met so far matched without allocating.
+//! in once known, and the descriptors met so far matched without allocating. (The readers put
+//! the table in front, `body_of`, unless their caller wants the two apart.)
 
 use std::borrow::Cow;
 
 use super::tree::TreeBuilder;
-use super::{has_duplicate, write_table, TableEntry};
+use super::has_duplicate;
 use crate::format::Writer;
 
 pub(super) struct BodyOut<'a> {
     pub(super) out: Writer,
     /// The member names of the dicts and objects being read, innermost last.
     pub(super) names: Vec<Cow<'a, str>>,
-    /// Per class (numbered by the reader), the descriptors met: (persistent, fields, position).
-    descriptors: Vec<Vec<(bool, Vec<String>, u32)>>,
+    /// Per class (numbered by the reader), the table positions of the descriptors met.
+    descriptors: Vec<Vec<u32>>,
 }
 
 impl<'a> BodyOut<'a> {
@@ -51,27 +52,21 @@ impl<'a> BodyOut<'a> {
         if self.descriptors.len() <= class {
             self.descriptors.resize_with(class + 1, Vec::new);
         }
-        let names = &self.names[names_from..];
-        let known = self.descriptors[class].iter().find(|(p, fields, _)| *p == persistent && fields.len() == names.len() && fields.iter().zip(names).all(|(f, n)| f == n));
+        let (names, table) = (&self.names[names_from..], tree.table());
+        let known = self.descriptors[class].iter().copied().find(|&position| {
+            let entry = &table[position as usize];
+            entry.persistent == persistent && entry.fields.len() == names.len() && entry.fields.iter().zip(names).all(|(f, n)| f == n)
+        });
         let position = match known {
-            Some(&(_, _, position)) => position,
+            Some(position) => position,
             None if self.repeated_name(names_from) => return None,
             None => {
-                let fields: Vec<String> = names.iter().map(|name| name.to_string()).collect();
-                let position = tree.descriptor(persistent, type_name, fields.clone());
-                self.descriptors[class].push((persistent, fields, position));
+                let position = tree.descriptor(persistent, type_name, names.iter().map(|name| name.to_string()).collect());
+                self.descriptors[class].push(position);
                 position
             }
         };
         self.names.truncate(names_from);
         Some(position)
-    }
-
-    /// The body: `table`, then the value written.
-    pub(super) fn body(self, table: &[TableEntry]) -> Vec<u8> {
-        let mut body = Writer { buf: Vec::with_capacity(self.out.buf.len() + 64) };
-        write_table(&mut body, table);
-        body.bytes(&self.out.buf);
-        body.buf
     }
 }

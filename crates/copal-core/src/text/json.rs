@@ -2,13 +2,12 @@
 //! JSON's own types where they fit and `$`-tagged objects where JSON cannot express a type.
 
 use std::borrow::Cow;
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt::Write as _;
 
-pub use super::json_body::body_from_json;
+pub use super::json_body::{body_from_json, table_and_value_from_json};
 use super::tree::{zone as zone_of, TreeBuilder};
-use super::{base64, bigint, clock, mapping, Body, ClassNumbers, TableEntry, TextError, TextOut};
+use super::{base64, bigint, clock, mapping, Body, ClassNumbers, Positions, TableEntry, TextError, TextOut};
 use crate::format::calendar::MICROS_PER_DAY;
 use crate::format::{is_decimal_text, tag, DecodeError, Reader, TzInfo, Value, MAX_DAY, MIN_DAY};
 
@@ -31,19 +30,31 @@ pub(super) const MAX_JSON_DEPTH: usize = 2 * 256 + 8;
 pub fn to_json(body: &[u8]) -> Result<String, TextError> {
     let mut r = Reader::new(body);
     let table = super::read_table(&mut r)?;
+    write_document(&table, r)
+}
+
+/// The JSON document of the stream body made of `table` and then `value` (the bytes of its
+/// value), for a writer that keeps the table it already has.
+pub fn value_to_json(table: &[TableEntry], value: &[u8]) -> Result<String, TextError> {
+    write_document(table, Reader::new(value))
+}
+
+/// The document of the value at `r`, whose descriptors are `table`.
+fn write_document(table: &[TableEntry], mut r: Reader<'_>) -> Result<String, TextError> {
+    let body_len = r.remaining();
     // The second pass reads from the same place with the same positions: `mixed` is keyed by them.
     let values = r.clone();
     // Only values that back-references point to get a `"$id"`, and which those are is known
     // at the end: the first pass writes the document assuming there are none (the usual case)
     // and collects them; a second pass writes the ids if there were any.
-    let mut w = JsonWriter { out: String::with_capacity(body.len() * 2 + 32), table: &table, targets: HashSet::new(), found: HashSet::new(), slot: 0, in_base: false, mixed: HashSet::new(), classes: HashMap::new() };
+    let mut w = JsonWriter { out: String::with_capacity(body_len * 2 + 32), table, targets: HashSet::new(), found: HashSet::new(), slot: 0, in_base: false, mixed: HashSet::new(), classes: Vec::new(), class_positions: Positions::default() };
     w.document(&mut r)?;
     r.expect_end()?;
     if w.found.is_empty() {
         return Ok(w.out);
     }
     let mut r = values;
-    let mut w = JsonWriter { out: String::with_capacity(w.out.len() + 32), table: &table, targets: std::mem::take(&mut w.found), found: HashSet::new(), slot: 0, in_base: false, mixed: std::mem::take(&mut w.mixed), classes: HashMap::new() };
+    let mut w = JsonWriter { out: String::with_capacity(w.out.len() + 32), table, targets: std::mem::take(&mut w.found), found: HashSet::new(), slot: 0, in_base: false, mixed: std::mem::take(&mut w.mixed), classes: Vec::new(), class_positions: Positions::default() };
     w.document(&mut r)?;
     Ok(w.out)
 }
@@ -62,8 +73,9 @@ struct JsonWriter<'a> {
     in_base: bool,
     /// Offsets of dicts found to have a key that is not a string (see `dict`).
     mixed: HashSet<usize>,
-    /// The class names written so far, with their numbers (docs/TEXT_FORMATS.md section 2.1).
-    classes: HashMap<&'a str, u64>,
+    /// The class names written so far, by number (docs/TEXT_FORMATS.md section 2.1).
+    classes: Vec<&'a str>,
+    class_positions: Positions<&'a str>,
 }
 
 impl<'a> JsonWriter<'a> {
@@ -100,11 +112,11 @@ impl<'a> JsonWriter<'a> {
     /// A class name: its number if the document named it before, else the name, which takes
     /// the next number.
     fn class_name(&mut self, name: &'a str) {
-        let next = self.classes.len() as u64;
-        match self.classes.entry(name) {
-            Entry::Occupied(known) => push_u64(&mut self.out, *known.get()),
-            Entry::Vacant(new) => {
-                new.insert(next);
+        match self.class_positions.find(&self.classes, |known| *known == name, || name) {
+            Some(number) => push_u64(&mut self.out, number as u64),
+            None => {
+                self.classes.push(name);
+                self.class_positions.added(&self.classes, |name| *name);
                 string(&mut self.out, name);
             }
         }
@@ -194,7 +206,7 @@ impl<'a> JsonWriter<'a> {
     fn dict(&mut self, r: &mut Reader<'_>, depth: usize, offset: usize) -> Result<(), TextError> {
         let count = r.length(2)?;
         if !self.mixed.contains(&offset) {
-            let (mark, saved, slot, in_base, classes) = (self.out.len(), r.clone(), self.slot, self.in_base, self.classes.len() as u64);
+            let (mark, saved, slot, in_base, classes) = (self.out.len(), r.clone(), self.slot, self.in_base, self.classes.len());
             self.open_memo();
             if count == 0 && self.out.ends_with(',') {
                 // `{"$id": n}` alone: drop the comma `open_memo` put after the id.
@@ -223,7 +235,8 @@ impl<'a> JsonWriter<'a> {
             (*r, self.slot, self.in_base) = (saved, slot, in_base);
             // The classes named in the text taken back are named again, in the order of the
             // text that replaces it.
-            self.classes.retain(|_, number| *number < classes);
+            self.classes.truncate(classes);
+            self.class_positions.truncate(classes);
         }
         self.open_memo();
         self.key("$dict");

@@ -1,7 +1,7 @@
 //! The fast way from a JSON document to a stream body: one pass over the text that writes the
 //! body's bytes as it parses, without the value tree of `json::from_json`. It reads documents
 //! laid out as copal writes them: the version first, each tagged object's tag first (after
-//! `"$id"` when there is one). It writes lists, dicts, objects, strings, numbers and
+//! `"$id"` when there is one). It writes lists, dicts, objects, enums, strings, numbers and
 //! back-references itself, and the rarer tagged values (tuples, sets, dates, bytes, subclasses,
 //! ...) through `json`'s tree, one value at a time. A document laid out otherwise, and any
 //! error, sends the whole document to `from_json`, which gives the same graph or the error
@@ -15,7 +15,7 @@ use std::borrow::Cow;
 
 use super::body_out::BodyOut;
 use super::json::{from_json, is_tag, number, unescaped, Build, Json, Parser, JSON_VERSION, MAX_JSON_DEPTH};
-use super::TextError;
+use super::{body_of, Body, TableEntry, TextError};
 use crate::format::tag;
 
 /// The stream body (docs/STREAM.md section 4) of a JSON document.
@@ -23,9 +23,15 @@ pub fn body_from_json(text: &str) -> Result<Vec<u8>, TextError> {
     transcode(text).map_or_else(|| from_json(text).map(|body| body.encode()), Ok)
 }
 
+/// `body_from_json`'s body as its descriptor table and the bytes of its value, for a reader that
+/// looks at the table itself (an import resolves the tables of its records once each).
+pub fn table_and_value_from_json(text: &str) -> Result<(Vec<TableEntry>, Vec<u8>), TextError> {
+    Transcoder::new(text).document().map_or_else(|| from_json(text).map(Body::apart), Ok)
+}
+
 /// The body of a document laid out as copal writes it, in one pass; `None` for any other.
 pub(super) fn transcode(text: &str) -> Option<Vec<u8>> {
-    Transcoder::new(text).document()
+    Transcoder::new(text).document().map(|(table, value)| body_of(&table, &value))
 }
 
 /// A dict key or field name without its escaping `$` (`"$$x"` is the key `"$x"`).
@@ -55,8 +61,8 @@ impl<'a> Transcoder<'a> {
         }
     }
 
-    /// `{"$copal": version, "value": ...}`: the body.
-    fn document(mut self) -> Step<Vec<u8>> {
+    /// `{"$copal": version, "value": ...}`: the body's table and value.
+    fn document(mut self) -> Step<(Vec<TableEntry>, Vec<u8>)> {
         self.parser.expect(b'{').ok()?;
         self.key("$copal")?;
         self.parser.ws();
@@ -73,7 +79,7 @@ impl<'a> Transcoder<'a> {
         if self.parser.at != self.parser.text.len() {
             return None;
         }
-        Some(self.body.body(self.build.tree.table()))
+        Some((self.build.tree.into_table(), self.body.out.buf))
     }
 
     /// The member name `expected` and its colon.
@@ -175,6 +181,7 @@ impl<'a> Transcoder<'a> {
                 self.list(depth + 1)?;
                 self.parser.expect(b'}').ok()
             }
+            "$enum" if id.is_none() => self.enumeration(),
             "$ref" if id.is_none() => {
                 self.parser.ws();
                 let Json::Number(n) = self.parser.number().ok()? else { return None };
@@ -239,20 +246,41 @@ impl<'a> Transcoder<'a> {
         Some(())
     }
 
-    /// An OBJECT whose `"$type"` (or `"$persistent"`) key has been read.
-    fn instance(&mut self, persistent: bool, id: Option<u64>, depth: usize) -> Step {
-        let kind = if persistent { "$persistent" } else { "$type" };
+    /// The class named after the key `kind`: its name, or its number if named before.
+    fn class(&mut self, kind: &str) -> Step<usize> {
         self.parser.ws();
-        let class = match self.parser.peek()? {
+        match self.parser.peek()? {
             b'"' => {
                 let name = self.parser.string_text().ok()?;
-                self.build.classes.number(&name)
+                Some(self.build.classes.number(&name))
             }
             _ => match self.parser.number().ok()? {
-                Json::Number(n) => self.build.class_numbered(n, kind).ok()?,
-                _ => return None,
+                Json::Number(n) => self.build.class_numbered(n, kind).ok(),
+                _ => None,
             },
-        };
+        }
+    }
+
+    /// An ENUM whose `"$enum"` key has been read: `{"$enum": class, "$member": name}`. Its
+    /// descriptor is its class's without fields, as the tree reader's is.
+    fn enumeration(&mut self) -> Step {
+        let class = self.class("$enum")?;
+        self.parser.expect(b',').ok()?;
+        self.key("$member")?;
+        self.parser.ws();
+        let member = self.parser.string_text().ok()?;
+        self.parser.expect(b'}').ok()?;
+        let no_fields = self.body.names.len();
+        let descriptor = self.body.descriptor(&mut self.build.tree, false, class, self.build.classes.name(class), no_fields)?;
+        self.body.out.u8(tag::ENUM);
+        self.body.out.varint(u64::from(descriptor));
+        self.body.out.length_prefixed(member.as_bytes());
+        Some(())
+    }
+
+    /// An OBJECT whose `"$type"` (or `"$persistent"`) key has been read.
+    fn instance(&mut self, persistent: bool, id: Option<u64>, depth: usize) -> Step {
+        let class = self.class(if persistent { "$persistent" } else { "$type" })?;
         self.build.tree.take_slot(id).ok()?;
         self.body.out.u8(tag::OBJECT);
         let descriptor_at = self.body.reserve_varint();
@@ -336,11 +364,24 @@ mod tests {
     }
 
     #[test]
+    fn enums_are_read_named_and_numbered() {
+        // Enums of one class share its descriptor without fields, with an object of it that has none.
+        let text = r#"{"$copal":2,"value":[{"$enum":"m.E","$member":"A"},{"$enum":0,"$member":"B\n"},{"$type":0},{"$type":"m.P","e":{"$enum":"m.F","$member":""}}]}"#;
+        let body = transcode(text).expect("laid out as copal writes");
+        assert_eq!(Body::decode(&body).unwrap().table.iter().filter(|entry| entry.type_name == "m.E").count(), 1);
+        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(text).unwrap().encode()).unwrap());
+    }
+
+    #[test]
     fn malformed_documents_fail_as_the_tree_reader_fails() {
         for text in [
             r#"{"$copal":2,"value":{"a":1,"a":2}}"#,
             r#"{"$copal":2,"value":{"$type":"m.P","x":1,"x":2}}"#,
             r#"{"$copal":2,"value":{"$type":3}}"#,
+            r#"{"$copal":2,"value":{"$enum":1,"$member":"A"}}"#,
+            r#"{"$copal":2,"value":{"$enum":"m.E","$member":"A","x":1}}"#,
+            r#"{"$copal":2,"value":{"$enum":"m.E","$member":2}}"#,
+            r#"{"$copal":2,"value":{"$enum":"m.E","$id":1,"$member":"A"}}"#,
             r#"{"$copal":1,"value":[{"$type":"m.P"},{"$type":0}]}"#,
             r#"{"$copal":2,"value":{"$ref":0}}"#,
             r#"{"$copal":2,"value":[{"$id":1,"$list":[]},{"$id":1,"$list":[]}]}"#,

@@ -14,7 +14,9 @@ mod tree;
 mod xml_body;
 pub mod xml;
 
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::Hash;
 
 use crate::format::{DecodeError, DescriptorSource, Reader, Value, Writer};
 
@@ -228,6 +230,13 @@ impl Body {
         Ok(Body { table, value })
     }
 
+    /// The descriptor table and the bytes of the value, apart.
+    pub fn apart(self) -> (Vec<TableEntry>, Vec<u8>) {
+        let mut w = Writer::new();
+        self.value.encode(&mut w);
+        (self.table, w.buf)
+    }
+
     /// The body's bytes (docs/STREAM.md section 4).
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
@@ -235,6 +244,14 @@ impl Body {
         self.value.encode(&mut w);
         w.buf
     }
+}
+
+/// The stream body made of `table` and then `value`, the bytes of its value.
+pub(crate) fn body_of(table: &[TableEntry], value: &[u8]) -> Vec<u8> {
+    let mut body = Writer { buf: Vec::with_capacity(value.len() + 64) };
+    write_table(&mut body, table);
+    body.bytes(value);
+    body.buf
 }
 
 /// Writes a stream body's descriptor table (docs/STREAM.md section 4).
@@ -255,17 +272,17 @@ pub(crate) fn write_table(w: &mut Writer, table: &[TableEntry]) {
 #[derive(Default)]
 pub(crate) struct ClassNumbers {
     names: Vec<String>,
-    numbers: std::collections::HashMap<String, usize>,
+    numbers: Positions<String>,
 }
 
 impl ClassNumbers {
     /// The number of the class named `name`, the next one if it is new.
     pub(crate) fn number(&mut self, name: &str) -> usize {
-        if let Some(&number) = self.numbers.get(name) {
+        if let Some(number) = self.numbers.find(&self.names, |known| known == name, || name.to_owned()) {
             return number;
         }
-        self.numbers.insert(name.to_owned(), self.names.len());
         self.names.push(name.to_owned());
+        self.numbers.added(&self.names, String::clone);
         self.names.len() - 1
     }
 
@@ -276,5 +293,64 @@ impl ClassNumbers {
 
     pub(crate) fn len(&self) -> usize {
         self.names.len()
+    }
+}
+
+/// Up to this many items, `Positions` searches them: that costs less than hashing a key (and
+/// building it), and most documents name a few classes and descriptors, each read on its own
+/// (an export is a document per record).
+const SEARCHED: usize = 8;
+
+/// The positions of the items of a list that only grows, by key: searched while there are few,
+/// indexed when there are more.
+pub(crate) struct Positions<K>(HashMap<K, usize>);
+
+impl<K> Default for Positions<K> {
+    fn default() -> Self {
+        Positions(HashMap::new())
+    }
+}
+
+impl<K: Hash + Eq> Positions<K> {
+    /// The position of the item of `items` that `matches`, whose key `key` gives.
+    pub(crate) fn find<T>(&self, items: &[T], matches: impl Fn(&T) -> bool, key: impl FnOnce() -> K) -> Option<usize> {
+        match items.len() <= SEARCHED {
+            true => items.iter().position(matches),
+            false => self.0.get(&key()).copied(),
+        }
+    }
+
+    /// Forgets the items from position `len` on, which were taken off the list.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.0.retain(|_, position| *position < len);
+    }
+
+    /// Takes in the last item of `items`, just added; `key` gives an item's key.
+    pub(crate) fn added<T>(&mut self, items: &[T], key: impl Fn(&T) -> K) {
+        let n = items.len();
+        if n == SEARCHED + 1 {
+            self.0.extend(items.iter().enumerate().map(|(i, item)| (key(item), i)));
+        } else if n > SEARCHED {
+            self.0.insert(key(&items[n - 1]), n - 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_numbers_are_found_whether_searched_or_indexed() {
+        let mut classes = ClassNumbers::default();
+        let names: Vec<String> = (0..3 * SEARCHED).map(|i| format!("m.C{i}")).collect();
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(classes.number(name), i);
+            // Every name met so far keeps its number, on both sides of the switch to the index.
+            for (j, earlier) in names[..=i].iter().enumerate() {
+                assert_eq!(classes.number(earlier), j);
+            }
+        }
+        assert_eq!((classes.len(), classes.name(SEARCHED + 1)), (names.len(), names[SEARCHED + 1].as_str()));
     }
 }

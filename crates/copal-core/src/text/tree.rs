@@ -4,13 +4,13 @@
 
 use std::collections::HashMap;
 
-use super::{mapping, Body, TableEntry, TextError};
+use super::{mapping, Body, Positions, TableEntry, TextError};
 use crate::format::{TzInfo, Value};
 
 #[derive(Default)]
 pub(crate) struct TreeBuilder {
     table: Vec<TableEntry>,
-    index: HashMap<(bool, String, Vec<String>), u32>,
+    index: Positions<(bool, String, Vec<String>)>,
     slot: u32,
     /// Document ids to memo slots.
     ids: HashMap<u64, u32>,
@@ -47,14 +47,13 @@ impl TreeBuilder {
 
     /// The table position of a descriptor, added on first use.
     pub(crate) fn descriptor(&mut self, persistent: bool, type_name: &str, fields: Vec<String>) -> u32 {
-        let key = (persistent, type_name.to_owned(), fields);
-        if let Some(&id) = self.index.get(&key) {
-            return id;
+        let matches = |e: &TableEntry| e.persistent == persistent && e.type_name == type_name && e.fields == fields;
+        if let Some(position) = self.index.find(&self.table, matches, || (persistent, type_name.to_owned(), fields.clone())) {
+            return position as u32;
         }
-        let id = self.table.len() as u32;
-        self.table.push(TableEntry { persistent, type_name: key.1.clone(), fields: key.2.clone() });
-        self.index.insert(key, id);
-        id
+        self.table.push(TableEntry { persistent, type_name: type_name.to_owned(), fields });
+        self.index.added(&self.table, |e| (e.persistent, e.type_name.clone(), e.fields.clone()));
+        (self.table.len() - 1) as u32
     }
 
     /// Marks the next value as a SUBCLASS base; `end_base` checks it once built.
@@ -72,6 +71,10 @@ impl TreeBuilder {
 
     pub(crate) fn table(&self) -> &[TableEntry] {
         &self.table
+    }
+
+    pub(crate) fn into_table(self) -> Vec<TableEntry> {
+        self.table
     }
 
     pub(crate) fn finish(self, value: Value) -> Body {

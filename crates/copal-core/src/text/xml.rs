@@ -4,10 +4,10 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
-pub use super::xml_body::body_from_xml;
+pub use super::xml_body::{body_from_xml, table_and_value_from_xml};
 use super::tree::{zone as zone_of, TreeBuilder};
-use super::{base64, bigint, clock, mapping, Body, TableEntry, TextError};
-use crate::format::{DecodeError, TzInfo, Value};
+use super::{base64, bigint, clock, mapping, Body, Table, TableEntry, TextError};
+use crate::format::{decode_document_value, DecodeError, Reader, TzInfo, Value};
 
 /// The version of the XML mapping, written as the `version` attribute of the root.
 pub const XML_VERSION: &str = "1";
@@ -21,11 +21,24 @@ pub(super) const MAX_XML_DEPTH: usize = 2 * 256 + 8;
 /// The XML document of a stream body.
 pub fn to_xml(body: &[u8]) -> Result<String, TextError> {
     let body = Body::decode(body)?;
+    write_document(&body.table, &body.value)
+}
+
+/// The XML document of the stream body made of `table` and then `value` (the bytes of its
+/// value), for a writer that keeps the table it already has.
+pub fn value_to_xml(table: &[TableEntry], value: &[u8]) -> Result<String, TextError> {
+    let mut r = Reader::new(value);
+    let value = decode_document_value(&mut r, &Table(table))?;
+    r.expect_end()?;
+    write_document(table, &value)
+}
+
+fn write_document(table: &[TableEntry], value: &Value) -> Result<String, TextError> {
     let mut targets = HashSet::new();
-    back_ref_targets(&body.value, &mut targets);
-    let mut w = XmlWriter { out: String::with_capacity(256), table: &body.table, targets, slot: 0, in_base: false };
+    back_ref_targets(value, &mut targets);
+    let mut w = XmlWriter { out: String::with_capacity(256), table, targets, slot: 0, in_base: false };
     w.out.push_str("<copal version=\"1\">");
-    w.value(&body.value)?;
+    w.value(value)?;
     w.out.push_str("</copal>");
     Ok(w.out)
 }
@@ -62,7 +75,7 @@ struct XmlWriter<'a> {
     in_base: bool,
 }
 
-impl XmlWriter<'_> {
+impl<'a> XmlWriter<'a> {
     /// Opens `<name` for a memo-taking value, with its `id` attribute when it is referenced.
     fn open_memo(&mut self, name: &str) {
         self.out.push('<');
@@ -78,9 +91,23 @@ impl XmlWriter<'_> {
     }
 
     fn text_element(&mut self, name: &str, text: &str) {
-        let _ = write!(self.out, "<{name}>");
+        self.start(name);
         escape_into(&mut self.out, text);
-        let _ = write!(self.out, "</{name}>");
+        self.end(name);
+    }
+
+    // `<name>` and `</name>`, without `write!`'s formatting machinery: they are most of the
+    // markup of a document.
+    fn start(&mut self, name: &str) {
+        self.out.push('<');
+        self.out.push_str(name);
+        self.out.push('>');
+    }
+
+    fn end(&mut self, name: &str) {
+        self.out.push_str("</");
+        self.out.push_str(name);
+        self.out.push('>');
     }
 
     fn container(&mut self, name: &str, items: &[Value]) -> Result<(), TextError> {
@@ -89,7 +116,7 @@ impl XmlWriter<'_> {
         for item in items {
             self.value(item)?;
         }
-        let _ = write!(self.out, "</{name}>");
+        self.end(name);
         Ok(())
     }
 
@@ -106,7 +133,9 @@ impl XmlWriter<'_> {
     }
 
     fn attr(&mut self, name: &str, value: &str) {
-        let _ = write!(self.out, " {name}=\"");
+        self.out.push(' ');
+        self.out.push_str(name);
+        self.out.push_str("=\"");
         escape_into(&mut self.out, value);
         self.out.push('"');
     }
@@ -136,7 +165,7 @@ impl XmlWriter<'_> {
         Ok(())
     }
 
-    fn entry(&self, descriptor: u32) -> Result<&TableEntry, TextError> {
+    fn entry(&self, descriptor: u32) -> Result<&'a TableEntry, TextError> {
         self.table.get(descriptor as usize).ok_or(TextError::Body(DecodeError::UnknownDescriptor { id: descriptor }))
     }
 
@@ -146,10 +175,17 @@ impl XmlWriter<'_> {
             Value::Bool(true) => self.out.push_str("<true/>"),
             Value::Bool(false) => self.out.push_str("<false/>"),
             Value::Int(i) => {
-                let _ = write!(self.out, "<int>{i}</int>");
+                self.out.push_str("<int>");
+                super::json::push_i64(&mut self.out, *i);
+                self.out.push_str("</int>");
             }
             Value::BigInt(bytes) => {
                 let _ = write!(self.out, "<int>{}</int>", bigint::to_decimal(bytes));
+            }
+            Value::Float(f) if f.is_finite() => {
+                self.out.push_str("<float>");
+                super::json::finite_float(&mut self.out, *f);
+                self.out.push_str("</float>");
             }
             Value::Float(f) => {
                 let _ = write!(self.out, "<float>{}</float>", Self::float_text(*f));
@@ -158,7 +194,7 @@ impl XmlWriter<'_> {
                 let _ = write!(self.out, "<complex real=\"{}\" imag=\"{}\"/>", Self::float_text(*re), Self::float_text(*im));
             }
             Value::Str(s) => {
-                if s.chars().all(is_xml_char) {
+                if is_plain_text(s) || s.chars().all(is_xml_char) {
                     self.text_element("str", s);
                 } else {
                     // XML 1.0 cannot hold these characters even as references.
@@ -208,9 +244,9 @@ impl XmlWriter<'_> {
                 self.text_element("uuid", &text);
             }
             Value::Enum { descriptor, member } => {
-                let type_name = self.entry(*descriptor)?.type_name.clone();
+                let type_name = &self.entry(*descriptor)?.type_name;
                 self.out.push_str("<enum");
-                self.attr("type", &type_name);
+                self.attr("type", type_name);
                 self.out.push('>');
                 escape_into(&mut self.out, member);
                 self.out.push_str("</enum>");
@@ -218,26 +254,24 @@ impl XmlWriter<'_> {
             Value::Ref(_) => return Err(mapping("a stream holds no references to stored objects")),
             Value::Object { descriptor, fields } => {
                 let entry = self.entry(*descriptor)?;
-                let (persistent, type_name, names) = (entry.persistent, entry.type_name.clone(), entry.fields.clone());
                 self.open_memo("object");
-                self.attr("type", &type_name);
-                if persistent {
+                self.attr("type", &entry.type_name);
+                if entry.persistent {
                     self.out.push_str(" persistent=\"1\"");
                 }
                 self.out.push('>');
-                self.fields(&names, fields)?;
+                self.fields(&entry.fields, fields)?;
                 self.out.push_str("</object>");
             }
             Value::Subclass { descriptor, base, fields } => {
                 let entry = self.entry(*descriptor)?;
-                let (type_name, names) = (entry.type_name.clone(), entry.fields.clone());
                 self.open_memo("subclass");
-                self.attr("type", &type_name);
+                self.attr("type", &entry.type_name);
                 self.out.push('>');
                 self.in_base = true;
                 self.value(base)?;
                 self.in_base = false;
-                self.fields(&names, fields)?;
+                self.fields(&entry.fields, fields)?;
                 self.out.push_str("</subclass>");
             }
             Value::BackRef(slot) => {
@@ -265,9 +299,19 @@ fn is_xml_char(c: char) -> bool {
     matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
 }
 
+/// Whether `s` is printable ASCII without markup characters: text that `escape_into` copies as
+/// it is (most strings, checked at a byte a step instead of a character).
+fn is_plain_text(s: &str) -> bool {
+    s.bytes().all(|b| matches!(b, 0x20..=0x7E) && !matches!(b, b'<' | b'>' | b'&' | b'"'))
+}
+
 /// Text or attribute content: markup characters as entities, and tab, line feed and carriage
 /// return as character references (attribute-value normalization would turn them into spaces).
 fn escape_into(out: &mut String, s: &str) {
+    if is_plain_text(s) {
+        out.push_str(s);
+        return;
+    }
     for c in s.chars() {
         match c {
             '<' => out.push_str("&lt;"),

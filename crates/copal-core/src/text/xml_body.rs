@@ -1,7 +1,7 @@
 //! The fast way from an XML document to a stream body: one pass over the text that writes the
 //! body's bytes as it parses, without the element tree and value tree of `xml::from_xml`, as
-//! json_body.rs does for JSON. It writes lists, tuples, sets, dicts, objects, strings, numbers
-//! and references itself, and the rarer leaf values (dates, bytes, enums, decimals, big
+//! json_body.rs does for JSON. It writes lists, tuples, sets, dicts, objects, enums, strings,
+//! numbers and references itself, and the rarer leaf values (dates, bytes, decimals, big
 //! integers, ...) through `xml`'s `Build`, one element at a time. A document holding comments
 //! or processing instructions inside its root, subclass instances, text where copal writes
 //! none, or any error, goes whole to `from_xml`, which gives the same graph or the error.
@@ -12,7 +12,7 @@ use std::borrow::Cow;
 
 use super::body_out::BodyOut;
 use super::xml::{float, from_xml, name_length, unescape, Build, Element, MAX_XML_DEPTH, XML_VERSION};
-use super::{ClassNumbers, TextError};
+use super::{body_of, Body, ClassNumbers, TableEntry, TextError};
 use crate::format::tag;
 
 /// The stream body (docs/STREAM.md section 4) of an XML document.
@@ -20,9 +20,15 @@ pub fn body_from_xml(text: &str) -> Result<Vec<u8>, TextError> {
     transcode(text).map_or_else(|| from_xml(text).map(|body| body.encode()), Ok)
 }
 
+/// `body_from_xml`'s body as its descriptor table and the bytes of its value (see
+/// `table_and_value_from_json`).
+pub fn table_and_value_from_xml(text: &str) -> Result<(Vec<TableEntry>, Vec<u8>), TextError> {
+    Transcoder::new(text).document().map_or_else(|| from_xml(text).map(Body::apart), Ok)
+}
+
 /// The body of a document laid out as copal writes it, in one pass; `None` for any other.
 pub(super) fn transcode(text: &str) -> Option<Vec<u8>> {
-    Transcoder::new(text).document()
+    Transcoder::new(text).document().map(|(table, value)| body_of(&table, &value))
 }
 
 /// An element being read, whose end tag is still to come.
@@ -87,7 +93,8 @@ impl<'a> Transcoder<'a> {
         self.rest().starts_with(expected).then(|| self.at += expected.len())
     }
 
-    fn document(mut self) -> Option<Vec<u8>> {
+    /// The body's table and value.
+    fn document(mut self) -> Option<(Vec<TableEntry>, Vec<u8>)> {
         self.skip_ws();
         if self.rest().starts_with("<?xml") {
             self.at += self.rest().find("?>")? + 2;
@@ -115,7 +122,7 @@ impl<'a> Transcoder<'a> {
             }
         }
         self.skip_ws();
-        (self.at == self.text.len()).then(|| self.body.body(self.build.tree.table()))
+        (self.at == self.text.len()).then(|| (self.build.tree.into_table(), self.body.out.buf))
     }
 
     /// A start tag after its `<`: its name, with its attributes in `attrs`, and whether it
@@ -253,6 +260,16 @@ impl<'a> Transcoder<'a> {
             self.skip(">")?;
             escaped(raw)?
         };
+        if let ("enum", [("type", type_name)]) = (name, self.attrs.as_slice()) {
+            // Its descriptor is its class's without fields, as `Build`'s is.
+            let class = self.classes.number(type_name);
+            let no_fields = self.body.names.len();
+            let descriptor = self.body.descriptor(&mut self.build.tree, false, class, self.classes.name(class), no_fields)?;
+            self.body.out.u8(tag::ENUM);
+            self.body.out.varint(u64::from(descriptor));
+            self.body.out.length_prefixed(text.as_bytes());
+            return self.value_read();
+        }
         let out = &mut self.body.out;
         let int = if name == "int" { text.parse::<i64>().ok() } else { None };
         match (name, self.attrs.is_empty()) {
@@ -366,10 +383,13 @@ mod tests {
             text.push_str(&format!("<int>{k}</int><float>1.5</float>"));
         }
         text.push_str("</dict><tuple><int>123456789012345678901234567890</int><bytes>aGk=</bytes><date>2024-02-29</date></tuple>");
-        text.push_str("<bytearray id=\"7\">aGk=</bytearray><ref id=\"7\"/><set/><str/><enum type=\"m.E\">A</enum><none/><true/><false/></list>\n</copal>\n");
+        text.push_str("<bytearray id=\"7\">aGk=</bytearray><ref id=\"7\"/><set/><str/><enum type=\"m.E\">A</enum><none/><true/><false/>");
+        // Enums of one class share its descriptor without fields, with an object of it that has none.
+        text.push_str("<enum type=\"m.E\">B&amp;</enum><enum type=\"m.E\"/><object type=\"m.E\"/><enum type=\"m.C0\">C</enum></list>\n</copal>\n");
         let body = transcode(&text).expect("laid out as copal writes");
         let decoded = Body::decode(&body).unwrap();
         assert!(decoded.table.iter().any(|entry| entry.fields == ["a&b", "b"] && entry.type_name == "m.C199"));
+        assert_eq!(decoded.table.iter().filter(|entry| entry.type_name == "m.E").count(), 1);
         assert_eq!(written_back(&body), through_the_tree(&text));
     }
 
@@ -398,6 +418,8 @@ mod tests {
             "<copal version=\"1\"><object><field name=\"x\"><int>1</int></field></object></copal>",
             "<copal version=\"1\"><list><field name=\"x\"><int>1</int></field></list></copal>",
             "<copal version=\"1\"><str a=\"1\" a=\"2\">x</str></copal>",
+            "<copal version=\"1\"><enum>A</enum></copal>",
+            "<copal version=\"1\"><enum type=\"m.E\" id=\"1\">A</enum></copal>",
             "<copal version=\"1\"><list id=\"1\"/><list id=\"1\"/></copal>",
             "<copal version=\"1\"><object type=\"m.P\"><field name=\"x\"><int>1</int></field><field name=\"x\"><int>2</int></field></object></copal>",
         ] {
