@@ -23,7 +23,7 @@ import pytest
 
 import copal
 
-from helpers.models import Holder
+from helpers.models import Holder, Tagged, TaggedDict, TaggedSet, TaggedTuple
 
 _testcapi = pytest.importorskip("_testcapi")
 
@@ -211,28 +211,12 @@ def test_commit_raises_memory_error_or_stores_the_record(tmp_path: Path) -> None
         db.close()
 
 
-class TaggedList(list):  # type: ignore[type-arg]
-    pass
-
-
-class TaggedSet(set):  # type: ignore[type-arg]
-    pass
-
-
-class TaggedTuple(tuple):  # type: ignore[type-arg]
-    pass
-
-
-class TaggedDict(dict):  # type: ignore[type-arg]
-    pass
-
-
 def _container_subclasses() -> list[Any]:
     ordered = collections.OrderedDict(a=[1], b=2**70)
     ordered.move_to_end("a")
     default = collections.defaultdict(list, {"k": ["v"]})
     deque = collections.deque([1, "two", ordered], maxlen=5)
-    tagged = TaggedList([1, "x", [2]])
+    tagged = Tagged([1, "x", [2]])
     tagged.note = "kept"  # type: ignore[attr-defined]
     return [
         ordered, default, deque, collections.defaultdict(collections.OrderedDict), deque,

@@ -107,22 +107,3 @@ pub unsafe fn add_to_insertion_order(values: *mut *mut ffi::PyObject, index: u8)
         *count = new_count;
     }
 }
-
-/// The value of an int of at most one digit (below 2^30 in magnitude), read from its object:
-/// 3.11's `ob_size` is the signed count of its 30-bit digits, which follow the header. None for
-/// a longer int.
-///
-/// # Safety
-/// `int` must be a live object of exact type int.
-#[inline]
-pub unsafe fn one_digit_int(int: *mut ffi::PyObject) -> Option<i64> {
-    // SAFETY: the caller's guarantee; an int holds at least one digit, zero too.
-    unsafe {
-        let size = (*int.cast::<ffi::PyVarObject>()).ob_size;
-        if size.unsigned_abs() > 1 {
-            return None;
-        }
-        let digit = *int.cast::<u8>().add(std::mem::size_of::<ffi::PyVarObject>()).cast::<u32>();
-        Some(size as i64 * i64::from(digit))
-    }
-}

@@ -1243,10 +1243,11 @@ fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Option<Bound<'py, 
     }
 }
 
-/// A new instance of `class` made by the constructor of `base` (`object` or PersistentBase),
-/// called directly: it only allocates, no `__new__` or `__init__` of `class` runs, and no Python
-/// call is made (records called `object.__new__(class)`: a method lookup, an argument tuple and
-/// the wrapper's checks per embedded object).
+/// A new, empty instance of `class` made by the constructor of `base` (`object`, PersistentBase,
+/// or the built-in base of a SUBCLASS value) with no arguments, called directly: no `__new__` or
+/// `__init__` of `class` runs, and no Python call is made (records called
+/// `object.__new__(class)`: a method lookup, an argument tuple and the wrapper's checks per
+/// embedded object). See `made_by_base`.
 pub(crate) fn allocated_instance<'py>(class: &Bound<'py, PyType>, base: *mut ffi::PyTypeObject) -> PyResult<Bound<'py, PyAny>> {
     made_by_base(class, base, &PyTuple::empty(class.py()))
 }

@@ -486,12 +486,6 @@ impl<'py> JsonWriter<'py> {
 
     #[inline]
     fn int(&mut self, i: Borrowed<'_, 'py, PyInt>) -> Step {
-        #[cfg(all(Py_3_11, not(Py_3_12), not(PyPy), not(Py_LIMITED_API)))]
-        // SAFETY: `i` is a live int.
-        if let Some(small) = unsafe { crate::compact_layout::one_digit_int(i.as_ptr()) } {
-            push_i64(&mut self.out, small);
-            return Ok(());
-        }
         let mut overflow = 0;
         // SAFETY: `i` is an int; the call sets no exception for an int (overflow is reported in
         // `overflow`).
