@@ -187,6 +187,11 @@ unsafe impl TextOut for BytesOutput<'_> {
     }
 
     #[inline]
+    fn room(&self) -> usize {
+        self.capacity - self.len
+    }
+
+    #[inline]
     fn end(&mut self) -> *mut u8 {
         // SAFETY: `len <= capacity`, so the pointer is within the buffer or one past its end.
         unsafe { self.data.add(self.len) }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY};
 use copal_core::format::{is_decimal_text, TzInfo};
-use copal_core::text::json::{escaped_key, float, push_i64, push_piece, push_u64, string, DOCUMENT_OPENING};
+use copal_core::text::json::{escaped_key, float, push_i64, push_piece, push_u64, string, Piece, DOCUMENT_OPENING};
 use copal_core::text::{base64, clock, TextOut};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -44,15 +44,9 @@ use crate::standalone::StreamSink;
 /// refuses them.
 const MAX_DEPTH: usize = 256;
 
-/// Lines of `JsonWriter::recent_forms`: documents rarely hold objects of more classes than this
+/// Entries of `JsonWriter::recent_forms`: documents rarely hold objects of more classes than this
 /// in one stretch.
 const RECENT_FORMS: usize = 8;
-
-/// The line of `recent_forms` of the class at address `key`: Fibonacci hashing of the address
-/// (a multiple of 16, whose low bits say nothing) to its top bits.
-fn recent_line(key: usize) -> usize {
-    (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) as usize >> (usize::BITS - RECENT_FORMS.trailing_zeros())
-}
 
 /// The document of `obj`, or `None` if it holds a value this writer leaves to the transcoder
 /// (see the module comment).
@@ -141,7 +135,7 @@ struct ObjectForm {
     /// The `,"name":` of each field, by position, with the field name it was made from: the
     /// objects of a class almost always have the same interned names, so an identity test
     /// replaces escaping the name.
-    fields: RefCell<Vec<(Py<PyString>, String)>>,
+    fields: RefCell<Vec<(Py<PyString>, Piece)>>,
     /// The text an object of the class opens with, when it has no `"$id"`: one piece where its
     /// parts (`{`, the tag, the class number, the first field's name) cost a call each.
     opening: RefCell<Option<Opening>>,
@@ -152,7 +146,7 @@ struct ObjectForm {
 struct Opening {
     number: u64,
     first: Py<PyString>,
-    text: String,
+    text: Piece,
 }
 
 struct JsonWriter<'py> {
@@ -172,9 +166,15 @@ struct JsonWriter<'py> {
     /// The root, which the caller may hold by a borrowed reference (see `may_be_met_again`).
     root: usize,
     forms: IntMap<usize, Form>,
-    /// The forms of the classes met last, by class address, direct-mapped (see `recent_line`):
-    /// finding one there is a compare, where the map costs a probe of its control bytes.
-    recent_forms: [(usize, Form); RECENT_FORMS],
+    /// The addresses of the classes met last, searched in turn before `forms`: a few compares,
+    /// where the map's probe of its control bytes took a tenth of writing seed 001. (Placed by
+    /// a hash of the address, two classes met in turn could share one place: one run in eight
+    /// then found its forms in the map.)
+    recent_classes: [usize; RECENT_FORMS],
+    /// The form of each class of `recent_classes`, at the same index.
+    recent_forms: [Form; RECENT_FORMS],
+    /// The entry of `recent_classes` that the next class found in `forms` replaces.
+    next_recent: usize,
     /// Keeps the classes of `forms` alive, so that their addresses cannot be reused.
     form_classes: Vec<Py<PyType>>,
     /// The numbers of the class names written in the document so far, by name: two classes
@@ -199,7 +199,9 @@ impl<'py> JsonWriter<'py> {
             root: root.as_ptr() as usize,
             forms: IntMap::default(),
             // No class lies at address 0.
-            recent_forms: std::array::from_fn(|_| (0, Form::Transcoded)),
+            recent_classes: [0; RECENT_FORMS],
+            recent_forms: std::array::from_fn(|_| Form::Transcoded),
+            next_recent: 0,
             form_classes: Vec::new(),
             class_numbers: HashMap::new(),
             named: Vec::new(),
@@ -361,15 +363,26 @@ impl<'py> JsonWriter<'py> {
     fn by_class(&mut self, v: &Bound<'py, PyAny>, depth: usize) -> Step {
         // The class by address: a new reference to it would cost two writes to a shared line.
         let key = v.get_type_ptr() as usize;
-        let line = recent_line(key);
-        let form = if self.recent_forms[line].0 == key {
-            self.recent_forms[line].1.clone()
-        } else {
-            let form = self.form_of(v, key)?;
-            self.recent_forms[line] = (key, form.clone());
-            form
+        let entry = match self.recent_classes.iter().position(|&class| class == key) {
+            Some(entry) => entry,
+            None => {
+                let form = self.form_of(v, key)?;
+                let entry = self.next_recent;
+                self.next_recent = (entry + 1) % RECENT_FORMS;
+                self.recent_classes[entry] = key;
+                self.recent_forms[entry] = form;
+                entry
+            }
         };
-        match form {
+        if let Form::Object(object) = &self.recent_forms[entry] {
+            let object = Rc::as_ptr(object);
+            // SAFETY: `forms` holds every form found for the writer's whole life, so the object
+            // form outlives this call even if its entry here is replaced meanwhile (by a class
+            // met in a field). Not cloning the `Rc` spares two writes to it per object.
+            return self.object(v, unsafe { &*object }, depth);
+        }
+        match self.recent_forms[entry].clone() {
+            // Taken above, without the clone.
             Form::Object(object) => self.object(v, &object, depth)?,
             Form::Enum(class) => {
                 // A composite Flag is named "A|B"; an empty Flag has no name and is written as "".
@@ -864,7 +877,7 @@ impl<'py> JsonWriter<'py> {
         let opening = form.opening.borrow();
         match (&*opening, form.class.number.get()) {
             (Some(opening), Some(number)) if opening.number == number && opening.first.as_ptr() == first.as_ptr() => {
-                push_piece(&mut self.out, &opening.text);
+                opening.text.write(&mut self.out);
                 true
             }
             _ => false,
@@ -885,8 +898,8 @@ impl<'py> JsonWriter<'py> {
         let Some((name, member)) = fields.first().filter(|(name, _)| name.as_ptr() == first.as_ptr()) else { return };
         let mut text = String::from("{\"$type\":");
         push_u64(&mut text, number);
-        text.push_str(member);
-        *form.opening.borrow_mut() = Some(Opening { number, first: name.clone_ref(first.py()), text });
+        text.push_str(member.as_str());
+        *form.opening.borrow_mut() = Some(Opening { number, first: name.clone_ref(first.py()), text: Piece::new(text) });
     }
 
     /// `,"name":` of the field at `index` of an object of `form`'s class.
@@ -894,7 +907,7 @@ impl<'py> JsonWriter<'py> {
     fn field_name(&mut self, form: &ObjectForm, index: usize, key: Borrowed<'_, 'py, PyAny>) -> Step {
         if let Some((known, member)) = form.fields.borrow().get(index) {
             if known.as_ptr() == key.as_ptr() {
-                push_piece(&mut self.out, member);
+                member.write(&mut self.out);
                 return Ok(());
             }
         }
@@ -912,7 +925,7 @@ impl<'py> JsonWriter<'py> {
         self.out.push_str(&member);
         let mut members = form.fields.borrow_mut();
         members.truncate(index);
-        members.push((name.to_owned().unbind(), member));
+        members.push((name.to_owned().unbind(), Piece::new(member)));
         Ok(())
     }
 

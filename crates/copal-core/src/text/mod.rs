@@ -56,8 +56,9 @@ impl From<DecodeError> for TextError {
 ///
 /// # Safety
 /// After `reserve(additional)`, `end()` must point to at least `additional` writable bytes past
-/// the text, which belong to the buffer and stay where they are until the next `reserve`; the
-/// writers store into them through that pointer and then `advance` over what they stored.
+/// the text (and at any time to at least `room()` bytes), which belong to the buffer and stay
+/// where they are until the next `reserve`; the writers store into them through that pointer
+/// and then `advance` over what they stored.
 pub unsafe trait TextOut {
     /// Bytes of text written so far.
     fn len(&self) -> usize;
@@ -68,6 +69,9 @@ pub unsafe trait TextOut {
 
     /// Makes room for `additional` more bytes.
     fn reserve(&mut self, additional: usize);
+
+    /// Bytes that can be stored at `end()` now, without a `reserve`.
+    fn room(&self) -> usize;
 
     /// Where the next byte goes: just past the text.
     fn end(&mut self) -> *mut u8;
@@ -129,6 +133,11 @@ unsafe impl TextOut for String {
     #[inline]
     fn reserve(&mut self, additional: usize) {
         String::reserve(self, additional);
+    }
+
+    #[inline]
+    fn room(&self) -> usize {
+        self.capacity() - String::len(self)
     }
 
     #[inline]
