@@ -236,21 +236,30 @@ impl<'py> JsonWriter<'py> {
 
     /// For a value that takes a memo slot: writes `{"$ref":n}` and returns true if it was
     /// written before, else takes its slot and returns false.
+    #[inline(always)]
     fn slot_or_ref(&mut self, value: &Bound<'_, PyAny>) -> Result<bool, Unhandled> {
         if self.may_be_met_again(value) {
-            let key = value.as_ptr() as usize;
-            if let Some(&slot) = self.seen.get(&key) {
-                if self.unfinished.contains(&key) {
-                    return Err(Unhandled);
-                }
-                self.referenced.insert(slot);
-                self.out.push_str("{\"$ref\":");
-                push_u64(&mut self.out, slot);
-                self.out.push('}');
-                return Ok(true);
-            }
-            self.seen.insert(key, self.next_slot);
+            return self.shared_slot_or_ref(value);
         }
+        self.next_slot += 1;
+        Ok(false)
+    }
+
+    /// `slot_or_ref` of a value that may be met again: looked up among those met before.
+    #[inline(never)]
+    fn shared_slot_or_ref(&mut self, value: &Bound<'_, PyAny>) -> Result<bool, Unhandled> {
+        let key = value.as_ptr() as usize;
+        if let Some(&slot) = self.seen.get(&key) {
+            if self.unfinished.contains(&key) {
+                return Err(Unhandled);
+            }
+            self.referenced.insert(slot);
+            self.out.push_str("{\"$ref\":");
+            push_u64(&mut self.out, slot);
+            self.out.push('}');
+            return Ok(true);
+        }
+        self.seen.insert(key, self.next_slot);
         self.next_slot += 1;
         Ok(false)
     }
@@ -868,7 +877,7 @@ impl<'py> JsonWriter<'py> {
     /// Writes the opening of an object of `form`'s class whose first field is `first`, if it
     /// is the one cached; false if it is not (the object has an `"$id"`, the class has no
     /// number yet in this document, or another number or first field than the cached ones).
-    #[inline]
+    #[inline(always)]
     fn cached_opening(&mut self, form: &ObjectForm, first: Borrowed<'_, 'py, PyAny>) -> bool {
         let slot = self.next_slot - 1;
         if !self.targets.is_empty() && self.targets.contains(&slot) {
@@ -903,7 +912,7 @@ impl<'py> JsonWriter<'py> {
     }
 
     /// `,"name":` of the field at `index` of an object of `form`'s class.
-    #[inline]
+    #[inline(always)]
     fn field_name(&mut self, form: &ObjectForm, index: usize, key: Borrowed<'_, 'py, PyAny>) -> Step {
         if let Some((known, member)) = form.fields.borrow().get(index) {
             if known.as_ptr() == key.as_ptr() {
