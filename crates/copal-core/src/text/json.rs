@@ -462,7 +462,6 @@ const PIECE_MOVE: usize = 32;
 /// it is appended by one move of `PIECE_MOVE` bytes, of which the text takes its length, where
 /// `push_piece` first dispatches on the length (a call and a few branches per piece: a
 /// seventh of writing seed 001).
-#[derive(Clone, Default)]
 pub struct Piece {
     /// The text, then zeros up to `PIECE_MOVE` bytes (unused for a longer text).
     padded: [u8; PIECE_MOVE],
@@ -480,10 +479,6 @@ impl Piece {
 
     pub fn as_str(&self) -> &str {
         &self.text
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.text.is_empty()
     }
 
     /// Appends the text to `out`.
