@@ -458,10 +458,11 @@ pub fn push_piece<O: TextOut + ?Sized>(out: &mut O, piece: &str) {
 const PIECE_MOVE: usize = 32;
 
 /// Text a writer appends again and again (a field name with its quotes and colon, the opening
-/// of an object of one class, a dict key), kept with room after it: up to `PIECE_MOVE` bytes
-/// it is appended by one move of `PIECE_MOVE` bytes, of which the text takes its length, where
+/// of an object of one class), kept with room after it: up to `PIECE_MOVE` bytes it is
+/// appended by one move of `PIECE_MOVE` bytes, of which the text takes its length, where
 /// `push_piece` first dispatches on the length (a call and a few branches per piece: a
-/// seventh of writing seed 001).
+/// seventh of writing seed 001). Not for the JSON writer's dict-key cache (json_keys.rs): its
+/// 256 slots, twice as large with a `Piece` each, made writing plain dicts 10-17% slower.
 pub struct Piece {
     /// The text, then zeros up to `PIECE_MOVE` bytes (unused for a longer text).
     padded: [u8; PIECE_MOVE],
