@@ -347,7 +347,8 @@ def test_writing_an_instance_does_not_make_its_dict() -> None:
     assert not any(_has_dict(point) for point in points)
     assert _core.dumps_json_raw(points) is not None
     assert not any(_has_dict(point) for point in points)
-    assert_written_directly(points)  # the transcoder's encoder makes the dicts
+    assert_written_directly(points)
+    assert not any(_has_dict(point) for point in points)  # nor does the transcoder's encoder
 
 
 def test_instances_whose_dict_was_made_are_written_from_it() -> None:

@@ -17,6 +17,7 @@ import collections
 import datetime
 import decimal
 import enum
+import gc
 import gzip
 import io
 import json
@@ -1774,6 +1775,52 @@ def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change
     try:
         with pytest.raises(TypeError, match="changed while it was being written"):
             copal.dumps(value)
+    finally:
+        HOOKED_CALLBACKS.clear()
+
+
+def _has_dict(obj: Any) -> bool:
+    """Whether CPython made `obj`'s __dict__ (the GC then visits the dict, else the values)."""
+    return any(type(referent) is dict for referent in gc.get_referents(obj))
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="inline values are read on CPython 3.11 only")
+def test_encoding_an_instance_does_not_make_its_dict() -> None:
+    """CPython 3.11 keeps an instance's attributes in an inline values array until its
+    ``__dict__`` is asked for; the encoder reads them there (dict_items.rs ``ValuesFields``)
+    instead of having a dict made for every object it writes."""
+    points = [Point(i, f"p{i}") for i in range(3)]
+    assert not any(_has_dict(point) for point in points)
+    loaded = copal.loads(copal.dumps(points))
+    assert not any(_has_dict(point) for point in points)
+    assert [vars(point) for point in loaded] == [{"x": i, "y": f"p{i}"} for i in range(3)]
+
+
+def test_an_instance_whose_dict_is_made_while_it_is_written_is_written_whole() -> None:
+    """Python code run while a field is written (an enum's ``_name_``) that asks for the
+    object's ``__dict__`` hands its inline values to a new dict: the encoder reads the rest
+    from the dict and writes the object as it was."""
+    target = Point(Hooked.ONLY, 2)
+    HOOKED_CALLBACKS.append(lambda: vars(target))
+    try:
+        (loaded,) = copal.loads(copal.dumps([target]))
+    finally:
+        HOOKED_CALLBACKS.clear()
+    assert _has_dict(target)
+    assert vars(loaded) == {"x": Hooked.ONLY, "y": 2}
+
+
+def test_an_attribute_added_with_the_dict_made_while_the_object_is_written_is_refused() -> None:
+    target = Point(Hooked.ONLY, 2)
+
+    def change() -> None:
+        vars(target)
+        target.z = 3  # type: ignore[attr-defined]
+
+    HOOKED_CALLBACKS.append(change)
+    try:
+        with pytest.raises(TypeError, match="changed while it was being written"):
+            copal.dumps([target])
     finally:
         HOOKED_CALLBACKS.clear()
 

@@ -23,7 +23,7 @@ use crate::encode::object_dict;
 use crate::json_writer::str_text;
 use crate::slots::SlotLayout;
 
-pub use compact::{made_dict, DictTable, InstanceValues};
+pub use compact::{made_dict, Changed, DictTable, InstanceValues, ValuesFields};
 
 /// What a cursor found next.
 pub enum Next<'c, 'py> {
@@ -156,6 +156,34 @@ mod compact {
         }
     }
 
+    /// Never made, as `InstanceValues`.
+    pub struct ValuesFields<'py>(std::convert::Infallible, std::marker::PhantomData<Bound<'py, PyAny>>);
+
+    /// Never made: no `ValuesFields` reads anything.
+    pub struct Changed;
+
+    impl<'py> ValuesFields<'py> {
+        pub fn of(_obj: &Bound<'py, PyAny>) -> Option<Self> {
+            None
+        }
+
+        pub fn py(&self) -> Python<'py> {
+            match self.0 {}
+        }
+
+        pub fn obj(&self) -> &Bound<'py, PyAny> {
+            match self.0 {}
+        }
+
+        pub fn count(&self) -> Result<usize, Changed> {
+            match self.0 {}
+        }
+
+        pub fn at(&self, _position: usize) -> Result<Option<(*mut ffi::PyObject, *mut ffi::PyObject)>, Changed> {
+            match self.0 {}
+        }
+    }
+
     /// Never found: this CPython's layouts are not known.
     pub fn made_dict<'py>(_obj: Borrowed<'_, 'py, PyAny>) -> Option<Bound<'py, PyDict>> {
         None
@@ -197,13 +225,30 @@ mod compact {
     /// the entries of its class's shared key table, read in the order they were set.
     pub struct InstanceValues<'a, 'py> {
         obj: Borrowed<'a, 'py, PyAny>,
+        inline: Inline,
+        /// The next position in the insertion order.
+        position: usize,
+    }
+
+    /// The fields of an instance with inline values, as the binary encoder reads them
+    /// (encode.rs `FieldSource`), without the dict CPython would make to give them.
+    pub struct ValuesFields<'py> {
+        obj: Bound<'py, PyAny>,
+        inline: Inline,
+    }
+
+    /// A field was not read: the instance's values array is no longer the one found first (its
+    /// dict was made, or the array replaced), or its class's key table holds names added since.
+    pub struct Changed;
+
+    /// An instance's values array and its class's shared key table.
+    #[derive(Clone, Copy)]
+    struct Inline {
         /// The array is valid while the instance still points to it. It is freed only after
         /// the instance has handed it to a dict made for it (which nulls the pointer first), so
         /// a pointer still equal cannot be a new array at the same address.
         values: *mut *mut ffi::PyObject,
         keys: SharedKeys,
-        /// The next position in the insertion order.
-        position: usize,
     }
 
     /// The entries of a key table, as many as it had when reading began.
@@ -222,12 +267,13 @@ mod compact {
         }
     }
 
-    impl<'a, 'py> InstanceValues<'a, 'py> {
+    impl Inline {
+        /// # Safety
+        /// `ptr` must be a live object, and the GIL held.
         #[inline]
-        pub fn of(obj: Borrowed<'a, 'py, PyAny>) -> Option<Self> {
-            let ptr = obj.as_ptr();
-            // SAFETY: `obj` is live and the GIL is held. The values pointer is read only once the
-            // type has a managed dict; the key table is read while the type holds it.
+        unsafe fn of(ptr: *mut ffi::PyObject) -> Option<Self> {
+            // SAFETY: the caller's guarantee. The values pointer is read only once the type
+            // has a managed dict; the key table is read while the type holds it.
             unsafe {
                 let ty = ffi::Py_TYPE(ptr);
                 let flags = (*ty).tp_flags;
@@ -239,8 +285,89 @@ mod compact {
                 if values.is_null() || keys.is_null() || (*keys).kind != layout::KEYS_SPLIT {
                     return None;
                 }
-                Some(InstanceValues { obj, values, keys: SharedKeys::of(keys), position: 0 })
+                Some(Inline { values, keys: SharedKeys::of(keys) })
             }
+        }
+
+        /// How many fields `obj`, the instance the array was found in, has set.
+        ///
+        /// # Safety
+        /// As for `of`, with `obj` that instance.
+        #[inline]
+        unsafe fn count(&self, obj: *mut ffi::PyObject) -> Result<usize, Changed> {
+            // SAFETY: `of` found that the type has a managed dict, and an instance with inline
+            // values cannot change type (assigning `__class__` makes its dict first, which this
+            // test then sees). An unchanged array is live.
+            unsafe {
+                if *layout::values_pointer(obj) != self.values {
+                    return Err(Changed);
+                }
+                Ok(layout::inserted_count(self.values))
+            }
+        }
+
+        /// The name and value of the field set `position`-th in `obj`, or None after the last:
+        /// borrowed, valid while no Python code runs.
+        ///
+        /// # Safety
+        /// As for `count`.
+        #[inline]
+        unsafe fn at(&self, obj: *mut ffi::PyObject, position: usize) -> Result<Option<(*mut ffi::PyObject, *mut ffi::PyObject)>, Changed> {
+            // SAFETY: while the pointer is unchanged (`count`) the array is the live one `of`
+            // found, and the shared key table's entries are only ever added to while the class
+            // holds it; the position is bounded by the insertion count, the index by the entry
+            // count, so every read is within them.
+            unsafe {
+                if position >= self.count(obj)? {
+                    return Ok(None);
+                }
+                let index = layout::inserted_index(self.values, position);
+                if index >= self.keys.count {
+                    // A name added to the class's key table since reading began.
+                    return Err(Changed);
+                }
+                Ok(Some(((*self.keys.entries.add(index)).key, *self.values.add(index))))
+            }
+        }
+    }
+
+    impl<'a, 'py> InstanceValues<'a, 'py> {
+        #[inline]
+        pub fn of(obj: Borrowed<'a, 'py, PyAny>) -> Option<Self> {
+            // SAFETY: `obj` is live and the GIL is held.
+            let inline = unsafe { Inline::of(obj.as_ptr())? };
+            Some(InstanceValues { obj, inline, position: 0 })
+        }
+    }
+
+    impl<'py> ValuesFields<'py> {
+        /// The fields of `obj` if it keeps them in a values array.
+        pub fn of(obj: &Bound<'py, PyAny>) -> Option<Self> {
+            // SAFETY: `obj` is live and the GIL is held.
+            let inline = unsafe { Inline::of(obj.as_ptr())? };
+            Some(ValuesFields { obj: obj.clone(), inline })
+        }
+
+        pub fn py(&self) -> Python<'py> {
+            self.obj.py()
+        }
+
+        /// The instance.
+        pub fn obj(&self) -> &Bound<'py, PyAny> {
+            &self.obj
+        }
+
+        /// How many fields are set.
+        pub fn count(&self) -> Result<usize, Changed> {
+            // SAFETY: `obj` is the live instance the array was found in (held by `self`).
+            unsafe { self.inline.count(self.obj.as_ptr()) }
+        }
+
+        /// The name and value of the field set `position`-th, or None after the last: borrowed,
+        /// valid while no Python code runs.
+        pub fn at(&self, position: usize) -> Result<Option<(*mut ffi::PyObject, *mut ffi::PyObject)>, Changed> {
+            // SAFETY: as in `count`.
+            unsafe { self.inline.at(self.obj.as_ptr(), position) }
         }
     }
 
@@ -262,26 +389,15 @@ mod compact {
     impl<'py> Cursor<'py> for InstanceValues<'_, 'py> {
         #[inline]
         fn next(&mut self) -> Next<'_, 'py> {
-            // SAFETY: `of` found that the type has a managed dict, and an instance with inline
-            // values cannot change type (assigning `__class__` makes its dict first, which this
-            // test then sees). While the pointer is unchanged the array is the live one `of`
-            // found, and the shared key table's entries are only ever added to while the class
-            // holds it; the position is bounded by the insertion count, the index by the entry
-            // count, so every read is within them.
-            unsafe {
-                if *layout::values_pointer(self.obj.as_ptr()) != self.values {
-                    return Next::Changed;
+            // SAFETY: `obj` is the live instance the array was found in.
+            match unsafe { self.inline.at(self.obj.as_ptr(), self.position) } {
+                Err(Changed) => Next::Changed,
+                Ok(None) => Next::End,
+                Ok(Some((key, value))) => {
+                    self.position += 1;
+                    // SAFETY: both read from the live array and key table that hold them.
+                    unsafe { item(self.obj.py(), key, value) }
                 }
-                if self.position >= layout::inserted_count(self.values) {
-                    return Next::End;
-                }
-                let index = layout::inserted_index(self.values, self.position);
-                if index >= self.keys.count {
-                    // A name added to the class's key table since reading began.
-                    return Next::Changed;
-                }
-                self.position += 1;
-                item(self.obj.py(), (*self.keys.entries.add(index)).key, *self.values.add(index))
             }
         }
     }

@@ -16,7 +16,7 @@ use pyo3::types::{
 };
 
 use crate::classes::{type_name_of, ClassShape};
-use crate::dict_items::{made_dict, Cursor, DictTable, Next};
+use crate::dict_items::{made_dict, Changed, Cursor, DictTable, Next, ValuesFields};
 use crate::hashing::IntMap;
 use crate::json_writer::str_text;
 use crate::known_containers::{Items, KnownContainer};
@@ -182,9 +182,57 @@ impl<'py> FieldSource<'py> for Bound<'py, PyDict> {
     }
 }
 
+/// A dict of the fields of `source`, in `next_field`'s order (`FieldSource::to_dict` of the
+/// sources that are not dicts).
+pub(crate) fn fields_dict<'py>(source: &impl FieldSource<'py>) -> PyResult<Bound<'py, PyDict>> {
+    let py = source.py();
+    let state = crate::allocation::dict(py)?;
+    let mut position: ffi::Py_ssize_t = 0;
+    while let Some((name, value)) = source.next_field(&mut position) {
+        // SAFETY: borrowed references from `next_field`, made owned before any Python code (a
+        // key's hash) runs.
+        let (name, value) = unsafe { (Bound::from_borrowed_ptr(py, name), Bound::from_borrowed_ptr(py, value)) };
+        state.set_item(name, value)?;
+    }
+    Ok(state)
+}
+
+/// Inline values are read by their position in the insertion order. Once Python code run
+/// meanwhile made the instance's dict (which takes the values over, in the same order, and
+/// which `PyDict_Next` reads by the same positions), the rest is read from the dict, so that
+/// `each_held`'s check after the last field still holds.
+impl<'py> FieldSource<'py> for ValuesFields<'py> {
+    fn py(&self) -> Python<'py> {
+        ValuesFields::py(self)
+    }
+
+    fn count(&self) -> usize {
+        match ValuesFields::count(self) {
+            Ok(count) => count,
+            Err(Changed) => made_dict(self.obj().as_borrowed()).map_or(usize::MAX, |dict| dict.len()),
+        }
+    }
+
+    fn next_field(&self, position: &mut ffi::Py_ssize_t) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
+        match self.at(usize::try_from(*position).ok()?) {
+            Ok(field) => {
+                *position += 1;
+                field
+            }
+            Err(Changed) => made_dict(self.obj().as_borrowed())?.next_field(position),
+        }
+    }
+
+    fn to_dict(&self) -> PyResult<Bound<'py, PyDict>> {
+        fields_dict(self)
+    }
+}
+
 /// The fields of a plain object (`Encoder::object_state`).
 pub(crate) enum ObjectFields<'py> {
     Dict(Bound<'py, PyDict>),
+    /// Kept inline by CPython 3.11, read without the dict it would make to give them.
+    Values(ValuesFields<'py>),
     Slots(SlotFields<'py>),
 }
 
@@ -192,6 +240,7 @@ impl<'py> FieldSource<'py> for ObjectFields<'py> {
     fn py(&self) -> Python<'py> {
         match self {
             ObjectFields::Dict(dict) => FieldSource::py(dict),
+            ObjectFields::Values(values) => FieldSource::py(values),
             ObjectFields::Slots(slots) => slots.py(),
         }
     }
@@ -199,6 +248,7 @@ impl<'py> FieldSource<'py> for ObjectFields<'py> {
     fn count(&self) -> usize {
         match self {
             ObjectFields::Dict(dict) => dict.len(),
+            ObjectFields::Values(values) => FieldSource::count(values),
             ObjectFields::Slots(slots) => slots.count(),
         }
     }
@@ -206,6 +256,7 @@ impl<'py> FieldSource<'py> for ObjectFields<'py> {
     fn next_field(&self, position: &mut ffi::Py_ssize_t) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
         match self {
             ObjectFields::Dict(dict) => dict.next_field(position),
+            ObjectFields::Values(values) => values.next_field(position),
             ObjectFields::Slots(slots) => slots.next_field(position),
         }
     }
@@ -213,6 +264,7 @@ impl<'py> FieldSource<'py> for ObjectFields<'py> {
     fn to_dict(&self) -> PyResult<Bound<'py, PyDict>> {
         match self {
             ObjectFields::Dict(dict) => Ok(dict.clone()),
+            ObjectFields::Values(values) => values.to_dict(),
             ObjectFields::Slots(slots) => slots.to_dict(),
         }
     }
@@ -220,6 +272,7 @@ impl<'py> FieldSource<'py> for ObjectFields<'py> {
     fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> ffi::Py_ssize_t {
         match self {
             ObjectFields::Dict(dict) => dict.read_all(fields),
+            ObjectFields::Values(values) => values.read_all(fields),
             ObjectFields::Slots(slots) => slots.read_all(fields),
         }
     }
@@ -1250,12 +1303,15 @@ impl<'s> Encoder<'s> {
         })
     }
 
-    /// The fields of `v`, a plain object of the class numbered `class_index`: its instance dict,
-    /// or its slots (and dict) read in place if its class has slots.
+    /// The fields of `v`, a plain object of the class numbered `class_index`: its inline values
+    /// or its instance dict, or its slots (and dict) read in place if its class has slots.
     fn object_state<'py>(&self, v: &Bound<'py, PyAny>, class_index: usize) -> PyResult<ObjectFields<'py>> {
         Ok(match &self.object_layouts[class_index] {
             Some(layout) => ObjectFields::Slots(SlotFields::of(v, layout)?),
-            None => ObjectFields::Dict(object_dict(v)?),
+            None => match ValuesFields::of(v) {
+                Some(values) => ObjectFields::Values(values),
+                None => ObjectFields::Dict(object_dict(v)?),
+            },
         })
     }
 

@@ -156,15 +156,7 @@ impl<'py> FieldSource<'py> for SlotFields<'py> {
     }
 
     fn to_dict(&self) -> PyResult<Bound<'py, PyDict>> {
-        let py = self.py();
-        let state = crate::allocation::dict(py)?;
-        let mut position: ffi::Py_ssize_t = 0;
-        while let Some((name, value)) = self.next_field(&mut position) {
-            // SAFETY: borrowed references from `next_field`, made owned before any Python code
-            // (a key's hash) runs.
-            let (name, value) = unsafe { (Bound::from_borrowed_ptr(py, name), Bound::from_borrowed_ptr(py, value)) };
-            state.set_item(name, value)?;
-        }
+        let state = crate::encode::fields_dict(self)?;
         if state.len() != self.count() {
             return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "cannot store an object of type {}: its __dict__ holds an attribute named like one of its slots",
