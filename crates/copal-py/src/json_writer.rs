@@ -37,6 +37,7 @@ use crate::slots::SlotLayout;
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
 use crate::json_keys::KeyCache;
+use crate::prefetch;
 use crate::pytypes;
 use crate::standalone::StreamSink;
 
@@ -572,7 +573,12 @@ impl<'py> JsonWriter<'py> {
             if holds_a_run(len, |index| ffi::PyList_GET_ITEM(ptr, index)) {
                 self.items_with_runs(list.py(), len, &item_at, depth)?;
             } else {
-                self.items((0..len).map_while(|index| item_at(index).map(|item| Borrowed::from_ptr(list.py(), item))), depth)?;
+                self.items((0..len).map_while(|index| {
+                    let item = item_at(index)?;
+                    // The length is unchanged (`item_at`), so every item after is live.
+                    prefetch::ahead(|k| ffi::PyList_GET_ITEM(ptr, k as ffi::Py_ssize_t), len as usize, index as usize);
+                    Some(Borrowed::from_ptr(list.py(), item))
+                }), depth)?;
             }
             if ffi::PyList_GET_SIZE(ptr) != len {
                 return Err(Unhandled);
@@ -595,7 +601,10 @@ impl<'py> JsonWriter<'py> {
             if holds_a_run(len, |index| ffi::PyTuple_GET_ITEM(ptr, index)) {
                 self.items_with_runs(tuple.py(), len, &|index| Some(ffi::PyTuple_GET_ITEM(ptr, index)), depth)?;
             } else {
-                self.items(tuple.iter_borrowed(), depth)?;
+                self.items((0..len).map(|index| {
+                    prefetch::ahead(|k| ffi::PyTuple_GET_ITEM(ptr, k as ffi::Py_ssize_t), len as usize, index as usize);
+                    Borrowed::from_ptr(tuple.py(), ffi::PyTuple_GET_ITEM(ptr, index))
+                }), depth)?;
             }
         }
         self.unfinished.pop();

@@ -22,6 +22,7 @@ mod json_writer;
 mod known_containers;
 mod list_builder;
 mod persistent;
+mod prefetch;
 mod query;
 mod slots;
 mod pytypes;
