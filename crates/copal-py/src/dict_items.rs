@@ -182,6 +182,10 @@ mod compact {
         pub fn at(&self, _position: usize) -> Result<Option<(*mut ffi::PyObject, *mut ffi::PyObject)>, Changed> {
             match self.0 {}
         }
+
+        pub fn read_all(&self, _fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> Result<usize, Changed> {
+            match self.0 {}
+        }
     }
 
     /// Never found: this CPython's layouts are not known.
@@ -368,6 +372,28 @@ mod compact {
         pub fn at(&self, position: usize) -> Result<Option<(*mut ffi::PyObject, *mut ffi::PyObject)>, Changed> {
             // SAFETY: as in `count`.
             unsafe { self.inline.at(self.obj.as_ptr(), position) }
+        }
+
+        /// Pushes the name and value of every field onto `fields`, in the order they were set,
+        /// and returns how many (the position after the last): `at` for each position, with
+        /// the array checked once.
+        #[inline]
+        pub fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> Result<usize, Changed> {
+            let Inline { values, keys } = self.inline;
+            // SAFETY: as in `Inline::at`: the array is the live one `of` found (`count`), no
+            // Python code runs meanwhile, and every index is checked against the entry count.
+            unsafe {
+                let count = self.count()?;
+                fields.reserve(count);
+                for position in 0..count {
+                    let index = layout::inserted_index(values, position);
+                    if index >= keys.count {
+                        return Err(Changed);
+                    }
+                    fields.push(((*keys.entries.add(index)).key, *values.add(index)));
+                }
+                Ok(count)
+            }
         }
     }
 

@@ -226,6 +226,19 @@ impl<'py> FieldSource<'py> for ValuesFields<'py> {
     fn to_dict(&self) -> PyResult<Bound<'py, PyDict>> {
         fields_dict(self)
     }
+
+    #[inline]
+    fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> ffi::Py_ssize_t {
+        let base = fields.len();
+        match ValuesFields::read_all(self, fields) {
+            // At most the 30 entries of a shared key table.
+            Ok(count) => count as ffi::Py_ssize_t,
+            Err(Changed) => {
+                fields.truncate(base);
+                each_next_field(self, fields)
+            }
+        }
+    }
 }
 
 /// The fields of a plain object (`Encoder::object_state`).
@@ -272,7 +285,7 @@ impl<'py> FieldSource<'py> for ObjectFields<'py> {
     fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> ffi::Py_ssize_t {
         match self {
             ObjectFields::Dict(dict) => dict.read_all(fields),
-            ObjectFields::Values(values) => values.read_all(fields),
+            ObjectFields::Values(values) => FieldSource::read_all(values, fields),
             ObjectFields::Slots(slots) => slots.read_all(fields),
         }
     }
