@@ -201,7 +201,7 @@ pub(crate) fn fields_dict<'py>(source: &impl FieldSource<'py>) -> PyResult<Bound
 /// meanwhile made the instance's dict (which takes the values over, in the same order, and
 /// which `PyDict_Next` reads by the same positions), the rest is read from the dict, so that
 /// `each_held`'s check after the last field still holds.
-impl<'py> FieldSource<'py> for ValuesFields<'py> {
+impl<'py> FieldSource<'py> for ValuesFields<'_, 'py> {
     fn py(&self) -> Python<'py> {
         ValuesFields::py(self)
     }
@@ -209,7 +209,7 @@ impl<'py> FieldSource<'py> for ValuesFields<'py> {
     fn count(&self) -> usize {
         match ValuesFields::count(self) {
             Ok(count) => count,
-            Err(Changed) => made_dict(self.obj().as_borrowed()).map_or(usize::MAX, |dict| dict.len()),
+            Err(Changed) => made_dict(self.obj()).map_or(usize::MAX, |dict| dict.len()),
         }
     }
 
@@ -219,7 +219,7 @@ impl<'py> FieldSource<'py> for ValuesFields<'py> {
                 *position += 1;
                 field
             }
-            Err(Changed) => made_dict(self.obj().as_borrowed())?.next_field(position),
+            Err(Changed) => made_dict(self.obj())?.next_field(position),
         }
     }
 
@@ -242,14 +242,14 @@ impl<'py> FieldSource<'py> for ValuesFields<'py> {
 }
 
 /// The fields of a plain object (`Encoder::object_state`).
-pub(crate) enum ObjectFields<'py> {
+pub(crate) enum ObjectFields<'a, 'py> {
     Dict(Bound<'py, PyDict>),
     /// Kept inline by CPython 3.11, read without the dict it would make to give them.
-    Values(ValuesFields<'py>),
+    Values(ValuesFields<'a, 'py>),
     Slots(SlotFields<'py>),
 }
 
-impl<'py> FieldSource<'py> for ObjectFields<'py> {
+impl<'py> FieldSource<'py> for ObjectFields<'_, 'py> {
     fn py(&self) -> Python<'py> {
         match self {
             ObjectFields::Dict(dict) => FieldSource::py(dict),
@@ -1318,7 +1318,7 @@ impl<'s> Encoder<'s> {
 
     /// The fields of `v`, a plain object of the class numbered `class_index`: its inline values
     /// or its instance dict, or its slots (and dict) read in place if its class has slots.
-    fn object_state<'py>(&self, v: &Bound<'py, PyAny>, class_index: usize) -> PyResult<ObjectFields<'py>> {
+    fn object_state<'a, 'py>(&self, v: &'a Bound<'py, PyAny>, class_index: usize) -> PyResult<ObjectFields<'a, 'py>> {
         Ok(match &self.object_layouts[class_index] {
             Some(layout) => ObjectFields::Slots(SlotFields::of(v, layout)?),
             None => match ValuesFields::of(v) {
