@@ -18,6 +18,7 @@ use pyo3::types::{
 use crate::classes::{type_name_of, ClassShape};
 use crate::dict_items::{made_dict, Changed, Cursor, DictTable, Next, ValuesFields};
 use crate::hashing::IntMap;
+use crate::prefetch;
 use crate::json_writer::str_text;
 use crate::known_containers::{Items, KnownContainer};
 use crate::persistent::{instance_dict, PersistentBase};
@@ -974,7 +975,10 @@ impl<'s> Encoder<'s> {
         let mark = self.mark();
         let mut typed: Option<(u32, Rc<[FieldKind]>)> = None;
         let mut written = 0;
-        for item in list.iter() {
+        for (index, item) in list.iter().enumerate() {
+            let len = list.len();
+            // SAFETY: every index below the list's current length holds a live item.
+            unsafe { prefetch::ahead(|k| ffi::PyList_GET_ITEM(list.as_ptr(), k as ffi::Py_ssize_t), len, index) };
             if item.get_type_ptr() != class || !self.is_unshared(&item) {
                 return Ok(self.abandon(list, mark, written));
             }

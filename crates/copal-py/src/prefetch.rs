@@ -1,6 +1,7 @@
-//! Cache hints for the JSON writer's walk over the items of a list or tuple (json_writer.rs).
+//! Cache hints for the walks over the items of a list or tuple: the JSON writer's
+//! (json_writer.rs) and the binary encoder's lists of objects (encode.rs `object_list`).
 //!
-//! Writing 100,000 objects, the writer spent much of its time waiting for memory: the first
+//! Writing 100,000 objects, the JSON writer spent much of its time waiting for memory: the first
 //! read of each item, of its dict (made once something asked for its `__dict__`, as orjson and
 //! msgspec do), of its values array (CPython 3.11 keeps an instance's fields in an array apart
 //! from the object, which a made dict takes over) and of each field's value. Each of these reads
