@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import enum
-import gc
 import json
 import math
 import sys
@@ -27,6 +26,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 import copal  # noqa: E402
 from copal import PersistentList, _core  # noqa: E402
 from helpers import other_models  # noqa: E402
+from helpers.compare import has_made_dict  # noqa: E402
 from helpers.models import Color, FrozenKey, Item, Level, Node, Point, Tagged, TaggedDict, Vector  # noqa: E402
 from helpers.strategies import value_graphs, values  # noqa: E402
 from test_roundtrip import BERLIN, CONTAINERS, SCALARS  # noqa: E402
@@ -332,11 +332,6 @@ def test_version_1_documents_are_still_read(name: str) -> None:
 # the dict otherwise. Every state must give the transcoder's document.
 
 
-def _has_dict(obj: Any) -> bool:
-    """Whether CPython made `obj`'s __dict__ (the GC then visits the dict, else the values)."""
-    return any(type(referent) is dict for referent in gc.get_referents(obj))
-
-
 def _points(n: int) -> list[Point]:
     return [Point(i, f"p{i}") for i in range(n)]
 
@@ -344,11 +339,11 @@ def _points(n: int) -> list[Point]:
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="inline values are read on CPython 3.11 only")
 def test_writing_an_instance_does_not_make_its_dict() -> None:
     points = _points(3)
-    assert not any(_has_dict(point) for point in points)
+    assert not any(has_made_dict(point) for point in points)
     assert _core.dumps_json_raw(points) is not None
-    assert not any(_has_dict(point) for point in points)
+    assert not any(has_made_dict(point) for point in points)
     assert_written_directly(points)
-    assert not any(_has_dict(point) for point in points)  # nor does the transcoder's encoder
+    assert not any(has_made_dict(point) for point in points)  # nor does the transcoder's encoder
 
 
 def test_instances_whose_dict_was_made_are_written_from_it() -> None:

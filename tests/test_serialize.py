@@ -17,7 +17,6 @@ import collections
 import datetime
 import decimal
 import enum
-import gc
 import gzip
 import io
 import json
@@ -42,7 +41,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 import copal  # noqa: E402
 import reference_decoder as rd  # noqa: E402
 from copal import CorruptRecordError, Persistent, PersistentDict, PersistentList, SchemaError  # noqa: E402
-from helpers.compare import assert_same  # noqa: E402
+from helpers.compare import assert_same, has_made_dict  # noqa: E402
 from helpers.fuzz_alloc_limit import zstd_zeros  # noqa: E402
 from helpers.models import (  # noqa: E402
     HOOKED_CALLBACKS, Color, Holder, Hooked, Item, Level, Node, Point, Tagged, TaggedDict, Vector,
@@ -1779,20 +1778,15 @@ def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change
         HOOKED_CALLBACKS.clear()
 
 
-def _has_dict(obj: Any) -> bool:
-    """Whether CPython made `obj`'s __dict__ (the GC then visits the dict, else the values)."""
-    return any(type(referent) is dict for referent in gc.get_referents(obj))
-
-
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="inline values are read on CPython 3.11 only")
 def test_encoding_an_instance_does_not_make_its_dict() -> None:
     """CPython 3.11 keeps an instance's attributes in an inline values array until its
     ``__dict__`` is asked for; the encoder reads them there (dict_items.rs ``ValuesFields``)
     instead of having a dict made for every object it writes."""
     points = [Point(i, f"p{i}") for i in range(3)]
-    assert not any(_has_dict(point) for point in points)
+    assert not any(has_made_dict(point) for point in points)
     loaded = copal.loads(copal.dumps(points))
-    assert not any(_has_dict(point) for point in points)
+    assert not any(has_made_dict(point) for point in points)
     assert [vars(point) for point in loaded] == [{"x": i, "y": f"p{i}"} for i in range(3)]
 
 
@@ -1806,7 +1800,7 @@ def test_an_instance_whose_dict_is_made_while_it_is_written_is_written_whole() -
         (loaded,) = copal.loads(copal.dumps([target]))
     finally:
         HOOKED_CALLBACKS.clear()
-    assert _has_dict(target)
+    assert has_made_dict(target)
     assert vars(loaded) == {"x": Hooked.ONLY, "y": 2}
 
 

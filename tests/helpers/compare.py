@@ -14,6 +14,7 @@ import collections
 import datetime
 import decimal
 import enum
+import gc
 import math
 import uuid
 from typing import Any
@@ -133,3 +134,9 @@ def _same_tzinfo(e: Any, a: Any, path: str, when: datetime.datetime | None) -> N
         assert e == a, f"{path}: tzinfo {a!r}, expected {e!r}"
     if when is not None:
         assert e.utcoffset(when) == a.utcoffset(when), f"{path}: utcoffset differs"
+
+
+def has_made_dict(obj: Any) -> bool:
+    """Whether CPython made `obj`'s ``__dict__`` (3.11 keeps the attributes in an inline values
+    array until then; the GC visits the dict, else the values)."""
+    return any(type(referent) is dict for referent in gc.get_referents(obj))

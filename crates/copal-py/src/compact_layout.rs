@@ -50,6 +50,35 @@ pub unsafe fn unicode_entries(keys: *const DictKeys) -> *const UnicodeEntry {
     unsafe { keys.add(1).cast::<u8>().add(1 << (*keys).log2_index_bytes).cast() }
 }
 
+/// Whether the instances of `ty` have a managed dict, with its values and dict pointers before
+/// them (`values_pointer`, `dict_pointer`): a heap type with `Py_TPFLAGS_MANAGED_DICT`.
+///
+/// # Safety
+/// `ty` must be a live type.
+#[inline(always)]
+pub unsafe fn has_managed_dict(ty: *mut ffi::PyTypeObject) -> bool {
+    // SAFETY: the caller's guarantee.
+    let flags = unsafe { (*ty).tp_flags };
+    flags & ffi::Py_TPFLAGS_MANAGED_DICT != 0 && flags & ffi::Py_TPFLAGS_HEAPTYPE != 0
+}
+
+/// The key table that the instances of `ty` share (indexing their values arrays), if `ty` has
+/// a managed dict and still such a table; live while the type holds it.
+///
+/// # Safety
+/// `ty` must be a live type.
+#[inline(always)]
+pub unsafe fn shared_keys(ty: *mut ffi::PyTypeObject) -> Option<*const DictKeys> {
+    // SAFETY: the caller's guarantee; a heap type's cached keys are null or a live table.
+    unsafe {
+        if !has_managed_dict(ty) {
+            return None;
+        }
+        let keys = (*ty.cast::<ffi::PyHeapTypeObject>()).ht_cached_keys.cast::<DictKeys>();
+        (!keys.is_null() && (*keys).kind == KEYS_SPLIT).then_some(keys.cast_const())
+    }
+}
+
 /// `_PyObject_ValuesPointer`: the values array of an instance with a managed dict is the fourth
 /// pointer before the object; null once the instance's dict was made (`_PyObject_ManagedDictPointer`,
 /// at -3, then holds the dict, which took the array over).

@@ -279,19 +279,11 @@ mod compact {
         #[inline]
         unsafe fn of(ptr: *mut ffi::PyObject) -> Option<Self> {
             // SAFETY: the caller's guarantee. The values pointer is read only once the type
-            // has a managed dict; the key table is read while the type holds it.
+            // has a managed dict (`shared_keys`); the key table is read while the type holds it.
             unsafe {
-                let ty = ffi::Py_TYPE(ptr);
-                let flags = (*ty).tp_flags;
-                if flags & ffi::Py_TPFLAGS_MANAGED_DICT == 0 || flags & ffi::Py_TPFLAGS_HEAPTYPE == 0 {
-                    return None;
-                }
+                let keys = layout::shared_keys(ffi::Py_TYPE(ptr))?;
                 let values = *layout::values_pointer(ptr);
-                let keys = (*ty.cast::<ffi::PyHeapTypeObject>()).ht_cached_keys.cast::<DictKeys>();
-                if values.is_null() || keys.is_null() || (*keys).kind != layout::KEYS_SPLIT {
-                    return None;
-                }
-                Some(Inline { values, keys: SharedKeys::of(keys) })
+                (!values.is_null()).then(|| Inline { values, keys: SharedKeys::of(keys) })
             }
         }
 

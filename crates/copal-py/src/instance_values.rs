@@ -73,14 +73,7 @@ mod compact {
             // SAFETY: reading the flags, version tag and (for heap types) cached keys of a live type
             // with the GIL held; the key table is live while the type holds it.
             unsafe {
-                let flags = (*ty).tp_flags;
-                if flags & ffi::Py_TPFLAGS_MANAGED_DICT == 0 || flags & ffi::Py_TPFLAGS_HEAPTYPE == 0 {
-                    return None;
-                }
-                let keys = (*ty.cast::<ffi::PyHeapTypeObject>()).ht_cached_keys.cast::<layout::DictKeys>();
-                if keys.is_null() || (*keys).kind != layout::KEYS_SPLIT {
-                    return None;
-                }
+                let keys = layout::shared_keys(ty)?;
                 let entry_count = usize::try_from((*keys).nentries).ok()?.min(layout::SHARED_KEYS_MAX_SIZE);
                 let entries = layout::unicode_entries(keys);
                 let slots = fields
@@ -103,7 +96,7 @@ mod compact {
                             .map(|index| index as u8)
                     })
                     .collect();
-                if flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG == 0 || (*ty).tp_version_tag == 0 {
+                if (*ty).tp_flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG == 0 || (*ty).tp_version_tag == 0 {
                     return None;
                 }
                 Some(FieldSlots { slots, class: ty as usize, keys: keys as usize, version_tag: (*ty).tp_version_tag })

@@ -83,8 +83,7 @@ mod instance {
         // SAFETY: `obj` is live; the pointers before it are read only once its type has a
         // managed dict, as `dict_items` does; a dict pointer that is not null is its dict.
         unsafe {
-            let flags = (*ffi::Py_TYPE(obj)).tp_flags;
-            if flags & ffi::Py_TPFLAGS_MANAGED_DICT == 0 || flags & ffi::Py_TPFLAGS_HEAPTYPE == 0 {
+            if !layout::has_managed_dict(ffi::Py_TYPE(obj)) {
                 return None;
             }
             let values = *layout::values_pointer(obj);
@@ -134,13 +133,14 @@ mod instance {
         // same way); a field not set is a null pointer, a harmless hint.
         unsafe {
             let (values, keys) = match fields(obj) {
-                Some(Fields::Values(values)) => {
-                    (values, (*ffi::Py_TYPE(obj).cast::<ffi::PyHeapTypeObject>()).ht_cached_keys.cast::<DictKeys>())
-                }
-                Some(Fields::Dict(dict)) => ((*dict).ma_values.cast::<*mut ffi::PyObject>(), (*dict).ma_keys.cast::<DictKeys>()),
+                Some(Fields::Values(values)) => match layout::shared_keys(ffi::Py_TYPE(obj)) {
+                    Some(keys) => (values, keys),
+                    None => return,
+                },
+                Some(Fields::Dict(dict)) => ((*dict).ma_values.cast::<*mut ffi::PyObject>(), (*dict).ma_keys.cast_const().cast::<DictKeys>()),
                 None => return,
             };
-            if values.is_null() || keys.is_null() || (*keys).kind != layout::KEYS_SPLIT {
+            if values.is_null() || (*keys).kind != layout::KEYS_SPLIT {
                 return;
             }
             let count = usize::try_from((*keys).nentries).unwrap_or(0).min(FIELDS);
