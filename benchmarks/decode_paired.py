@@ -14,10 +14,14 @@ thread CPU time of each. A timed call includes freeing its result, as the codec 
 The report gives, per build, case, GC mode and decoder, the span of times over the rounds, and
 the ratios of copal against the others measured in the same child.
 
+``--decoders`` names other decoders of the codec suite's registry, the first being the copal
+one under test: ``--decoders "copal json,msgspec.json(Struct),orjson"`` pairs the JSON readers.
+
 Usage::
 
     python benchmarks/decode_paired.py --build main=/tmp/main-pkg --build branch=installed
     python benchmarks/decode_paired.py --rounds 5 --calls 9 --cases 002/10000
+    python benchmarks/decode_paired.py --cases 001,003 --decoders "copal json,msgspec.json(Struct)"
 """
 
 from __future__ import annotations
@@ -48,13 +52,13 @@ def _cases() -> dict[str, tuple[Callable[[], Any], Any]]:
     return cases
 
 
-def _decoders(root: Any, value: Any, one_by_one: bool) -> dict[str, Callable[[], Any]]:
+def _decoders(names: list[str], root: Any, value: Any, one_by_one: bool) -> dict[str, Callable[[], Any]]:
     """Decoder name -> a call decoding ``value`` encoded, from the codec suite's registry; with
     ``one_by_one``, ``value`` is a list whose items are encoded and decoded one at a time."""
     from copal.bench.codecs import BY_NAME
 
     decoders: dict[str, Callable[[], Any]] = {}
-    for name in DECODERS:
+    for name in names:
         codec = BY_NAME[name].codec(root)
         decode = codec.decode
         if one_by_one:
@@ -71,7 +75,7 @@ def child(args: argparse.Namespace) -> None:
     makers = _cases()
     for case in args.cases.split(","):
         make, root = makers[case]
-        calls = _decoders(root, make(), one_by_one=case == "004")
+        calls = _decoders(args.decoders.split(","), root, make(), one_by_one=case == "004")
         # Small values get more calls: a call is too short for the clock alone.
         case_calls = args.calls * 10 if case.startswith("002") else args.calls
         for mode in GC_MODES:
@@ -82,10 +86,11 @@ def child(args: argparse.Namespace) -> None:
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calls", type=int, default=5, help="calls per decoder and GC mode (ten times more for seed 002)")
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated subset of {', '.join(CASES)}")
+    parser.add_argument("--decoders", default=",".join(DECODERS), help="comma-separated decoders of the codec suite, the copal one first")
 
 
 def _child_args(args: argparse.Namespace) -> list[str]:
-    return ["--calls", str(args.calls), "--cases", args.cases]
+    return ["--calls", str(args.calls), "--cases", args.cases, "--decoders", args.decoders]
 
 
 if __name__ == "__main__":

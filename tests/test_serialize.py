@@ -1099,8 +1099,8 @@ def test_setters_never_run_on_stream_data(field: str) -> None:
 @pytest.mark.parametrize("bad", [b"\xed\xa0\x80", b"\xc0\x80", b"\xff", b"\xf4\x90\x80\x80"], ids=["surrogate", "overlong", "ff", "above_max"])
 @pytest.mark.parametrize("padding", [0, 40], ids=["short", "long"])
 def test_invalid_utf8_strings_are_corrupt(version: int, bad: bytes, padding: int) -> None:
-    """Checked by Python's decoder for strings the short-string cache does not see (longer than
-    32 bytes, or any in version 2), by Rust for the others: the same strings are refused."""
+    """Short strings (at most 32 bytes, cached in version 1) and the others, checked by one
+    decoder: the same strings are refused."""
     text = b"x" * padding + bad
     with pytest.raises(CorruptRecordError, match="invalid UTF-8"):
         copal.loads(stream(table() + b"\x07" + varint(len(text)) + text, version=version))

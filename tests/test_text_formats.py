@@ -139,6 +139,17 @@ def test_ids_are_any_numbers_and_documents_may_be_written_by_hand() -> None:
     assert (back[1].x, back[1].y) == (1, 2)
 
 
+def test_equal_short_strings_of_a_document_load_as_one_object() -> None:
+    """Text has no shared strings: the decoder's short-string cache makes equal strings one object
+    again, and tells apart the many distinct ones that take the same slots before them."""
+    words = [f"word-{i % 7}" for i in range(2_000)]
+    distinct = [f"id-{i}" for i in range(5_000)] + ["é-ü", "ü-é"]
+    for form in ("json", "xml"):
+        back = copal.loads(copal.dumps(distinct + words, format=form))
+        assert back == distinct + words
+        assert len({id(s) for s in back[len(distinct):]}) == 7
+
+
 @pytest.mark.parametrize("prefix", ["", " \n\t"])
 def test_loads_detects_json_in_str_and_bytes(prefix: str) -> None:
     document = prefix.encode() + copal.dumps({"k": (1, 2)}, format="json")

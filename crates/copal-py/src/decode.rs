@@ -22,6 +22,7 @@ use crate::instance_values::FieldSlots;
 use crate::known_containers::KnownContainer;
 use crate::list_builder::ListBuilder;
 use crate::pytypes;
+use crate::strings::new_string;
 
 /// What a decoder needs from the connection: descriptors and objects for references.
 pub trait Resolver<'py> {
@@ -453,10 +454,12 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 allocation::complex(py, re, im)?
             }
             tag::STR => {
+                let text = r.length_prefixed()?;
                 let value = match self.strings.as_deref_mut() {
-                    Some(cache) if r.peek_u8()? as usize <= crate::strings::MAX_CACHED_LEN => cache.get(py, r.str()?)?.into_any(),
-                    _ => new_string(py, r.length_prefixed()?)?.ok_or(DecodeError::BadUtf8 { offset: offset + 1 })?,
+                    Some(cache) if text.len() <= crate::strings::MAX_CACHED_LEN => cache.get(py, text)?,
+                    _ => new_string(py, text)?,
                 };
+                let value = value.ok_or(DecodeError::BadUtf8 { offset: offset + 1 })?;
                 if let Some(slots) = self.string_slots.as_mut() {
                     slots.push(value.clone());
                 }
@@ -1209,38 +1212,6 @@ fn small_int(small_ints: &'static [Py<PyAny>], value: i64) -> Option<&'static Py
 /// the input, so hashing costs at most a constant factor more than reading it.
 fn expansion_budget(len: usize) -> u64 {
     16 * len as u64 + 1024
-}
-
-/// The string of UTF-8 `bytes`, or None if they are not UTF-8. CPython's decoder checks them as
-/// it copies them, so they are not checked twice (this is the most frequent value); ASCII text,
-/// checked here a word at a time, is copied into a new ASCII string without it.
-fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Option<Bound<'py, PyAny>>> {
-    // Empty and one-character strings come from CPython's decoder, which returns shared
-    // singletons for some of them.
-    #[cfg(not(any(Py_LIMITED_API, PyPy)))]
-    if bytes.len() > 1 && bytes.is_ascii() {
-        // SAFETY: PyUnicode_New returns a new compact ASCII string of `bytes.len()` characters
-        // (or null with an exception set), whose data, writable until the string is shared,
-        // holds that many bytes plus a terminating NUL that it already wrote.
-        unsafe {
-            let string = Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_New(bytes.len() as ffi::Py_ssize_t, 127))?;
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), ffi::PyUnicode_1BYTE_DATA(string.as_ptr()), bytes.len());
-            return Ok(Some(string));
-        }
-    }
-    // SAFETY: `bytes` is valid for its length (which a slice keeps below isize::MAX); the call
-    // returns a new reference, or null with an exception set.
-    let string = unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyUnicode_DecodeUTF8(bytes.as_ptr().cast(), bytes.len() as ffi::Py_ssize_t, c"strict".as_ptr()),
-        )
-    };
-    match string {
-        Ok(string) => Ok(Some(string)),
-        Err(error) if error.is_instance_of::<pyo3::exceptions::PyUnicodeDecodeError>(py) => Ok(None),
-        Err(error) => Err(error),
-    }
 }
 
 /// A new, empty instance of `class` made by the constructor of `base` (`object`, PersistentBase,

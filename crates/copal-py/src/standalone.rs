@@ -771,8 +771,8 @@ fn decode_body_of<'py>(py: Python<'py>, body: &[u8], version: u8, bytearray_base
     let what = || "stream".to_owned();
     // Equal strings come back as one object. A body with shared strings has each distinct
     // string once; in others (version 1, text documents) repeated short strings are found by
-    // the decoder's cache, as from the database (strings.rs), which costs about a sixth of the
-    // decoding time on all-distinct strings.
+    // the decoder's cache, as from the database (strings.rs): 1-3% of reading a JSON document
+    // of all-distinct strings (seed 001), and 12-14% faster where strings repeat (seed 003).
     let mut cache = (!shares_strings).then(|| StringCache::for_input(body.len()));
     // Nothing the decoder creates can become garbage before it returns (see gc.rs).
     let _gc = GcPause::new(py);
