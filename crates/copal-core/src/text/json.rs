@@ -924,6 +924,15 @@ impl<'a> Parser<'a> {
 
     /// A number in RFC 8259 syntax, kept as text.
     pub(super) fn number(&mut self) -> Result<Json<'a>, TextError> {
+        match self.number_text() {
+            Some((text, _)) => Ok(Json::Number(text)),
+            None => Err(self.fail("malformed number")),
+        }
+    }
+
+    /// The text of a number in RFC 8259 syntax and whether it has a fraction or an exponent;
+    /// None, the parser where it was, if no number starts here.
+    pub(super) fn number_text(&mut self) -> Option<(&'a str, bool)> {
         let start = self.at;
         let bytes = self.text.as_bytes();
         let digits = |at: &mut usize| {
@@ -940,13 +949,15 @@ impl<'a> Parser<'a> {
         let int_start = at;
         let n = digits(&mut at);
         if n == 0 || (n > 1 && bytes[int_start] == b'0') {
-            return Err(self.fail("malformed number"));
+            return None;
         }
+        let mut fractional = false;
         if bytes.get(at) == Some(&b'.') {
             at += 1;
             if digits(&mut at) == 0 {
-                return Err(self.fail("malformed number"));
+                return None;
             }
+            fractional = true;
         }
         if matches!(bytes.get(at), Some(b'e' | b'E')) {
             at += 1;
@@ -954,11 +965,34 @@ impl<'a> Parser<'a> {
                 at += 1;
             }
             if digits(&mut at) == 0 {
-                return Err(self.fail("malformed number"));
+                return None;
             }
+            fractional = true;
         }
         self.at = at;
-        Ok(Json::Number(&self.text[start..at]))
+        Some((&self.text[start..at], fractional))
+    }
+
+    /// A string without escapes, borrowed from the text; None, the parser where it was, for any
+    /// other (`string_text` reads them all). The one-pass reader's strings: small enough a
+    /// result to come back in registers.
+    pub(super) fn plain_string(&mut self) -> Option<&'a str> {
+        let bytes = self.text.as_bytes();
+        if bytes.get(self.at) != Some(&b'"') {
+            return None;
+        }
+        let start = self.at + 1;
+        let mut at = start;
+        loop {
+            match *bytes.get(at)? {
+                b'"' => {
+                    self.at = at + 1;
+                    return Some(&self.text[start..at]);
+                }
+                b'\\' | 0x00..=0x1F => return None,
+                _ => at += 1,
+            }
+        }
     }
 
     fn string(&mut self) -> Result<String, TextError> {

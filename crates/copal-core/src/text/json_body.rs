@@ -66,10 +66,10 @@ impl<'a> Transcoder<'a> {
         self.parser.expect(b'{').ok()?;
         self.key("$copal")?;
         self.parser.ws();
-        let version = match self.parser.number().ok()? {
-            Json::Number(n) => n.parse::<u64>().ok().filter(|v| (1..=JSON_VERSION).contains(v))?,
-            _ => return None,
-        };
+        let version = self.integer()?;
+        if !(1..=JSON_VERSION).contains(&version) {
+            return None;
+        }
         self.build = Build::new(version);
         self.parser.expect(b',').ok()?;
         self.key("value")?;
@@ -90,9 +90,38 @@ impl<'a> Transcoder<'a> {
     /// A member's name and the colon after it.
     fn member_name(&mut self) -> Step<Cow<'a, str>> {
         self.parser.ws();
-        let name = self.parser.string_text().ok()?;
+        let name = self.string()?;
         self.parser.expect(b':').ok()?;
         Some(name)
+    }
+
+    /// A string, borrowed from the text unless it holds escapes.
+    fn string(&mut self) -> Step<Cow<'a, str>> {
+        match self.parser.plain_string() {
+            Some(text) => Some(Cow::Borrowed(text)),
+            None => self.parser.string_text().ok(),
+        }
+    }
+
+    /// A non-negative integer that fits 64 bits (a version, an id, a class number).
+    fn integer(&mut self) -> Step<u64> {
+        self.parser.ws();
+        self.parser.number_text()?.0.parse().ok()
+    }
+
+    /// A number: an INT, or a FLOAT if it has a fraction or an exponent, or a BIGINT.
+    fn number(&mut self) -> Step {
+        let (text, fractional) = self.parser.number_text()?;
+        let out = &mut self.body.out;
+        if fractional {
+            out.u8(tag::FLOAT);
+            out.f64(text.parse().ok()?);
+        } else if let Ok(int) = text.parse::<i64>() {
+            out.int_i64(int);
+        } else {
+            number(text).ok()?.encode(out);
+        }
+        Some(())
     }
 
     fn value(&mut self, depth: usize) -> Step {
@@ -107,20 +136,16 @@ impl<'a> Transcoder<'a> {
                 self.list(depth)
             }
             b'"' => {
-                let text = self.parser.string_text().ok()?;
-                self.body.out.str(&text);
+                match self.parser.plain_string() {
+                    Some(text) => self.body.out.str(text),
+                    None => self.body.out.str(&self.parser.string_text().ok()?),
+                }
                 Some(())
             }
             b't' => self.literal("true", tag::TRUE),
             b'f' => self.literal("false", tag::FALSE),
             b'n' => self.literal("null", tag::NONE),
-            _ => match self.parser.number().ok()? {
-                Json::Number(text) => {
-                    number(text).ok()?.encode(&mut self.body.out);
-                    Some(())
-                }
-                _ => None,
-            },
+            _ => self.number(),
         }
     }
 
@@ -161,11 +186,7 @@ impl<'a> Transcoder<'a> {
         let mut key = self.member_name()?;
         let mut id = None;
         if key == "$id" {
-            self.parser.ws();
-            id = Some(match self.parser.number().ok()? {
-                Json::Number(n) => n.parse::<u64>().ok()?,
-                _ => return None,
-            });
+            id = Some(self.integer()?);
             if self.closes_empty_dict(id)? {
                 return Some(());
             }
@@ -183,9 +204,8 @@ impl<'a> Transcoder<'a> {
             }
             "$enum" if id.is_none() => self.enumeration(),
             "$ref" if id.is_none() => {
-                self.parser.ws();
-                let Json::Number(n) = self.parser.number().ok()? else { return None };
-                self.build.tree.reference(n.parse().ok()?).ok()?.encode(&mut self.body.out);
+                let id = self.integer()?;
+                self.build.tree.reference(id).ok()?.encode(&mut self.body.out);
                 self.parser.expect(b'}').ok()
             }
             name if !is_tag(name) => {
@@ -251,13 +271,10 @@ impl<'a> Transcoder<'a> {
         self.parser.ws();
         match self.parser.peek()? {
             b'"' => {
-                let name = self.parser.string_text().ok()?;
+                let name = self.string()?;
                 Some(self.build.classes.number(&name))
             }
-            _ => match self.parser.number().ok()? {
-                Json::Number(n) => self.build.class_numbered(n, kind).ok(),
-                _ => None,
-            },
+            _ => self.build.class_numbered(self.parser.number_text()?.0, kind).ok(),
         }
     }
 
@@ -268,7 +285,7 @@ impl<'a> Transcoder<'a> {
         self.parser.expect(b',').ok()?;
         self.key("$member")?;
         self.parser.ws();
-        let member = self.parser.string_text().ok()?;
+        let member = self.string()?;
         self.parser.expect(b'}').ok()?;
         let no_fields = self.body.names.len();
         let descriptor = self.body.descriptor(&mut self.build.tree, false, class, self.build.classes.name(class), no_fields)?;
@@ -284,16 +301,16 @@ impl<'a> Transcoder<'a> {
         self.build.tree.take_slot(id).ok()?;
         self.body.out.u8(tag::OBJECT);
         let descriptor_at = self.body.reserve_varint();
-        let names_from = self.body.names.len();
+        let mut fields = self.body.object_fields(&self.build.tree, persistent, class);
         while self.more(b'}')? {
             let name = self.member_name()?;
             if is_tag(&name) {
                 return None;
             }
-            self.body.names.push(unescaped_name(name));
+            self.body.field_name(&self.build.tree, &mut fields, unescaped_name(name));
             self.value(depth + 1)?;
         }
-        let descriptor = self.body.descriptor(&mut self.build.tree, persistent, class, self.build.classes.name(class), names_from)?;
+        let descriptor = self.body.object_descriptor(&mut self.build.tree, fields, class, self.build.classes.name(class))?;
         self.body.patch_varint(descriptor_at, u64::from(descriptor));
         Some(())
     }
@@ -354,6 +371,37 @@ mod tests {
         assert_eq!(decoded.table.len(), 200);
         assert_eq!(decoded.table[199].fields, ["a\n", "$b"]);
         assert_eq!(to_json(&body).unwrap(), to_json(&from_json(&text).unwrap().encode()).unwrap());
+    }
+
+    /// The objects of one class, read with the fields of its last object matched as they come:
+    /// each list of fields is one descriptor, however the objects alternate between them.
+    #[test]
+    fn objects_of_a_class_with_other_fields_get_their_own_descriptors() {
+        let objects = [
+            r#"{"$type":"m.P","x":1,"y":2}"#,
+            r#"{"$type":0,"x":3,"y":4}"#,
+            r#"{"$type":0,"x":5}"#,
+            r#"{"$type":0,"x":6,"y":7,"z":8}"#,
+            r#"{"$type":0,"y":9,"x":10}"#,
+            r#"{"$type":0}"#,
+            r#"{"$persistent":0,"x":11,"y":12}"#,
+            r#"{"$type":0,"x":{"$type":0,"x":13},"y":14}"#,
+            r#"{"$type":0,"$$x":15,"y":16}"#,
+            r#"{"$type":0,"$$x":17,"y":18}"#,
+            r#"{"$type":0,"x":19,"y":20}"#,
+        ];
+        let text = format!(r#"{{"$copal":2,"value":[{}]}}"#, objects.join(","));
+        let body = transcode(&text).expect("laid out as copal writes");
+        let table = Body::decode(&body).unwrap().table;
+        let fields: Vec<(bool, Vec<&str>)> = table.iter().map(|entry| (entry.persistent, entry.fields.iter().map(String::as_str).collect())).collect();
+        let expected: Vec<(bool, Vec<&str>)> =
+            vec![(false, vec!["x", "y"]), (false, vec!["x"]), (false, vec!["x", "y", "z"]), (false, vec!["y", "x"]), (false, vec![]), (true, vec!["x", "y"]), (false, vec!["$x", "y"])];
+        assert_eq!(fields, expected);
+        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(&text).unwrap().encode()).unwrap());
+        // A tag where the last object had a field of the same name once escaped.
+        let tagged = r#"{"$copal":2,"value":[{"$type":"m.P","$$x":1},{"$type":0,"$x":2}]}"#;
+        assert!(transcode(tagged).is_none());
+        assert_eq!(body_from_json(tagged).unwrap_err(), from_json(tagged).unwrap_err());
     }
 
     #[test]

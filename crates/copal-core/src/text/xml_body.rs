@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use super::body_out::BodyOut;
+use super::body_out::{BodyOut, ObjectFields};
 use super::xml::{float, from_xml, name_length, unescape, Build, Element, MAX_XML_DEPTH, XML_VERSION};
 use super::{body_of, Body, ClassNumbers, TableEntry, TextError};
 use crate::format::tag;
@@ -39,7 +39,7 @@ enum Open<'a> {
     /// keys and values), and where its count goes.
     Items { name: &'a str, count_at: usize, items: u64 },
     /// `<object>`: its class and where its descriptor's number goes.
-    Object { class: usize, persistent: bool, descriptor_at: usize, names_from: usize },
+    Object { class: usize, descriptor_at: usize, fields: ObjectFields },
     /// `<field>` and whether its value has been read.
     Field { has_value: bool },
 }
@@ -190,7 +190,8 @@ impl<'a> Transcoder<'a> {
             "field" => {
                 let [("name", field)] = self.attrs.as_slice() else { return None };
                 let field = field.clone();
-                self.body.names.push(field);
+                let Some(Open::Object { fields, .. }) = self.open.last_mut() else { return None };
+                self.body.field_name(&self.build.tree, fields, field);
                 if complete {
                     return None;
                 }
@@ -229,7 +230,8 @@ impl<'a> Transcoder<'a> {
                 self.take_slot()?;
                 self.body.out.u8(tag::OBJECT);
                 let descriptor_at = self.body.reserve_varint();
-                self.open.push(Open::Object { class, persistent, descriptor_at, names_from: self.body.names.len() });
+                let fields = self.body.object_fields(&self.build.tree, persistent, class);
+                self.open.push(Open::Object { class, descriptor_at, fields });
                 if complete {
                     return self.close();
                 }
@@ -319,8 +321,8 @@ impl<'a> Transcoder<'a> {
                 self.body.patch_varint(count_at, count);
                 self.value_read()
             }
-            Open::Object { class, persistent, descriptor_at, names_from } => {
-                let descriptor = self.body.descriptor(&mut self.build.tree, persistent, class, self.classes.name(class), names_from)?;
+            Open::Object { class, descriptor_at, fields } => {
+                let descriptor = self.body.object_descriptor(&mut self.build.tree, fields, class, self.classes.name(class))?;
                 self.body.patch_varint(descriptor_at, u64::from(descriptor));
                 self.value_read()
             }
@@ -391,6 +393,27 @@ mod tests {
         assert!(decoded.table.iter().any(|entry| entry.fields == ["a&b", "b"] && entry.type_name == "m.C199"));
         assert_eq!(decoded.table.iter().filter(|entry| entry.type_name == "m.E").count(), 1);
         assert_eq!(written_back(&body), through_the_tree(&text));
+    }
+
+    /// As in json_body.rs: each list of fields of a class is one descriptor.
+    #[test]
+    fn objects_of_a_class_with_other_fields_get_their_own_descriptors() {
+        let object = |fields: &[&str]| {
+            let fields: String = fields.iter().map(|name| format!("<field name=\"{name}\"><int>1</int></field>")).collect();
+            format!("<object type=\"m.P\">{fields}</object>")
+        };
+        let lists: [&[&str]; 7] = [&["x", "y"], &["x", "y"], &["x"], &["x", "y", "z"], &["y", "x"], &[], &["x", "y"]];
+        let objects: String = lists.iter().map(|fields| object(fields)).collect();
+        let text = format!("<copal version=\"1\"><list>{objects}<object type=\"m.P\" persistent=\"1\"/></list></copal>");
+        let body = transcode(&text).expect("laid out as copal writes");
+        let table = Body::decode(&body).unwrap().table;
+        let fields: Vec<(bool, Vec<&str>)> = table.iter().map(|entry| (entry.persistent, entry.fields.iter().map(String::as_str).collect())).collect();
+        let expected: Vec<(bool, Vec<&str>)> = vec![(false, vec!["x", "y"]), (false, vec!["x"]), (false, vec!["x", "y", "z"]), (false, vec!["y", "x"]), (false, vec![]), (true, vec![])];
+        assert_eq!(fields, expected);
+        assert_eq!(written_back(&body), through_the_tree(&text));
+        let repeated = format!("<copal version=\"1\"><list>{}{}</list></copal>", object(&["x", "y"]), object(&["x", "x"]));
+        assert!(transcode(&repeated).is_none());
+        assert_eq!(body_from_xml(&repeated).unwrap_err(), from_xml(&repeated).unwrap_err());
     }
 
     #[test]
