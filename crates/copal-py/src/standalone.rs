@@ -755,25 +755,34 @@ pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], version: u8) -> PyR
     decode_body_of(py, body, version, version >= COPIES_AND_SCALAR_SUBCLASSES_VERSION)
 }
 
-/// The object graph of the body a text document transcodes to (docs/TEXT_FORMATS.md section 3):
-/// a version 1 body whose SUBCLASS values may also have a BYTEARRAY base.
-pub(crate) fn decode_document_body<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    decode_body_of(py, body, 1, true)
+/// The object graph of the body a text document transcodes to (docs/TEXT_FORMATS.md section 3),
+/// its descriptor `table` and its `value` apart (joining them copied the value): a version 1
+/// body whose SUBCLASS values may also have a BYTEARRAY base.
+pub(crate) fn decode_document_body<'py>(py: Python<'py>, table: &[copal_core::text::TableEntry], value: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    let mut table_bytes = Writer::new();
+    copal_core::text::write_table(&mut table_bytes, table);
+    let entries = read_table(&mut Reader::new(&table_bytes.buf), py, 1, "document descriptor table")?;
+    decode_value(py, &entries, &mut Reader::new(value), 1, true)
 }
 
 /// `decode_body`, reading SUBCLASS bases BYTEARRAY if `bytearray_bases`.
 fn decode_body_of<'py>(py: Python<'py>, body: &[u8], version: u8, bytearray_bases: bool) -> PyResult<Bound<'py, PyAny>> {
-    let shares_strings = version >= SHARED_STRINGS_VERSION;
     let mut r = Reader::new(body);
     let entries = read_table(&mut r, py, version, "stream descriptor table")?;
+    decode_value(py, &entries, &mut r, version, bytearray_bases)
+}
+
+/// The value of a stream body of `version` after its table, whose `entries` were read.
+fn decode_value<'py>(py: Python<'py>, entries: &[Entry], r: &mut Reader<'_>, version: u8, bytearray_bases: bool) -> PyResult<Bound<'py, PyAny>> {
+    let shares_strings = version >= SHARED_STRINGS_VERSION;
     let registry = crate::pytypes::class_registry(py)?.clone();
-    let resolver = StreamResolver::new(registry, &entries);
+    let resolver = StreamResolver::new(registry, entries);
     let what = || "stream".to_owned();
     // Equal strings come back as one object. A body with shared strings has each distinct
     // string once; in others (version 1, text documents) repeated short strings are found by
     // the decoder's cache, as from the database (strings.rs): 1-3% of reading a JSON document
     // of all-distinct strings (seed 001), and 12-14% faster where strings repeat (seed 003).
-    let mut cache = (!shares_strings).then(|| StringCache::for_input(body.len()));
+    let mut cache = (!shares_strings).then(|| StringCache::for_input(r.remaining()));
     // Nothing the decoder creates can become garbage before it returns (see gc.rs).
     let _gc = GcPause::new(py);
     let mut decoder = Decoder::new(py, &resolver, &what);
@@ -784,5 +793,5 @@ fn decode_body_of<'py>(py: Python<'py>, body: &[u8], version: u8, bytearray_base
     decoder.typed_objects = version >= TYPED_OBJECTS_VERSION;
     decoder.version_4_values = version >= COPIES_AND_SCALAR_SUBCLASSES_VERSION;
     decoder.bytearray_bases = bytearray_bases;
-    decoder.standalone(&mut r)
+    decoder.standalone(r)
 }

@@ -5,7 +5,7 @@
 //! several times faster. A document may be compressed as a whole, in the codec's standard
 //! frame (a gzip member, a zstd or an LZ4 frame), so that gunzip, zstd and lz4 read it too.
 
-use copal_core::text::{json, xml, TextError};
+use copal_core::text::{json, xml, TableEntry, TextError};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -15,13 +15,13 @@ use crate::errors::{corrupt, CorruptRecordError};
 use crate::standalone::{checked_level, checked_max_size, compress, decode_document_body, decompress, encode_body, COMPRESSION_NONE};
 
 type Writer = fn(&[u8]) -> Result<String, TextError>;
-/// A reader of documents: the stream body of one.
-type Parser = fn(&str) -> Result<Vec<u8>, TextError>;
+/// A reader of documents: the descriptor table and the value of one's stream body.
+type Parser = fn(&str) -> Result<(Vec<TableEntry>, Vec<u8>), TextError>;
 
 fn codec(format: &str) -> PyResult<(&'static str, Writer, Parser)> {
     match format {
-        "json" => Ok(("JSON", json::to_json, json::body_from_json)),
-        "xml" => Ok(("XML", xml::to_xml, xml::body_from_xml)),
+        "json" => Ok(("JSON", json::to_json, json::table_and_value_from_json)),
+        "xml" => Ok(("XML", xml::to_xml, xml::table_and_value_from_xml)),
         other => Err(PyValueError::new_err(format!("unknown text format {other:?}"))),
     }
 }
@@ -53,12 +53,12 @@ pub fn loads_text_raw<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, format: &s
             .map_err(|e| CorruptRecordError::new_err(format!("corrupt {name} document: not UTF-8 ({e})")))?,
         Err(_) => data.cast::<PyString>()?.to_str()?,
     };
-    let body = py.detach(|| parse(text));
-    let body = body.map_err(|e| match e {
+    let parts = py.detach(|| parse(text));
+    let (table, value) = parts.map_err(|e| match e {
         TextError::Body(e) => corrupt(format!("{name} document"), e),
         other => CorruptRecordError::new_err(format!("corrupt {name} document: {other}")),
     })?;
-    decode_document_body(py, &body)
+    decode_document_body(py, &table, &value)
 }
 
 /// `copal.dumps(obj, format="json"|"xml", compress=...)`: `document` in the standard frame of

@@ -264,7 +264,7 @@ pub(crate) fn body_of(table: &[TableEntry], value: &[u8]) -> Vec<u8> {
 }
 
 /// Writes a stream body's descriptor table (docs/STREAM.md section 4).
-pub(crate) fn write_table(w: &mut Writer, table: &[TableEntry]) {
+pub fn write_table(w: &mut Writer, table: &[TableEntry]) {
     w.varint(table.len() as u64);
     for entry in table {
         w.u8(if entry.persistent { PERSISTENT } else { 0 });
