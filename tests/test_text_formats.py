@@ -143,11 +143,13 @@ def test_equal_short_strings_of_a_document_load_as_one_object() -> None:
     """Text has no shared strings: the decoder's short-string cache makes equal strings one object
     again, and tells apart the many distinct ones that take the same slots before them."""
     words = [f"word-{i % 7}" for i in range(2_000)]
+    runs = [f"run-{i // 50}" for i in range(500)] + ["é"] * 3 + ["run-9"] * 3
     distinct = [f"id-{i}" for i in range(5_000)] + ["é-ü", "ü-é"]
     for form in ("json", "xml"):
-        back = copal.loads(copal.dumps(distinct + words, format=form))
-        assert back == distinct + words
-        assert len({id(s) for s in back[len(distinct):]}) == 7
+        back = copal.loads(copal.dumps(distinct + words + runs, format=form))
+        assert back == distinct + words + runs
+        assert len({id(s) for s in back[len(distinct):-len(runs)]}) == 7
+        assert len({id(s) for s in back[-len(runs):]}) == 11
 
 
 @pytest.mark.parametrize("prefix", ["", " \n\t"])

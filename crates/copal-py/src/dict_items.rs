@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use crate::encode::object_dict;
-use crate::json_writer::str_text;
+use crate::strings::str_text;
 use crate::slots::SlotLayout;
 
 pub use compact::{made_dict, Changed, DictTable, InstanceValues, ValuesFields};

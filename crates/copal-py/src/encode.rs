@@ -19,7 +19,7 @@ use crate::classes::{type_name_of, ClassShape};
 use crate::dict_items::{made_dict, Changed, Cursor, DictTable, Next, ValuesFields};
 use crate::hashing::IntMap;
 use crate::prefetch;
-use crate::json_writer::str_text;
+use crate::strings::str_text;
 use crate::known_containers::{Items, KnownContainer};
 use crate::persistent::{instance_dict, PersistentBase};
 use crate::pytypes;

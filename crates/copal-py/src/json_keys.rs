@@ -9,7 +9,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use crate::json_writer::str_text;
+use crate::strings::str_text;
 
 /// Slots of the cache; a key goes to the slot of its address (direct mapped), replacing the
 /// key there.

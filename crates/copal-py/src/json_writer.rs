@@ -40,6 +40,7 @@ use crate::json_keys::KeyCache;
 use crate::prefetch;
 use crate::pytypes;
 use crate::standalone::StreamSink;
+use crate::strings::str_text;
 
 /// Deepest nesting written; encode.rs's limit, so that deeper values go to the encoder, which
 /// refuses them.
@@ -965,28 +966,6 @@ impl<'py> JsonWriter<'py> {
         }
         self.out.push('}');
     }
-}
-
-/// The text of `s` (an error for lone surrogates, which UTF-8 cannot hold). A compact ASCII str,
-/// the most frequent kind, is read in place: its characters are its UTF-8, and the call to
-/// `PyUnicode_AsUTF8AndSize` that `to_str` makes for every str took a twentieth of writing
-/// seed 003.
-pub(crate) fn str_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<&'a str> {
-    #[cfg(not(any(PyPy, GraalPy, Py_LIMITED_API, Py_3_14)))]
-    {
-        let ptr = s.as_ptr();
-        // SAFETY: `s` is a live str, which `'a` keeps alive; a compact ASCII str (always ready)
-        // holds its `length` characters, one byte each, inline after its header, and ASCII is
-        // UTF-8.
-        unsafe {
-            if ffi::PyUnicode_IS_COMPACT_ASCII(ptr) != 0 {
-                let length = usize::try_from(ffi::PyUnicode_GET_LENGTH(ptr)).unwrap_or(0);
-                let bytes = std::slice::from_raw_parts(ffi::PyUnicode_DATA(ptr).cast::<u8>(), length);
-                return Ok(std::str::from_utf8_unchecked(bytes));
-            }
-        }
-    }
-    s.to_str()
 }
 
 /// The time zone of a datetime or time, as encode.rs stores it; offsets of a day or more (which

@@ -22,6 +22,10 @@ pub struct StringCache {
     slots: Vec<Option<Cached>>,
     /// How far `hash` is shifted right to index `slots`: 64 less the bits of its length.
     shift: u32,
+    /// The slot of the string the last lookup found, if it found one: a run of one string (a
+    /// column of equal values) is found without hashing it, and distinct strings, each new,
+    /// are not compared with the last one.
+    last_found: Option<usize>,
 }
 
 /// A string of the cache with the hash of its text: a lookup that finds another string in the
@@ -48,20 +52,29 @@ impl StringCache {
 
     /// `count` must be a power of two.
     fn with_slots(count: usize) -> Self {
-        StringCache { slots: (0..count).map(|_| None).collect(), shift: 64 - count.trailing_zeros() }
+        StringCache { slots: (0..count).map(|_| None).collect(), shift: 64 - count.trailing_zeros(), last_found: None }
     }
 
     /// The Python string of the UTF-8 `text` (at most MAX_CACHED_LEN bytes), or None if `text`
     /// is not UTF-8.
     pub fn get<'py>(&mut self, py: Python<'py>, text: &[u8]) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let hash = hash_of(text);
-        let slot = &mut self.slots[(hash >> self.shift) as usize];
-        if let Some(cached) = slot {
-            let string = cached.string.bind(py);
-            if cached.hash == hash && string.to_str().is_ok_and(|s| s.as_bytes() == text) {
+        if let Some(Some(last)) = self.last_found.map(|index| &self.slots[index]) {
+            let string = last.string.bind(py);
+            if str_text(string).is_ok_and(|s| s.as_bytes() == text) {
                 return Ok(Some(string.clone().into_any()));
             }
         }
+        let hash = hash_of(text);
+        let index = (hash >> self.shift) as usize;
+        let slot = &mut self.slots[index];
+        if let Some(cached) = slot {
+            let string = cached.string.bind(py);
+            if cached.hash == hash && str_text(string).is_ok_and(|s| s.as_bytes() == text) {
+                self.last_found = Some(index);
+                return Ok(Some(string.clone().into_any()));
+            }
+        }
+        self.last_found = None;
         let Some(fresh) = new_string(py, text)? else { return Ok(None) };
         // SAFETY: `new_string` makes a str.
         let string = unsafe { fresh.clone().cast_into_unchecked::<PyString>() }.unbind();
@@ -119,6 +132,28 @@ pub fn new_string<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Option<Bound<'
         Err(error) if error.is_instance_of::<pyo3::exceptions::PyUnicodeDecodeError>(py) => Ok(None),
         Err(error) => Err(error),
     }
+}
+
+/// The text of `s` (an error for lone surrogates, which UTF-8 cannot hold). A compact ASCII str,
+/// the most frequent kind, is read in place: its characters are its UTF-8, and the call to
+/// `PyUnicode_AsUTF8AndSize` that `to_str` makes for every str took a twentieth of writing
+/// seed 003.
+pub(crate) fn str_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<&'a str> {
+    #[cfg(not(any(PyPy, GraalPy, Py_LIMITED_API, Py_3_14)))]
+    {
+        let ptr = s.as_ptr();
+        // SAFETY: `s` is a live str, which `'a` keeps alive; a compact ASCII str (always ready)
+        // holds its `length` characters, one byte each, inline after its header, and ASCII is
+        // UTF-8.
+        unsafe {
+            if ffi::PyUnicode_IS_COMPACT_ASCII(ptr) != 0 {
+                let length = usize::try_from(ffi::PyUnicode_GET_LENGTH(ptr)).unwrap_or(0);
+                let bytes = std::slice::from_raw_parts(ffi::PyUnicode_DATA(ptr).cast::<u8>(), length);
+                return Ok(std::str::from_utf8_unchecked(bytes));
+            }
+        }
+    }
+    s.to_str()
 }
 
 /// The strings a stream has written so far, for stream version 2's shared strings

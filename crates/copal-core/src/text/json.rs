@@ -983,6 +983,16 @@ impl<'a> Parser<'a> {
         }
         let start = self.at + 1;
         let mut at = start;
+        // Eight bytes at a time up to the first that ends the string or escapes (the lowest
+        // mark is exact), then byte by byte from it, or over the last bytes.
+        while let Some(word) = bytes.get(at..at + 8) {
+            let marks = escape_marks(u64::from_le_bytes(word.try_into().expect("eight bytes")));
+            if marks != 0 {
+                at += (marks.trailing_zeros() / 8) as usize;
+                break;
+            }
+            at += 8;
+        }
         loop {
             match *bytes.get(at)? {
                 b'"' => {

@@ -404,6 +404,27 @@ mod tests {
         assert_eq!(body_from_json(tagged).unwrap_err(), from_json(tagged).unwrap_err());
     }
 
+    /// Strings are scanned eight bytes at a time: an end, an escape or a control character at
+    /// each position of a word, and strings ending in a last, short word.
+    #[test]
+    fn strings_end_and_escape_at_every_position_of_a_word() {
+        for len in 0..20 {
+            for at in 0..=len {
+                let plain: String = (0..len).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+                for inserted in ["\\n", "\\\"", "\\u00e9", "\u{e9}"] {
+                    let text = format!(r#"{{"$copal":2,"value":["{}{}{}",1]}}"#, &plain[..at], inserted, &plain[at..]);
+                    let body = transcode(&text).expect("laid out as copal writes");
+                    assert_eq!(to_json(&body).unwrap(), to_json(&from_json(&text).unwrap().encode()).unwrap(), "{text}");
+                }
+                let control = format!("{{\"$copal\":2,\"value\":\"{}\u{1}{}\"}}", &plain[..at], &plain[at..]);
+                assert!(transcode(&control).is_none());
+                assert_eq!(body_from_json(&control).unwrap_err(), from_json(&control).unwrap_err());
+            }
+            let unterminated = format!("{{\"$copal\":2,\"value\":\"{}", "b".repeat(len));
+            assert_eq!(body_from_json(&unterminated).unwrap_err(), from_json(&unterminated).unwrap_err());
+        }
+    }
+
     #[test]
     fn shared_values_keep_their_slots() {
         let text = r#"{"$copal":2,"value":{"$id":0,"a":{"$id":1,"$list":[{"$id":2}]},"b":{"$ref":1},"c":{"$id":3,"$type":"m.P","me":{"$ref":3},"t":{"$tuple":[{"$ref":2}]}},"d":{"$type":0}}}"#;
