@@ -14,6 +14,7 @@ import decimal
 import enum
 import io
 import sys
+import traceback
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -62,12 +63,19 @@ def _representative() -> dict[str, Any]:
     }
 
 
-def _each_allocation_failing(call: Callable[[], Any], check: Callable[[Any], None]) -> Counter[str]:
+def _each_allocation_failing(
+    call: Callable[[], Any], check: Callable[[Any], None], fresh: Callable[[], Callable[[], Any]] | None = None
+) -> Counter[str]:
     """Calls `call` with its n-th allocation failing, for n = 0, 1, ... until QUIET_RUN calls in a
-    row succeed; `check` checks each value returned. Returns how the calls ended.
+    row succeed; `check` checks each value returned. Returns how the calls ended. With `fresh`,
+    each call is the one `fresh` returns, made before the allocations start failing.
 
-    One call runs first with nothing failing: what a process makes once (pyo3's interned names,
-    the types imported for decoding) is made by pyo3 calls that panic rather than raise."""
+    One call runs first with nothing failing: what a process makes once (interned names, the
+    types imported for decoding) is then made, and each failing allocation is one of the call's
+    own. (Those first allocations raise MemoryError too, but a sweep cannot reach them all:
+    each call that fails after one of them keeps it, and moves the next ones.)"""
+    if fresh is not None:
+        call = fresh()
     check(call())
     unraisable: list[Any] = []
     hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
@@ -75,6 +83,8 @@ def _each_allocation_failing(call: Callable[[], Any], check: Callable[[Any], Non
     try:
         n, quiet = 0, 0
         while quiet < QUIET_RUN:
+            if fresh is not None:
+                call = fresh()
             _testcapi.set_nomemory(n, n + 1)
             try:
                 result = call()
@@ -91,7 +101,10 @@ def _each_allocation_failing(call: Callable[[], Any], check: Callable[[Any], Non
                 check(result)
                 outcomes["value"] += 1
                 quiet += 1
-            assert not unraisable, f"allocation {n} failing printed {unraisable[0].exc_value!r} as unraisable"
+            assert not unraisable, (
+                f"allocation {n} failing printed {unraisable[0].exc_value!r} as unraisable, from\n"
+                + "".join(traceback.format_tb(unraisable[0].exc_traceback))
+            )
             n += 1
     finally:
         sys.unraisablehook = hook
@@ -157,6 +170,34 @@ def test_records_read_by_a_connection_raise_memory_error_or_return_the_value(tmp
         _each_allocation_failing(read, _check_decoded(expected))
     finally:
         db.close()
+
+
+def test_a_class_first_checked_while_memory_runs_out_is_not_taken_for_broken(tmp_path: Path) -> None:
+    # Each read is the first of a new handle, which checks the stored classes again (whether
+    # rebuilding them could run code); a check that ran out of memory raises, and is not kept
+    # as "the class is not plain" (its objects then loaded as BrokenObject).
+    value = [Point(1, "a"), Plain(), Point(2, "b")]
+    with copal.open(tmp_path / "db") as db, db.transaction() as tx:
+        tx.root["holder"] = Holder(value=value)
+    expected = copal.dumps(value)
+    readers: list[copal.Database] = []
+
+    def fresh() -> Callable[[], Any]:
+        while readers:
+            readers.pop().close()
+        readers.append(copal.open(tmp_path / "db"))
+
+        def read() -> Any:
+            with readers[0].transaction() as tx:
+                return tx.root["holder"].value
+
+        return read
+
+    try:
+        _each_allocation_failing(fresh(), _check_decoded(expected), fresh=fresh)
+    finally:
+        for reader in readers:
+            reader.close()
 
 
 def test_dumps_raises_memory_error_or_returns_the_stream() -> None:
@@ -258,3 +299,4 @@ def test_bytearray_subclasses_raise_memory_error_or_round_trip() -> None:
         document = copal.dumps(value, format=text_format)
         _each_allocation_failing(lambda: copal.dumps(value, format=text_format), _check_equal(document))
         _each_allocation_failing(lambda: copal.loads(document), _check_decoded(data))
+

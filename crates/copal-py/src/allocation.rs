@@ -67,6 +67,18 @@ pub fn interned_str<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyS
     }
 }
 
+/// `pyo3::intern!` whose failure to make the string, on its first use in the process, is the
+/// MemoryError CPython raised (pyo3's panics): `interned!(py, "name")?` is the interned str, a
+/// `&Bound<'py, PyString>` made once.
+macro_rules! interned {
+    ($py:expr, $text:expr) => {{
+        static INTERNED: pyo3::sync::PyOnceLock<pyo3::Py<pyo3::types::PyString>> = pyo3::sync::PyOnceLock::new();
+        let py: pyo3::Python<'_> = $py;
+        INTERNED.get_or_try_init(py, || $crate::allocation::interned_str(py, $text).map(pyo3::Bound::unbind)).map(|name| name.bind(py))
+    }};
+}
+pub(crate) use interned;
+
 pub fn dict(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     // SAFETY: as in `int`; the result is a dict or null.
     Ok(unsafe { made(py, ffi::PyDict_New())?.cast_into_unchecked() })

@@ -284,5 +284,8 @@ fn assign_version_tag(class: &Bound<'_, PyType>) {
 /// Python 3.11 has no function for it: a lookup through the type's method cache assigns the tag.
 #[cfg(not(Py_3_12))]
 fn assign_version_tag(class: &Bound<'_, PyType>) {
-    class_attribute(class, pyo3::intern!(class.py(), "__del__"));
+    // Without the name (no memory for it) the tag stays unassigned, which `version_tag` reads.
+    if let Ok(name) = crate::allocation::interned!(class.py(), "__del__") {
+        class_attribute(class, name);
+    }
 }

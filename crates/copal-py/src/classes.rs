@@ -28,13 +28,13 @@ pub fn type_name_of(class: &Bound<'_, PyType>) -> PyResult<String> {
 
 fn stored_type_name(class: &Bound<'_, PyType>) -> PyResult<String> {
     let py = class.py();
-    match class.getattr(pyo3::intern!(py, "__dict__"))?.get_item(pyo3::intern!(py, "__copal_type__")) {
+    match class.getattr(crate::allocation::interned!(py, "__dict__")?)?.get_item(crate::allocation::interned!(py, "__copal_type__")?) {
         Ok(name) => return name.extract(),
         Err(error) if !error.is_instance_of::<pyo3::exceptions::PyKeyError>(py) => return Err(error),
         Err(_) => {}
     }
-    let module: String = class.getattr(pyo3::intern!(py, "__module__"))?.extract()?;
-    let qualname: String = class.getattr(pyo3::intern!(py, "__qualname__"))?.extract()?;
+    let module: String = class.getattr(crate::allocation::interned!(py, "__module__")?)?.extract()?;
+    let qualname: String = class.getattr(crate::allocation::interned!(py, "__qualname__")?)?.extract()?;
     if module == "builtins" { Ok(qualname) } else { Ok(format!("{module}.{qualname}")) }
 }
 
@@ -47,7 +47,7 @@ pub fn tracks_own_mutations(class: &Bound<'_, PyType>) -> PyResult<bool> {
 /// A class without the attribute, or whose attribute fails to answer, does not track; running
 /// out of memory while asking is passed on, since the answer is kept for the class.
 fn declares_tracking(class: &Bound<'_, PyType>) -> PyResult<bool> {
-    match class.getattr(pyo3::intern!(class.py(), "_p_tracks_mutations")).and_then(|v| v.is_truthy()) {
+    match class.getattr(crate::allocation::interned!(class.py(), "_p_tracks_mutations")?).and_then(|v| v.is_truthy()) {
         Ok(tracks) => Ok(tracks),
         Err(error) if crate::allocation::is_memory_error(class.py(), &error) => Err(error),
         Err(_) => Ok(false),

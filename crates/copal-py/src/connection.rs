@@ -21,6 +21,7 @@ use crate::encode::{Encoder, FieldSource, Sink};
 use crate::errors::{DanglingReference, IntoPyResult, SchemaError};
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
+use crate::list_builder::ListBuilder;
 use crate::persistent::{deactivate, PersistentBase, CHANGED, GHOST, GENERATION, UNSAVED, UP_TO_DATE};
 use crate::pytypes;
 use crate::query::{OperandConverter, OperandSink};
@@ -243,7 +244,7 @@ impl Connection {
         PersistentBase::of(&obj)?.attach(oid, self.self_ref(py)?, GHOST);
         if class.is(pytypes::broken_type(py)?) {
             let type_name = self.store.get()?.catalog().type_name(oid_class(oid)).unwrap_or("?").to_owned();
-            let name = pyo3::intern!(py, "_v_copal_type");
+            let name = crate::allocation::interned!(py, "_v_copal_type")?;
             // SAFETY: valid object, name and value; bypasses Broken's read-only __setattr__.
             let rc = unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), PyString::new(py, &type_name).as_ptr()) };
             if rc != 0 {
@@ -417,7 +418,7 @@ impl<'py> Resolver<'py> for Connection {
             found => found.ok(),
         };
         if let Some(class) = class {
-            let stored_names = pyo3::types::PyList::new(py, names.iter().map(|name| name.bind(py)))?;
+            let stored_names = ListBuilder::of(py, names.iter().map(|name| name.bind(py).clone().into_any()).collect())?;
             let plan = pytypes::evolution_plan(py)?.call1((class, stored_names))?;
             if !plan.is_none() {
                 let (new_names, fix): (Vec<String>, Bound<'_, PyAny>) = plan.extract()?;

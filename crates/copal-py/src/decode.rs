@@ -590,7 +590,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             tag::UUID => {
                 let bytes = allocation::bytes(py, &r.array::<16>()?)?;
                 let kwargs = allocation::dict(py)?;
-                kwargs.set_item(pyo3::intern!(py, "bytes"), bytes)?;
+                kwargs.set_item(crate::allocation::interned!(py, "bytes")?, bytes)?;
                 pytypes::uuid_type(py)?.call((), Some(&kwargs))?
             }
             tag::ENUM => {
@@ -707,10 +707,16 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             Some(obj) => obj,
             None => {
                 // A class whose finalizer or property setters would run on values from the
-                // data is not rebuilt: the object loads as a BrokenObject instead.
-                let rebuildable = *info
-                    .rebuildable
-                    .get_or_init(|| check_plain_class(class, info).is_ok() && check_inert(class, info).is_ok());
+                // data is not rebuilt: the object loads as a BrokenObject instead. A check that
+                // ran out of memory says nothing about the class, and is not kept.
+                let rebuildable = match info.rebuildable.get() {
+                    Some(&rebuildable) => rebuildable,
+                    None => match check_plain_class(class, info).and_then(|()| check_inert(class, info)) {
+                        Ok(()) => *info.rebuildable.get_or_init(|| true),
+                        Err(error) if allocation::is_memory_error(py, &error) => return Err(error.into()),
+                        Err(_) => *info.rebuildable.get_or_init(|| false),
+                    },
+                };
                 if !rebuildable {
                     return self.broken_object(r, info, typed, depth);
                 }
@@ -1015,7 +1021,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             KnownContainer::Deque => Some(ListBuilder::of(py, self.items(r, depth)?)?.into_any()),
         };
-        let (state, offset) = match known.state_field(py) {
+        let (state, offset) = match known.state_field(py)? {
             Some(name) => {
                 // Both are exact strs: comparing them runs no Python code.
                 if !info.fields.first().is_some_and(|field| field.bind(py).as_any().eq(name).unwrap_or(false)) {
@@ -1151,7 +1157,7 @@ fn from_spare<T>(spare: Vec<usize>) -> Vec<T> {
 /// Flag is named "".
 fn enum_member<'py>(class: &Bound<'py, PyType>, type_name: &str, name: &str) -> PyResult<Bound<'py, PyAny>> {
     let py = class.py();
-    let members = class.getattr(pyo3::intern!(py, "_member_map_"))?;
+    let members = class.getattr(crate::allocation::interned!(py, "_member_map_")?)?;
     let member = |part: &str| match members.get_item(allocation::str(py, part)?) {
         Err(error) if allocation::is_memory_error(py, &error) => Err(error),
         Err(_) => Err(SchemaError::new_err(format!("enum {type_name} has no member {part:?}"))),
@@ -1169,7 +1175,7 @@ fn enum_member<'py>(class: &Bound<'py, PyType>, type_name: &str, name: &str) -> 
     let mut parts = name.split('|');
     let mut value = member(parts.next().unwrap_or_default())?;
     for part in parts {
-        value = value.call_method1(pyo3::intern!(py, "__or__"), (member(part)?,))?;
+        value = value.call_method1(crate::allocation::interned!(py, "__or__")?, (member(part)?,))?;
     }
     Ok(value)
 }
@@ -1275,14 +1281,13 @@ fn clock(micros_of_day: i64) -> (u8, u8, u8, u32) {
 /// The class's namespaces are read through `type`'s own descriptors, so no metaclass code runs.
 pub fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResult<()> {
     let py = class.py();
-    let type_namespace = PyType::type_object(py).getattr(pyo3::intern!(py, "__dict__"))?;
-    let get = pyo3::intern!(py, "__get__");
-    let mro = type_namespace.get_item(pyo3::intern!(py, "__mro__"))?.call_method1(get, (class,))?;
-    let namespace_of = type_namespace.get_item(pyo3::intern!(py, "__dict__"))?;
-    let namespaces = mro
-        .try_iter()?
-        .map(|base| namespace_of.call_method1(get, (base?,)))
-        .collect::<PyResult<Vec<_>>>()?;
+    let type_namespace = PyType::type_object(py).getattr(crate::allocation::interned!(py, "__dict__")?)?;
+    let get = crate::allocation::interned!(py, "__get__")?;
+    let mro = type_namespace.get_item(crate::allocation::interned!(py, "__mro__")?)?.call_method1(get, (class,))?;
+    let namespace_of = type_namespace.get_item(crate::allocation::interned!(py, "__dict__")?)?;
+    // A tuple, read as one: a Python iterator collected into a Vec asks for its length hint,
+    // whose failure (out of memory) pyo3 prints as unraisable instead of returning it.
+    let namespaces = mro.cast_into::<PyTuple>()?.iter().map(|base| namespace_of.call_method1(get, (base,))).collect::<PyResult<Vec<_>>>()?;
     let lookup = |name: &Bound<'py, PyAny>| -> PyResult<Option<Bound<'py, PyAny>>> {
         for namespace in &namespaces {
             if namespace.contains(name)? {
@@ -1298,7 +1303,7 @@ pub fn check_inert<'py>(class: &Bound<'py, PyType>, info: &DecodeInfo) -> PyResu
             info.type_name
         )))
     };
-    if lookup(pyo3::intern!(py, "__del__").as_any())?.is_some() {
+    if lookup(crate::allocation::interned!(py, "__del__")?.as_any())?.is_some() {
         return refuse("has a finalizer (__del__)".into());
     }
     // A slot's member descriptor is where the field belongs: setting it runs no code of the class.

@@ -687,7 +687,7 @@ impl<'s> Encoder<'s> {
                 self.w.length_prefixed(text.as_bytes());
             }
             Kind::Uuid => {
-                let bytes = v.getattr(pyo3::intern!(v.py(), "bytes"))?;
+                let bytes = v.getattr(crate::allocation::interned!(v.py(), "bytes")?)?;
                 self.w.u8(tag::UUID);
                 self.w.bytes(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
             }
@@ -917,12 +917,12 @@ impl<'s> Encoder<'s> {
                 // bit_length(-n - 1) + 1 bits.
                 let magnitude = if i.lt(0)? { i.add(1)?.neg()? } else { i.clone().into_any() };
                 let py = i.py();
-                let bits: usize = magnitude.call_method0(pyo3::intern!(py, "bit_length"))?.extract()?;
+                let bits: usize = magnitude.call_method0(crate::allocation::interned!(py, "bit_length")?)?.extract()?;
                 let length = crate::allocation::int(py, (bits / 8 + 1) as i64)?;
                 // Made by calls that raise MemoryError where pyo3's conversions would panic.
                 let kwargs = crate::allocation::dict(py)?;
-                kwargs.set_item(pyo3::intern!(py, "signed"), true)?;
-                let bytes = i.call_method(pyo3::intern!(py, "to_bytes"), (length, pyo3::intern!(py, "little")), Some(&kwargs))?;
+                kwargs.set_item(crate::allocation::interned!(py, "signed")?, true)?;
+                let bytes = i.call_method(crate::allocation::interned!(py, "to_bytes")?, (length, crate::allocation::interned!(py, "little")?), Some(&kwargs))?;
                 self.w.bigint_le(bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes());
             }
         }
@@ -1285,8 +1285,8 @@ impl<'s> Encoder<'s> {
 
     /// A BrokenObject, written back as it was read: same type name, same fields.
     fn broken_object(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Step {
-        let type_name: String = v.getattr(pyo3::intern!(v.py(), "type_name"))?.extract()?;
-        let state = v.getattr(pyo3::intern!(v.py(), "state"))?.cast_into::<PyDict>().map_err(PyErr::from)?;
+        let type_name: String = v.getattr(crate::allocation::interned!(v.py(), "type_name")?)?.extract()?;
+        let state = v.getattr(crate::allocation::interned!(v.py(), "state")?)?.cast_into::<PyDict>().map_err(PyErr::from)?;
         self.mutable = true;
         if self.backref_or_slot(v)? {
             return Ok(());
@@ -1300,7 +1300,7 @@ impl<'s> Encoder<'s> {
     fn enum_member(&mut self, v: &Bound<'_, PyAny>) -> Step {
         let descriptor = self.sink.enum_descriptor(&v.get_type())?;
         // A composite Flag is named "A|B"; an empty Flag has no name and is written as "".
-        let name: Option<String> = v.getattr(pyo3::intern!(v.py(), "_name_"))?.extract()?;
+        let name: Option<String> = v.getattr(crate::allocation::interned!(v.py(), "_name_")?)?.extract()?;
         let name = name.unwrap_or_default();
         self.w.u8(tag::ENUM);
         self.w.varint(u64::from(descriptor));
@@ -1354,7 +1354,7 @@ impl<'s> Encoder<'s> {
             return Ok(());
         }
         if PersistentBase::of(v)?.state() == crate::persistent::GHOST {
-            v.call_method0(pyo3::intern!(v.py(), "_p_activate"))?;
+            v.call_method0(crate::allocation::interned!(v.py(), "_p_activate")?)?;
         }
         let dict = stored_state(v)?;
         let shape = self.sink.descriptor(&v.get_type(), &dict)?;
@@ -1400,7 +1400,7 @@ impl<'s> Encoder<'s> {
         self.w.u8(base);
         if base == tag::DICT {
             // Read through dict's own methods: a subclass may override items() or __iter__.
-            let pairs = pyo3::types::PyDict::type_object(v.py()).call_method1(pyo3::intern!(v.py(), "items"), (v,))?;
+            let pairs = pyo3::types::PyDict::type_object(v.py()).call_method1(crate::allocation::interned!(v.py(), "items")?, (v,))?;
             let plain = crate::allocation::dict(v.py())?;
             for pair in pairs.try_iter()? {
                 let (k, val): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?.extract()?;
@@ -1528,7 +1528,7 @@ fn builtin_iter<'py>(v: &Bound<'py, PyAny>, base: u8) -> PyResult<Vec<Bound<'py,
         _ => PyFrozenSet::type_object(py),
     };
     // No room is made ahead: the subclass's own `__len__` is not asked.
-    iterated(&base_type.call_method1(pyo3::intern!(py, "__iter__"), (v,))?, 0)
+    iterated(&base_type.call_method1(crate::allocation::interned!(py, "__iter__")?, (v,))?, 0)
 }
 
 use pyo3::PyTypeInfo;
@@ -1648,7 +1648,7 @@ fn every_base_declares_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
     let object = pytypes::object_type(py)?;
     for ancestor in class.mro().iter().filter(|ancestor| !ancestor.is(object)) {
-        if !ancestor.getattr(pyo3::intern!(py, "__dict__"))?.contains(pyo3::intern!(py, "__slots__"))? {
+        if !ancestor.getattr(crate::allocation::interned!(py, "__dict__")?)?.contains(crate::allocation::interned!(py, "__slots__")?)? {
             return Ok(false);
         }
     }
@@ -1788,7 +1788,7 @@ pub(crate) fn tz_info(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Failure
     let Some(tz) = tz else { return Ok(TzInfo::Naive) };
     let py = tz.py();
     if tz.get_type().is(pytypes::timezone_type(py)?) {
-        let offset = tz.call_method1(pyo3::intern!(py, "utcoffset"), (py.None(),))?;
+        let offset = tz.call_method1(crate::allocation::interned!(py, "utcoffset")?, (py.None(),))?;
         let delta = offset.cast::<PyDelta>().map_err(PyErr::from)?;
         let micros = i64::from(delta.get_days()) * MICROS_PER_DAY
             + i64::from(delta.get_seconds()) * MICROS_PER_SECOND
@@ -1796,7 +1796,7 @@ pub(crate) fn tz_info(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Failure
         return Ok(TzInfo::Offset(micros));
     }
     if tz.get_type().is(pytypes::zoneinfo_type(py)?) {
-        return Ok(TzInfo::Named(tz.getattr(pyo3::intern!(py, "key"))?.extract()?));
+        return Ok(TzInfo::Named(tz.getattr(crate::allocation::interned!(py, "key")?)?.extract()?));
     }
     Err(Failure::Unsupported {
         path: vec![],
@@ -1864,7 +1864,7 @@ pub(crate) fn rebuilt_by_base(class: &Bound<'_, PyType>, base: &Bound<'_, PyType
 /// `rebuilt_by_base`, computed.
 fn base_rebuilds(class: &Bound<'_, PyType>, base: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
-    let staticmethod = py.import(pyo3::intern!(py, "builtins"))?.getattr(pyo3::intern!(py, "staticmethod"))?;
+    let staticmethod = py.import(crate::allocation::interned!(py, "builtins")?)?.getattr(crate::allocation::interned!(py, "staticmethod")?)?;
     for ancestor in class.mro().iter() {
         let ancestor = ancestor.cast_into::<PyType>()?;
         if ancestor.is(base) {
@@ -1873,8 +1873,8 @@ fn base_rebuilds(class: &Bound<'_, PyType>, base: &Bound<'_, PyType>) -> PyResul
         if !is_heap_type(&ancestor) {
             return Ok(false);
         }
-        let namespace = ancestor.getattr(pyo3::intern!(py, "__dict__"))?;
-        let new = namespace.call_method1(pyo3::intern!(py, "get"), (pyo3::intern!(py, "__new__"),))?;
+        let namespace = ancestor.getattr(crate::allocation::interned!(py, "__dict__")?)?;
+        let new = namespace.call_method1(crate::allocation::interned!(py, "get")?, (crate::allocation::interned!(py, "__new__")?,))?;
         if !new.is_none() && !new.is_instance(&staticmethod)? {
             return Ok(false);
         }
@@ -1885,14 +1885,14 @@ fn base_rebuilds(class: &Bound<'_, PyType>, base: &Bound<'_, PyType>) -> PyResul
 /// Whether instances of `class` keep values in slots (the `__slots__` of its Python classes).
 fn has_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
-    let member_descriptor = py.import(pyo3::intern!(py, "types"))?.getattr(pyo3::intern!(py, "MemberDescriptorType"))?;
+    let member_descriptor = py.import(crate::allocation::interned!(py, "types")?)?.getattr(crate::allocation::interned!(py, "MemberDescriptorType")?)?;
     for ancestor in class.mro().iter() {
         let ancestor = ancestor.cast_into::<PyType>()?;
         if !is_heap_type(&ancestor) {
             continue;
         }
-        let namespace = ancestor.getattr(pyo3::intern!(py, "__dict__"))?;
-        for attribute in namespace.call_method0(pyo3::intern!(py, "values"))?.try_iter()? {
+        let namespace = ancestor.getattr(crate::allocation::interned!(py, "__dict__")?)?;
+        for attribute in namespace.call_method0(crate::allocation::interned!(py, "values")?)?.try_iter()? {
             if attribute?.get_type().is(&member_descriptor) {
                 return Ok(true);
             }
@@ -1905,6 +1905,6 @@ fn has_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
 /// with their own `__new__` are therefore not stored by value.
 pub fn new_is_object_new(class: &Bound<'_, PyType>) -> PyResult<bool> {
     let py = class.py();
-    let name = pyo3::intern!(py, "__new__");
+    let name = crate::allocation::interned!(py, "__new__")?;
     Ok(class.getattr(name)?.is(pytypes::object_type(py)?.getattr(name)?))
 }

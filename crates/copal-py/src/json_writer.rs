@@ -397,7 +397,7 @@ impl<'py> JsonWriter<'py> {
             Form::Object(object) => self.object(v, &object, depth)?,
             Form::Enum(class) => {
                 // A composite Flag is named "A|B"; an empty Flag has no name and is written as "".
-                let name: Option<String> = v.getattr(pyo3::intern!(v.py(), "_name_"))?.extract()?;
+                let name: Option<String> = v.getattr(crate::allocation::interned!(v.py(), "_name_")?)?.extract()?;
                 self.out.push_str("{\"$enum\":");
                 self.class_name(&class);
                 self.out.push_str(",\"$member\":");
@@ -461,7 +461,7 @@ impl<'py> JsonWriter<'py> {
                 self.out.push('}');
             }
             Form::Uuid => {
-                let bytes = v.getattr(pyo3::intern!(v.py(), "bytes"))?;
+                let bytes = v.getattr(crate::allocation::interned!(v.py(), "bytes")?)?;
                 let bytes: [u8; 16] = bytes.cast::<PyBytes>().map_err(PyErr::from)?.as_bytes().try_into().map_err(|_| Unhandled)?;
                 self.out.push_str("{\"$uuid\":\"");
                 clock::write_uuid(&bytes, &mut self.out);

@@ -115,19 +115,22 @@ impl KnownContainer {
     }
 
     /// The name of the field that holds the container's state, always its first field.
-    pub(crate) fn state_field(self, py: Python<'_>) -> Option<&Bound<'_, PyString>> {
-        match self {
+    pub(crate) fn state_field(self, py: Python<'_>) -> PyResult<Option<&Bound<'_, PyString>>> {
+        Ok(match self {
             KnownContainer::OrderedDict => None,
-            KnownContainer::DefaultDict => Some(pyo3::intern!(py, "default_factory")),
-            KnownContainer::Deque => Some(pyo3::intern!(py, "maxlen")),
-        }
+            KnownContainer::DefaultDict => Some(crate::allocation::interned!(py, "default_factory")?),
+            KnownContainer::Deque => Some(crate::allocation::interned!(py, "maxlen")?),
+        })
     }
 
     /// How many of the fields of a stored instance of `class` hold state, which `decode::check_inert`
     /// leaves out: they are never set as attributes, and their names are the C type's own data
     /// descriptors.
     pub(crate) fn state_fields_of(class: &Bound<'_, PyType>) -> PyResult<usize> {
-        Ok(Self::of(class)?.and_then(|known| known.state_field(class.py())).map_or(0, |_| 1))
+        match Self::of(class)? {
+            Some(known) => Ok(usize::from(known.state_field(class.py())?.is_some())),
+            None => Ok(0),
+        }
     }
 
     /// The items and fields of `v`, an instance of this container or of a Python subclass of it,
@@ -137,19 +140,20 @@ impl KnownContainer {
         let py = v.py();
         let known_type = self.type_object(py)?;
         let items = match self {
-            KnownContainer::Deque => Items::Values(crate::encode::iterated(&known_type.call_method1(pyo3::intern!(py, "__iter__"), (v,))?, 0)?),
+            KnownContainer::Deque => Items::Values(crate::encode::iterated(&known_type.call_method1(crate::allocation::interned!(py, "__iter__")?, (v,))?, 0)?),
             // A defaultdict's order is its table's, which the encoder reads in place (C-level
             // iteration, whatever the subclass overrides).
             KnownContainer::DefaultDict => Items::Pairs(v.cast::<PyDict>().map_err(PyErr::from)?.clone()),
             // An OrderedDict's own items(), not the dict table's order.
             KnownContainer::OrderedDict => {
                 let pairs = allocation::dict(py)?;
-                pairs.call_method1(pyo3::intern!(py, "update"), (known_type.call_method1(pyo3::intern!(py, "items"), (v,))?,))?;
+                pairs.call_method1(crate::allocation::interned!(py, "update")?, (known_type.call_method1(crate::allocation::interned!(py, "items")?, (v,))?,))?;
                 Items::Pairs(pairs)
             }
         };
         let fields = allocation::dict(py)?;
-        if let Some(name) = self.state_field(py) {
+        let state_field = self.state_field(py)?;
+        if let Some(name) = state_field {
             // The C type's own descriptor: a subclass may shadow the attribute.
             let state = own_attribute(known_type, name, v)?;
             let state = match self {
@@ -159,7 +163,7 @@ impl KnownContainer {
             fields.set_item(name, state)?;
         }
         for (name, value) in instance_fields.iter().flat_map(|dict| dict.iter()) {
-            if let Some(state) = self.state_field(py).filter(|state| name.eq(state).unwrap_or(false)) {
+            if let Some(state) = state_field.filter(|state| name.eq(state).unwrap_or(false)) {
                 return Err(Failure::Unsupported {
                     path: vec![],
                     reason: format!("its __dict__ holds an attribute {state}, which is where copal stores the {state} of its {}", known_type.name()?),

@@ -252,14 +252,14 @@ pub fn generic_getattr(obj: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> Py
 
 /// The instance `__dict__` of `obj`, read without going through the persistence hooks.
 pub fn instance_dict<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    let name = pyo3::intern!(obj.py(), "__dict__");
+    let name = crate::allocation::interned!(obj.py(), "__dict__")?;
     let dict = generic_getattr(obj, name)?.into_bound(obj.py());
     dict.cast_into::<PyDict>().map_err(|_| PyAttributeError::new_err("object has no instance __dict__"))
 }
 
 /// Replaces the instance `__dict__` of `obj` without going through the persistence hooks.
 pub fn set_instance_dict(obj: &Bound<'_, PyAny>, dict: &Bound<'_, PyDict>) -> PyResult<()> {
-    let name = pyo3::intern!(obj.py(), "__dict__");
+    let name = crate::allocation::interned!(obj.py(), "__dict__")?;
     // SAFETY: valid borrowed pointers; the generic setter stores a new reference to `dict`.
     let rc = unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), dict.as_ptr()) };
     if rc != 0 {
