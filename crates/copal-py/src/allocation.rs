@@ -8,7 +8,7 @@
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyDict, PyString, PyTuple};
 
 /// The object CPython returned from a constructor (a new reference), or the error it set.
 fn made<'py>(py: Python<'py>, object: *mut ffi::PyObject) -> PyResult<Bound<'py, PyAny>> {
@@ -78,6 +78,19 @@ macro_rules! interned {
     }};
 }
 pub(crate) use interned;
+
+/// A tuple of `items`, which it takes.
+pub fn tuple<'py>(py: Python<'py>, items: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
+    // SAFETY: as in `int`; PyTuple_New returns a tuple of `len` empty items (a Vec's length is
+    // below isize::MAX), and each item's reference is moved into its own slot.
+    unsafe {
+        let tuple = made(py, ffi::PyTuple_New(items.len() as ffi::Py_ssize_t))?;
+        for (index, item) in items.into_iter().enumerate() {
+            ffi::PyTuple_SET_ITEM(tuple.as_ptr(), index as ffi::Py_ssize_t, item.into_ptr());
+        }
+        Ok(tuple.cast_into_unchecked())
+    }
+}
 
 pub fn dict(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     // SAFETY: as in `int`; the result is a dict or null.

@@ -246,7 +246,7 @@ impl Connection {
             let type_name = self.store.get()?.catalog().type_name(oid_class(oid)).unwrap_or("?").to_owned();
             let name = crate::allocation::interned!(py, "_v_copal_type")?;
             // SAFETY: valid object, name and value; bypasses Broken's read-only __setattr__.
-            let rc = unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), PyString::new(py, &type_name).as_ptr()) };
+            let rc = unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), crate::allocation::str(py, &type_name)?.as_ptr()) };
             if rc != 0 {
                 return Err(PyErr::fetch(py));
             }
@@ -701,7 +701,7 @@ impl Connection {
             }
         }
         self.load_ghosts(py, &mut ghosts, None)?;
-        PyList::new(py, objects)
+        ListBuilder::of(py, objects.into_iter().map(Bound::into_any).collect())
     }
 
     /// Runs a query on this snapshot, in Rust on the raw records of the objects stored under the
@@ -830,13 +830,16 @@ impl Connection {
 
     /// The index keys of `values` (the defaults of index fields, which an index definition
     /// records as keys), encoded as query operands are.
-    fn index_keys<'py>(&self, py: Python<'py>, values: Vec<Bound<'py, PyAny>>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    fn index_keys<'py>(&self, py: Python<'py>, values: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyList>> {
         let mut sink = ReadOnlySink { conn: self, unknown_class: false };
         let mut converter = OperandConverter { sink: &mut sink };
-        values
+        let keys = values
             .iter()
-            .map(|value| Ok(PyBytes::new(py, &copal_core::format::index_key::key_of(&converter.value(value)?))))
-            .collect()
+            .map(|value| crate::allocation::bytes(py, &copal_core::format::index_key::key_of(&converter.value(value)?)))
+            .collect::<PyResult<Vec<_>>>()?;
+        // Made here: a Vec returned to Python becomes a list by pyo3's `PyList::new`, which
+        // panics when the list cannot be allocated.
+        ListBuilder::of(py, keys)
     }
 
     /// Whether the running transaction has changed objects, or loaded objects whose state holds
@@ -870,7 +873,7 @@ impl Connection {
 
     /// Objects registered as changed in the running transaction.
     fn changed_objects<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        PyList::new(py, self.changed.lock()?.iter().map(|o| o.clone_ref(py)))
+        ListBuilder::of(py, self.changed.lock()?.iter().map(|o| o.bind(py).clone()).collect())
     }
 
     /// Loaded objects whose state holds plain mutable containers (possibly changed in place).

@@ -520,7 +520,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 self.memo.push(None);
                 let items = if t == tag::TUPLE { self.items(r, depth)? } else { self.hashed_items(r, depth)? };
                 let value = if t == tag::TUPLE {
-                    PyTuple::new(py, items)?.into_any()
+                    allocation::tuple(py, items)?.into_any()
                 } else {
                     PyFrozenSet::new(py, items).or_corrupt(py, || unhashable(offset))?.into_any()
                 };

@@ -307,7 +307,7 @@ pub fn deactivate(obj: &Bound<'_, PyAny>, force: bool) -> PyResult<()> {
         _ => {}
     }
     this.set_state(GHOST);
-    set_instance_dict(obj, &PyDict::new(obj.py()))?;
+    set_instance_dict(obj, &crate::allocation::dict(obj.py())?)?;
     if let (Some(jar), Some(oid)) = (this.jar(obj.py()), this.oid()) {
         jar.get().forget_state(oid);
     }
