@@ -12,7 +12,7 @@ use copal_core::store::{stale_indexes, DeclaredIndex, FieldDefault, RemovedIndex
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyTzInfo, PyType};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyTzInfo, PyType};
 use pyo3::IntoPyObjectExt;
 
 use crate::classes::{field_names, keys_are, resolve, ClassCache, ClassShape};
