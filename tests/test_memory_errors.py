@@ -24,7 +24,7 @@ import pytest
 
 import copal
 
-from helpers.models import Holder, Tagged, TaggedDict, TaggedSet, TaggedTuple
+from helpers.models import Holder, Item, Tagged, TaggedDict, TaggedSet, TaggedTuple
 
 _testcapi = pytest.importorskip("_testcapi")
 
@@ -199,6 +199,25 @@ def test_a_class_first_checked_while_memory_runs_out_is_not_taken_for_broken(tmp
     finally:
         for reader in readers:
             reader.close()
+
+
+def test_queries_raise_memory_error_or_return_the_objects(tmp_path: Path) -> None:
+    with copal.open(tmp_path / "db") as db, db.transaction() as tx:
+        tx.root["items"] = [Item(f"i{k}", value=k) for k in range(6)]
+    db = copal.open(tmp_path / "db")
+
+    def query() -> list[str]:
+        with db.transaction() as tx:
+            found = tx.query(Item).where(copal.field("value").in_([1, 4, 5]) | (copal.field("name") == "i0"))
+            return sorted(item.name for item in found)
+
+    def check(names: list[str]) -> None:
+        assert names == ["i0", "i1", "i4", "i5"]
+
+    try:
+        _each_allocation_failing(query, check)
+    finally:
+        db.close()
 
 
 def test_dumps_raises_memory_error_or_returns_the_stream() -> None:

@@ -718,7 +718,7 @@ impl Connection {
         order: Vec<(Vec<String>, bool)>,
         offset: usize,
         limit: Option<usize>,
-        exclude: std::collections::HashSet<u64>,
+        exclude: &Bound<'py, PyAny>,
         mode: &str,
         renamed: Vec<(String, String, String)>,
         defaults: Vec<(String, String, Bound<'py, PyAny>)>,
@@ -726,7 +726,7 @@ impl Connection {
         let classes = self.resolve_classes(&names)?;
         if classes.is_empty() && mode != "explain" {
             // Nothing of these types was ever stored.
-            return if mode == "count" { 0.into_bound_py_any(py) } else { Ok(PyList::empty(py).into_any()) };
+            return if mode == "count" { 0.into_bound_py_any(py) } else { Ok(ListBuilder::of(py, Vec::new())?.into_any()) };
         }
         let mut sink = ReadOnlySink { conn: self, unknown_class: false };
         let mut converter = OperandConverter { sink: &mut sink };
@@ -738,30 +738,34 @@ impl Connection {
         query.order = order;
         query.offset = offset;
         query.limit = limit;
-        query.exclude = exclude.into_iter().collect();
+        // Read here: pyo3's conversion of a set argument panics when its iterator cannot be
+        // allocated.
+        for oid in exclude.try_iter()? {
+            query.exclude.insert(oid?.extract()?);
+        }
         for (type_name, old, new) in renamed {
             query.renamed.entry(type_name).or_default().push((old, new));
         }
         let _pause = GcPause::new(py);
         if mode == "explain" {
             let text = self.with_snapshot(|snapshot| query::explain(snapshot, &query).py_err())?;
-            return text.into_bound_py_any(py);
+            return Ok(crate::allocation::str(py, &text)?.into_any());
         }
         if mode == "count" {
             let n = self.with_snapshot(|snapshot| {
                 let snapshot = SameThread(snapshot);
                 without_gil(py, || query::count(snapshot.0, &query)).py_err()
             })?;
-            return n.into_bound_py_any(py);
+            return crate::allocation::unsigned_int(py, n);
         }
         let matches = self.with_snapshot(|snapshot| {
             let snapshot = SameThread(snapshot);
             without_gil(py, || query::run(snapshot.0, &query)).py_err()
         })?;
-        let out = PyList::empty(py);
+        let out = ListBuilder::of(py, Vec::new())?;
         for (oid, record) in matches {
             if mode == "oids" {
-                out.append(oid)?;
+                out.append(crate::allocation::unsigned_int(py, oid)?)?;
                 continue;
             }
             let obj = self.object_for(py, oid)?;
@@ -824,8 +828,10 @@ impl Connection {
     }
 
     /// The class numbers of the stored type names `names` (unknown names are skipped).
-    fn class_numbers(&self, names: Vec<String>) -> PyResult<Vec<u16>> {
-        self.resolve_classes(&names)
+    fn class_numbers<'py>(&self, py: Python<'py>, names: Vec<String>) -> PyResult<Bound<'py, PyList>> {
+        let numbers = self.resolve_classes(&names)?.into_iter().map(|number| crate::allocation::int(py, i64::from(number))).collect::<PyResult<_>>()?;
+        // Made here, as `index_keys`'s list.
+        ListBuilder::of(py, numbers)
     }
 
     /// The index keys of `values` (the defaults of index fields, which an index definition

@@ -47,13 +47,21 @@ impl OperandConverter<'_> {
                 Expr::Cmp { path: path(node)?, op, value: self.value(&node.get_item(3)?)? }
             }
             "in" => {
-                let values = node.get_item(2)?.try_iter()?.map(|v| self.value(&v?)).collect::<PyResult<_>>()?;
+                // Loops, not `collect`: collecting a Python iterator asks for its length hint,
+                // whose failure (out of memory) pyo3 prints as unraisable.
+                let mut values = Vec::new();
+                for value in node.get_item(2)?.try_iter()? {
+                    values.push(self.value(&value?)?);
+                }
                 Expr::In { path: path(node)?, values }
             }
             "prefix" => Expr::StartsWith { path: path(node)?, prefix: self.value(&node.get_item(2)?)? },
             "none" => Expr::IsNone { path: path(node)? },
             "and" | "or" => {
-                let items = node.get_item(1)?.try_iter()?.map(|e| self.expr(&e?)).collect::<PyResult<Vec<_>>>()?;
+                let mut items = Vec::new();
+                for item in node.get_item(1)?.try_iter()? {
+                    items.push(self.expr(&item?)?);
+                }
                 if kind == "and" { Expr::And(items) } else { Expr::Or(items) }
             }
             "not" => Expr::Not(Box::new(self.expr(&node.get_item(1)?)?)),
