@@ -65,18 +65,18 @@ def _representative() -> dict[str, Any]:
 
 
 def _each_allocation_failing(
-    call: Callable[[], Any], check: Callable[[Any], None], fresh: Callable[[], Callable[[], Any]] | None = None
+    call: Callable[[], Any], check: Callable[[Any], None], before_each: Callable[[], None] | None = None
 ) -> Counter[str]:
     """Calls `call` with its n-th allocation failing, for n = 0, 1, ... until QUIET_RUN calls in a
-    row succeed; `check` checks each value returned. Returns how the calls ended. With `fresh`,
-    each call is the one `fresh` returns, made before the allocations start failing.
+    row succeed; `check` checks each value returned. Returns how the calls ended.
+    `before_each` runs before each call, with nothing failing (a new handle to read through).
 
     One call runs first with nothing failing: what a process makes once (interned names, the
     types imported for decoding) is then made, and each failing allocation is one of the call's
     own. (Those first allocations raise MemoryError too, but a sweep cannot reach them all:
     each call that fails after one of them keeps it, and moves the next ones.)"""
-    if fresh is not None:
-        call = fresh()
+    if before_each is not None:
+        before_each()
     check(call())
     unraisable: list[Any] = []
     hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
@@ -84,8 +84,8 @@ def _each_allocation_failing(
     try:
         n, quiet = 0, 0
         while quiet < QUIET_RUN:
-            if fresh is not None:
-                call = fresh()
+            if before_each is not None:
+                before_each()
             _testcapi.set_nomemory(n, n + 1)
             try:
                 result = call()
@@ -183,19 +183,17 @@ def test_a_class_first_checked_while_memory_runs_out_is_not_taken_for_broken(tmp
     expected = copal.dumps(value)
     readers: list[copal.Database] = []
 
-    def fresh() -> Callable[[], Any]:
+    def new_reader() -> None:
         while readers:
             readers.pop().close()
         readers.append(copal.open(tmp_path / "db"))
 
-        def read() -> Any:
-            with readers[0].transaction() as tx:
-                return tx.root["holder"].value
-
-        return read
+    def read() -> Any:
+        with readers[0].transaction() as tx:
+            return tx.root["holder"].value
 
     try:
-        _each_allocation_failing(fresh(), _check_decoded(expected), fresh=fresh)
+        _each_allocation_failing(read, _check_decoded(expected), before_each=new_reader)
     finally:
         for reader in readers:
             reader.close()

@@ -759,6 +759,9 @@ pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], version: u8) -> PyR
 /// its descriptor `table` and its `value` apart (joining them copied the value): a version 1
 /// body whose SUBCLASS values may also have a BYTEARRAY base.
 pub(crate) fn decode_document_body<'py>(py: Python<'py>, table: &[copal_core::text::TableEntry], value: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    // Read as a stream's table, from its bytes: the remembered tables (`recent_table`), found
+    // by their bytes, spare documents loaded one after another the interning of their field
+    // names and the lookup of their classes.
     let mut table_bytes = Writer::new();
     copal_core::text::write_table(&mut table_bytes, table);
     let entries = read_table(&mut Reader::new(&table_bytes.buf), py, 1, "document descriptor table")?;

@@ -109,7 +109,9 @@ impl<'a> Transcoder<'a> {
         self.parser.number_text()?.0.parse().ok()
     }
 
-    /// A number: an INT, or a FLOAT if it has a fraction or an exponent, or a BIGINT.
+    /// A number: an INT, or a FLOAT if it has a fraction or an exponent, or a BIGINT. Written
+    /// here rather than through `json::number` for all but big ints: its `Value`, returned in
+    /// a `Result`, made transcoding seed 001 17% slower.
     fn number(&mut self) -> Step {
         let (text, fractional) = self.parser.number_text()?;
         let out = &mut self.body.out;
@@ -136,6 +138,8 @@ impl<'a> Transcoder<'a> {
                 self.list(depth)
             }
             b'"' => {
+                // Not `self.string()`: the text goes straight into the body, where its `Cow`
+                // cost 5% of transcoding seed 001.
                 match self.parser.plain_string() {
                     Some(text) => self.body.out.str(text),
                     None => self.body.out.str(&self.parser.string_text().ok()?),
