@@ -123,10 +123,10 @@ def _check_decoded(expected: bytes) -> Callable[[Any], None]:
     return check
 
 
-def _check_equal(expected: bytes) -> Callable[[bytes], None]:
-    """A check that a call wrote exactly `expected`."""
+def _check_equal(expected: Any) -> Callable[[Any], None]:
+    """A check that a call wrote or returned exactly `expected`."""
 
-    def check(written: bytes) -> None:
+    def check(written: Any) -> None:
         assert written == expected
 
     return check
@@ -143,6 +143,14 @@ def test_loads_of_a_version_1_body_raises_memory_error_or_returns_the_value() ->
     del value["strs"]  # JSON has no lone surrogates
     document = copal.dumps(value, format="json")
     _each_allocation_failing(lambda: copal.loads(document), _check_decoded(copal.dumps(copal.loads(document))))
+
+
+@pytest.mark.parametrize("compress", ["zstd", "gzip"])
+def test_loads_of_compressed_data_raises_memory_error_or_returns_the_value(compress: str) -> None:
+    # gzip is inflated by zlib's objects: a MemoryError there was reported as damaged data.
+    value = _representative()
+    data = copal.dumps(value, compress=compress)
+    _each_allocation_failing(lambda: copal.loads(data), _check_decoded(copal.dumps(value)))
 
 
 def test_load_raises_memory_error_or_returns_the_value() -> None:
@@ -318,3 +326,80 @@ def test_bytearray_subclasses_raise_memory_error_or_round_trip() -> None:
         _each_allocation_failing(lambda: copal.dumps(value, format=text_format), _check_equal(document))
         _each_allocation_failing(lambda: copal.loads(document), _check_decoded(data))
 
+
+
+def _stored(path: Path) -> Path:
+    with copal.open(path) as db, db.transaction() as tx:
+        tx.root["holder"] = Holder(value=_representative())
+    return path
+
+
+@pytest.mark.parametrize("compress", [None, "zstd", "gzip"])
+def test_exports_raise_memory_error_or_write_the_export(tmp_path: Path, compress: str | None) -> None:
+    # The export's chunks go to the file as bytes made by the binding (pyo3's `PyBytes::new`
+    # panicked); gzip compresses through zlib's objects.
+    db = copal.open(_stored(tmp_path / "db"))
+
+    def export() -> bytes:
+        out = io.BytesIO()
+        db.export(out, format="json", compress=compress)
+        return out.getvalue()
+
+    try:
+        _each_allocation_failing(export, _check_equal(export()))
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("compress", [None, "zstd", "gzip"])
+def test_imports_raise_memory_error_or_import_the_export(tmp_path: Path, compress: str | None) -> None:
+    # A MemoryError while gzip data is inflated was reported as damaged data (CorruptRecordError).
+    with copal.open(_stored(tmp_path / "db")) as db:
+        out = io.BytesIO()
+        db.export(out, compress=compress)
+    data = out.getvalue()
+    targets: list[copal.Database] = []
+
+    def new_target() -> None:
+        # Opened with nothing failing: a new database's locks are CPython's, which raise
+        # RuntimeError when they cannot be allocated.
+        while targets:
+            targets.pop().close()
+        targets.append(copal.open(str(tmp_path / f"copy{len(list(tmp_path.iterdir()))}")))
+
+    def import_() -> dict[str, Any]:
+        return targets[0].import_from(io.BytesIO(data))
+
+    new_target()
+    expected = import_()
+
+    def check(report: dict[str, Any]) -> None:
+        assert report == expected
+        with targets[0].transaction() as tx:
+            assert copal.dumps(tx.root["holder"].value) == copal.dumps(_representative())
+
+    try:
+        _each_allocation_failing(import_, check, before_each=new_target)
+    finally:
+        for target in targets:
+            target.close()
+
+
+def test_an_archive_file_opened_while_memory_runs_out_raises_memory_error(tmp_path: Path) -> None:
+    value = _representative()
+    (tmp_path / "archive").write_bytes(copal.pack_many([1, value, "last"]))
+    expected = copal.dumps(value)
+
+    def check(archive: copal.Archive) -> None:
+        assert len(archive) == 3
+        _check_decoded(expected)(archive[1])
+
+    # A str path: CPython's own os.fspath turns a MemoryError met on a Path into a TypeError.
+    _each_allocation_failing(lambda: copal.Archive(str(tmp_path / "archive")), check)
+
+
+def test_database_reports_raise_memory_error_or_return_the_report(tmp_path: Path) -> None:
+    # Their dicts, ints and strs were made by pyo3's conversions, which panicked.
+    with copal.open(_stored(tmp_path / "db")) as db:
+        for report in (db.stats, db.verify, db.schema, db.gc_schema, db.disk_size):
+            _each_allocation_failing(report, _check_equal(report()))

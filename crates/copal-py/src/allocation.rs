@@ -8,7 +8,9 @@
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyString, PyTuple};
+
+use crate::list_builder::ListBuilder;
 
 /// The object CPython returned from a constructor (a new reference), or the error it set.
 fn made<'py>(py: Python<'py>, object: *mut ffi::PyObject) -> PyResult<Bound<'py, PyAny>> {
@@ -95,6 +97,132 @@ pub fn tuple<'py>(py: Python<'py>, items: Vec<Bound<'py, PyAny>>) -> PyResult<Bo
 pub fn dict(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     // SAFETY: as in `int`; the result is a dict or null.
     Ok(unsafe { made(py, ffi::PyDict_New())?.cast_into_unchecked() })
+}
+
+/// A Rust value as a new Python object, a failed allocation raising MemoryError: what the
+/// functions and methods called from Python return goes through it, where pyo3's conversions of
+/// ints above 256, strs and lists would panic.
+pub trait ToPython<'py> {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
+}
+
+impl<'py> ToPython<'py> for u64 {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        unsigned_int(py, self)
+    }
+}
+
+impl<'py> ToPython<'py> for u32 {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        unsigned_int(py, self.into())
+    }
+}
+
+impl<'py> ToPython<'py> for u16 {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        unsigned_int(py, self.into())
+    }
+}
+
+impl<'py> ToPython<'py> for usize {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        // usize is 64 bits at most on every platform CPython supports.
+        unsigned_int(py, self as u64)
+    }
+}
+
+impl<'py> ToPython<'py> for i64 {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        int(py, self)
+    }
+}
+
+impl<'py> ToPython<'py> for bool {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        // True and False are never allocated.
+        Ok(PyBool::new(py, self).to_owned().into_any())
+    }
+}
+
+impl<'py> ToPython<'py> for &str {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(str(py, self)?.into_any())
+    }
+}
+
+impl<'py> ToPython<'py> for &String {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.as_str().to_python(py)
+    }
+}
+
+impl<'py> ToPython<'py> for String {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.as_str().to_python(py)
+    }
+}
+
+impl<'py, T> ToPython<'py> for Bound<'py, T> {
+    fn to_python(self, _py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.into_any())
+    }
+}
+
+impl<'py, T: ToPython<'py>> ToPython<'py> for Option<T> {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Some(value) => value.to_python(py),
+            None => Ok(py.None().into_bound(py)),
+        }
+    }
+}
+
+/// A list (`Vec<u8>` is a list of ints too: bytes are made by `bytes`).
+impl<'py, T: ToPython<'py>> ToPython<'py> for Vec<T> {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        list(py, self)
+    }
+}
+
+impl<'py, 'a, T> ToPython<'py> for &'a [T]
+where
+    &'a T: ToPython<'py>,
+{
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        list(py, self)
+    }
+}
+
+impl<'py, 'a, T> ToPython<'py> for &'a Vec<T>
+where
+    &'a T: ToPython<'py>,
+{
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        list(py, self)
+    }
+}
+
+impl<'py, A: ToPython<'py>, B: ToPython<'py>> ToPython<'py> for (A, B) {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(tuple(py, vec![self.0.to_python(py)?, self.1.to_python(py)?])?.into_any())
+    }
+}
+
+impl<'py, A: ToPython<'py>, B: ToPython<'py>, C: ToPython<'py>> ToPython<'py> for (A, B, C) {
+    fn to_python(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(tuple(py, vec![self.0.to_python(py)?, self.1.to_python(py)?, self.2.to_python(py)?])?.into_any())
+    }
+}
+
+fn list<'py, T: ToPython<'py>>(py: Python<'py>, items: impl IntoIterator<Item = T>) -> PyResult<Bound<'py, PyAny>> {
+    let items = items.into_iter().map(|item| item.to_python(py)).collect::<PyResult<Vec<_>>>()?;
+    Ok(ListBuilder::of(py, items)?.into_any())
+}
+
+/// Sets `dict[key] = value`, both made by `ToPython`.
+pub fn set_item<'py>(dict: &Bound<'py, PyDict>, key: &str, value: impl ToPython<'py>) -> PyResult<()> {
+    let py = dict.py();
+    dict.set_item(str(py, key)?, value.to_python(py)?)
 }
 
 /// The int of `data`, a little-endian two's-complement integer.

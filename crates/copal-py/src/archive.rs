@@ -11,12 +11,14 @@ use copal_core::format::{DecodeError, Reader, Writer};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PySlice};
+use pyo3::types::{PyBytes, PyDict, PyInt, PySlice};
 
+use crate::allocation::{self, interned, ToPython};
 use crate::decode::Decoder;
 use crate::encode::Encoder;
 use crate::errors::{corrupt, CorruptRecordError};
 use crate::gc::GcPause;
+use crate::list_builder::ListBuilder;
 use crate::standalone::{checked_max_size, decompress, DEFAULT_MAX_SIZE, framed, read_header, read_table, Body, Container, Header, Entry, StreamResolver, StreamSink};
 
 /// Archives have one version; their values never share strings (docs/STREAM.md section 10).
@@ -233,19 +235,27 @@ impl Archive {
         let max_size = max_size.map_or(Ok(DEFAULT_MAX_SIZE), checked_max_size)?;
         let data = if let Ok(bytes) = source.cast::<PyBytes>() {
             Data::Bytes(bytes.clone().unbind())
-        } else if source.hasattr("__fspath__")? || source.is_instance_of::<pyo3::types::PyString>() {
-            let mmap = py.import("mmap")?;
-            let file = py.import("builtins")?.call_method1("open", (source, "rb"))?;
-            let size: u64 = py.import("os")?.call_method1("fstat", (file.call_method0("fileno")?,))?.getattr("st_size")?.extract()?;
+        } else if source.hasattr(interned!(py, "__fspath__")?)? || source.is_instance_of::<pyo3::types::PyString>() {
+            let mmap = py.import(interned!(py, "mmap")?)?;
+            let file = py.import(interned!(py, "builtins")?)?.call_method1(interned!(py, "open")?, (source, interned!(py, "rb")?, 0))?;
+            let fileno = interned!(py, "fileno")?;
+            let close = interned!(py, "close")?;
+            let stat = py.import(interned!(py, "os")?)?.call_method1(interned!(py, "fstat")?, (file.call_method0(fileno)?,));
+            let size: u64 = stat.and_then(|stat| stat.getattr(interned!(py, "st_size")?)?.extract()).inspect_err(|_| {
+                let _ = file.call_method0(close);
+            })?;
             if size == 0 {
-                file.call_method0("close")?;
+                file.call_method0(close)?;
                 return Err(CorruptRecordError::new_err("corrupt archive: the file is empty"));
             }
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("access", mmap.getattr("ACCESS_READ")?)?;
-            // The mapping keeps its own handle of the file, so the file can be closed at once.
-            let map = mmap.getattr("mmap")?.call((file.call_method0("fileno")?, 0), Some(&kwargs));
-            file.call_method0("close")?;
+            // Unbuffered: only its descriptor is used. The mapping keeps its own handle of the
+            // file, so the file can be closed at once.
+            let map = (|| {
+                let kwargs = allocation::dict(py)?;
+                kwargs.set_item(interned!(py, "access")?, mmap.getattr(interned!(py, "ACCESS_READ")?)?)?;
+                mmap.getattr(interned!(py, "mmap")?)?.call((file.call_method0(fileno)?, 0), Some(&kwargs))
+            })();
+            file.call_method0(close)?;
             let map = map?;
             let buffer = PyBuffer::<u8>::get(&map)?;
             if !buffer.is_c_contiguous() {
@@ -255,7 +265,7 @@ impl Archive {
         } else if let Ok(buffer) = PyBuffer::<u8>::get(source) {
             // A mutable buffer (bytearray, memoryview) is copied: Python code running during
             // decoding (hashes of keys) could otherwise change the bytes being decoded.
-            Data::Bytes(PyBytes::new(py, &buffer.to_vec(py)?).unbind())
+            Data::Bytes(allocation::bytes(py, &buffer.to_vec(py)?)?.cast_into::<PyBytes>()?.unbind())
         } else {
             return Err(PyTypeError::new_err(format!(
                 "copal.Archive needs bytes or a file path, not {}",
@@ -283,13 +293,13 @@ impl Archive {
         if let Ok(slice) = key.cast::<PySlice>() {
             let indices = slice.indices(self.len as isize)?;
             let _gc = GcPause::new(py);
-            let list = PyList::empty(py);
+            let mut values = Vec::with_capacity(indices.slicelength);
             let mut k = indices.start;
             for _ in 0..indices.slicelength {
-                list.append(self.get(py, k as usize)?)?;
+                values.push(self.get(py, k as usize)?);
                 k += indices.step;
             }
-            return Ok(list.into_any());
+            return Ok(ListBuilder::of(py, values)?.into_any());
         }
         Err(PyTypeError::new_err(format!("archive indices must be integers or slices, not {}", key.get_type().name()?)))
     }
@@ -298,8 +308,8 @@ impl Archive {
         ArchiveIter { archive: slf, next: std::sync::atomic::AtomicUsize::new(0) }
     }
 
-    fn __repr__(&self) -> String {
-        format!("<copal.Archive of {} values>", self.len)
+    fn __repr__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        format!("<copal.Archive of {} values>", self.len).to_python(py)
     }
 }
 

@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyTzInfo, PyType};
 use pyo3::IntoPyObjectExt;
 
+use crate::allocation::ToPython;
 use crate::classes::{field_names, keys_are, resolve, ClassCache, ClassShape};
 use crate::decode::{DecodeInfo, Decoder, Resolver};
 use crate::encode::{Encoder, FieldSource, Sink};
@@ -583,7 +584,7 @@ impl Sink for CommitSink<'_, '_> {
 impl Connection {
     /// Starts a transaction: takes a fresh snapshot and invalidates cached objects that other
     /// transactions changed since this connection last looked.
-    fn begin(&self, py: Python<'_>) -> PyResult<u64> {
+    fn begin<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         // Shrinking the cache here rather than when the previous transaction ended keeps the
         // cost out of single-transaction programs and off the commit's latency.
         self.evict(py)?;
@@ -604,7 +605,7 @@ impl Connection {
             None => self.invalidate_all(py)?,
         }
         self.seen_tid.store(snapshot.tid(), Ordering::Relaxed);
-        let tid = snapshot.tid();
+        let tid = snapshot.tid().to_python(py)?;
         *self.snapshot.lock()? = Some(snapshot);
         Ok(tid)
     }
@@ -655,7 +656,7 @@ impl Connection {
     /// Loads every ghost reachable from `objects`, level by level, up to `depth` levels; each
     /// level's records are read in id order in one sweep. Returns how many objects it loaded.
     #[pyo3(signature = (objects, depth=None))]
-    fn load_closure(&self, objects: &Bound<'_, PyList>, depth: Option<usize>) -> PyResult<usize> {
+    fn load_closure<'py>(&self, objects: &Bound<'py, PyList>, depth: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
         let py = objects.py();
         let _pause = GcPause::new(py);
         let mut level: Vec<Bound<'_, PyAny>> = objects.iter().collect();
@@ -684,7 +685,7 @@ impl Connection {
             loaded += self.load_ghosts(py, &mut ghosts, Some(&mut next))?;
             level = next;
         }
-        Ok(loaded)
+        loaded.to_python(py)
     }
 
     /// The objects with ids `oids`, in that order, loading the ghosts among them in one sweep
@@ -907,8 +908,8 @@ impl Connection {
     }
 
     /// Number of non-ghost objects in the cache.
-    fn loaded_count(&self) -> usize {
-        self.loaded.load(Ordering::Relaxed)
+    fn loaded_count<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.loaded.load(Ordering::Relaxed).to_python(py)
     }
 
     /// Commits the running transaction: objects registered as changed, loaded objects whose

@@ -8,8 +8,9 @@ use copal_core::store::{MigrationReport, StoreStats};
 use copal_core::{Snapshot, StoreOptions};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::PyDict;
 
+use crate::allocation::{self, set_item, ToPython};
 use crate::connection::{declared_index, Connection, IndexArgs};
 use crate::errors::IntoPyResult;
 use crate::stats::SharedStats;
@@ -95,30 +96,30 @@ impl Store {
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = &self.stats.storage;
-        let out = PyDict::new(py);
-        out.set_item("records_read", StoreStats::get(&s.records_read))?;
-        out.set_item("records_written", StoreStats::get(&s.records_written))?;
-        out.set_item("commits", StoreStats::get(&s.commits))?;
-        out.set_item("conflicts", StoreStats::get(&s.conflicts))?;
-        out.set_item("cache_hits", self.stats.cache_hits.load(Ordering::Relaxed))?;
-        out.set_item("cache_misses", self.stats.cache_misses.load(Ordering::Relaxed))?;
+        let out = allocation::dict(py)?;
+        set_item(&out, "records_read", StoreStats::get(&s.records_read))?;
+        set_item(&out, "records_written", StoreStats::get(&s.records_written))?;
+        set_item(&out, "commits", StoreStats::get(&s.commits))?;
+        set_item(&out, "conflicts", StoreStats::get(&s.conflicts))?;
+        set_item(&out, "cache_hits", self.stats.cache_hits.load(Ordering::Relaxed))?;
+        set_item(&out, "cache_misses", self.stats.cache_misses.load(Ordering::Relaxed))?;
         Ok(out)
     }
 
-    fn disk_size(&self) -> PyResult<u64> {
-        self.store.get()?.disk_size().py_err()
+    fn disk_size<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.store.get()?.disk_size().py_err()?.to_python(py)
     }
 
     /// A consistent, compacted hot copy of the store in the new directory `dest`; returns its
     /// size in bytes.
-    fn backup(&self, py: Python<'_>, dest: PathBuf) -> PyResult<u64> {
+    fn backup<'py>(&self, py: Python<'py>, dest: PathBuf) -> PyResult<Bound<'py, PyAny>> {
         let store = self.store.get()?;
-        py.detach(move || store.backup(&dest)).py_err()
+        py.detach(move || store.backup(&dest)).py_err()?.to_python(py)
     }
 
     /// Where the database lives (a directory for the embedded store).
-    fn location(&self) -> String {
-        self.location.clone()
+    fn location<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.location.as_str().to_python(py)
     }
 
     /// Lets go of the store (see `StoreHandle`); the Database's connections are closed first.
@@ -130,11 +131,11 @@ impl Store {
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let store = self.store.get()?;
         let report = py.detach(move || store.verify()).py_err()?;
-        let out = PyDict::new(py);
-        out.set_item("records", report.records)?;
-        out.set_item("references", report.references)?;
-        out.set_item("index_entries", report.index_entries)?;
-        out.set_item("problems", report.problems)?;
+        let out = allocation::dict(py)?;
+        set_item(&out, "records", report.records)?;
+        set_item(&out, "references", report.references)?;
+        set_item(&out, "index_entries", report.index_entries)?;
+        set_item(&out, "problems", report.problems)?;
         Ok(out)
     }
 
@@ -144,30 +145,30 @@ impl Store {
     fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let store = self.store.get()?;
         let summary = py.detach(move || Snapshot::new(&store)?.schema_summary()).py_err()?;
-        let descriptors = PyList::empty(py);
+        let mut descriptors = Vec::with_capacity(summary.descriptors.len());
         for used in &summary.descriptors {
             let d = &used.descriptor;
-            let entry = PyDict::new(py);
-            entry.set_item("id", d.id)?;
-            entry.set_item("class", d.class_no)?;
-            entry.set_item("type_name", &d.type_name)?;
-            entry.set_item("fields", &d.fields)?;
-            entry.set_item("records", used.records)?;
-            descriptors.append(entry)?;
+            let entry = allocation::dict(py)?;
+            set_item(&entry, "id", d.id)?;
+            set_item(&entry, "class", d.class_no)?;
+            set_item(&entry, "type_name", &d.type_name)?;
+            set_item(&entry, "fields", &d.fields)?;
+            set_item(&entry, "records", used.records)?;
+            descriptors.push(entry);
         }
-        let out = PyDict::new(py);
-        out.set_item("descriptors", descriptors)?;
-        out.set_item("unreadable", summary.unreadable)?;
-        out.set_item("removed", summary.removed.into_iter().collect::<Vec<_>>())?;
+        let out = allocation::dict(py)?;
+        set_item(&out, "descriptors", descriptors)?;
+        set_item(&out, "unreadable", summary.unreadable)?;
+        set_item(&out, "removed", summary.removed.into_iter().collect::<Vec<_>>())?;
         Ok(out)
     }
 
     /// The type names of the stored descriptors, read from the catalog alone: unlike `schema`,
     /// no record is read, so checking a name costs the same on a store of any size.
-    fn type_names(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+    fn type_names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let store = self.store.get()?;
         let descriptors = py.detach(move || Snapshot::new(&store)?.all_descriptors()).py_err()?;
-        Ok(descriptors.iter().map(|descriptor| descriptor.type_name.clone()).collect())
+        descriptors.iter().map(|descriptor| &descriptor.type_name).collect::<Vec<_>>().to_python(py)
     }
 
     /// Whether the store already holds the declared indexes (as `Connection.sync_indexes` takes
@@ -215,52 +216,52 @@ impl Store {
     fn gc_schema<'py>(&self, py: Python<'py>, purge: bool) -> PyResult<Bound<'py, PyDict>> {
         let store = self.store.get()?;
         let report = py.detach(move || store.gc_schema(purge)).py_err()?;
-        let removed = PyList::empty(py);
+        let mut removed = Vec::with_capacity(report.removed.len());
         for values in &report.removed {
-            let entry = PyDict::new(py);
-            entry.set_item("type_name", &values.type_name)?;
-            entry.set_item("field", &values.field)?;
-            entry.set_item("records", values.records)?;
-            removed.append(entry)?;
+            let entry = allocation::dict(py)?;
+            set_item(&entry, "type_name", &values.type_name)?;
+            set_item(&entry, "field", &values.field)?;
+            set_item(&entry, "records", values.records)?;
+            removed.push(entry);
         }
-        let out = PyDict::new(py);
-        out.set_item("removed", removed)?;
-        out.set_item("records", report.records)?;
-        out.set_item("purged", report.purged)?;
-        out.set_item("shared", report.shared)?;
-        out.set_item("tid", report.tid)?;
+        let out = allocation::dict(py)?;
+        set_item(&out, "removed", removed)?;
+        set_item(&out, "records", report.records)?;
+        set_item(&out, "purged", report.purged)?;
+        set_item(&out, "shared", report.shared)?;
+        set_item(&out, "tid", report.tid)?;
         Ok(out)
     }
 
     /// Testing hook: the stored value of `oid` (record and checksum), None if absent.
-    fn raw_value<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        Ok(self.store.get()?.raw_value(oid).py_err()?.map(|v| PyBytes::new(py, &v)))
+    fn raw_value<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.store.get()?.raw_value(oid).py_err()?.map(|v| allocation::bytes(py, &v)).transpose()
     }
 
     /// Testing and repair hook: the raw record bytes of `oid` (None if absent).
-    fn raw_record<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    fn raw_record<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyAny>>> {
         let snapshot = Snapshot::new(&self.store.get()?).py_err()?;
-        Ok(snapshot.get(oid).py_err()?.map(|r| PyBytes::new(py, &r)))
+        snapshot.get(oid).py_err()?.map(|r| allocation::bytes(py, &r)).transpose()
     }
 
     /// Testing and repair hook: writes raw bytes as the record of `oid` (with its checksum, or
     /// with `sealed` false as the stored value itself), in a commit of its own.
     #[pyo3(signature = (oid, data, sealed=true))]
-    fn put_raw_record(&self, oid: u64, data: &[u8], sealed: bool) -> PyResult<u64> {
+    fn put_raw_record<'py>(&self, py: Python<'py>, oid: u64, data: &[u8], sealed: bool) -> PyResult<Bound<'py, PyAny>> {
         let store = self.store.get()?;
         let mut commit = copal_core::Commit::begin(&store).py_err()?;
         commit.put_raw(oid, data, sealed).py_err()?;
-        commit.finish().py_err()
+        commit.finish().py_err()?.to_python(py)
     }
 }
 
 /// `location`, `from_version`, `to_version`, `steps` and `created` of `report` as a dict.
 fn migration_report<'py>(py: Python<'py>, report: &MigrationReport) -> PyResult<Bound<'py, PyDict>> {
-    let out = PyDict::new(py);
-    out.set_item("location", &report.location)?;
-    out.set_item("from_version", report.from_version)?;
-    out.set_item("to_version", report.to_version)?;
-    out.set_item("steps", &report.steps)?;
-    out.set_item("created", &report.created)?;
+    let out = allocation::dict(py)?;
+    set_item(&out, "location", &report.location)?;
+    set_item(&out, "from_version", report.from_version)?;
+    set_item(&out, "to_version", report.to_version)?;
+    set_item(&out, "steps", &report.steps)?;
+    set_item(&out, "created", &report.created)?;
     Ok(out)
 }

@@ -20,6 +20,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
+use crate::allocation::{interned, ToPython};
 use crate::connection::Connection;
 
 pub const UP_TO_DATE: u8 = 0;
@@ -150,8 +151,8 @@ impl PersistentBase {
     }
 
     #[getter]
-    fn _p_oid(&self) -> Option<u64> {
-        self.oid()
+    fn _p_oid<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.oid().to_python(py)
     }
 
     #[getter]
@@ -160,18 +161,18 @@ impl PersistentBase {
     }
 
     #[getter]
-    fn _p_serial(&self) -> u64 {
-        self.serial()
+    fn _p_serial<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.serial().to_python(py)
     }
 
     /// "ghost", "saved" (up to date), "changed" or "unsaved" (not stored yet).
     #[getter]
-    fn _p_status(&self) -> &'static str {
+    fn _p_status<'py>(&self, py: Python<'py>) -> PyResult<&'py Bound<'py, PyString>> {
         match self.state() {
-            UNSAVED => "unsaved",
-            GHOST => "ghost",
-            CHANGED => "changed",
-            _ => "saved",
+            UNSAVED => interned!(py, "unsaved"),
+            GHOST => interned!(py, "ghost"),
+            CHANGED => interned!(py, "changed"),
+            _ => interned!(py, "saved"),
         }
     }
 

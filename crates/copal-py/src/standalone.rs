@@ -20,6 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyTzInfo, PyType};
 use pyo3::PyTypeInfo;
 
+use crate::allocation::{self, interned, ToPython};
 use crate::class_cache::Stamp;
 use crate::classes::{ClassCache, ClassName, ClassShape};
 use crate::decode::{check_plain_class, DecodeInfo, Decoder, Resolver};
@@ -222,7 +223,7 @@ pub(crate) fn compress(py: Python<'_>, parts: &[&[u8]], compression: u8, level: 
                 fill(buf, parts);
                 Ok(())
             })?;
-            let out = py.import("zlib")?.call_method1("compress", (joined, level, GZIP_WBITS))?;
+            let out = py.import(interned!(py, "zlib")?)?.call_method1(interned!(py, "compress")?, (joined, level, GZIP_WBITS))?;
             Ok(Some(out.cast_into::<PyBytes>()?.as_bytes().to_vec()))
         }
     }
@@ -558,16 +559,16 @@ pub(crate) fn decompress<'py, 'a>(py: Python<'py>, flags: u8, payload: &'a [u8],
             // A decompression object, unlike zlib.decompress, bounds its output (`max_length`)
             // and reports data after the gzip member (`unused_data`), which a stream must not
             // have. Asking for one byte more than allowed tells "exactly max_size" from "more".
-            let d = py.import("zlib")?.call_method1("decompressobj", (GZIP_WBITS,))?;
+            let d = py.import(interned!(py, "zlib")?)?.call_method1(interned!(py, "decompressobj")?, (GZIP_WBITS,))?;
             let limit = max_size.saturating_add(1).min(isize::MAX as usize);
             let out = d
-                .call_method1("decompress", (PyBytes::new(py, payload), limit))
-                .map_err(|e| bad_compression("gzip", e))?;
+                .call_method1(interned!(py, "decompress")?, (allocation::bytes(py, payload)?, limit.to_python(py)?))
+                .map_err(|e| if allocation::is_memory_error(py, &e) { e } else { bad_compression("gzip", e) })?;
             if out.len()? > max_size {
                 return Err(too_large("gzip", max_size));
             }
-            let complete: bool = d.getattr("eof")?.extract()?;
-            let unused: usize = d.getattr("unused_data")?.len()?;
+            let complete: bool = d.getattr(interned!(py, "eof")?)?.extract()?;
+            let unused: usize = d.getattr(interned!(py, "unused_data")?)?.len()?;
             if !complete {
                 return Err(bad_compression("gzip", "the gzip data is truncated"));
             }

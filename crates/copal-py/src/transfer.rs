@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use copal_core::store::{ExportFormat, TransferError, TransferReport};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyDict, PyString};
 
+use crate::allocation::{self, interned, set_item, ToPython};
 use crate::database::Store;
 use crate::errors::{store_error, CorruptRecordError, DatabaseNotEmpty, IntoPyResult, SchemaError};
 use crate::standalone::{checked_level, COMPRESSION_GZIP, COMPRESSION_NONE, COMPRESSION_ZSTD, GZIP_WBITS};
@@ -31,10 +32,13 @@ fn keep(raised: &Raised, error: PyErr) -> io::Error {
     io::Error::other(message)
 }
 
+/// The name of a method called through `call`, made once (`interned!`).
+type MethodName = for<'py> fn(Python<'py>) -> PyResult<&'py Bound<'py, PyString>>;
+
 /// Calls a Python method with the GIL, keeping its exception.
-fn call(raised: &Raised, target: &Py<PyAny>, method: &str, args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>>) -> io::Result<Py<PyAny>> {
+fn call(raised: &Raised, target: &Py<PyAny>, method: MethodName, args: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>>) -> io::Result<Py<PyAny>> {
     Python::attach(|py| {
-        let result = args(py).and_then(|arg| target.bind(py).call_method1(method, (arg,)));
+        let result = method(py).and_then(|method| target.bind(py).call_method1(method, (args(py)?,)));
         result.map(Bound::unbind).map_err(|e| keep(raised, e))
     })
 }
@@ -46,7 +50,7 @@ struct PyFileWriter {
 
 impl Write for PyFileWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        call(&self.raised, &self.file, "write", |py| Ok(PyBytes::new(py, buf).into_any()))?;
+        call(&self.raised, &self.file, |py| interned!(py, "write"), |py| allocation::bytes(py, buf))?;
         Ok(buf.len())
     }
 
@@ -62,7 +66,7 @@ struct PyFileReader {
 
 impl Read for PyFileReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let chunk = call(&self.raised, &self.file, "read", |py| Ok(buf.len().into_pyobject(py)?.into_any()))?;
+        let chunk = call(&self.raised, &self.file, |py| interned!(py, "read"), |py| buf.len().to_python(py))?;
         Python::attach(|py| {
             let chunk = chunk.bind(py);
             let bytes: &[u8] = chunk.extract().map_err(|e| keep(&self.raised, PyErr::from(e)))?;
@@ -85,14 +89,15 @@ struct GzipWriter<W: Write> {
 impl<W: Write> GzipWriter<W> {
     fn new(inner: W, level: i32, raised: Raised) -> PyResult<Self> {
         let compressor = Python::attach(|py| -> PyResult<Py<PyAny>> {
-            let zlib = py.import("zlib")?;
-            Ok(zlib.call_method1("compressobj", (level, zlib.getattr("DEFLATED")?, GZIP_WBITS))?.unbind())
+            let zlib = py.import(interned!(py, "zlib")?)?;
+            let deflated = zlib.getattr(interned!(py, "DEFLATED")?)?;
+            Ok(zlib.call_method1(interned!(py, "compressobj")?, (level, deflated, GZIP_WBITS))?.unbind())
         })?;
         Ok(GzipWriter { inner, compressor, raised })
     }
 
     fn finish(mut self) -> io::Result<W> {
-        let tail = Python::attach(|py| -> PyResult<Vec<u8>> { self.compressor.bind(py).call_method0("flush")?.extract() });
+        let tail = Python::attach(|py| -> PyResult<Vec<u8>> { self.compressor.bind(py).call_method0(interned!(py, "flush")?)?.extract() });
         let tail = tail.map_err(|e| keep(&self.raised, e))?;
         self.inner.write_all(&tail)?;
         Ok(self.inner)
@@ -101,7 +106,7 @@ impl<W: Write> GzipWriter<W> {
 
 impl<W: Write> Write for GzipWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let out = call(&self.raised, &self.compressor, "compress", |py| Ok(PyBytes::new(py, buf).into_any()))?;
+        let out = call(&self.raised, &self.compressor, |py| interned!(py, "compress"), |py| allocation::bytes(py, buf))?;
         let out: Vec<u8> = Python::attach(|py| out.extract(py)).map_err(|e| keep(&self.raised, e))?;
         self.inner.write_all(&out)?;
         Ok(buf.len())
@@ -119,12 +124,15 @@ struct GzipReader<R: BufRead> {
     decompressor: Py<PyAny>,
     pending: Vec<u8>,
     at: usize,
+    raised: Raised,
 }
 
 impl<R: BufRead> GzipReader<R> {
-    fn new(inner: R) -> PyResult<Self> {
-        let decompressor = Python::attach(|py| -> PyResult<Py<PyAny>> { Ok(py.import("zlib")?.call_method1("decompressobj", (GZIP_WBITS,))?.unbind()) })?;
-        Ok(GzipReader { inner, decompressor, pending: Vec::new(), at: 0 })
+    fn new(inner: R, raised: Raised) -> PyResult<Self> {
+        let decompressor = Python::attach(|py| -> PyResult<Py<PyAny>> {
+            Ok(py.import(interned!(py, "zlib")?)?.call_method1(interned!(py, "decompressobj")?, (GZIP_WBITS,))?.unbind())
+        })?;
+        Ok(GzipReader { inner, decompressor, pending: Vec::new(), at: 0, raised })
     }
 }
 
@@ -135,13 +143,15 @@ impl<R: BufRead> Read for GzipReader<R> {
             let consumed = input.len();
             let step = Python::attach(|py| -> PyResult<(Vec<u8>, Vec<u8>, bool, usize)> {
                 let d = self.decompressor.bind(py);
-                let tail: Vec<u8> = d.getattr("unconsumed_tail")?.extract()?;
+                let tail: Vec<u8> = d.getattr(interned!(py, "unconsumed_tail")?)?.extract()?;
                 let data = if tail.is_empty() { input } else { [tail, input].concat() };
-                let out: Vec<u8> = d.call_method1("decompress", (PyBytes::new(py, &data), CHUNK))?.extract()?;
-                let unused: Vec<u8> = d.getattr("unused_data")?.extract()?;
-                Ok((out, unused, d.getattr("eof")?.extract()?, data.len()))
+                let out: Vec<u8> = d.call_method1(interned!(py, "decompress")?, (allocation::bytes(py, &data)?, CHUNK.to_python(py)?))?.extract()?;
+                let unused: Vec<u8> = d.getattr(interned!(py, "unused_data")?)?.extract()?;
+                Ok((out, unused, d.getattr(interned!(py, "eof")?)?.extract()?, data.len()))
             });
-            let (out, unused, eof, fed) = step.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("damaged gzip data: {e}")))?;
+            // Running out of memory says nothing about the data: the MemoryError is raised as it is.
+            let step = step.map_err(|e| if Python::attach(|py| allocation::is_memory_error(py, &e)) { keep(&self.raised, e) } else { io::Error::new(io::ErrorKind::InvalidData, format!("damaged gzip data: {e}")) });
+            let (out, unused, eof, fed) = step?;
             self.inner.consume(consumed);
             if !unused.is_empty() {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "bytes follow the gzip member"));
@@ -205,7 +215,8 @@ fn reporter<'a>(progress: Option<&'a Py<PyAny>>, what: &'a str, raised: &'a Rais
     move |done, total| {
         if let Some(progress) = progress {
             Python::attach(|py| {
-                if let Err(e) = progress.call1(py, (what, done, total)) {
+                let called = (|| progress.call1(py, (what.to_python(py)?, done.to_python(py)?, total.to_python(py)?)))();
+                if let Err(e) = called {
                     keep(raised, e);
                 }
             });
@@ -238,11 +249,11 @@ fn transfer_error(error: TransferError, raised: &Raised, reading: bool) -> PyErr
 }
 
 fn report_dict<'py>(py: Python<'py>, report: &TransferReport) -> PyResult<Bound<'py, PyDict>> {
-    let out = PyDict::new(py);
-    out.set_item("records", report.records)?;
-    out.set_item("descriptors", report.descriptors)?;
-    out.set_item("indexes", report.indexes)?;
-    out.set_item("tid", report.tid)?;
+    let out = allocation::dict(py)?;
+    set_item(&out, "records", report.records)?;
+    set_item(&out, "descriptors", report.descriptors)?;
+    set_item(&out, "indexes", report.indexes)?;
+    set_item(&out, "tid", report.tid)?;
     Ok(out)
 }
 
@@ -303,7 +314,7 @@ pub fn import_raw<'py>(py: Python<'py>, store: PyRef<'_, Store>, file: Py<PyAny>
         let mut input: Box<dyn BufRead> = if head.starts_with(&ZSTD_MAGIC) {
             Box::new(BufReader::with_capacity(CHUNK, zstd::stream::read::Decoder::with_buffer(raw)?))
         } else if head.starts_with(&GZIP_MAGIC) {
-            let gzip = GzipReader::new(raw).map_err(|e| keep(&raised, e))?;
+            let gzip = GzipReader::new(raw, Arc::clone(&raised)).map_err(|e| keep(&raised, e))?;
             Box::new(BufReader::with_capacity(CHUNK, gzip))
         } else {
             Box::new(raw)
@@ -316,24 +327,24 @@ pub fn import_raw<'py>(py: Python<'py>, store: PyRef<'_, Store>, file: Py<PyAny>
 
 /// The JSON document of the record of `oid` as an export writes it (None if absent).
 #[pyfunction]
-pub fn record_json(py: Python<'_>, store: PyRef<'_, Store>, oid: u64) -> PyResult<Option<String>> {
+pub fn record_json<'py>(py: Python<'py>, store: PyRef<'_, Store>, oid: u64) -> PyResult<Bound<'py, PyAny>> {
     let store = store.store.get()?;
-    py.detach(move || store.record_json(oid)).map_err(|e| transfer_error(e, &Raised::default(), false))
+    py.detach(move || store.record_json(oid)).map_err(|e| transfer_error(e, &Raised::default(), false))?.to_python(py)
 }
 
 /// `(oid, type name, size)` of the records of `oids` (None for a missing one).
 #[pyfunction]
-pub fn record_summaries(py: Python<'_>, store: PyRef<'_, Store>, oids: Vec<u64>) -> PyResult<Vec<Option<(u64, String, usize)>>> {
+pub fn record_summaries<'py>(py: Python<'py>, store: PyRef<'_, Store>, oids: Vec<u64>) -> PyResult<Bound<'py, PyAny>> {
     let store = store.store.get()?;
     let summaries = py.detach(move || store.summaries(&oids)).py_err()?;
-    Ok(summaries.into_iter().map(|s| s.map(|s| (s.oid, s.type_name, s.size))).collect())
+    summaries.into_iter().map(|s| s.map(|s| (s.oid, s.type_name, s.size))).collect::<Vec<_>>().to_python(py)
 }
 
 /// `(oid, type name, size)` of the first `limit` objects of `type_name`'s extent (None if the
 /// database stores no such type).
 #[pyfunction]
-pub fn extent_summaries(py: Python<'_>, store: PyRef<'_, Store>, type_name: String, limit: usize) -> PyResult<Option<Vec<(u64, String, usize)>>> {
+pub fn extent_summaries<'py>(py: Python<'py>, store: PyRef<'_, Store>, type_name: String, limit: usize) -> PyResult<Bound<'py, PyAny>> {
     let store = store.store.get()?;
     let summaries = py.detach(move || store.extent_summaries(&type_name, limit)).py_err()?;
-    Ok(summaries.map(|list| list.into_iter().map(|s| (s.oid, s.type_name, s.size)).collect()))
+    summaries.map(|list| list.into_iter().map(|s| (s.oid, s.type_name, s.size)).collect::<Vec<_>>()).to_python(py)
 }
