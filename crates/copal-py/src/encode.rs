@@ -369,8 +369,6 @@ pub struct Encoder<'s> {
     /// For each `Kind::Object` class, its slots if it has any (slots.rs), indexed like
     /// `object_shapes`.
     object_layouts: Vec<Option<Arc<SlotLayout>>>,
-    /// Whether reference counts can be read (see `is_unshared`), found out on first use.
-    refcounts_readable: Option<bool>,
     /// Set for streams of version 2 (standalone.rs): equal strings are written once. Records and
     /// archives never share strings.
     pub strings: Option<StringTable>,
@@ -469,7 +467,6 @@ impl<'s> Encoder<'s> {
             kind_classes: Vec::new(),
             object_shapes: Vec::new(),
             object_layouts: Vec::new(),
-            refcounts_readable: None,
             strings: None,
             mixed_lists: IntMap::default(),
             held: Vec::new(),
@@ -546,10 +543,10 @@ impl<'s> Encoder<'s> {
     /// Whether nothing but the container `value` was read from and the encoder holds it: the
     /// reference count test of `is_unshared`, without its exceptions for the root and the items
     /// of tuples.
-    fn held_alone(&mut self, value: &Bound<'_, PyAny>) -> bool {
+    fn held_alone(&self, value: &Bound<'_, PyAny>) -> bool {
         // SAFETY: `value` is a live object; only its reference count is read.
         let references = unsafe { ffi::Py_REFCNT(value.as_ptr()) };
-        references <= 2 && *self.refcounts_readable.get_or_insert_with(|| !pytypes::free_threaded(value.py()))
+        references <= 2 && !pytypes::FREE_THREADED
     }
 
     /// The memo slot of `value` if it was written before; otherwise it takes the next slot.

@@ -184,8 +184,6 @@ struct JsonWriter<'py> {
     class_numbers: HashMap<String, u64>,
     /// The classes whose `number` is set, to forget at the start of a document.
     named: Vec<Rc<ClassName>>,
-    /// Reference counts are split between threads on the free-threaded build: not read there.
-    refcounts_readable: bool,
     keys: KeyCache,
 }
 
@@ -207,7 +205,6 @@ impl<'py> JsonWriter<'py> {
             form_classes: Vec::new(),
             class_numbers: HashMap::new(),
             named: Vec::new(),
-            refcounts_readable: !pytypes::free_threaded(root.py()),
             keys: KeyCache::default(),
         }
     }
@@ -233,7 +230,7 @@ impl<'py> JsonWriter<'py> {
     fn may_be_met_again(&self, value: &Bound<'_, PyAny>) -> bool {
         // SAFETY: `value` is a live object; only its reference count is read.
         let references = unsafe { ffi::Py_REFCNT(value.as_ptr()) };
-        references > 2 || value.as_ptr() as usize == self.root || !self.refcounts_readable
+        references > 2 || value.as_ptr() as usize == self.root || pytypes::FREE_THREADED
     }
 
     /// For a value that takes a memo slot: writes `{"$ref":n}` and returns true if it was

@@ -42,14 +42,8 @@ pub fn loads_other(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     CELL.import(py, "copal.serialize", "_loads_other")
 }
 
-/// Whether this interpreter is a free-threaded build (`Py_GIL_DISABLED`), where an object's
-/// reference count is split between threads and cannot be read as a whole.
-pub fn free_threaded(py: Python<'_>) -> bool {
-    static CELL: PyOnceLock<bool> = PyOnceLock::new();
-    *CELL.get_or_init(py, || {
-        py.import("sysconfig")
-            .and_then(|sysconfig| sysconfig.call_method1("get_config_var", ("Py_GIL_DISABLED",)))
-            .and_then(|flag| flag.is_truthy())
-            .unwrap_or(true)
-    })
-}
+/// Whether this is a free-threaded build (`Py_GIL_DISABLED`), where an object's reference count
+/// is split between threads and cannot be read as a whole. Known when the module is built: a
+/// free-threaded interpreter loads only modules built for it. (Asked of `sysconfig` at run
+/// time, a first call that ran out of memory answered "free-threaded" for the process's life.)
+pub const FREE_THREADED: bool = cfg!(Py_GIL_DISABLED);
