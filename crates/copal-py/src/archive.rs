@@ -238,24 +238,19 @@ impl Archive {
         } else if source.hasattr(interned!(py, "__fspath__")?)? || source.is_instance_of::<pyo3::types::PyString>() {
             let mmap = py.import(interned!(py, "mmap")?)?;
             let file = py.import(interned!(py, "builtins")?)?.call_method1(interned!(py, "open")?, (source, interned!(py, "rb")?, 0))?;
-            let fileno = interned!(py, "fileno")?;
-            let close = interned!(py, "close")?;
-            let stat = py.import(interned!(py, "os")?)?.call_method1(interned!(py, "fstat")?, (file.call_method0(fileno)?,));
-            let size: u64 = stat.and_then(|stat| stat.getattr(interned!(py, "st_size")?)?.extract()).inspect_err(|_| {
-                let _ = file.call_method0(close);
-            })?;
-            if size == 0 {
-                file.call_method0(close)?;
-                return Err(CorruptRecordError::new_err("corrupt archive: the file is empty"));
-            }
             // Unbuffered: only its descriptor is used. The mapping keeps its own handle of the
-            // file, so the file can be closed at once.
+            // file, so the file is closed once it is made (or failed to be).
             let map = (|| {
+                let fileno = file.call_method0(interned!(py, "fileno")?)?;
+                let stat = py.import(interned!(py, "os")?)?.call_method1(interned!(py, "fstat")?, (&fileno,))?;
+                if stat.getattr(interned!(py, "st_size")?)?.extract::<u64>()? == 0 {
+                    return Err(CorruptRecordError::new_err("corrupt archive: the file is empty"));
+                }
                 let kwargs = allocation::dict(py)?;
                 kwargs.set_item(interned!(py, "access")?, mmap.getattr(interned!(py, "ACCESS_READ")?)?)?;
-                mmap.getattr(interned!(py, "mmap")?)?.call((file.call_method0(fileno)?, 0), Some(&kwargs))
+                mmap.getattr(interned!(py, "mmap")?)?.call((fileno, 0), Some(&kwargs))
             })();
-            file.call_method0(close)?;
+            file.call_method0(interned!(py, "close")?)?;
             let map = map?;
             let buffer = PyBuffer::<u8>::get(&map)?;
             if !buffer.is_c_contiguous() {
