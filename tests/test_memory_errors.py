@@ -13,6 +13,7 @@ import datetime
 import decimal
 import enum
 import io
+import json
 import sys
 import traceback
 import uuid
@@ -25,6 +26,7 @@ import pytest
 import copal
 
 from helpers.models import Holder, Item, Tagged, TaggedDict, TaggedSet, TaggedTuple
+from helpers.procs import run_helper
 
 _testcapi = pytest.importorskip("_testcapi")
 
@@ -403,3 +405,13 @@ def test_database_reports_raise_memory_error_or_return_the_report(tmp_path: Path
     with copal.open(_stored(tmp_path / "db")) as db:
         for report in (db.stats, db.verify, db.schema, db.gc_schema, db.disk_size):
             _each_allocation_failing(report, _check_equal(report()))
+
+
+@pytest.mark.parametrize("what", ["loads", "dumps"])
+@pytest.mark.parametrize("text_format", ["copal", "json", "xml"])
+def test_first_calls_of_a_process_raise_memory_error_or_succeed(what: str, text_format: str) -> None:
+    # What the binding makes once per process (the classes it imports, the datetime C API)
+    # is made by the first call, which the sweeps above never reach: their process is warm.
+    # pyo3 made both with conversions that panic when CPython cannot allocate.
+    outcomes = json.loads(run_helper("memory_first_use.py", what, text_format, timeout=120))
+    assert outcomes["value"] == 1 and outcomes["MemoryError"] > 0

@@ -81,6 +81,14 @@ macro_rules! interned {
 }
 pub(crate) use interned;
 
+/// `PyOnceLock::import`: `module.name`, imported once per interpreter into `cell`, with the two
+/// names made by `str` (pyo3's own `import` makes them with its panicking conversion, on the
+/// first use of each cell: a decoding's first Decimal, say).
+pub fn imported<'py, T: pyo3::type_object::PyTypeCheck>(cell: &'py pyo3::sync::PyOnceLock<Py<T>>, py: Python<'py>, module: &str, name: &str) -> PyResult<&'py Bound<'py, T>> {
+    cell.get_or_try_init(py, || Ok(py.import(str(py, module)?)?.getattr(str(py, name)?)?.cast_into::<T>()?.unbind()))
+        .map(|object| object.bind(py))
+}
+
 /// A tuple of `items`, which it takes.
 pub fn tuple<'py>(py: Python<'py>, items: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyTuple>> {
     // SAFETY: as in `int`; PyTuple_New returns a tuple of `len` empty items (a Vec's length is

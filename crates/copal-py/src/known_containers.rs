@@ -100,9 +100,9 @@ impl KnownContainer {
         static DEFAULT_DICT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
         static DEQUE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
         match self {
-            KnownContainer::OrderedDict => ORDERED_DICT.import(py, "collections", "OrderedDict"),
-            KnownContainer::DefaultDict => DEFAULT_DICT.import(py, "collections", "defaultdict"),
-            KnownContainer::Deque => DEQUE.import(py, "collections", "deque"),
+            KnownContainer::OrderedDict => crate::allocation::imported(&ORDERED_DICT, py, "collections", "OrderedDict"),
+            KnownContainer::DefaultDict => crate::allocation::imported(&DEFAULT_DICT, py, "collections", "defaultdict"),
+            KnownContainer::Deque => crate::allocation::imported(&DEQUE, py, "collections", "deque"),
         }
     }
 

@@ -36,6 +36,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    import_datetime_api(m.py())?;
     m.add_class::<persistent::PersistentBase>()?;
     m.add_class::<connection::Connection>()?;
     m.add_class::<database::Store>()?;
@@ -56,5 +57,20 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(transfer::record_json, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::record_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::extent_summaries, m)?)?;
+    Ok(())
+}
+
+/// pyo3 imports the datetime C API when it first checks a value's type against a date or time
+/// class, and panics if that import fails (out of memory, say): done once here, where a failure
+/// is an exception of `import copal`.
+fn import_datetime_api(py: Python<'_>) -> PyResult<()> {
+    // SAFETY: the GIL is held; PyDateTime_IMPORT sets the API pointer or leaves it null with an
+    // exception set.
+    unsafe {
+        pyo3::ffi::PyDateTime_IMPORT();
+        if pyo3::ffi::PyDateTimeAPI().is_null() {
+            return Err(PyErr::fetch(py));
+        }
+    }
     Ok(())
 }

@@ -8,7 +8,7 @@ macro_rules! imported_type {
     ($fn_name:ident, $module:literal, $name:literal) => {
         pub fn $fn_name(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
             static CELL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-            CELL.import(py, $module, $name)
+            crate::allocation::imported(&CELL, py, $module, $name)
         }
     };
 }
@@ -27,19 +27,19 @@ imported_type!(broken_object_type, "copal.evolution", "BrokenObject");
 /// this one dict and never replaces it, so it is imported once.
 pub fn class_registry(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
     static CELL: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
-    CELL.import(py, "copal.persistent", "registry")
+    crate::allocation::imported(&CELL, py, "copal.persistent", "registry")
 }
 
 /// `copal.evolution.plan`: how to load a stored shape into a class.
 pub fn evolution_plan(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     static CELL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    CELL.import(py, "copal.evolution", "plan")
+    crate::allocation::imported(&CELL, py, "copal.evolution", "plan")
 }
 
 /// `copal.serialize._loads_other`: `copal.loads` of anything but a stream in bytes.
 pub fn loads_other(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     static CELL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    CELL.import(py, "copal.serialize", "_loads_other")
+    crate::allocation::imported(&CELL, py, "copal.serialize", "_loads_other")
 }
 
 /// Whether this is a free-threaded build (`Py_GIL_DISABLED`), where an object's reference count

@@ -94,8 +94,8 @@ static MEMBER_DESCRIPTOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn stored_slots(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     static CELL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    MEMBER_DESCRIPTOR.import(py, "types", "MemberDescriptorType")?;
-    CELL.import(py, "copal.slots", "stored_slots")
+    crate::allocation::imported(&MEMBER_DESCRIPTOR, py, "types", "MemberDescriptorType")?;
+    crate::allocation::imported(&CELL, py, "copal.slots", "stored_slots")
 }
 
 /// The fields of one object with slots, read in place: its slots that are set, then the items
