@@ -1,9 +1,10 @@
 //! Hostile inputs of the Rust decoders (docs/FUZZING.md), as ordinary `cargo test` tests on the
 //! stable toolchain:
 //!
-//! - the committed fuzz corpora (`fuzz/corpus/record`, `fuzz/corpus/value`) are replayed with
-//!   the checks of the fuzz targets: no panic, and whatever decodes round-trips through the
-//!   encoders (floats compared bit for bit) to no more bytes, canonically;
+//! - the committed fuzz corpora (`fuzz/corpus/record`, `fuzz/corpus/value`, `fuzz/corpus/text`)
+//!   are replayed with the checks of the fuzz targets: no panic, and whatever decodes
+//!   round-trips through the encoders (floats compared bit for bit) to no more bytes,
+//!   canonically; whatever text document is read writes back and reads back to the same body;
 //! - inputs that stress one check each (huge counts and lengths, extreme numbers, surrogates,
 //!   unfinished back-references, reserved bits, ...) must fail with their `DecodeError` kind;
 //! - every crasher, timeout or excessive allocation found by fuzzing or review is kept here; one
@@ -16,6 +17,7 @@ use std::path::Path;
 use copal_core::format::{
     decode_record_state, decode_value, Descriptor, DescriptorSource, FieldReader, Reader, RecordHeader, Writer,
 };
+use copal_core::text::{json, xml, Body, TableEntry, TextError};
 use copal_core::{DecodeError, Value};
 
 // -- a per-thread allocation meter (tests run on parallel threads) ------------------------------
@@ -191,6 +193,78 @@ fn value_corpus_replays() {
 #[test]
 fn record_corpus_replays() {
     replay("record", check_record);
+}
+
+// -- the checks of fuzz target `text` (fuzz/fuzz_targets/text.rs) -----------------------------
+
+/// A stream body with its descriptor table renumbered in the order the value first uses each
+/// entry, unused entries dropped (`canonical_body` of fuzz/src/lib.rs): the one-pass and tree
+/// text readers may list a body's descriptors in different orders.
+fn canonical_body(body: &[u8]) -> Option<Vec<u8>> {
+    fn renumber(value: &mut Value, old: &[TableEntry], new: &mut Body, map: &mut Vec<Option<u32>>) {
+        let mut id = |descriptor: &mut u32, new: &mut Body| {
+            let slot = &mut map[*descriptor as usize];
+            *descriptor = *slot.get_or_insert_with(|| {
+                new.table.push(old[*descriptor as usize].clone());
+                (new.table.len() - 1) as u32
+            });
+        };
+        match value {
+            Value::Enum { descriptor, .. } => id(descriptor, new),
+            Value::Object { descriptor, fields } => {
+                id(descriptor, new);
+                fields.iter_mut().for_each(|f| renumber(f, old, new, map));
+            }
+            Value::Subclass { descriptor, base, fields } => {
+                id(descriptor, new);
+                renumber(base, old, new, map);
+                fields.iter_mut().for_each(|f| renumber(f, old, new, map));
+            }
+            Value::List(items) | Value::Tuple(items) | Value::Set(items) | Value::FrozenSet(items) => {
+                items.iter_mut().for_each(|v| renumber(v, old, new, map));
+            }
+            Value::Dict(pairs) => pairs.iter_mut().for_each(|(k, v)| {
+                renumber(k, old, new, map);
+                renumber(v, old, new, map);
+            }),
+            _ => {}
+        }
+    }
+    let Body { table, mut value } = Body::decode(body).ok()?;
+    let mut new = Body { table: Vec::new(), value: Value::None };
+    let mut map = vec![None; table.len()];
+    renumber(&mut value, &table, &mut new, &mut map);
+    new.value = value;
+    Some(new.encode())
+}
+
+type TextReader = fn(&str) -> Result<Vec<u8>, TextError>;
+type TextWriter = fn(&[u8]) -> Result<String, TextError>;
+
+/// The reader and writer the first byte of a `text` input chooses (even: JSON, odd: XML).
+fn text_format(selector: u8) -> (TextReader, TextWriter) {
+    match selector & 1 {
+        0 => (json::body_from_json, json::to_json),
+        _ => (xml::body_from_xml, xml::to_xml),
+    }
+}
+
+/// The checks of fuzz target `text`: an accepted document's body writes back, reads back to the
+/// same graph, and from there writing and reading are stable byte for byte.
+fn check_text(data: &[u8]) {
+    let Some((&selector, rest)) = data.split_first() else { return };
+    let Ok(text) = std::str::from_utf8(rest) else { return };
+    let (read, write) = text_format(selector);
+    let Ok(body) = read(text) else { return };
+    let written = write(&body).expect("the body of an accepted document writes back");
+    let again = read(&written).expect("a written document reads back");
+    assert!(again == body || canonical_body(&body).is_some_and(|c| Some(c) == canonical_body(&again)), "round trip changed the body");
+    assert_eq!(write(&again).expect("writes again"), written, "written twice differs");
+}
+
+#[test]
+fn text_corpus_replays() {
+    replay("text", check_text);
 }
 
 // -- hostile inputs, one check each ------------------------------------------------------------
@@ -500,4 +574,74 @@ fn deep_nesting_fits_a_default_thread_stack() {
     );
     // The child must really have run the decoding (a filter matching nothing also succeeds).
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"), "the child process ran no test");
+}
+
+/// F6 (docs/FUZZING.md): the text readers accepted leaf values that no body can hold, so that
+/// the body of an accepted document failed to decode (`to_json`, `to_xml` and `copal.loads`
+/// raised "corrupt stream body" for a document that had been read). Found by fuzz target `text`
+/// in seconds: decimal text that is not what `str(Decimal)` writes (`is_decimal_text`), and
+/// `$surrogates` / `<surrogates>` bytes that are not generalized UTF-8; by review: timedeltas
+/// outside Python's normalized range (seconds below a day, microseconds below a second, at most
+/// 999,999,999 days either way). The readers now refuse them as mapping errors, and `to_json`
+/// checks a body's timedelta range as the binary decoder does.
+#[test]
+fn text_readers_refuse_leaf_values_no_body_can_hold() {
+    let refused = [
+        (0u8, r#"{"$copal":2,"value":{"$decimal":"1.-2"}}"#, "$decimal is not decimal text (what str(Decimal) writes)"),
+        (0, r#"{"$copal":2,"value":[{"$decimal":""}]}"#, "$decimal is not decimal text (what str(Decimal) writes)"),
+        (0, r#"{"$copal":2,"value":{"$surrogates":"7aty"}}"#, "$surrogates is not the base64 of generalized UTF-8"),
+        (0, r#"{"$copal":2,"value":{"$surrogates":"0aCA"}}"#, "$surrogates is not the base64 of generalized UTF-8"),
+        (0, r#"{"$copal":2,"value":{"$timedelta":[0,86400,0]}}"#, "$timedelta must be [days, seconds, microseconds], normalized as Python's"),
+        (0, r#"{"$copal":2,"value":{"$timedelta":[0,0,1000000]}}"#, "$timedelta must be [days, seconds, microseconds], normalized as Python's"),
+        (0, r#"{"$copal":2,"value":{"$timedelta":[-1000000000,0,0]}}"#, "$timedelta must be [days, seconds, microseconds], normalized as Python's"),
+        (1, r#"<copal version="1"><decimal>1e</decimal></copal>"#, "<decimal> does not hold decimal text (what str(Decimal) writes)"),
+        (1, r#"<copal version="1"><surrogates>7aty</surrogates></copal>"#, "<surrogates> does not hold the base64 of generalized UTF-8"),
+        (1, r#"<copal version="1"><surrogates>0aCA</surrogates></copal>"#, "<surrogates> does not hold the base64 of generalized UTF-8"),
+        (
+            1,
+            r#"<copal version="1"><timedelta days="0" seconds="86400" microseconds="0"/></copal>"#,
+            "<timedelta> does not hold days, seconds and microseconds, normalized as Python's",
+        ),
+    ];
+    for (selector, text, message) in refused {
+        let (read, _) = text_format(selector);
+        assert_eq!(read(text), Err(TextError::Mapping { message: message.to_owned() }), "{text}");
+        let mut data = vec![selector];
+        data.extend_from_slice(text.as_bytes());
+        check_text(&data);
+    }
+    // Their neighbours that bodies do hold still read and round-trip.
+    for (selector, text) in [
+        (0u8, r#"{"$copal":2,"value":[{"$decimal":"-1.50"},{"$decimal":"sNaN12"},{"$decimal":"1E+400"}]}"#),
+        (0, r#"{"$copal":2,"value":[{"$surrogates":"7aCA"},{"$surrogates":"YQ=="}]}"#),
+        (0, r#"{"$copal":2,"value":[{"$timedelta":[-999999999,86399,999999]},{"$timedelta":[999999999,0,0]}]}"#),
+        (1, r#"<copal version="1"><list><decimal>Infinity</decimal><surrogates>7aCA</surrogates><timedelta days="-1" seconds="86399" microseconds="999999"/></list></copal>"#),
+    ] {
+        let (read, _) = text_format(selector);
+        assert!(read(text).is_ok(), "{text}");
+        let mut data = vec![selector];
+        data.extend_from_slice(text.as_bytes());
+        check_text(&data);
+    }
+    // A body holding an out-of-range timedelta is refused by the JSON writer, as by the decoder.
+    let body = from_hex("00 13 00 80 a3 05 00");
+    assert!(matches!(json::to_json(&body), Err(TextError::Body(DecodeError::OutOfRange { what: "timedelta", .. }))));
+}
+
+/// F7 (docs/FUZZING.md): the XML tree reader dropped the text of a `<field>` and of `<copal>`
+/// (`<field name="x">\u{1}/<int>2</int></field>` read as the field's int alone), where text
+/// between elements may only be whitespace (TEXT_FORMATS.md section 6) and containers refused
+/// it. Seen in the failing input of the `text` target's first round-trip finding.
+#[test]
+fn xml_text_between_elements_is_refused() {
+    for (text, message) in [
+        ("<copal version=\"1\"><object type=\"m.P\"><field name=\"x\">\u{1}/<int>2</int></field></object></copal>", "<object> holds <field name=\"...\"> elements of one value each"),
+        ("<copal version=\"1\"><object type=\"m.P\"><field name=\"x\"><int>2</int>x</field></object></copal>", "<object> holds <field name=\"...\"> elements of one value each"),
+        ("<copal version=\"1\">x<none/></copal>", "<copal> cannot hold text"),
+        ("<copal version=\"1\"><none/>&amp;</copal>", "<copal> cannot hold text"),
+    ] {
+        assert_eq!(xml::body_from_xml(text), Err(TextError::Mapping { message: message.to_owned() }), "{text}");
+    }
+    let spaced = "<copal version=\"1\">\n <object type=\"m.P\">\n  <field name=\"x\">\r\n\t<int>2</int> </field>\n </object><!-- c -->\n</copal>";
+    assert!(xml::body_from_xml(spaced).is_ok());
 }

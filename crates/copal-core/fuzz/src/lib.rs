@@ -122,3 +122,50 @@ pub fn encode(value: &Value) -> Vec<u8> {
     value.encode(&mut w);
     w.buf
 }
+
+/// A stream body (docs/STREAM.md section 4) with its descriptor table renumbered in the order
+/// the value first uses each entry (depth first, an object's descriptor before its base and
+/// fields) and entries it does not use dropped: two bodies that differ only in the order of
+/// their tables have the same canonical form. For the `text` target: the one-pass readers
+/// number an object's descriptor once its fields are read, the tree readers at its tag
+/// (crates/copal-core/src/text/json_body.rs). `None` if the body does not decode.
+pub fn canonical_body(body: &[u8]) -> Option<Vec<u8>> {
+    use copal_core::text::Body;
+
+    fn renumber(value: &mut Value, old: &[copal_core::text::TableEntry], new: &mut Body, map: &mut Vec<Option<u32>>) {
+        let mut id = |descriptor: &mut u32, new: &mut Body| {
+            let slot = &mut map[*descriptor as usize];
+            *descriptor = *slot.get_or_insert_with(|| {
+                new.table.push(old[*descriptor as usize].clone());
+                (new.table.len() - 1) as u32
+            });
+        };
+        match value {
+            Value::Enum { descriptor, .. } => id(descriptor, new),
+            Value::Object { descriptor, fields } => {
+                id(descriptor, new);
+                fields.iter_mut().for_each(|f| renumber(f, old, new, map));
+            }
+            Value::Subclass { descriptor, base, fields } => {
+                id(descriptor, new);
+                renumber(base, old, new, map);
+                fields.iter_mut().for_each(|f| renumber(f, old, new, map));
+            }
+            Value::List(items) | Value::Tuple(items) | Value::Set(items) | Value::FrozenSet(items) => {
+                items.iter_mut().for_each(|v| renumber(v, old, new, map));
+            }
+            Value::Dict(pairs) => pairs.iter_mut().for_each(|(k, v)| {
+                renumber(k, old, new, map);
+                renumber(v, old, new, map);
+            }),
+            _ => {}
+        }
+    }
+
+    let Body { table, mut value } = Body::decode(body).ok()?;
+    let mut new = Body { table: Vec::new(), value: Value::None };
+    let mut map = vec![None; table.len()];
+    renumber(&mut value, &table, &mut new, &mut map);
+    new.value = value;
+    Some(new.encode())
+}

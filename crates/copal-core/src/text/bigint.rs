@@ -17,9 +17,18 @@ pub fn to_decimal(twos_le: &[u8]) -> String {
         .map(|c| c.iter().rev().fold(0u32, |acc, &b| acc << 8 | u32::from(b)))
         .collect();
     let mut chunks = Vec::new();
-    while limbs.iter().any(|&l| l != 0) {
+    // The limbs from `top` on: the quotient's high limbs become zero as it shrinks, and are
+    // left out of the next division instead of being divided again.
+    let mut top = 0;
+    loop {
+        while limbs.get(top) == Some(&0) {
+            top += 1;
+        }
+        if top == limbs.len() {
+            break;
+        }
         let mut rem = 0u64;
-        for limb in &mut limbs {
+        for limb in &mut limbs[top..] {
             let cur = rem << 32 | u64::from(*limb);
             *limb = (cur / CHUNK) as u32;
             rem = cur % CHUNK;
@@ -49,12 +58,22 @@ pub fn from_decimal(text: &str) -> Option<Vec<u8>> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    // Little-endian base 2^32 limbs: multiply by 10 and add, one digit at a time.
-    let mut limbs: Vec<u32> = vec![0];
-    for d in digits.bytes() {
-        let mut carry = u64::from(d - b'0');
+    // Little-endian base 2^32 limbs: multiply by 10^9 and add, nine digits at a time (the first
+    // group shorter), a ninth of the passes over the limbs of one digit at a time. Each pass is
+    // still over all the limbs, so the time grows with the square of the length (docs/FUZZING.md, F8).
+    let mut limbs: Vec<u32> = Vec::with_capacity(digits.len() / 9 + 2);
+    limbs.push(0);
+    let first = match digits.len() % 9 {
+        0 => 9,
+        n => n,
+    };
+    let (head, tail) = digits.as_bytes().split_at(first.min(digits.len()));
+    for group in std::iter::once(head).chain(tail.chunks(9)) {
+        let scale = 10u64.pow(group.len() as u32);
+        // At most (2^32 - 1) x 10^9 + 10^9 - 1: no overflow, and a carry below 2^32.
+        let mut carry = group.iter().fold(0u64, |acc, &d| acc * 10 + u64::from(d - b'0'));
         for limb in &mut limbs {
-            let cur = u64::from(*limb) * 10 + carry;
+            let cur = u64::from(*limb) * scale + carry;
             *limb = cur as u32;
             carry = cur >> 32;
         }
@@ -104,6 +123,44 @@ mod tests {
         assert_eq!(from_decimal("-128").unwrap(), vec![0x80]);
         assert_eq!(from_decimal("-129").unwrap(), vec![0x7F, 0xFF]);
         assert_eq!(from_decimal("2x"), None);
+        assert_eq!(from_decimal("0000000000000000000000000000000001").unwrap(), vec![0x01]);
+        assert_eq!(from_decimal("-000000000").unwrap(), vec![0x00]);
         assert_eq!(from_decimal("-"), None);
+    }
+
+    /// Digit groups of every length at both ends, against a slow reference (multiply by ten).
+    #[test]
+    fn long_numbers_round_trip() {
+        let slow = |text: &str| {
+            let mut limbs: Vec<u32> = vec![0];
+            for d in text.bytes() {
+                let mut carry = u64::from(d - b'0');
+                for limb in &mut limbs {
+                    let cur = u64::from(*limb) * 10 + carry;
+                    *limb = cur as u32;
+                    carry = cur >> 32;
+                }
+                if carry != 0 {
+                    limbs.push(carry as u32);
+                }
+            }
+            let mut bytes: Vec<u8> = limbs.iter().flat_map(|l| l.to_le_bytes()).collect();
+            bytes.push(0);
+            while bytes.len() > 1 && bytes[bytes.len() - 1] == 0 && bytes[bytes.len() - 2] & 0x80 == 0 {
+                bytes.pop();
+            }
+            bytes
+        };
+        for len in 1..60 {
+            for text in ["9".repeat(len), format!("1{}", "0".repeat(len - 1)), (0..len).map(|i| char::from(b'0' + (i * 7 % 10) as u8)).collect()] {
+                let text = text.trim_start_matches('0');
+                let text = if text.is_empty() { "0" } else { text };
+                assert_eq!(from_decimal(text).unwrap(), slow(text), "{text}");
+                assert_eq!(to_decimal(&from_decimal(text).unwrap()), text);
+                let negative = format!("-{text}");
+                let expected = if text == "0" { "0".to_owned() } else { negative.clone() };
+                assert_eq!(to_decimal(&from_decimal(&negative).unwrap()), expected);
+            }
+        }
     }
 }

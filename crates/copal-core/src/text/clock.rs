@@ -155,6 +155,17 @@ pub fn parse_time(text: &str) -> Option<(u64, Option<i64>)> {
     Some((clock, offset))
 }
 
+/// The most days a TIMEDELTA holds either way (Python's `timedelta.max.days`), as the binary
+/// decoder checks it (`MAX_TIMEDELTA_DAYS` in format/value.rs).
+const MAX_TIMEDELTA_DAYS: u64 = 999_999_999;
+
+/// Whether a TIMEDELTA is in the normalized range the binary decoder accepts (FORMAT.md): days
+/// within Python's bounds, seconds below a day, microseconds below a second. The text readers
+/// refuse others, which no body could hold.
+pub(crate) fn timedelta_in_range(days: i64, seconds: u64, micros: u64) -> bool {
+    days.unsigned_abs() <= MAX_TIMEDELTA_DAYS && seconds < 86_400 && micros < 1_000_000
+}
+
 pub fn write_uuid<O: TextOut + ?Sized>(bytes: &[u8; 16], out: &mut O) {
     for (i, b) in bytes.iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {

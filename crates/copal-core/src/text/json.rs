@@ -329,6 +329,9 @@ impl<'a> JsonWriter<'a> {
             }
             tag::TIMEDELTA => {
                 let (days, seconds, micros) = (r.zigzag()?, r.varint()?, r.varint()?);
+                if !clock::timedelta_in_range(days, seconds, micros) {
+                    return Err(DecodeError::OutOfRange { offset, what: "timedelta" }.into());
+                }
                 let _ = write!(self.out, "{{\"$timedelta\":[{days},{seconds},{micros}]}}");
             }
             tag::DECIMAL => {
@@ -1313,6 +1316,9 @@ impl Build {
                     self.take_slot(id)?;
                 }
                 let bytes = base64::decode(text("base64")?).ok_or_else(|| mapping(format!("{kind} is not padded base64")))?;
+                if kind == "$surrogates" && !super::is_surrogates_text(&bytes) {
+                    return Err(mapping("$surrogates is not the base64 of generalized UTF-8"));
+                }
                 match kind {
                     "$bytes" => Value::Bytes(bytes),
                     "$bytearray" => Value::ByteArray(bytes),
@@ -1360,13 +1366,18 @@ impl Build {
                         _ => None,
                     };
                     match (days, as_u64(&parts[1]), as_u64(&parts[2])) {
-                        (Some(days), Some(seconds), Some(micros)) => Value::TimeDelta { days, seconds, micros },
-                        _ => return Err(mapping("$timedelta must be [days, seconds, microseconds]")),
+                        (Some(days), Some(seconds), Some(micros)) if clock::timedelta_in_range(days, seconds, micros) => {
+                            Value::TimeDelta { days, seconds, micros }
+                        }
+                        _ => return Err(mapping("$timedelta must be [days, seconds, microseconds], normalized as Python's")),
                     }
                 }
                 _ => return Err(mapping("$timedelta must be [days, seconds, microseconds]")),
             },
-            "$decimal" => Value::Decimal(text("decimal text")?.to_owned()),
+            "$decimal" => match text("decimal text")? {
+                decimal if is_decimal_text(decimal) => Value::Decimal(decimal.to_owned()),
+                _ => return Err(mapping("$decimal is not decimal text (what str(Decimal) writes)")),
+            },
             "$uuid" => Value::Uuid(clock::parse_uuid(text("8-4-4-4-12 hex")?).ok_or_else(|| mapping("$uuid is not 8-4-4-4-12 hex"))?),
             _ => unreachable!("every kind tag is handled"),
         })

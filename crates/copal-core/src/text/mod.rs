@@ -210,6 +210,17 @@ impl DescriptorSource for Table<'_> {
     }
 }
 
+/// Whether `bytes` may be the text of a STR_SURROGATES value: generalized UTF-8 (FORMAT.md),
+/// checked by the binary decoder itself, so that the text readers refuse exactly what no body
+/// could hold (`$surrogates`, `<surrogates>`).
+pub(crate) fn is_surrogates_text(bytes: &[u8]) -> bool {
+    let mut w = Writer { buf: Vec::with_capacity(bytes.len() + 11) };
+    w.u8(crate::format::tag::STR_SURROGATES);
+    w.length_prefixed(bytes);
+    let mut r = Reader::new(&w.buf);
+    crate::format::decode_value(&mut r, &Table(&[])).is_ok() && r.is_empty()
+}
+
 /// Reads the descriptor table at the start of a stream body (docs/STREAM.md section 4).
 pub fn read_table(r: &mut Reader<'_>) -> Result<Vec<TableEntry>, DecodeError> {
     let count = r.length(1)?;

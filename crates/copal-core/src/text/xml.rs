@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 pub use super::xml_body::{body_from_xml, table_and_value_from_xml};
 use super::tree::{zone as zone_of, TreeBuilder};
 use super::{base64, bigint, clock, mapping, Body, Table, TableEntry, TextError};
-use crate::format::{decode_document_value, DecodeError, Reader, TzInfo, Value};
+use crate::format::{decode_document_value, is_decimal_text, DecodeError, Reader, TzInfo, Value};
 
 /// The version of the XML mapping, written as the `version` attribute of the root.
 pub const XML_VERSION: &str = "1";
@@ -489,6 +489,11 @@ impl Parser<'_> {
     }
 }
 
+/// Whether `text` is only whitespace, which may stand between elements.
+fn is_blank(text: &str) -> bool {
+    text.trim_matches([' ', '\t', '\n', '\r']).is_empty()
+}
+
 /// The length of the XML name at the start of `text` (0 if there is none).
 pub(super) fn name_length(text: &str) -> usize {
     text.find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))).unwrap_or(text.len())
@@ -549,6 +554,9 @@ pub fn from_xml(text: &str) -> Result<Body, TextError> {
     let [value] = root.children.as_slice() else {
         return Err(mapping("<copal> must hold exactly one value"));
     };
+    if !is_blank(&root.text) {
+        return Err(mapping("<copal> cannot hold text"));
+    }
     let mut build = Build::default();
     let value = build.value(value)?;
     Ok(build.tree.finish(value))
@@ -591,7 +599,7 @@ impl Build {
         if !has_children && !e.children.is_empty() {
             return Err(mapping(format!("<{name}> cannot hold elements")));
         }
-        if has_children && !e.text.trim_matches([' ', '\t', '\n', '\r']).is_empty() {
+        if has_children && !is_blank(&e.text) {
             return Err(mapping(format!("<{name}> cannot hold text")));
         }
         let text = e.text.as_str();
@@ -623,6 +631,9 @@ impl Build {
                     self.take_slot(e)?;
                 }
                 let bytes = base64::decode(text).ok_or_else(|| bad("padded base64"))?;
+                if name == "surrogates" && !super::is_surrogates_text(&bytes) {
+                    return Err(bad("the base64 of generalized UTF-8"));
+                }
                 match name {
                     "bytes" => Value::Bytes(bytes),
                     "bytearray" => Value::ByteArray(bytes),
@@ -677,11 +688,14 @@ impl Build {
                 let seconds = e.attr("seconds").and_then(|d| d.parse::<u64>().ok());
                 let micros = e.attr("microseconds").and_then(|d| d.parse::<u64>().ok());
                 match (days, seconds, micros) {
-                    (Some(days), Some(seconds), Some(micros)) => Value::TimeDelta { days, seconds, micros },
-                    _ => return Err(bad("days, seconds and microseconds")),
+                    (Some(days), Some(seconds), Some(micros)) if clock::timedelta_in_range(days, seconds, micros) => {
+                        Value::TimeDelta { days, seconds, micros }
+                    }
+                    _ => return Err(bad("days, seconds and microseconds, normalized as Python's")),
                 }
             }
-            "decimal" => Value::Decimal(text.to_owned()),
+            "decimal" if is_decimal_text(text) => Value::Decimal(text.to_owned()),
+            "decimal" => return Err(bad("decimal text (what str(Decimal) writes)")),
             "uuid" => Value::Uuid(clock::parse_uuid(text).ok_or_else(|| bad("8-4-4-4-12 hex"))?),
             "enum" => {
                 let type_name = e.attr("type").ok_or_else(|| bad("a type"))?;
@@ -702,7 +716,7 @@ impl Build {
                 };
                 let mut names = Vec::with_capacity(fields.len());
                 for field in fields {
-                    if field.name != "field" || field.children.len() != 1 {
+                    if field.name != "field" || field.children.len() != 1 || !is_blank(&field.text) {
                         return Err(mapping(format!("<{name}> holds <field name=\"...\"> elements of one value each")));
                     }
                     names.push(field.attr("name").ok_or_else(|| mapping("<field> needs a name"))?.to_owned());
