@@ -58,29 +58,7 @@ pub fn from_decimal(text: &str) -> Option<Vec<u8>> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    // Little-endian base 2^32 limbs: multiply by 10^9 and add, nine digits at a time (the first
-    // group shorter), a ninth of the passes over the limbs of one digit at a time. Each pass is
-    // still over all the limbs, so the time grows with the square of the length (docs/FUZZING.md, F8).
-    let mut limbs: Vec<u32> = Vec::with_capacity(digits.len() / 9 + 2);
-    limbs.push(0);
-    let first = match digits.len() % 9 {
-        0 => 9,
-        n => n,
-    };
-    let (head, tail) = digits.as_bytes().split_at(first.min(digits.len()));
-    for group in std::iter::once(head).chain(tail.chunks(9)) {
-        let scale = 10u64.pow(group.len() as u32);
-        // At most (2^32 - 1) x 10^9 + 10^9 - 1: no overflow, and a carry below 2^32.
-        let mut carry = group.iter().fold(0u64, |acc, &d| acc * 10 + u64::from(d - b'0'));
-        for limb in &mut limbs {
-            let cur = u64::from(*limb) * scale + carry;
-            *limb = cur as u32;
-            carry = cur >> 32;
-        }
-        if carry != 0 {
-            limbs.push(carry as u32);
-        }
-    }
+    let limbs = magnitude(digits.as_bytes(), &mut Vec::new());
     let mut bytes: Vec<u8> = limbs.iter().flat_map(|l| l.to_le_bytes()).collect();
     bytes.push(0); // room for the sign bit
     if negative {
@@ -96,6 +74,158 @@ pub fn from_decimal(text: &str) -> Option<Vec<u8>> {
         }
     }
     Some(bytes)
+}
+
+/// Digits up to which `magnitude` converts directly; longer numbers are split in two.
+const DIRECT_DIGITS: usize = 1_000;
+
+/// Limbs below which `product` multiplies directly.
+const KARATSUBA_LIMBS: usize = 32;
+
+/// The little-endian base 2^32 limbs of the decimal `digits` (ASCII digits, at least one).
+/// Converting nine digits per pass over the limbs takes time growing with the square of the
+/// length (a million digits took about 25 s, docs/FUZZING.md F8): a long number is split into
+/// its last 9 x 2^j digits and the digits before them, each converted alone, and joined as
+/// high x 10^(9 x 2^j) + low with Karatsuba's product, which keeps the whole below n^1.6.
+/// `powers[j]` caches 10^(9 x 2^j).
+fn magnitude(digits: &[u8], powers: &mut Vec<Vec<u32>>) -> Vec<u32> {
+    if digits.len() <= DIRECT_DIGITS {
+        return magnitude_directly(digits);
+    }
+    // The largest 9 x 2^j below the length, which is at least half of it.
+    let mut j = 0;
+    while 9 << (j + 1) < digits.len() {
+        j += 1;
+    }
+    let (high, low) = digits.split_at(digits.len() - (9 << j));
+    while powers.len() <= j {
+        let next = match powers.last() {
+            None => vec![1_000_000_000],
+            Some(last) => product(last, last),
+        };
+        powers.push(next);
+    }
+    let mut out = product(&magnitude(high, powers), &powers[j]);
+    add_at(&mut out, &magnitude(low, powers), 0);
+    trimmed(out)
+}
+
+/// `magnitude` nine digits at a time (the first group shorter): multiply by 10^9 and add.
+fn magnitude_directly(digits: &[u8]) -> Vec<u32> {
+    let mut limbs: Vec<u32> = Vec::with_capacity(digits.len() / 9 + 2);
+    limbs.push(0);
+    let first = match digits.len() % 9 {
+        0 => 9,
+        n => n,
+    };
+    let (head, tail) = digits.split_at(first.min(digits.len()));
+    for group in std::iter::once(head).chain(tail.chunks(9)) {
+        let scale = 10u64.pow(group.len() as u32);
+        // At most (2^32 - 1) x 10^9 + 10^9 - 1: no overflow, and a carry below 2^32.
+        let mut carry = group.iter().fold(0u64, |acc, &d| acc * 10 + u64::from(d - b'0'));
+        for limb in &mut limbs {
+            let cur = u64::from(*limb) * scale + carry;
+            *limb = cur as u32;
+            carry = cur >> 32;
+        }
+        if carry != 0 {
+            limbs.push(carry as u32);
+        }
+    }
+    limbs
+}
+
+/// The product of two little-endian limb numbers: Karatsuba's three half-size products when
+/// both are long, else the schoolbook one.
+fn product(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (a, b) = (trim(a), trim(b));
+    if a.len() < KARATSUBA_LIMBS || b.len() < KARATSUBA_LIMBS {
+        return schoolbook_product(a, b);
+    }
+    // a = a1 x B^half + a0, b likewise; a x b = z2 x B^2half + z1 x B^half + z0, with
+    // z1 = (a0 + a1)(b0 + b1) - z0 - z2.
+    let half = a.len().max(b.len()) / 2;
+    let (a0, a1) = a.split_at(half.min(a.len()));
+    let (b0, b1) = b.split_at(half.min(b.len()));
+    let z0 = product(a0, b0);
+    let z2 = product(a1, b1);
+    let mut z1 = product(&sum(a0, a1), &sum(b0, b1));
+    subtract(&mut z1, &z0);
+    subtract(&mut z1, &z2);
+    let mut out = vec![0u32; a.len() + b.len() + 1];
+    add_at(&mut out, &z0, 0);
+    add_at(&mut out, &z1, half);
+    add_at(&mut out, &z2, 2 * half);
+    trimmed(out)
+}
+
+fn schoolbook_product(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out = vec![0u32; a.len() + b.len()];
+    for (i, &x) in a.iter().enumerate() {
+        let mut carry = 0u64;
+        for (j, &y) in b.iter().enumerate() {
+            // At most (2^32 - 1)^2 + 2 x (2^32 - 1) = 2^64 - 1.
+            let cur = u64::from(x) * u64::from(y) + u64::from(out[i + j]) + carry;
+            out[i + j] = cur as u32;
+            carry = cur >> 32;
+        }
+        out[i + b.len()] = carry as u32;
+    }
+    trimmed(out)
+}
+
+fn trim(limbs: &[u32]) -> &[u32] {
+    let len = limbs.iter().rposition(|&l| l != 0).map_or(0, |top| top + 1);
+    &limbs[..len]
+}
+
+fn trimmed(mut limbs: Vec<u32>) -> Vec<u32> {
+    limbs.truncate(trim(&limbs).len());
+    limbs
+}
+
+fn sum(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out = a.to_vec();
+    add_at(&mut out, b, 0);
+    out
+}
+
+/// `acc += x x B^shift`, growing `acc` as the sum needs.
+fn add_at(acc: &mut Vec<u32>, x: &[u32], shift: usize) {
+    if acc.len() < shift + x.len() {
+        acc.resize(shift + x.len(), 0);
+    }
+    let mut carry = 0u64;
+    let mut i = shift;
+    for &limb in x {
+        let cur = u64::from(acc[i]) + u64::from(limb) + carry;
+        acc[i] = cur as u32;
+        carry = cur >> 32;
+        i += 1;
+    }
+    while carry != 0 {
+        if i == acc.len() {
+            acc.push(0);
+        }
+        let cur = u64::from(acc[i]) + carry;
+        acc[i] = cur as u32;
+        carry = cur >> 32;
+        i += 1;
+    }
+}
+
+/// `acc -= x`, where `acc >= x` (Karatsuba's middle term always is).
+fn subtract(acc: &mut [u32], x: &[u32]) {
+    let mut borrow = 0u64;
+    for (i, slot) in acc.iter_mut().enumerate() {
+        if i >= x.len() && borrow == 0 {
+            break;
+        }
+        let (diff, under) = u64::from(*slot).overflowing_sub(u64::from(x.get(i).copied().unwrap_or(0)) + borrow);
+        *slot = diff as u32;
+        borrow = u64::from(under);
+    }
+    debug_assert_eq!(borrow, 0, "Karatsuba's middle term is never negative");
 }
 
 /// Two's complement negation in place.
@@ -126,6 +256,45 @@ mod tests {
         assert_eq!(from_decimal("0000000000000000000000000000000001").unwrap(), vec![0x01]);
         assert_eq!(from_decimal("-000000000").unwrap(), vec![0x00]);
         assert_eq!(from_decimal("-"), None);
+    }
+
+    /// Pseudo-random decimal digits (a fixed linear congruential sequence).
+    fn digits(len: usize, seed: u64) -> String {
+        let mut state = seed;
+        (0..len)
+            .map(|i| {
+                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                // A leading digit of 1 to 9, so that the length is the number's.
+                char::from(b'0' + if i == 0 { 1 + (state >> 33) % 9 } else { (state >> 33) % 10 } as u8)
+            })
+            .collect()
+    }
+
+    /// Long numbers split and joined by Karatsuba's products give the limbs of the direct
+    /// conversion, at lengths on both sides of every split (9 x 2^j digits) and of the
+    /// thresholds.
+    #[test]
+    fn long_numbers_convert_as_digit_by_digit() {
+        let lengths = [DIRECT_DIGITS, DIRECT_DIGITS + 1, 1_152, 1_153, 2_304, 2_305, 4_607, 9_216, 9_217, 20_000];
+        for (k, &len) in lengths.iter().enumerate() {
+            for text in [digits(len, k as u64), "9".repeat(len), format!("1{}", "0".repeat(len - 1))] {
+                assert_eq!(magnitude(text.as_bytes(), &mut Vec::new()), trimmed(magnitude_directly(text.as_bytes())), "{len} digits");
+            }
+        }
+    }
+
+    /// Karatsuba's product against the schoolbook one, for operands of equal and unequal
+    /// lengths, with all-ones limbs (the largest carries).
+    #[test]
+    fn products_match_the_schoolbook_product() {
+        let limbs = |len: usize, seed: u64| -> Vec<u32> {
+            digits(len * 10, seed).as_bytes().chunks(9).map(|c| c.iter().fold(0u32, |acc, &d| acc.wrapping_mul(31).wrapping_add(u32::from(d)))).take(len).collect()
+        };
+        for (len_a, len_b) in [(32, 32), (33, 64), (100, 100), (257, 31), (257, 40), (500, 129), (1000, 999)] {
+            for (a, b) in [(limbs(len_a, 1), limbs(len_b, 2)), (vec![u32::MAX; len_a], vec![u32::MAX; len_b])] {
+                assert_eq!(product(&a, &b), schoolbook_product(&a, &b), "{len_a} x {len_b} limbs");
+            }
+        }
     }
 
     /// Digit groups of every length at both ends, against a slow reference (multiply by ten).
