@@ -264,6 +264,21 @@ def test_graphs_left_to_the_transcoder_are_written_by_it(value: Any) -> None:
     assert copal.dumps(value, format="json") == transcoded(value)
 
 
+def test_long_ints_go_to_the_transcoder_even_without_the_str_digits_limit() -> None:
+    # CPython's int-to-decimal conversion is quadratic in the length; the transcoder's splits
+    # long numbers. Past 14,000 bits the writer leaves the int to it whatever the limit says.
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        assert_written_directly(2**14_000 - 1)
+        assert_written_directly(-(2**14_000) + 1)
+        for value in (2**14_000, 10**5000, -(10**5000)):
+            assert _core.dumps_json_raw(value) is None
+            assert copal.loads(copal.dumps(value, format="json")) == value
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
 @pytest.mark.parametrize(
     ("value", "error", "message"),
     [

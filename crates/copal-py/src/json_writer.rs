@@ -46,6 +46,10 @@ use crate::strings::str_text;
 /// refuses them.
 const MAX_DEPTH: usize = 256;
 
+/// The longest int written with CPython's decimal conversion: 4,214 digits, below CPython's
+/// default limit of 4,300 (`sys.get_int_max_str_digits()`).
+const LONGEST_INT_BITS: usize = 14_000;
+
 /// Entries of `JsonWriter::recent_forms`: documents rarely hold objects of more classes than this
 /// in one stretch.
 const RECENT_FORMS: usize = 8;
@@ -514,8 +518,14 @@ impl<'py> JsonWriter<'py> {
         if overflow == 0 {
             push_i64(&mut self.out, small);
         } else {
-            // Python's decimal text of an int is the transcoder's (bigint::to_decimal); past
-            // `sys.get_int_max_str_digits()` it raises, and the transcoder writes it.
+            // Python's decimal text of an int is the transcoder's (bigint::to_decimal). Past
+            // some 4,000 digits CPython's conversion, quadratic in the length, raises by default
+            // (`sys.get_int_max_str_digits()`), or is slower than the transcoder's, which splits
+            // long numbers: those ints are left to it.
+            let bits: usize = i.call_method0(crate::allocation::interned!(i.py(), "bit_length")?)?.extract()?;
+            if bits > LONGEST_INT_BITS {
+                return Err(Unhandled);
+            }
             self.out.push_str(i.str()?.to_str()?);
         }
         Ok(())

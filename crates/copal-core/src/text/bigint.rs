@@ -1,7 +1,9 @@
 //! Decimal text of BIGINT values (minimal little-endian two's complement bytes, docs/FORMAT.md
 //! section 6), so that integers of any size are plain JSON numbers.
 
-const CHUNK: u64 = 1_000_000_000;
+/// The bases of the limbs: binary (a number's own) and decimal (nine digits per limb).
+const BINARY: u64 = 1 << 32;
+const DECIMAL: u64 = 1_000_000_000;
 
 /// The decimal text of a two's complement little-endian integer.
 pub fn to_decimal(twos_le: &[u8]) -> String {
@@ -10,12 +12,56 @@ pub fn to_decimal(twos_le: &[u8]) -> String {
     if negative {
         negate(&mut magnitude);
     }
-    // Base 2^32 limbs, most significant first, divided by 10^9 until zero.
-    let mut limbs: Vec<u32> = magnitude
-        .chunks(4)
-        .rev()
-        .map(|c| c.iter().rev().fold(0u32, |acc, &b| acc << 8 | u32::from(b)))
-        .collect();
+    // Base 2^32 limbs, least significant first.
+    let limbs: Vec<u32> = magnitude.chunks(4).map(|c| c.iter().rev().fold(0u32, |acc, &b| acc << 8 | u32::from(b))).collect();
+    let chunks = decimal_chunks(trim(&limbs), &mut Vec::new());
+    let mut out = String::from(if negative { "-" } else { "" });
+    match chunks.split_last() {
+        None => out.push('0'),
+        Some((first, rest)) => {
+            out.push_str(&first.to_string());
+            for chunk in rest.iter().rev() {
+                out.push_str(&format!("{chunk:09}"));
+            }
+        }
+    }
+    out
+}
+
+/// Limbs up to which `decimal_chunks` divides directly; longer numbers are split in two.
+const DIRECT_LIMBS: usize = 128;
+
+/// The base 10^9 chunks, least significant first, of the little-endian base 2^32 `limbs`
+/// (trimmed). Dividing by 10^9 over all the limbs per chunk takes time growing with the square
+/// of the length: a long number is split into its low 2^j limbs and the limbs above them, each
+/// converted alone, and joined as high x 2^(32 x 2^j) + low in base 10^9 with Karatsuba's
+/// product, as `magnitude` does the other way. `powers[j]` caches 2^(32 x 2^j) in base 10^9.
+fn decimal_chunks(limbs: &[u32], powers: &mut Vec<Vec<u32>>) -> Vec<u32> {
+    if limbs.len() <= DIRECT_LIMBS {
+        return decimal_chunks_directly(limbs);
+    }
+    // The largest 2^j below the length, which is at least half of it.
+    let mut j = 0;
+    while 1 << (j + 1) < limbs.len() {
+        j += 1;
+    }
+    let (low, high) = limbs.split_at(1 << j);
+    while powers.len() <= j {
+        let next = match powers.last() {
+            None => vec![294_967_296, 4],
+            Some(last) => product::<DECIMAL>(last, last),
+        };
+        powers.push(next);
+    }
+    let mut out = product::<DECIMAL>(&decimal_chunks(trim(high), powers), &powers[j]);
+    add_at::<DECIMAL>(&mut out, &decimal_chunks(trim(low), powers), 0);
+    trimmed(out)
+}
+
+/// `decimal_chunks` by dividing by 10^9 until zero.
+fn decimal_chunks_directly(limbs: &[u32]) -> Vec<u32> {
+    // Most significant first, for the division.
+    let mut limbs: Vec<u32> = limbs.iter().rev().copied().collect();
     let mut chunks = Vec::new();
     // The limbs from `top` on: the quotient's high limbs become zero as it shrinks, and are
     // left out of the next division instead of being divided again.
@@ -30,22 +76,12 @@ pub fn to_decimal(twos_le: &[u8]) -> String {
         let mut rem = 0u64;
         for limb in &mut limbs[top..] {
             let cur = rem << 32 | u64::from(*limb);
-            *limb = (cur / CHUNK) as u32;
-            rem = cur % CHUNK;
+            *limb = (cur / DECIMAL) as u32;
+            rem = cur % DECIMAL;
         }
         chunks.push(rem as u32);
     }
-    let mut out = String::from(if negative { "-" } else { "" });
-    match chunks.split_last() {
-        None => out.push('0'),
-        Some((first, rest)) => {
-            out.push_str(&first.to_string());
-            for chunk in rest.iter().rev() {
-                out.push_str(&format!("{chunk:09}"));
-            }
-        }
-    }
-    out
+    chunks
 }
 
 /// The minimal two's complement little-endian bytes of decimal `text` (an optional `-`, then
@@ -101,12 +137,12 @@ fn magnitude(digits: &[u8], powers: &mut Vec<Vec<u32>>) -> Vec<u32> {
     while powers.len() <= j {
         let next = match powers.last() {
             None => vec![1_000_000_000],
-            Some(last) => product(last, last),
+            Some(last) => product::<BINARY>(last, last),
         };
         powers.push(next);
     }
-    let mut out = product(&magnitude(high, powers), &powers[j]);
-    add_at(&mut out, &magnitude(low, powers), 0);
+    let mut out = product::<BINARY>(&magnitude(high, powers), &powers[j]);
+    add_at::<BINARY>(&mut out, &magnitude(low, powers), 0);
     trimmed(out)
 }
 
@@ -135,39 +171,39 @@ fn magnitude_directly(digits: &[u8]) -> Vec<u32> {
     limbs
 }
 
-/// The product of two little-endian limb numbers: Karatsuba's three half-size products when
-/// both are long, else the schoolbook one.
-fn product(a: &[u32], b: &[u32]) -> Vec<u32> {
+/// The product of two little-endian numbers of limbs in `BASE` (2^32 or 10^9): Karatsuba's
+/// three half-size products when both are long, else the schoolbook one.
+fn product<const BASE: u64>(a: &[u32], b: &[u32]) -> Vec<u32> {
     let (a, b) = (trim(a), trim(b));
     if a.len() < KARATSUBA_LIMBS || b.len() < KARATSUBA_LIMBS {
-        return schoolbook_product(a, b);
+        return schoolbook_product::<BASE>(a, b);
     }
     // a = a1 x B^half + a0, b likewise; a x b = z2 x B^2half + z1 x B^half + z0, with
     // z1 = (a0 + a1)(b0 + b1) - z0 - z2.
     let half = a.len().max(b.len()) / 2;
     let (a0, a1) = a.split_at(half.min(a.len()));
     let (b0, b1) = b.split_at(half.min(b.len()));
-    let z0 = product(a0, b0);
-    let z2 = product(a1, b1);
-    let mut z1 = product(&sum(a0, a1), &sum(b0, b1));
-    subtract(&mut z1, &z0);
-    subtract(&mut z1, &z2);
+    let z0 = product::<BASE>(a0, b0);
+    let z2 = product::<BASE>(a1, b1);
+    let mut z1 = product::<BASE>(&sum::<BASE>(a0, a1), &sum::<BASE>(b0, b1));
+    subtract::<BASE>(&mut z1, &z0);
+    subtract::<BASE>(&mut z1, &z2);
     let mut out = vec![0u32; a.len() + b.len() + 1];
-    add_at(&mut out, &z0, 0);
-    add_at(&mut out, &z1, half);
-    add_at(&mut out, &z2, 2 * half);
+    add_at::<BASE>(&mut out, &z0, 0);
+    add_at::<BASE>(&mut out, &z1, half);
+    add_at::<BASE>(&mut out, &z2, 2 * half);
     trimmed(out)
 }
 
-fn schoolbook_product(a: &[u32], b: &[u32]) -> Vec<u32> {
+fn schoolbook_product<const BASE: u64>(a: &[u32], b: &[u32]) -> Vec<u32> {
     let mut out = vec![0u32; a.len() + b.len()];
     for (i, &x) in a.iter().enumerate() {
         let mut carry = 0u64;
         for (j, &y) in b.iter().enumerate() {
-            // At most (2^32 - 1)^2 + 2 x (2^32 - 1) = 2^64 - 1.
+            // At most (BASE - 1)^2 + 2 x (BASE - 1) = BASE^2 - 1, below 2^64.
             let cur = u64::from(x) * u64::from(y) + u64::from(out[i + j]) + carry;
-            out[i + j] = cur as u32;
-            carry = cur >> 32;
+            out[i + j] = (cur % BASE) as u32;
+            carry = cur / BASE;
         }
         out[i + b.len()] = carry as u32;
     }
@@ -184,14 +220,14 @@ fn trimmed(mut limbs: Vec<u32>) -> Vec<u32> {
     limbs
 }
 
-fn sum(a: &[u32], b: &[u32]) -> Vec<u32> {
+fn sum<const BASE: u64>(a: &[u32], b: &[u32]) -> Vec<u32> {
     let mut out = a.to_vec();
-    add_at(&mut out, b, 0);
+    add_at::<BASE>(&mut out, b, 0);
     out
 }
 
-/// `acc += x x B^shift`, growing `acc` as the sum needs.
-fn add_at(acc: &mut Vec<u32>, x: &[u32], shift: usize) {
+/// `acc += x x BASE^shift`, growing `acc` as the sum needs.
+fn add_at<const BASE: u64>(acc: &mut Vec<u32>, x: &[u32], shift: usize) {
     if acc.len() < shift + x.len() {
         acc.resize(shift + x.len(), 0);
     }
@@ -199,8 +235,8 @@ fn add_at(acc: &mut Vec<u32>, x: &[u32], shift: usize) {
     let mut i = shift;
     for &limb in x {
         let cur = u64::from(acc[i]) + u64::from(limb) + carry;
-        acc[i] = cur as u32;
-        carry = cur >> 32;
+        acc[i] = (cur % BASE) as u32;
+        carry = cur / BASE;
         i += 1;
     }
     while carry != 0 {
@@ -208,22 +244,23 @@ fn add_at(acc: &mut Vec<u32>, x: &[u32], shift: usize) {
             acc.push(0);
         }
         let cur = u64::from(acc[i]) + carry;
-        acc[i] = cur as u32;
-        carry = cur >> 32;
+        acc[i] = (cur % BASE) as u32;
+        carry = cur / BASE;
         i += 1;
     }
 }
 
 /// `acc -= x`, where `acc >= x` (Karatsuba's middle term always is).
-fn subtract(acc: &mut [u32], x: &[u32]) {
+fn subtract<const BASE: u64>(acc: &mut [u32], x: &[u32]) {
     let mut borrow = 0u64;
     for (i, slot) in acc.iter_mut().enumerate() {
         if i >= x.len() && borrow == 0 {
             break;
         }
-        let (diff, under) = u64::from(*slot).overflowing_sub(u64::from(x.get(i).copied().unwrap_or(0)) + borrow);
-        *slot = diff as u32;
-        borrow = u64::from(under);
+        let take = u64::from(x.get(i).copied().unwrap_or(0)) + borrow;
+        let have = u64::from(*slot);
+        borrow = u64::from(have < take);
+        *slot = (have + borrow * BASE - take) as u32;
     }
     debug_assert_eq!(borrow, 0, "Karatsuba's middle term is never negative");
 }
@@ -283,8 +320,25 @@ mod tests {
         }
     }
 
-    /// Karatsuba's product against the schoolbook one, for operands of equal and unequal
-    /// lengths, with all-ones limbs (the largest carries).
+    /// Long numbers split and joined in base 10^9 give the chunks of dividing by 10^9, at
+    /// lengths on both sides of every split (2^j limbs) and of the threshold; and text read back
+    /// from either side is the same number.
+    #[test]
+    fn long_numbers_write_as_by_division() {
+        for (k, len) in [DIRECT_LIMBS, DIRECT_LIMBS + 1, 256, 257, 511, 1_000, 3_000].into_iter().enumerate() {
+            let text = digits(len * 10, 100 + k as u64);
+            let limbs = magnitude(text.as_bytes(), &mut Vec::new());
+            for limbs in [limbs.clone(), vec![u32::MAX; len], { let mut one = vec![0; len]; one.push(1); one }] {
+                assert_eq!(decimal_chunks(trim(&limbs), &mut Vec::new()), decimal_chunks_directly(&limbs), "{len} limbs");
+            }
+            assert_eq!(to_decimal(&from_decimal(&text).unwrap()), text);
+            let negative = format!("-{text}");
+            assert_eq!(to_decimal(&from_decimal(&negative).unwrap()), negative);
+        }
+    }
+
+    /// Karatsuba's product against the schoolbook one, in both bases, for operands of equal
+    /// and unequal lengths, with the largest limbs (the largest carries).
     #[test]
     fn products_match_the_schoolbook_product() {
         let limbs = |len: usize, seed: u64| -> Vec<u32> {
@@ -292,7 +346,11 @@ mod tests {
         };
         for (len_a, len_b) in [(32, 32), (33, 64), (100, 100), (257, 31), (257, 40), (500, 129), (1000, 999)] {
             for (a, b) in [(limbs(len_a, 1), limbs(len_b, 2)), (vec![u32::MAX; len_a], vec![u32::MAX; len_b])] {
-                assert_eq!(product(&a, &b), schoolbook_product(&a, &b), "{len_a} x {len_b} limbs");
+                assert_eq!(product::<BINARY>(&a, &b), schoolbook_product::<BINARY>(&a, &b), "{len_a} x {len_b} limbs");
+            }
+            let decimal = |limbs: Vec<u32>| -> Vec<u32> { limbs.into_iter().map(|l| l % 1_000_000_000).collect() };
+            for (a, b) in [(decimal(limbs(len_a, 3)), decimal(limbs(len_b, 4))), (vec![999_999_999; len_a], vec![999_999_999; len_b])] {
+                assert_eq!(product::<DECIMAL>(&a, &b), schoolbook_product::<DECIMAL>(&a, &b), "{len_a} x {len_b} decimal limbs");
             }
         }
     }
