@@ -517,9 +517,10 @@ pub(super) fn unescape(raw: &str) -> Result<String, &'static str> {
             "quot" => '"',
             "apos" => '\'',
             _ => {
-                let code = if let Some(hex) = name.strip_prefix("#x") {
+                // XML's CharRef: digits only (Rust's parsers also take a leading `+`).
+                let code = if let Some(hex) = name.strip_prefix("#x").filter(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit())) {
                     u32::from_str_radix(hex, 16).ok()
-                } else if let Some(dec) = name.strip_prefix('#') {
+                } else if let Some(dec) = name.strip_prefix('#').filter(|dec| dec.bytes().all(|b| b.is_ascii_digit())) {
                     dec.parse().ok()
                 } else {
                     None
@@ -550,6 +551,9 @@ pub fn from_xml(text: &str) -> Result<Body, TextError> {
         Some(XML_VERSION) => {}
         Some(v) => return Err(mapping(format!("version {v} is not supported by this copal (reads version {XML_VERSION})"))),
         None => return Err(mapping("the root element has no version")),
+    }
+    if let Some((key, _)) = root.attrs.iter().find(|(k, _)| k != "version") {
+        return Err(mapping(format!("unexpected attribute {key:?} on <copal>")));
     }
     let [value] = root.children.as_slice() else {
         return Err(mapping("<copal> must hold exactly one value"));
@@ -718,6 +722,9 @@ impl Build {
                 for field in fields {
                     if field.name != "field" || field.children.len() != 1 || !is_blank(&field.text) {
                         return Err(mapping(format!("<{name}> holds <field name=\"...\"> elements of one value each")));
+                    }
+                    if let Some((key, _)) = field.attrs.iter().find(|(k, _)| k != "name") {
+                        return Err(mapping(format!("unexpected attribute {key:?} on <field>")));
                     }
                     names.push(field.attr("name").ok_or_else(|| mapping("<field> needs a name"))?.to_owned());
                 }

@@ -365,13 +365,27 @@ mod tests {
         for text in [
             "<copal version=\"1\"><list><!-- a comment --><int>1</int></list></copal>",
             "<copal version=\"1\"><subclass type=\"m.L\"><list><int>1</int></list></subclass></copal>",
-            "<copal version=\"1\" extra=\"x\"><none/></copal>",
-            "<copal version=\"1\"><object type=\"m.P\"><field name=\"x\" note=\"y\"><int>1</int></field></object></copal>",
             "<copal version=\"1\">\n<int>1<!-- x -->2</int></copal>",
         ] {
             assert!(transcode(text).is_none(), "{text}");
             assert_eq!(written_back(&body_from_xml(text).unwrap()), through_the_tree(text), "{text}");
         }
+    }
+
+    /// TEXT_FORMATS.md section 6: elements carry no other attributes than the mapping's, and a
+    /// character reference is digits only; both readers refuse the others.
+    #[test]
+    fn other_attributes_and_signed_character_references_are_refused() {
+        for text in [
+            "<copal version=\"1\" extra=\"x\"><none/></copal>",
+            "<copal version=\"1\"><object type=\"m.P\"><field name=\"x\" note=\"y\"><int>1</int></field></object></copal>",
+            "<copal version=\"1\"><str>&#+65;</str></copal>",
+            "<copal version=\"1\"><str>&#x+41;</str></copal>",
+        ] {
+            assert!(body_from_xml(text).is_err(), "{text}");
+            assert!(from_xml(text).is_err(), "{text}");
+        }
+        assert_eq!(Body::decode(&body_from_xml("<copal version=\"1\"><str>&#65;&#x42;</str></copal>").unwrap()).unwrap().value, crate::format::Value::Str("AB".into()));
     }
 
     #[test]
