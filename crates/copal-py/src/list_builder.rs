@@ -138,7 +138,16 @@ impl<'py> ListBuilder<'py> {
             // references to it that it does not count: CPython 3.11 keeps a reference count as a
             // plain Py_ssize_t (Include/object.h, Py_INCREF without Py_REF_DEBUG, which the
             // gate of `extend_shared` excludes), so adding them at once is `count` Py_INCREFs.
-            unsafe { (*object).ob_refcnt += count };
+            #[cfg(all(Py_3_11, not(Py_3_12), not(PyPy), not(Py_LIMITED_API), not(py_sys_config = "Py_REF_DEBUG")))]
+            unsafe {
+                (*object).ob_refcnt += count
+            };
+            // Never reached: `extend_shared` leaves references uncounted on CPython 3.11 only.
+            #[cfg(not(all(Py_3_11, not(Py_3_12), not(PyPy), not(Py_LIMITED_API), not(py_sys_config = "Py_REF_DEBUG"))))]
+            for _ in 0..count {
+                // SAFETY: as above, one reference at a time.
+                unsafe { pyo3::ffi::Py_INCREF(object) };
+            }
         }
     }
 
