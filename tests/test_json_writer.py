@@ -15,7 +15,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -343,8 +343,9 @@ def test_version_1_documents_are_still_read(name: str) -> None:
 
 # --------------------------------------------------------------------------- instance attributes
 # CPython 3.11 keeps an instance's attributes in an inline values array until its __dict__ is
-# asked for; the writer reads that array (crates/copal-py/src/dict_items.rs) and falls back to
-# the dict otherwise. Every state must give the transcoder's document.
+# asked for, and the dict then made takes the array over; the writer and the binary encoder read
+# that array in both cases (crates/copal-py/src/dict_items.rs) and fall back to the dict
+# otherwise. Every state must give the transcoder's document.
 
 
 def _points(n: int) -> list[Point]:
@@ -362,10 +363,21 @@ def test_writing_an_instance_does_not_make_its_dict() -> None:
 
 
 def test_instances_whose_dict_was_made_are_written_from_it() -> None:
-    points = _points(4)
+    points = _points(5)
     vars(points[1])
     points[2].__dict__["extra"] = [1]
+    points[3].__dict__ = {"y": "first", "x": 3}  # a dict of its own, no shared key table
+    vars(points[4])
+    del points[4].x
+    points[4].x = "last"
     assert_written_directly(points)
+    same = _points(5)
+    same[2].extra = [1]
+    same[3].__dict__ = {"y": "first", "x": 3}
+    del same[4].x
+    same[4].x = "last"
+    assert copal.dumps(points) == copal.dumps(same)
+    assert copal.dumps(points, format="json") == copal.dumps(same, format="json")
 
 
 def test_attributes_deleted_and_added_after_creation_keep_their_order() -> None:
@@ -414,39 +426,70 @@ def test_subclasses_and_instances_whose_class_changed() -> None:
 
 
 class Meddler(enum.Enum):
-    """A member whose `_name_` lookup (made by the writer) changes the value being written."""
+    """A member whose `_name_` lookup (made by the writer) runs the changes in `MEDDLING`."""
 
     MEMBER = 1
 
     def __getattribute__(self, name: str) -> Any:
         if name == "_name_":
-            for victim in MEDDLED:
-                if isinstance(victim, dict):
-                    # A new value of the same text, and the same size: the encoder's own
-                    # reading refuses a dict that grows.
-                    victim["b"] = [2]
-                elif isinstance(victim, list):
-                    del victim[1:]  # frees the items after this one
-                else:
-                    vars(victim)
+            for meddle in MEDDLING:
+                meddle()
         return super().__getattribute__(name)
 
 
-MEDDLED: list[Any] = []
+MEDDLING: list[Callable[[], None]] = []
+
+
+def _meddle_with(victim: Any) -> Callable[[], None]:
+    """A change of `victim` that the writer must notice while it writes it."""
+    if isinstance(victim, dict):
+        # A new value of the same text, and the same size: the encoder's own reading refuses a
+        # dict that grows.
+        return lambda: victim.__setitem__("b", [2])
+    if isinstance(victim, list):
+        return lambda: victim.__delitem__(slice(1, None))  # frees the items after this one
+    return lambda: vars(victim)
+
+
+def _made_dict_case(change: Callable[[Point], None]) -> tuple[Point, Callable[[], None]]:
+    """A Point whose dict was made before it is written, and `change` of it while it is."""
+    victim = Point(Meddler.MEMBER, [2])
+    vars(victim)
+    assert sys.version_info[:2] != (3, 11) or has_made_dict(victim)
+    return victim, lambda: change(victim)
+
+
+def _replace_dict(victim: Point) -> None:
+    # The dict the writer was reading is freed, and with it the values it held.
+    victim.__dict__ = {"x": Meddler.MEMBER, "y": [[3] * 5]}
 
 
 @pytest.mark.parametrize(
-    "victim",
-    [Point(Meddler.MEMBER, 2), {"a": Meddler.MEMBER, "b": [2]}, [Meddler.MEMBER, [2], "x"], [Meddler.MEMBER, [2], "x", "x", "x"]],
-    ids=["instance", "dict", "list", "list_with_a_run"],
+    ("victim", "meddle"),
+    [
+        (Point(Meddler.MEMBER, 2), None),
+        ({"a": Meddler.MEMBER, "b": [2]}, None),
+        ([Meddler.MEMBER, [2], "x"], None),
+        ([Meddler.MEMBER, [2], "x", "x", "x"], None),
+        # An instance whose dict was made before: the writer reads the dict's values array
+        # without holding the dict, and must see it changed or replaced.
+        _made_dict_case(lambda victim: setattr(victim, "y", [[3] * 5])),
+        _made_dict_case(lambda victim: victim.__dict__.pop("y", None)),
+        _made_dict_case(_replace_dict),
+    ],
+    ids=["instance", "dict", "list", "list_with_a_run", "made_dict_set", "made_dict_deleted", "made_dict_replaced"],
 )
-def test_a_value_changed_while_it_is_written_goes_to_the_transcoder(victim: Any) -> None:
-    MEDDLED[:] = [victim]
+def test_a_value_changed_while_it_is_written_goes_to_the_transcoder(victim: Any, meddle: Callable[[], None] | None) -> None:
+    MEDDLING[:] = [meddle or _meddle_with(victim)]
     try:
         assert _core.dumps_json_raw(victim) is None
         assert json.loads(copal.dumps(victim, format="json")) == json.loads(transcoded(victim))
+        if isinstance(victim, Point):
+            # The binary encoder reads the same way: what it wrote is the instance as it was
+            # left (each call changes it again, to the same state).
+            assert vars(copal.loads(copal.dumps(victim))) == vars(victim)
     finally:
-        MEDDLED.clear()
+        MEDDLING.clear()
 
 
 def _equal_copy(text: str) -> str:

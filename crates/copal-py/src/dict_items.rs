@@ -1,6 +1,6 @@
 //! The items of a dict, or the fields of an instance, in the order `PyDict_Next` gives them,
-//! as the JSON writer (json_writer.rs) reads them: on CPython 3.11 an instance's inline values
-//! and the tables of dicts of str keys straight from CPython's structures (compact_layout.rs);
+//! as the JSON writer (json_writer.rs) reads them: on CPython 3.11 an instance's values array
+//! (its own, or its made dict's) and the tables of dicts of str keys straight from CPython's structures (compact_layout.rs);
 //! elsewhere, an instance's `__dict__` once made, and tables of keys of any type with
 //! `PyDict_Next`; slots at their offsets.
 //!
@@ -23,7 +23,7 @@ use crate::encode::object_dict;
 use crate::strings::str_text;
 use crate::slots::SlotLayout;
 
-pub use compact::{made_dict, Changed, DictTable, InstanceValues, ValuesFields};
+pub use compact::{made_dict, Changed, DictTable, Holder, InstanceValues, MadeDict, OwnArray, ValuesFields};
 
 /// What a cursor found next.
 pub enum Next<'c, 'py> {
@@ -81,7 +81,7 @@ pub struct SlotItems<'a, 'py> {
 
 /// An instance dict as a cursor: its inline values while it has them, else the dict.
 enum InstanceDict<'a, 'py> {
-    Values(InstanceValues<'a, 'py>),
+    Values(InstanceValues<'a, 'py, OwnArray>),
     Dict(DictNext<'py>),
 }
 
@@ -144,25 +144,38 @@ mod compact {
 
     use super::{Cursor, Next};
 
+    /// Where an instance keeps its values array: nowhere known on this CPython (see
+    /// compact_layout.rs).
+    pub trait Holder {}
+
+    /// Never made, as `Holder` says.
+    pub struct OwnArray(std::convert::Infallible);
+
+    /// Never made, as `OwnArray`.
+    pub struct MadeDict(std::convert::Infallible);
+
+    impl Holder for OwnArray {}
+    impl Holder for MadeDict {}
+
     /// Never made: this CPython's layouts are not known (see compact_layout.rs).
-    pub struct InstanceValues<'a, 'py>(std::convert::Infallible, std::marker::PhantomData<Borrowed<'a, 'py, PyAny>>);
+    pub struct InstanceValues<'a, 'py, H: Holder>(std::convert::Infallible, std::marker::PhantomData<(Borrowed<'a, 'py, PyAny>, H)>);
 
     /// Never made, as `InstanceValues`.
     pub struct DictTable<'a, 'py>(std::convert::Infallible, std::marker::PhantomData<Borrowed<'a, 'py, PyDict>>);
 
-    impl<'a, 'py> InstanceValues<'a, 'py> {
+    impl<'a, 'py, H: Holder> InstanceValues<'a, 'py, H> {
         pub fn of(_obj: Borrowed<'a, 'py, PyAny>) -> Option<Self> {
             None
         }
     }
 
     /// Never made, as `InstanceValues`.
-    pub struct ValuesFields<'a, 'py>(std::convert::Infallible, std::marker::PhantomData<Borrowed<'a, 'py, PyAny>>);
+    pub struct ValuesFields<'a, 'py, H: Holder>(std::convert::Infallible, std::marker::PhantomData<(Borrowed<'a, 'py, PyAny>, H)>);
 
     /// Never made: no `ValuesFields` reads anything.
     pub struct Changed;
 
-    impl<'a, 'py> ValuesFields<'a, 'py> {
+    impl<'a, 'py, H: Holder> ValuesFields<'a, 'py, H> {
         pub fn of(_obj: &'a Bound<'py, PyAny>) -> Option<Self> {
             None
         }
@@ -203,7 +216,7 @@ mod compact {
         }
     }
 
-    impl<'py> Cursor<'py> for InstanceValues<'_, 'py> {
+    impl<'py, H: Holder> Cursor<'py> for InstanceValues<'_, 'py, H> {
         fn next(&mut self) -> Next<'_, 'py> {
             match self.0 {}
         }
@@ -225,34 +238,35 @@ mod compact {
     use super::{Cursor, Next};
     use crate::compact_layout::{self as layout, DictKeys, UnicodeEntry};
 
-    /// The inline values of an instance with a managed dict that was not made, indexed like
-    /// the entries of its class's shared key table, read in the order they were set.
-    pub struct InstanceValues<'a, 'py> {
+    /// The values array of an instance with a managed dict, kept as `H` says (`Holder`),
+    /// indexed like the entries of its key table, read in the order they were set.
+    pub struct InstanceValues<'a, 'py, H: Holder> {
         obj: Borrowed<'a, 'py, PyAny>,
-        inline: Inline,
+        inline: Inline<H>,
         /// The next position in the insertion order.
         position: usize,
     }
 
-    /// The fields of an instance with inline values, as the binary encoder reads them
-    /// (encode.rs `FieldSource`), without the dict CPython would make to give them. The
-    /// instance is borrowed: a reference taken and dropped per object cost 6% of writing 1,000
-    /// `Foo` (and more at 100,000, where the stores miss the cache).
-    pub struct ValuesFields<'a, 'py> {
+    /// The fields of an instance with a values array kept as `H` says, as the binary encoder
+    /// reads them (encode.rs `FieldSource`), without the dict CPython would make to give them
+    /// (or, once made, without a reference to it). The instance is borrowed: a reference taken
+    /// and dropped per object cost 6% of writing 1,000 `Foo` (and more at 100,000, where the
+    /// stores miss the cache).
+    pub struct ValuesFields<'a, 'py, H: Holder> {
         obj: Borrowed<'a, 'py, PyAny>,
-        inline: Inline,
+        inline: Inline<H>,
     }
 
     /// A field was not read: the instance's values array is no longer the one found first (its
-    /// dict was made, or the array replaced), or its class's key table holds names added since.
+    /// dict was made, or the array replaced), its made dict changed, or the key table holds
+    /// names added since.
     pub struct Changed;
 
-    /// An instance's values array and its class's shared key table.
+    /// An instance's values array, the key table that indexes it, and what shows that the
+    /// array is still the one found.
     #[derive(Clone, Copy)]
-    struct Inline {
-        /// The array is valid while the instance still points to it. It is freed only after
-        /// the instance has handed it to a dict made for it (which nulls the pointer first), so
-        /// a pointer still equal cannot be a new array at the same address.
+    pub struct Inline<H> {
+        holder: H,
         values: *mut *mut ffi::PyObject,
         keys: SharedKeys,
     }
@@ -273,31 +287,105 @@ mod compact {
         }
     }
 
-    impl Inline {
+    /// Where an instance's values array is, and how it is known to be still the one found: in
+    /// the instance itself (`OwnArray`), or in the dict made for it, which took the array over
+    /// (`MadeDict`). Both are read the same way. Two types, not one with a flag, so that the
+    /// test made before each field is one branch-free comparison or two: with a flag the loop
+    /// over seed 001's fields took 74 more instructions per `Foo`.
+    pub trait Holder: Copy {
+        /// The values array of `ptr` and the key table that indexes it, if kept this way.
+        ///
         /// # Safety
         /// `ptr` must be a live object, and the GIL held.
+        unsafe fn find(ptr: *mut ffi::PyObject) -> Option<Inline<Self>>;
+
+        /// Whether `values`, which `find` found for `obj`, is still its array.
+        ///
+        /// # Safety
+        /// `obj` must be the live object `find` was given.
+        unsafe fn holds(&self, obj: *mut ffi::PyObject, values: *mut *mut ffi::PyObject) -> bool;
+    }
+
+    /// The instance keeps its values array: its dict was never made. The array is valid while
+    /// the instance still points to it. It is freed only after the instance has handed it to a
+    /// dict made for it (which nulls the pointer first), so a pointer still equal cannot be a
+    /// new array at the same address. Values added to it meanwhile are read too.
+    #[derive(Clone, Copy)]
+    pub struct OwnArray;
+
+    /// The instance's dict was made and holds the array, with a split key table. Read without
+    /// a reference to the dict: while the instance still points to the dict, the dict is live
+    /// (the instance holds it), and while its version tag is unchanged it is the dict found,
+    /// unchanged (PEP 509: each change, and each new dict, takes a new version from a counter
+    /// that never repeats). Objects whose `__dict__` other libraries asked for (seed 001 in the
+    /// codec suite) took 135 more instructions per `Foo` through `DictTable` and a reference.
+    #[derive(Clone, Copy)]
+    pub struct MadeDict {
+        dict: *mut ffi::PyObject,
+        version: u64,
+    }
+
+    impl Holder for OwnArray {
         #[inline]
-        unsafe fn of(ptr: *mut ffi::PyObject) -> Option<Self> {
+        unsafe fn find(ptr: *mut ffi::PyObject) -> Option<Inline<Self>> {
             // SAFETY: the caller's guarantee. The values pointer is read only once the type
             // has a managed dict (`shared_keys`); the key table is read while the type holds it.
             unsafe {
                 let keys = layout::shared_keys(ffi::Py_TYPE(ptr))?;
                 let values = *layout::values_pointer(ptr);
-                (!values.is_null()).then(|| Inline { values, keys: SharedKeys::of(keys) })
+                (!values.is_null()).then(|| Inline { holder: OwnArray, values, keys: SharedKeys::of(keys) })
             }
         }
 
+        #[inline(always)]
+        unsafe fn holds(&self, obj: *mut ffi::PyObject, values: *mut *mut ffi::PyObject) -> bool {
+            // SAFETY: `find` found that the type has a managed dict, and an instance with
+            // inline values cannot change type (assigning `__class__` makes its dict first,
+            // which this test then sees).
+            unsafe { *layout::values_pointer(obj) == values }
+        }
+    }
+
+    impl Holder for MadeDict {
+        #[inline]
+        unsafe fn find(ptr: *mut ffi::PyObject) -> Option<Inline<Self>> {
+            // SAFETY: the caller's guarantee. The dict pointer is read only once the type has a
+            // managed dict; the dict is live while the instance holds it, and its tables while
+            // it holds them.
+            unsafe {
+                if !layout::has_managed_dict(ffi::Py_TYPE(ptr)) {
+                    return None;
+                }
+                let dict = *layout::dict_pointer(ptr);
+                if dict.is_null() || ffi::PyDict_CheckExact(dict) == 0 {
+                    return None;
+                }
+                let mp = dict.cast::<ffi::PyDictObject>();
+                let (keys, values) = ((*mp).ma_keys.cast::<DictKeys>(), (*mp).ma_values.cast::<*mut ffi::PyObject>());
+                (!values.is_null() && (*keys).kind == layout::KEYS_SPLIT)
+                    .then(|| Inline { holder: MadeDict { dict, version: (*mp).ma_version_tag }, values, keys: SharedKeys::of(keys) })
+            }
+        }
+
+        #[inline(always)]
+        unsafe fn holds(&self, obj: *mut ffi::PyObject, _values: *mut *mut ffi::PyObject) -> bool {
+            // SAFETY: the instance's type has a managed dict (`find`), and a type assigned to
+            // `__class__` since has the same layout (`compatible_for_assignment`), so the dict
+            // pointer is where it was; a dict it still points to is live.
+            unsafe { *layout::dict_pointer(obj) == self.dict && (*self.dict.cast::<ffi::PyDictObject>()).ma_version_tag == self.version }
+        }
+    }
+
+    impl<H: Holder> Inline<H> {
         /// How many fields `obj`, the instance the array was found in, has set.
         ///
         /// # Safety
-        /// As for `of`, with `obj` that instance.
+        /// `obj` must be that instance, and the GIL held.
         #[inline]
         unsafe fn count(&self, obj: *mut ffi::PyObject) -> Result<usize, Changed> {
-            // SAFETY: `of` found that the type has a managed dict, and an instance with inline
-            // values cannot change type (assigning `__class__` makes its dict first, which this
-            // test then sees). An unchanged array is live.
+            // SAFETY: the caller's guarantee; an array its holder still holds is live.
             unsafe {
-                if *layout::values_pointer(obj) != self.values {
+                if !self.holder.holds(obj, self.values) {
                     return Err(Changed);
                 }
                 Ok(layout::inserted_count(self.values))
@@ -329,20 +417,20 @@ mod compact {
         }
     }
 
-    impl<'a, 'py> InstanceValues<'a, 'py> {
+    impl<'a, 'py, H: Holder> InstanceValues<'a, 'py, H> {
         #[inline]
         pub fn of(obj: Borrowed<'a, 'py, PyAny>) -> Option<Self> {
             // SAFETY: `obj` is live and the GIL is held.
-            let inline = unsafe { Inline::of(obj.as_ptr())? };
+            let inline = unsafe { H::find(obj.as_ptr())? };
             Some(InstanceValues { obj, inline, position: 0 })
         }
     }
 
-    impl<'a, 'py> ValuesFields<'a, 'py> {
-        /// The fields of `obj` if it keeps them in a values array.
+    impl<'a, 'py, H: Holder> ValuesFields<'a, 'py, H> {
+        /// The fields of `obj` if it keeps them in a values array held as `H` says.
         pub fn of(obj: &'a Bound<'py, PyAny>) -> Option<Self> {
             // SAFETY: `obj` is live and the GIL is held.
-            let inline = unsafe { Inline::of(obj.as_ptr())? };
+            let inline = unsafe { H::find(obj.as_ptr())? };
             Some(ValuesFields { obj: obj.as_borrowed(), inline })
         }
 
@@ -373,7 +461,7 @@ mod compact {
         /// the array checked once.
         #[inline]
         pub fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> Result<usize, Changed> {
-            let Inline { values, keys } = self.inline;
+            let Inline { values, keys, .. } = self.inline;
             // SAFETY: as in `Inline::at`: the array is the live one `of` found (`count`), no
             // Python code runs meanwhile, and every index is checked against the entry count.
             unsafe {
@@ -406,7 +494,7 @@ mod compact {
         }
     }
 
-    impl<'py> Cursor<'py> for InstanceValues<'_, 'py> {
+    impl<'py, H: Holder> Cursor<'py> for InstanceValues<'_, 'py, H> {
         #[inline]
         fn next(&mut self) -> Next<'_, 'py> {
             // SAFETY: `obj` is the live instance the array was found in.

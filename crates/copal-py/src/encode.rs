@@ -16,7 +16,7 @@ use pyo3::types::{
 };
 
 use crate::classes::{type_name_of, ClassShape};
-use crate::dict_items::{made_dict, Changed, Cursor, DictTable, Next, ValuesFields};
+use crate::dict_items::{made_dict, Changed, Cursor, DictTable, Holder, MadeDict, Next, OwnArray, ValuesFields};
 use crate::hashing::IntMap;
 use crate::prefetch;
 use crate::strings::str_text;
@@ -202,7 +202,7 @@ pub(crate) fn fields_dict<'py>(source: &impl FieldSource<'py>) -> PyResult<Bound
 /// meanwhile made the instance's dict (which takes the values over, in the same order, and
 /// which `PyDict_Next` reads by the same positions), the rest is read from the dict, so that
 /// `each_held`'s check after the last field still holds.
-impl<'py> FieldSource<'py> for ValuesFields<'_, 'py> {
+impl<'py, H: Holder> FieldSource<'py> for ValuesFields<'_, 'py, H> {
     fn py(&self) -> Python<'py> {
         ValuesFields::py(self)
     }
@@ -246,7 +246,9 @@ impl<'py> FieldSource<'py> for ValuesFields<'_, 'py> {
 pub(crate) enum ObjectFields<'a, 'py> {
     Dict(Bound<'py, PyDict>),
     /// Kept inline by CPython 3.11, read without the dict it would make to give them.
-    Values(ValuesFields<'a, 'py>),
+    Values(ValuesFields<'a, 'py, OwnArray>),
+    /// Kept in the values array of the dict CPython 3.11 made, read without a reference to it.
+    MadeValues(ValuesFields<'a, 'py, MadeDict>),
     Slots(SlotFields<'py>),
 }
 
@@ -255,6 +257,7 @@ impl<'py> FieldSource<'py> for ObjectFields<'_, 'py> {
         match self {
             ObjectFields::Dict(dict) => FieldSource::py(dict),
             ObjectFields::Values(values) => FieldSource::py(values),
+            ObjectFields::MadeValues(values) => FieldSource::py(values),
             ObjectFields::Slots(slots) => slots.py(),
         }
     }
@@ -263,6 +266,7 @@ impl<'py> FieldSource<'py> for ObjectFields<'_, 'py> {
         match self {
             ObjectFields::Dict(dict) => dict.len(),
             ObjectFields::Values(values) => FieldSource::count(values),
+            ObjectFields::MadeValues(values) => FieldSource::count(values),
             ObjectFields::Slots(slots) => slots.count(),
         }
     }
@@ -271,6 +275,7 @@ impl<'py> FieldSource<'py> for ObjectFields<'_, 'py> {
         match self {
             ObjectFields::Dict(dict) => dict.next_field(position),
             ObjectFields::Values(values) => values.next_field(position),
+            ObjectFields::MadeValues(values) => values.next_field(position),
             ObjectFields::Slots(slots) => slots.next_field(position),
         }
     }
@@ -279,6 +284,7 @@ impl<'py> FieldSource<'py> for ObjectFields<'_, 'py> {
         match self {
             ObjectFields::Dict(dict) => Ok(dict.clone()),
             ObjectFields::Values(values) => values.to_dict(),
+            ObjectFields::MadeValues(values) => values.to_dict(),
             ObjectFields::Slots(slots) => slots.to_dict(),
         }
     }
@@ -287,6 +293,7 @@ impl<'py> FieldSource<'py> for ObjectFields<'_, 'py> {
         match self {
             ObjectFields::Dict(dict) => dict.read_all(fields),
             ObjectFields::Values(values) => FieldSource::read_all(values, fields),
+            ObjectFields::MadeValues(values) => FieldSource::read_all(values, fields),
             ObjectFields::Slots(slots) => slots.read_all(fields),
         }
     }
@@ -1322,9 +1329,12 @@ impl<'s> Encoder<'s> {
     fn object_state<'a, 'py>(&self, v: &'a Bound<'py, PyAny>, class_index: usize) -> PyResult<ObjectFields<'a, 'py>> {
         Ok(match &self.object_layouts[class_index] {
             Some(layout) => ObjectFields::Slots(SlotFields::of(v, layout)?),
-            None => match ValuesFields::of(v) {
+            None => match ValuesFields::<OwnArray>::of(v) {
                 Some(values) => ObjectFields::Values(values),
-                None => ObjectFields::Dict(object_dict(v)?),
+                None => match ValuesFields::<MadeDict>::of(v) {
+                    Some(values) => ObjectFields::MadeValues(values),
+                    None => ObjectFields::Dict(object_dict(v)?),
+                },
             },
         })
     }

@@ -31,7 +31,7 @@ use pyo3::PyTypeInfo;
 
 use crate::bytes_output::BytesOutput;
 use crate::classes::type_name_of;
-use crate::dict_items::{made_dict, Cursor, DictNext, DictTable, InstanceValues, Next, SlotItems};
+use crate::dict_items::{made_dict, Cursor, DictNext, DictTable, InstanceValues, MadeDict, Next, OwnArray, SlotItems};
 use crate::encode::{self, generalized_utf8, object_dict, time_of_day_micros, tz_info, utf8_text, Builtin, Encoder, Kind};
 use crate::slots::SlotLayout;
 use crate::gc::GcPause;
@@ -837,18 +837,21 @@ impl<'py> JsonWriter<'py> {
         let obj = v.as_borrowed();
         match &form.slots {
             Some(layout) => self.fields(SlotItems::of(obj, layout)?, form, depth)?,
-            None => match InstanceValues::of(obj) {
+            None => match InstanceValues::<OwnArray>::of(obj) {
                 Some(values) => self.fields(values, form, depth)?,
-                None => {
-                    let dict = match made_dict(obj) {
-                        Some(dict) => dict,
-                        None => object_dict(v)?,
-                    };
-                    match DictTable::of(dict.as_borrowed()) {
-                        Some(table) => self.fields(table, form, depth)?,
-                        None => self.fields(DictNext::new(dict.clone()), form, depth)?,
+                None => match InstanceValues::<MadeDict>::of(obj) {
+                    Some(values) => self.fields(values, form, depth)?,
+                    None => {
+                        let dict = match made_dict(obj) {
+                            Some(dict) => dict,
+                            None => object_dict(v)?,
+                        };
+                        match DictTable::of(dict.as_borrowed()) {
+                            Some(table) => self.fields(table, form, depth)?,
+                            None => self.fields(DictNext::new(dict.clone()), form, depth)?,
+                        }
                     }
-                }
+                },
             },
         }
         self.out.push('}');
