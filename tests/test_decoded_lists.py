@@ -63,8 +63,9 @@ def test_reference_counts_of_shared_items_are_exact() -> None:
     text_during = sys.getrefcount(decoded_text)
     del back
     int_after, text_after = sys.getrefcount(seven), sys.getrefcount(decoded_text)
-    assert int_during - int_before == 1002
-    assert int_after == int_before
+    if sys.version_info < (3, 12):  # small ints are immortal since (PEP 683): counts stay put
+        assert int_during - int_before == 1002
+        assert int_after == int_before
     # The list held 502 references to the string; now only `decoded_text` does.
     assert text_during - text_after == 502
 

@@ -37,6 +37,22 @@ def transcoded(value: Any) -> bytes:
     return _core.dumps_text_raw(value, "json")
 
 
+#: Whether the writer reads dict tables and instance attributes in place (CPython 3.11,
+#: crates/copal-py/src/compact_layout.rs): it then sees what changes while it writes, and leaves
+#: some graphs to the transcoder that it writes itself elsewhere (by `PyDict_Next`).
+READS_IN_PLACE = sys.version_info[:2] == (3, 11) and sys.implementation.name == "cpython"
+
+
+def assert_left_to_transcoder(value: Any) -> None:
+    """The direct writer leaves `value` to the transcoder where it reads in place; elsewhere it
+    may write it itself, and then as the transcoder does."""
+    direct = _core.dumps_json_raw(value)
+    if READS_IN_PLACE:
+        assert direct is None
+    else:
+        assert direct is None or direct == transcoded(value)
+
+
 def assert_written_directly(value: Any) -> None:
     direct = _core.dumps_json_raw(value)
     assert direct is not None, "the direct writer left this graph to the transcoder"
@@ -205,7 +221,7 @@ def test_a_key_with_lone_surrogates_after_values_with_numbers_goes_to_the_transc
     # The dict is written as an object until its second key, and its first value took a memo
     # slot or a class number, which the `$dict` form written again would number differently.
     value = [{"first": first, "\ud800": 1}]
-    assert _core.dumps_json_raw(value) is None
+    assert_left_to_transcoder(value)
     assert copal.dumps(value, format="json") == transcoded(value)
     assert_written_directly([{"first": "no number", "\ud800": 1}])
 
@@ -482,7 +498,10 @@ def _replace_dict(victim: Point) -> None:
 def test_a_value_changed_while_it_is_written_goes_to_the_transcoder(victim: Any, meddle: Callable[[], None] | None) -> None:
     MEDDLING[:] = [meddle or _meddle_with(victim)]
     try:
-        assert _core.dumps_json_raw(victim) is None
+        if isinstance(victim, list):
+            assert _core.dumps_json_raw(victim) is None
+        else:
+            assert_left_to_transcoder(victim)
         assert json.loads(copal.dumps(victim, format="json")) == json.loads(transcoded(victim))
         if isinstance(victim, Point):
             # The binary encoder reads the same way: what it wrote is the instance as it was

@@ -14,6 +14,7 @@ and hand-made invalid streams defined below (review the diff: the file is normat
 from __future__ import annotations
 
 import collections
+import ctypes
 import datetime
 import decimal
 import enum
@@ -1056,6 +1057,74 @@ def test_functions_named_as_classes_are_refused(type_name: str, tag: str, tmp_pa
 def test_built_in_classes_are_not_rebuilt_as_objects(type_name: str) -> None:
     with pytest.raises(SchemaError):
         copal.loads(stream(table(entry(type_name, [])) + b"\x18\x00"))
+
+
+class _TypeSlot(ctypes.Structure):
+    _fields_ = [("slot", ctypes.c_int), ("pfunc", ctypes.c_void_p)]
+
+
+class _MemberDef(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("type", ctypes.c_int), ("offset", ctypes.c_ssize_t), ("flags", ctypes.c_int), ("doc", ctypes.c_char_p)]
+
+
+class _TypeSpec(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("basicsize", ctypes.c_int), ("itemsize", ctypes.c_int), ("flags", ctypes.c_uint), ("slots", ctypes.POINTER(_TypeSlot))]
+
+
+def _class_made_by_c(name: str, *, immutable: bool, own_dealloc: bool) -> type:
+    """A class made as C extensions make theirs (`PyType_FromSpec`): a heap type whose instances
+    have a `__dict__` and whose `__new__` is object's, as the `_io` classes are since CPython 3.12.
+    Immutable, or with a deallocator of its own (object's, which frees no state: a few dicts
+    leak), it is told apart from a class made by Python code."""
+    keep: list[Any] = []
+    members = (_MemberDef * 2)(_MemberDef(b"__dictoffset__", 19, 16, 1, None))  # T_PYSSIZET, READONLY
+    slots = [_TypeSlot(72, ctypes.cast(members, ctypes.c_void_p))]  # Py_tp_members
+    if own_dealloc:
+        object_dealloc = ctypes.c_void_p.from_address(id(object) + 6 * ctypes.sizeof(ctypes.c_void_p)).value
+        slots.append(_TypeSlot(52, object_dealloc))  # Py_tp_dealloc
+    slot_array = (_TypeSlot * (len(slots) + 1))(*slots)
+    flags = 1 << 18 | (1 << 8 if immutable else 0)  # Py_TPFLAGS_DEFAULT, Py_TPFLAGS_IMMUTABLETYPE
+    spec = _TypeSpec(name.encode(), 3 * ctypes.sizeof(ctypes.c_void_p), 0, flags, slot_array)
+    keep += [members, slot_array, spec]
+    from_spec = ctypes.pythonapi.PyType_FromSpec
+    from_spec.restype, from_spec.argtypes = ctypes.py_object, [ctypes.POINTER(_TypeSpec)]
+    made: type = from_spec(ctypes.byref(spec))
+    _C_CLASS_MEMORY.append(keep)  # the spec's strings and slots are read again by CPython
+    assert made.__flags__ & (1 << 9) and made.__new__ is object.__new__  # Py_TPFLAGS_HEAPTYPE
+    return made
+
+
+_C_CLASS_MEMORY: list[Any] = []
+
+
+@pytest.mark.parametrize(("immutable", "own_dealloc"), [(True, False), (False, True)], ids=["immutable", "own_dealloc"])
+def test_classes_made_by_c_code_are_neither_written_nor_rebuilt(immutable: bool, own_dealloc: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    made_by_c = _class_made_by_c("copal_c_made.Record", immutable=immutable, own_dealloc=own_dealloc)
+    record = made_by_c()
+    record.label = "state in a dict, and maybe more in C"
+    with pytest.raises(TypeError, match="copal_c_made.Record"):
+        copal.dumps(record)
+    with pytest.raises(TypeError, match="copal_c_made.Record"):
+        copal.dumps(record, format="json")
+    # A stream naming it, written from a Python class of that name, is not rebuilt into it.
+    module = types.ModuleType("copal_c_made")
+    module.Record = type("Record", (), {"__module__": "copal_c_made"})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "copal_c_made", module)
+    python_made = module.Record()  # type: ignore[attr-defined]
+    python_made.label = "x"
+    data, text = copal.dumps(python_made), copal.dumps(python_made, format="json")
+    module.Record = made_by_c  # type: ignore[attr-defined]
+    for document in (data, text):
+        with pytest.raises(SchemaError, match="copal_c_made.Record"):
+            copal.loads(document)
+
+
+def test_open_files_are_refused() -> None:
+    """Heap types since CPython 3.12, whose `__new__` is object's: still not plain objects."""
+    with open(__file__, encoding="utf-8") as text, open(__file__, "rb") as binary:
+        for value in (text, binary, binary.raw):
+            with pytest.raises(TypeError, match="_io"):
+                copal.dumps([value])
 
 
 def test_finalizers_never_run_on_stream_data(tmp_path: Path) -> None:

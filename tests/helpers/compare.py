@@ -11,11 +11,13 @@ stored value reach one object in the decoded value, and distinct ones stay disti
 from __future__ import annotations
 
 import collections
+import ctypes
 import datetime
 import decimal
 import enum
 import gc
 import math
+import sys
 import uuid
 from typing import Any
 
@@ -137,6 +139,12 @@ def _same_tzinfo(e: Any, a: Any, path: str, when: datetime.datetime | None) -> N
 
 
 def has_made_dict(obj: Any) -> bool:
-    """Whether CPython made `obj`'s ``__dict__`` (3.11 keeps the attributes in an inline values
-    array until then; the GC visits the dict, else the values)."""
+    """Whether CPython made `obj`'s ``__dict__`` (since 3.11 an instance keeps its attributes in a
+    values array until then). With a managed dict (`Py_TPFLAGS_MANAGED_DICT`), read where
+    CPython 3.11 to 3.13 keep the dict, the third pointer before the object (the GC visits the
+    values instead while they are inline, which on 3.13 outlasts the dict; 3.12 keeps the values
+    pointer there until then, tagged by its lowest bit); else, whether the GC visits a dict."""
+    if type(obj).__flags__ & (1 << 4) and sys.implementation.name == "cpython" and (3, 11) <= sys.version_info < (3, 14):
+        pointer = ctypes.c_void_p.from_address(id(obj) - 3 * ctypes.sizeof(ctypes.c_void_p)).value
+        return pointer is not None and pointer & 1 == 0
     return any(type(referent) is dict for referent in gc.get_referents(obj))

@@ -146,7 +146,7 @@ pub fn check_inert(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<Opt
     crate::decode::check_inert(class, info)?;
     let py = class.py();
     let outcome_is_fixed = info.fields.iter().all(|field| match class_attribute(class, field.bind(py)) {
-        Some(attribute) => !crate::encode::is_heap_type(&attribute.get_type()),
+        Some(attribute) => !crate::encode::is_python_class(&attribute.get_type()),
         None => true,
     });
     if outcome_is_fixed {
@@ -244,7 +244,7 @@ pub(crate) fn stamp(_class: &Bound<'_, PyType>) -> Option<Stamp> {
 
 /// The `__qualname__` object of a Python class (static types have none: their name is fixed).
 fn heap_qualname<'py>(class: &Bound<'py, PyType>) -> Option<Bound<'py, PyAny>> {
-    if !crate::encode::is_heap_type(class) {
+    if !crate::encode::is_python_class(class) {
         return None;
     }
     // SAFETY: a heap type's object is a PyHeapTypeObject; ht_qualname is always a str.

@@ -1134,7 +1134,7 @@ fn collect_references<'py>(value: &Bound<'py, PyAny>, out: &mut Vec<Bound<'py, P
             collect_references(&item?, out, depth + 1)?;
         }
     } else if !value.is_instance_of::<PyString>()
-        && (crate::encode::has_instance_dict(value) || crate::encode::is_heap_type(&value.get_type()))
+        && (crate::encode::has_instance_dict(value) || crate::encode::is_python_class(&value.get_type()))
         && !value.is_instance(pytypes::enum_type(value.py())?)?
     {
         // Plain objects stored by value, through their slots and instance dict; enum members

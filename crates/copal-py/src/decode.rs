@@ -978,7 +978,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         checked: (usize, usize, usize),
     ) -> Result<bool, Fail> {
         crate::class_cache::check_inert(class, info)?;
-        if (known.is_none() && !crate::encode::is_heap_type(class)) || !class.is_subclass(base)? {
+        if (known.is_none() && !crate::encode::is_python_class(class)) || !class.is_subclass(base)? {
             return Err(Fail::Python(SchemaError::new_err(format!(
                 "stored type {:?} is not a subclass of {}",
                 info.type_name,
@@ -1342,7 +1342,7 @@ fn no_place_for(info: &DecodeInfo, field: &Bound<'_, PyAny>) -> PyErr {
 
 pub fn check_plain_class(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<()> {
     let persistent = class.is_subclass_of::<crate::persistent::PersistentBase>()?;
-    if persistent || !crate::encode::is_heap_type(class) || !crate::encode::new_is_object_new(class)? {
+    if persistent || !crate::encode::is_python_class(class) || !crate::encode::new_is_object_new(class)? {
         return Err(SchemaError::new_err(format!(
             "stored type {:?} cannot be rebuilt by value (it is persistent, built in, or defines __new__)",
             info.type_name

@@ -1632,7 +1632,7 @@ pub(crate) fn classify(class: &Bound<'_, PyType>, object_index: usize) -> PyResu
     if let Some(known) = KnownContainer::of(class)? {
         return Ok(if rebuilt_by_base(class, known.type_object(py)?)? { Kind::Known(known) } else { Kind::Unsupported });
     }
-    if !is_heap_type(class) {
+    if !is_python_class(class) {
         return Ok(Kind::Unsupported);
     }
     if let Some((base, base_tag)) = subclass_base(class)? {
@@ -1727,7 +1727,7 @@ fn unsupported_type(class: &Bound<'_, PyType>) -> Failure {
     let base_name = |base: &Bound<'_, PyType>| base.name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
     // Only the message depends on this: an error from a class's `__subclasscheck__` gives the
     // general one.
-    let reason = match subclass_base(class).ok().flatten().filter(|_| is_heap_type(class)) {
+    let reason = match subclass_base(class).ok().flatten().filter(|_| is_python_class(class)) {
         Some((base, _)) if has_slots(class).unwrap_or(false) => format!(
             "values of type {name} cannot be stored: they keep values in __slots__, and a subclass of {} is \
              stored as its {} value and its __dict__",
@@ -1834,9 +1834,20 @@ fn short_repr(v: &Bound<'_, PyAny>) -> String {
     if text.chars().count() > 40 { format!("{}...", text.chars().take(37).collect::<String>()) } else { text }
 }
 
-pub fn is_heap_type(class: &Bound<'_, PyType>) -> bool {
-    // SAFETY: `class` is a valid type object.
-    unsafe { (*class.as_type_ptr()).tp_flags & ffi::Py_TPFLAGS_HEAPTYPE != 0 }
+/// Whether `class` was made by Python code (a class statement or `type()`), not by C code:
+/// only such classes keep all their instances' state in `__dict__` and `__slots__`, where the
+/// codec reads and sets it. A heap type is not enough: since CPython 3.12 the `_io` classes are
+/// heap types too (as are those of pyo3, Cython or `PyType_FromSpec`), with C state the codec
+/// would drop. What Python code makes is mutable and freed by `subtype_dealloc`
+/// (`pytypes::class_statement_dealloc`); a C class either is immutable or has its own
+/// deallocator, to free its state.
+pub fn is_python_class(class: &Bound<'_, PyType>) -> bool {
+    // SAFETY: `class` is a valid type object; only its flags and deallocator are read.
+    unsafe {
+        let ty = class.as_type_ptr();
+        (*ty).tp_flags & (ffi::Py_TPFLAGS_HEAPTYPE | ffi::Py_TPFLAGS_IMMUTABLETYPE) == ffi::Py_TPFLAGS_HEAPTYPE
+            && (*ty).tp_dealloc.map(|dealloc| dealloc as usize) == Some(pytypes::class_statement_dealloc())
+    }
 }
 
 pub fn has_instance_dict(v: &Bound<'_, PyAny>) -> bool {
@@ -1877,7 +1888,7 @@ fn base_rebuilds(class: &Bound<'_, PyType>, base: &Bound<'_, PyType>) -> PyResul
         if ancestor.is(base) {
             return Ok(true);
         }
-        if !is_heap_type(&ancestor) {
+        if !is_python_class(&ancestor) {
             return Ok(false);
         }
         let namespace = ancestor.getattr(crate::allocation::interned!(py, "__dict__")?)?;
@@ -1895,7 +1906,7 @@ fn has_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
     let member_descriptor = py.import(crate::allocation::interned!(py, "types")?)?.getattr(crate::allocation::interned!(py, "MemberDescriptorType")?)?;
     for ancestor in class.mro().iter() {
         let ancestor = ancestor.cast_into::<PyType>()?;
-        if !is_heap_type(&ancestor) {
+        if !is_python_class(&ancestor) {
             continue;
         }
         let namespace = ancestor.getattr(crate::allocation::interned!(py, "__dict__")?)?;

@@ -37,6 +37,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     import_datetime_api(m.py())?;
+    pytypes::learn_class_statement_dealloc(m.py())?;
     m.add_class::<persistent::PersistentBase>()?;
     m.add_class::<connection::Connection>()?;
     m.add_class::<database::Store>()?;

@@ -24,7 +24,7 @@ use crate::allocation::{self, interned, ToPython};
 use crate::class_cache::Stamp;
 use crate::classes::{ClassCache, ClassName, ClassShape};
 use crate::decode::{check_plain_class, DecodeInfo, Decoder, Resolver};
-use crate::encode::{field_kind_of, is_heap_type, Encoder, Sink};
+use crate::encode::{field_kind_of, is_python_class, Encoder, Sink};
 use crate::errors::{corrupt, CorruptRecordError, SchemaError};
 use crate::gc::GcPause;
 use crate::instance_values::FieldSlots;
@@ -359,7 +359,7 @@ impl<'py> Resolver<'py> for StreamResolver<'py, '_> {
         let (info, persistent) = (&entry.table.info, entry.table.persistent);
         if !entry.instance_checked.load(Ordering::Relaxed) {
             if persistent {
-                if !is_heap_type(class) || !class.is_subclass_of::<PersistentBase>()? {
+                if !is_python_class(class) || !class.is_subclass_of::<PersistentBase>()? {
                     return Err(SchemaError::new_err(format!(
                         "stream type {:?} is marked persistent but is not a copal.Persistent class",
                         info.type_name
