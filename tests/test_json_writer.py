@@ -45,12 +45,13 @@ READS_IN_PLACE = sys.version_info[:2] == (3, 11) and sys.implementation.name == 
 
 def assert_left_to_transcoder(value: Any) -> None:
     """The direct writer leaves `value` to the transcoder where it reads in place; elsewhere it
-    may write it itself, and then as the transcoder does."""
+    may write it itself, a document that reads back (of the state it read: a dict replaced
+    while written is finished from the reference the writer holds)."""
     direct = _core.dumps_json_raw(value)
     if READS_IN_PLACE:
         assert direct is None
-    else:
-        assert direct is None or direct == transcoded(value)
+    elif direct is not None:
+        copal.loads(direct)
 
 
 def assert_written_directly(value: Any) -> None:
