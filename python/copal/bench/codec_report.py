@@ -185,7 +185,8 @@ def _speed(where: str, rows: list[dict[str, Any]], gc_modes: tuple[str, ...]) ->
 
 def _family_fastest(rows: list[dict[str, Any]], gc_modes: tuple[str, ...]) -> list[dict[str, Any]]:
     """copal's JSON / XML codecs (when registered) at least as fast as the fastest other codec
-    of the same family."""
+    of the same family. The issue asks it of output (`enc`); reading (`dec`) is checked beside
+    it, marked as beyond the issue."""
     out = []
     for row in rows:
         name, family = row["codec"], _family(row["codec"])
@@ -198,7 +199,8 @@ def _family_fastest(rows: list[dict[str, Any]], gc_modes: tuple[str, ...]) -> li
                 best = min(others, key=lambda r: r[metric]["median"], default=None)
                 if best is not None:
                     out.append(_check(
-                        f"{name} {direction} at least as fast as the fastest {family} library, GC {mode}, 001",
+                        f"{name} {direction} at least as fast as the fastest {family} library, GC {mode}, 001"
+                        + ("" if direction == "enc" else " (beyond the issue, which asks it of output)"),
                         row[metric]["median"] <= best[metric]["median"],
                         f"{name} {_ms(row[metric]['median'])} ms; {best['codec']} {_ms(best[metric]['median'])} ms",
                     ))
