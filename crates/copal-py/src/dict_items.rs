@@ -1,8 +1,8 @@
 //! The items of a dict, or the fields of an instance, in the order `PyDict_Next` gives them,
 //! as the JSON writer (json_writer.rs) reads them: on CPython 3.11 an instance's values array
-//! (its own, or its made dict's) and the tables of dicts of str keys straight from CPython's structures (compact_layout.rs);
-//! elsewhere, an instance's `__dict__` once made, and tables of keys of any type with
-//! `PyDict_Next`; slots at their offsets.
+//! (its own, or its made dict's) and the tables of dicts of str keys straight from CPython's
+//! structures (compact_layout.rs); elsewhere, an instance's `__dict__` once made, and tables
+//! of keys of any type with `PyDict_Next`; slots at their offsets.
 //!
 //! Reading the structures spares the writer an instance's `__dict__`, which CPython 3.11 makes
 //! on first request (an allocation per object, and a larger object from then on; the first
