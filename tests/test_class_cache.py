@@ -21,6 +21,7 @@ import pytest
 
 import copal
 from copal.errors import SchemaError
+from helpers.c_classes import class_made_by_c
 
 MODULE = "copal_class_cache_test_module"
 
@@ -78,18 +79,21 @@ def test_a_property_added_for_a_field_is_refused(module: types.ModuleType) -> No
     assert calls == []
 
 
-def test_a_descriptor_class_that_gains_a_setter_is_refused(module: types.ModuleType) -> None:
+class Lazy:
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        return self
+
+
+@pytest.mark.parametrize("made_by", ["python", "c"])
+def test_a_descriptor_class_that_gains_a_setter_is_refused(module: types.ModuleType, made_by: str) -> None:
     """The class itself does not change when the type of its attribute gains ``__set__``, so a
-    pass that depended on a Python-level descriptor type is never cached."""
+    pass that depended on a descriptor type that can change (a Python class, or a C class not
+    marked immutable) is never cached."""
     calls: list[Any] = []
-
-    class Lazy:
-        def __get__(self, obj: Any, owner: Any = None) -> Any:
-            return self
-
-    cls = define(module, "Holder", {"value": Lazy()})
+    descriptor_class = type("Lazy", (Lazy,), {}) if made_by == "python" else class_made_by_c("copal_c_made.Lazy", immutable=False, own_dealloc=True, c_field=False)
+    cls = define(module, "Holder", {"value": descriptor_class()})
     data = learned(cls, value=1)
-    Lazy.__set__ = lambda self, obj, value: calls.append(value)  # type: ignore[attr-defined]
+    descriptor_class.__set__ = lambda self, obj, value: calls.append(value)  # type: ignore[attr-defined]
     with pytest.raises(SchemaError, match="data descriptor"):
         copal.loads(data)
     assert calls == []

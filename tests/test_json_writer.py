@@ -512,6 +512,41 @@ def test_a_value_changed_while_it_is_written_goes_to_the_transcoder(victim: Any,
         MEDDLING.clear()
 
 
+def test_a_made_dict_replaced_by_one_at_its_address_goes_to_the_transcoder() -> None:
+    """The dict the writer reads is freed and a new one made at its address (CPython hands out
+    the last freed dict first): the instance points to the same address, and only the dict's
+    version tag tells the writers that it is another dict, whose values are elsewhere."""
+    addresses: list[tuple[int, int]] = []
+
+    def replace_at_its_address(victim: Point) -> None:
+        address = id(victim.__dict__)
+        victim.__dict__ = {}
+        victim.__dict__ = {"x": Meddler.MEMBER, "y": [[3] * 5]}
+        addresses.append((address, id(victim.__dict__)))
+
+    def json_writer(victim: Point) -> None:
+        assert_left_to_transcoder(victim)
+        assert json.loads(copal.dumps(victim, format="json")) == json.loads(transcoded(victim))
+
+    def binary_encoder(victim: Point) -> None:
+        # The encoder takes its own references to the fields before it writes the first one:
+        # it writes the object as it was then.
+        assert vars(copal.loads(copal.dumps(victim))) == {"x": Meddler.MEMBER, "y": [2]}
+
+    for write in (json_writer, binary_encoder):
+        # A new victim each time: once replaced, its dict is no longer the split one read in place.
+        victim, meddle = _made_dict_case(replace_at_its_address)
+        MEDDLING[:] = [meddle]
+        try:
+            write(victim)
+        finally:
+            MEDDLING.clear()
+        if READS_IN_PLACE:
+            old, new = addresses[0]
+            assert old == new, "the new dict was not made at the freed one's address"
+        addresses.clear()
+
+
 def _equal_copy(text: str) -> str:
     """A str equal to `text` (two characters at least) but another object."""
     copy = text[:1] + text[1:]

@@ -14,7 +14,6 @@ and hand-made invalid streams defined below (review the diff: the file is normat
 from __future__ import annotations
 
 import collections
-import ctypes
 import datetime
 import decimal
 import enum
@@ -42,6 +41,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 import copal  # noqa: E402
 import reference_decoder as rd  # noqa: E402
 from copal import CorruptRecordError, Persistent, PersistentDict, PersistentList, SchemaError  # noqa: E402
+from helpers.c_classes import class_made_by_c  # noqa: E402
 from helpers.compare import assert_same, has_made_dict  # noqa: E402
 from helpers.fuzz_alloc_limit import zstd_zeros  # noqa: E402
 from helpers.models import (  # noqa: E402
@@ -1059,47 +1059,13 @@ def test_built_in_classes_are_not_rebuilt_as_objects(type_name: str) -> None:
         copal.loads(stream(table(entry(type_name, [])) + b"\x18\x00"))
 
 
-class _TypeSlot(ctypes.Structure):
-    _fields_ = [("slot", ctypes.c_int), ("pfunc", ctypes.c_void_p)]
-
-
-class _MemberDef(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("type", ctypes.c_int), ("offset", ctypes.c_ssize_t), ("flags", ctypes.c_int), ("doc", ctypes.c_char_p)]
-
-
-class _TypeSpec(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("basicsize", ctypes.c_int), ("itemsize", ctypes.c_int), ("flags", ctypes.c_uint), ("slots", ctypes.POINTER(_TypeSlot))]
-
-
-def _class_made_by_c(name: str, *, immutable: bool, own_dealloc: bool) -> type:
-    """A class made as C extensions make theirs (`PyType_FromSpec`): a heap type whose instances
-    have a `__dict__` and whose `__new__` is object's, as the `_io` classes are since CPython 3.12.
-    Immutable, or with a deallocator of its own (object's, which frees no state: a few dicts
-    leak), it is told apart from a class made by Python code."""
-    keep: list[Any] = []
-    members = (_MemberDef * 2)(_MemberDef(b"__dictoffset__", 19, 16, 1, None))  # T_PYSSIZET, READONLY
-    slots = [_TypeSlot(72, ctypes.cast(members, ctypes.c_void_p))]  # Py_tp_members
-    if own_dealloc:
-        object_dealloc = ctypes.c_void_p.from_address(id(object) + 6 * ctypes.sizeof(ctypes.c_void_p)).value
-        slots.append(_TypeSlot(52, object_dealloc))  # Py_tp_dealloc
-    slot_array = (_TypeSlot * (len(slots) + 1))(*slots)
-    flags = 1 << 18 | (1 << 8 if immutable else 0)  # Py_TPFLAGS_DEFAULT, Py_TPFLAGS_IMMUTABLETYPE
-    spec = _TypeSpec(name.encode(), 3 * ctypes.sizeof(ctypes.c_void_p), 0, flags, slot_array)
-    keep += [members, slot_array, spec]
-    from_spec = ctypes.pythonapi.PyType_FromSpec
-    from_spec.restype, from_spec.argtypes = ctypes.py_object, [ctypes.POINTER(_TypeSpec)]
-    made: type = from_spec(ctypes.byref(spec))
-    _C_CLASS_MEMORY.append(keep)  # the spec's strings and slots are read again by CPython
-    assert made.__flags__ & (1 << 9) and made.__new__ is object.__new__  # Py_TPFLAGS_HEAPTYPE
-    return made
-
-
-_C_CLASS_MEMORY: list[Any] = []
-
-
-@pytest.mark.parametrize(("immutable", "own_dealloc"), [(True, False), (False, True)], ids=["immutable", "own_dealloc"])
-def test_classes_made_by_c_code_are_neither_written_nor_rebuilt(immutable: bool, own_dealloc: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    made_by_c = _class_made_by_c("copal_c_made.Record", immutable=immutable, own_dealloc=own_dealloc)
+@pytest.mark.parametrize(
+    ("immutable", "own_dealloc", "c_field"),
+    [(True, False, False), (False, True, False), (False, False, True)],
+    ids=["immutable", "own_dealloc", "c_field"],
+)
+def test_classes_made_by_c_code_are_neither_written_nor_rebuilt(immutable: bool, own_dealloc: bool, c_field: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    made_by_c = class_made_by_c("copal_c_made.Record", immutable=immutable, own_dealloc=own_dealloc, c_field=c_field)
     record = made_by_c()
     record.label = "state in a dict, and maybe more in C"
     with pytest.raises(TypeError, match="copal_c_made.Record"):
@@ -1830,14 +1796,24 @@ def test_an_object_changed_before_its_turn_in_an_object_list_is_written_as_it_is
     assert vars(loaded[0]) == {"a": Hooked.ONLY, "b": 1} and vars(loaded[1]) == {"a": None}
 
 
-@pytest.mark.parametrize("change", [lambda p: delattr(p, "y"), lambda p: setattr(p, "z", 3)], ids=["removed", "added"])
+@pytest.mark.parametrize(
+    "change",
+    [lambda p: delattr(p, "y"), lambda p: setattr(p, "z", 3), lambda p: vars(p).update({f"extra{i}": i for i in range(40)})],
+    ids=["removed", "added", "added_past_the_shared_keys"],
+)
 @pytest.mark.parametrize("typed", [True, False], ids=["typed", "tagged"])
-def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change: Callable[[Point], None], typed: bool) -> None:
+@pytest.mark.parametrize("made_dict", [False, True], ids=["values", "made_dict"])
+def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change: Callable[[Point], None], typed: bool, made_dict: bool) -> None:
     """Writing a value can run Python code (here an enum's ``_name_``) that adds or removes an
     attribute of the object being written: its body would no longer match its descriptor. Both
     the TYPED_OBJECT path and the OBJECT path (a second object whose values do not fit the
-    field kinds of the first) refuse it with the encoder's error, not a panic."""
+    field kinds of the first) refuse it with the encoder's error, not a panic; so does the
+    reading of a dict made before (whose values array is read in place on CPython 3.11, and
+    freed when more names than its class's shared keys hold turn it into a combined dict)."""
     target = Point(Hooked.ONLY, 2 if typed else "not an int")
+    if made_dict:
+        vars(target)
+        assert sys.version_info[:2] != (3, 11) or has_made_dict(target)
     value = [target] if typed else [Point(Color.RED, 1), target]
     HOOKED_CALLBACKS.append(lambda: change(target))
     try:

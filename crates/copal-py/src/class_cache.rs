@@ -134,9 +134,10 @@ fn fresh_field_names(dict: &Bound<'_, PyDict>) -> PyResult<Arc<FieldNames>> {
 /// that stamp, else None.
 ///
 /// The check reads the class's MRO and namespaces, which the stamp covers, and the type of each
-/// attribute named like a field (whether it is a data descriptor). A static type's slots are
-/// fixed, but a Python class can gain a `__set__` later without any change to `class`, so a
-/// pass is kept only if no field names an attribute whose type is a Python class.
+/// attribute named like a field (whether it is a data descriptor). An immutable type's slots
+/// are fixed, but a mutable one (a Python class, or a C class not marked immutable) can gain a
+/// `__set__` later without any change to `class`, so a pass is kept only if no field names an
+/// attribute whose type is mutable.
 pub fn check_inert(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<Option<Stamp>> {
     let Some(stamp) = stamp(class) else { return crate::decode::check_inert(class, info).map(|()| None) };
     let same = |passed: &Vec<Py<PyString>>| passed.iter().map(Py::as_ptr).eq(info.fields.iter().map(Py::as_ptr));
@@ -146,7 +147,7 @@ pub fn check_inert(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<Opt
     crate::decode::check_inert(class, info)?;
     let py = class.py();
     let outcome_is_fixed = info.fields.iter().all(|field| match class_attribute(class, field.bind(py)) {
-        Some(attribute) => !crate::encode::is_python_class(&attribute.get_type()),
+        Some(attribute) => !crate::encode::is_mutable_class(&attribute.get_type()),
         None => true,
     });
     if outcome_is_fixed {
@@ -242,9 +243,10 @@ pub(crate) fn stamp(_class: &Bound<'_, PyType>) -> Option<Stamp> {
     None
 }
 
-/// The `__qualname__` object of a Python class (static types have none: their name is fixed).
+/// The `__qualname__` object of a heap type (static types have none: their name is fixed).
 fn heap_qualname<'py>(class: &Bound<'py, PyType>) -> Option<Bound<'py, PyAny>> {
-    if !crate::encode::is_python_class(class) {
+    // SAFETY: `class` is a valid type object; only its flags are read.
+    if unsafe { (*class.as_type_ptr()).tp_flags } & ffi::Py_TPFLAGS_HEAPTYPE == 0 {
         return None;
     }
     // SAFETY: a heap type's object is a PyHeapTypeObject; ht_qualname is always a str.

@@ -299,7 +299,9 @@ mod compact {
         /// `ptr` must be a live object, and the GIL held.
         unsafe fn find(ptr: *mut ffi::PyObject) -> Option<Inline<Self>>;
 
-        /// Whether `values`, which `find` found for `obj`, is still its array.
+        /// Whether `values`, the array `find` found for `obj`, is still its array: for a made
+        /// dict, whether it is still the dict found, unchanged (then its array and key table
+        /// are those found too).
         ///
         /// # Safety
         /// `obj` must be the live object `find` was given.
@@ -399,10 +401,11 @@ mod compact {
         /// As for `count`.
         #[inline]
         unsafe fn at(&self, obj: *mut ffi::PyObject, position: usize) -> Result<Option<(*mut ffi::PyObject, *mut ffi::PyObject)>, Changed> {
-            // SAFETY: while the pointer is unchanged (`count`) the array is the live one `of`
-            // found, and the shared key table's entries are only ever added to while the class
-            // holds it; the position is bounded by the insertion count, the index by the entry
-            // count, so every read is within them.
+            // SAFETY: while its holder holds it (`count`) the array is the live one `find`
+            // found, and so is the key table: a class's shared table is only ever added to
+            // while the class holds it, and an unchanged made dict still holds the table found.
+            // The position is bounded by the insertion count, the index by the entry count
+            // found, so every read is within them.
             unsafe {
                 if position >= self.count(obj)? {
                     return Ok(None);
@@ -462,8 +465,9 @@ mod compact {
         #[inline]
         pub fn read_all(&self, fields: &mut Vec<(*mut ffi::PyObject, *mut ffi::PyObject)>) -> Result<usize, Changed> {
             let Inline { values, keys, .. } = self.inline;
-            // SAFETY: as in `Inline::at`: the array is the live one `of` found (`count`), no
-            // Python code runs meanwhile, and every index is checked against the entry count.
+            // SAFETY: as in `Inline::at`: the array and key table are the live ones `find`
+            // found (`count`), no Python code runs meanwhile, and every index is checked against
+            // the entry count.
             unsafe {
                 let count = self.count()?;
                 fields.reserve(count);

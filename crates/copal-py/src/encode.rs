@@ -1838,16 +1838,56 @@ fn short_repr(v: &Bound<'_, PyAny>) -> String {
 /// only such classes keep all their instances' state in `__dict__` and `__slots__`, where the
 /// codec reads and sets it. A heap type is not enough: since CPython 3.12 the `_io` classes are
 /// heap types too (as are those of pyo3, Cython or `PyType_FromSpec`), with C state the codec
-/// would drop. What Python code makes is mutable and freed by `subtype_dealloc`
-/// (`pytypes::class_statement_dealloc`); a C class either is immutable or has its own
-/// deallocator, to free its state.
+/// would drop. What Python code makes is mutable, freed by `subtype_dealloc`
+/// (`pytypes::class_statement_dealloc`), and adds to its base's instances only what it declares
+/// (`adds_only_declared_state`). A C class is immutable, or frees its state with a deallocator
+/// of its own; one made by `PyType_FromSpec` without a deallocator gets `subtype_dealloc`, and
+/// is then told apart by the C fields it adds.
 pub fn is_python_class(class: &Bound<'_, PyType>) -> bool {
-    // SAFETY: `class` is a valid type object; only its flags and deallocator are read.
+    // SAFETY: `class` is a valid type object; only its flags and deallocator are read, and its
+    // layout once it is known to be a heap type.
     unsafe {
         let ty = class.as_type_ptr();
         (*ty).tp_flags & (ffi::Py_TPFLAGS_HEAPTYPE | ffi::Py_TPFLAGS_IMMUTABLETYPE) == ffi::Py_TPFLAGS_HEAPTYPE
             && (*ty).tp_dealloc.map(|dealloc| dealloc as usize) == Some(pytypes::class_statement_dealloc())
+            && adds_only_declared_state(ty)
     }
+}
+
+/// Whether the instances of the heap type `ty` are those of its base plus one pointer for each
+/// of its own `__slots__` names, and for the instance dict and weak reference list it adds
+/// inside the object (CPython's `type_new`, which keeps the others before the object: managed
+/// dicts since 3.11, managed weak references since 3.12).
+///
+/// # Safety
+/// `ty` must be a live heap type.
+unsafe fn adds_only_declared_state(ty: *mut ffi::PyTypeObject) -> bool {
+    // SAFETY: the caller's guarantee: a heap type's object is a PyHeapTypeObject, whose
+    // `ht_slots` is null or the tuple of the slot names `type_new` made (`__dict__` and
+    // `__weakref__` taken out); a type's base is null or a live type.
+    unsafe {
+        let base = (*ty).tp_base;
+        if base.is_null() {
+            return false;
+        }
+        let slots = (*ty.cast::<ffi::PyHeapTypeObject>()).ht_slots;
+        let mut declared = if slots.is_null() { 0 } else { ffi::PyTuple_GET_SIZE(slots) };
+        if (*ty).tp_weaklistoffset > 0 && (*base).tp_weaklistoffset == 0 {
+            declared += 1;
+        }
+        if (*ty).tp_flags & ffi::Py_TPFLAGS_MANAGED_DICT == 0 && (*ty).tp_dictoffset != 0 && (*base).tp_dictoffset == 0 {
+            declared += 1;
+        }
+        let pointer = std::mem::size_of::<*mut ffi::PyObject>() as ffi::Py_ssize_t;
+        (*ty).tp_basicsize == (*base).tp_basicsize + declared * pointer
+    }
+}
+
+/// Whether `class` can still change: a class whose attributes may gain or lose a `__set__`
+/// later (static types and immutable heap types cannot).
+pub fn is_mutable_class(class: &Bound<'_, PyType>) -> bool {
+    // SAFETY: `class` is a valid type object; only its flags are read.
+    unsafe { (*class.as_type_ptr()).tp_flags & ffi::Py_TPFLAGS_IMMUTABLETYPE == 0 }
 }
 
 pub fn has_instance_dict(v: &Bound<'_, PyAny>) -> bool {
