@@ -589,11 +589,14 @@ def test_runs_of_one_value_are_written_as_the_transcoder_writes_them(value: Any)
 def test_documents_longer_and_shorter_than_the_last_one_are_written_whole() -> None:
     # The writer sizes its output by the last document's length and grows it past that: each
     # size here is far from the one before, so both a large first guess and several growths of
-    # a small one are taken.
-    for count in (3, 200_000, 1, 50_000, 0, 400_000):
+    # a small one are taken. Past 8 MB (1,500,000 items) the room is handed out a megabyte at a
+    # time (bytes_output.rs `prepare`), which single strings and runs longer than that cross.
+    for count in (3, 200_000, 1, 50_000, 0, 400_000, 1_500_000, 10, 1_500_000):
         assert_written_directly([f"text {i}" for i in range(count)])
         # A run is copied with one growth for all of it.
         assert_written_directly(["a run"] * count)
+    long_text = "a text longer than the room handed out at a time, " * 60_000
+    assert_written_directly([long_text, [long_text] * 5, "é" * 2_000_000])
 
 
 @pytest.mark.parametrize(
