@@ -163,7 +163,7 @@ impl<'py> BytesOutput<'py> {
             self.prepared = self.capacity;
             return;
         }
-        let wanted = self.len + additional.max(PREPARED_STEP);
+        let wanted = self.len.saturating_add(additional.max(PREPARED_STEP));
         let prepared = wanted.min(self.capacity).max(self.prepared);
         // SAFETY: both offsets are within the buffer (`self.prepared <= prepared <= capacity`).
         unsafe { populate_absent_pages(self.data.add(self.prepared) as usize, self.data.add(prepared) as usize) };
