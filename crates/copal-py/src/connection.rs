@@ -1007,7 +1007,6 @@ impl Connection {
 }
 
 impl Connection {
-    #[allow(clippy::type_complexity)]
     fn write_changes<'py>(
         &self,
         py: Python<'py>,
@@ -1016,7 +1015,7 @@ impl Connection {
         watched: &[(u64, Vec<u8>)],
         added: &[Bound<'py, PyAny>],
         deleted: &[Bound<'py, PyAny>],
-    ) -> PyResult<Vec<(Bound<'py, PyAny>, u64, Option<Vec<u8>>)>> {
+    ) -> PyResult<Vec<Written<'py>>> {
         let tid = sink.commit.tid();
         let mut written = Vec::new();
         let outcome = (|| {
@@ -1093,7 +1092,7 @@ impl Connection {
         tid: u64,
         compare_to: Option<(&Vec<u8>, u64)>,
         shape: Option<ClassShape>,
-    ) -> PyResult<Option<(Bound<'py, PyAny>, u64, Option<Vec<u8>>)>> {
+    ) -> PyResult<Option<Written<'py>>> {
         let (record, state_start, mutable) = Encoder::new(sink).record(obj, tid, shape)?;
         let state = &record[state_start..];
         if let Some((saved, serial)) = compare_to {
@@ -1107,6 +1106,10 @@ impl Connection {
         Ok(Some((obj.clone(), oid, mutable_state)))
     }
 }
+
+/// An object a commit wrote: the object, its id, and, if its state can change in place unseen,
+/// the state bytes it was written with (the next commit compares them).
+type Written<'py> = (Bound<'py, PyAny>, u64, Option<Vec<u8>>);
 
 /// Appends every persistent object referenced from `value` (through plain containers and
 /// plain objects, not through other persistent objects) to `out`.

@@ -579,7 +579,7 @@ impl PartialEq for Number {
             (Number::Int(a), Number::Int(b)) => a == b,
             (Number::Float(a), Number::Float(b)) => a == b,
             (Number::Int(i), Number::Float(f)) | (Number::Float(f), Number::Int(i)) => {
-                f.fract() == 0.0 && f.is_finite() && f >= -1.8e19 && f <= 1.8e19 && (f as i128) == i
+                f.fract() == 0.0 && (-1.8e19..=1.8e19).contains(&f) && (f as i128) == i
             }
         }
     }
@@ -633,7 +633,7 @@ mod tests {
 
     #[test]
     fn skipping_and_reusing_buffers_read_the_same_fields() {
-        let fields = vec![
+        let fields = [
             Value::Str("first".into()),
             Value::Int(-7),
             Value::List(vec![Value::Str("in a list".into())]),
@@ -645,13 +645,13 @@ mod tests {
         ];
         let mut w = Writer::new();
         fields.iter().for_each(|v| v.encode(&mut w));
-        for wanted in 0..fields.len() {
+        for (wanted, expected) in fields.iter().enumerate() {
             let mut reader = FieldReader::new(&w.buf, 0, &OneField).unwrap();
             (0..wanted).try_for_each(|_| reader.skip_value()).unwrap();
             // A slot holding a value of another kind, or a longer string, is overwritten.
             let mut slot = if wanted % 2 == 0 { Value::Str("a longer previous string".into()) } else { Value::None };
             reader.next_value_into(&mut slot).unwrap();
-            assert_eq!(slot, fields[wanted]);
+            assert_eq!(&slot, expected);
         }
         let mut reader = FieldReader::new(&w.buf, 0, &OneField).unwrap();
         assert!(reader.next_str_is(b"first").unwrap());
@@ -668,7 +668,7 @@ mod tests {
     #[test]
     fn memo_values_are_the_values_back_references_stand_for() {
         let shared = Value::List(vec![Value::Int(1), Value::Str("x".into())]);
-        let fields = vec![
+        let fields = [
             Value::Str("s".into()),
             Value::Dict(vec![(Value::Str("k".into()), shared.clone())]),
             Value::BackRef(1),

@@ -998,7 +998,7 @@ mod tests {
                 }
             }
             let vocabulary = pick / 8 % 40;
-            let text = if pick % 7 == 0 { format!("unique-{i}") } else { "v".repeat(vocabulary % 5 + 1) + &vocabulary.to_string() };
+            let text = if pick.is_multiple_of(7) { format!("unique-{i}") } else { "v".repeat(vocabulary % 5 + 1) + &vocabulary.to_string() };
             provisional.push(text.clone());
             steps.push(new(form, &text));
         }

@@ -72,6 +72,17 @@ impl Query {
     }
 }
 
+/// A record reached by a path hop, as a query reads it.
+struct ReferencedRecord {
+    descriptor: Arc<Descriptor>,
+    fields: Vec<Value>,
+    bytes: RecordBytes,
+}
+
+/// A record's bytes, shared between the cache of referenced records and the values read from
+/// them (back-references among their fields are resolved against them).
+type RecordBytes = Rc<[u8]>;
+
 /// Reads field values out of records for one query, caching descriptors and referenced records.
 struct Reader<'s> {
     snapshot: &'s Snapshot,
@@ -79,7 +90,7 @@ struct Reader<'s> {
     descriptors: HashMap<u32, Arc<Descriptor>>,
     /// Referenced records read by path hops: their descriptor, fields and bytes (for the
     /// back-references among their fields).
-    referenced: HashMap<Oid, Option<(Arc<Descriptor>, Vec<Value>, Rc<[u8]>)>>,
+    referenced: HashMap<Oid, Option<ReferencedRecord>>,
     /// Where the tested fields sit in the records of the descriptor read last (the records of
     /// an extent nearly always share one).
     layout: Option<FieldLayout>,
@@ -222,24 +233,24 @@ impl<'s> Reader<'s> {
     }
 
     /// The field `name` of the referenced record `oid`, and that record.
-    fn referenced_field(&mut self, oid: Oid, name: &str) -> Result<Option<(Value, Rc<[u8]>)>, StoreError> {
+    fn referenced_field(&mut self, oid: Oid, name: &str) -> Result<Option<(Value, RecordBytes)>, StoreError> {
         if !self.referenced.contains_key(&oid) {
             let loaded = match self.snapshot.get(oid)? {
                 None => None,
                 Some(record) => {
                     let (header, fields) = decode_record_state(&record, self.snapshot)
                         .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })?;
-                    Some((self.descriptor(header.descriptor)?, fields, Rc::from(&record[..])))
+                    Some(ReferencedRecord { descriptor: self.descriptor(header.descriptor)?, fields, bytes: Rc::from(&record[..]) })
                 }
             };
             self.referenced.insert(oid, loaded);
         }
-        Ok(self.referenced[&oid].as_ref().and_then(|(d, fields, record)| {
-            let value = match self.query.field_position(d, name) {
-                Some(i) => fields[i].clone(),
-                None => self.query.field_default(&d.type_name, name)?.clone(),
+        Ok(self.referenced[&oid].as_ref().and_then(|record| {
+            let value = match self.query.field_position(&record.descriptor, name) {
+                Some(i) => record.fields[i].clone(),
+                None => self.query.field_default(&record.descriptor.type_name, name)?.clone(),
             };
-            Some((value, Rc::clone(record)))
+            Some((value, Rc::clone(&record.bytes)))
         }))
     }
 }

@@ -76,7 +76,7 @@ fn key_is_faithful(value: &Value) -> bool {
     match value {
         Value::Float(f) => f.is_nan() || f.abs() < FAITHFUL_NUMBERS,
         Value::BigInt(bytes) => bigint_to_i128(bytes).is_some_and(|i| (i.unsigned_abs() as f64) < FAITHFUL_NUMBERS),
-        Value::Decimal(text) => text.parse::<f64>().is_ok_and(|f| !(f.abs() >= FAITHFUL_NUMBERS)),
+        Value::Decimal(text) => text.parse::<f64>().is_ok_and(|f| f.is_nan() || f.abs() < FAITHFUL_NUMBERS),
         Value::Int(_) | Value::Bool(_) | Value::None => true,
         Value::Str(_) | Value::StrSurrogates(_) | Value::Bytes(_) | Value::ByteArray(_) => true,
         Value::Date { .. } | Value::DateTime { .. } | Value::Time { .. } | Value::TimeDelta { .. } | Value::Uuid(_) => true,
