@@ -187,6 +187,8 @@ impl<'py> BytesOutput<'py> {
         // SAFETY: a live bytes object.
         self.data = unsafe { ffi::PyBytes_AsString(self.bytes) }.cast::<u8>();
         self.capacity = wanted;
+        // The buffer may have moved: what was prepared in the old one says nothing of the new.
+        self.prepared = self.len;
     }
 
     /// Goes on writing over the start of the scratch buffer of a lost document (see `Lost`),
@@ -207,11 +209,12 @@ impl<'py> BytesOutput<'py> {
     }
 }
 
-/// Has Linux map the pages between `start` and `end` that are not in memory yet, in one call,
-/// before they are written (`MADV_POPULATE_WRITE`, Linux 5.14; elsewhere, or where refused, they
-/// fault in as before). Pages already in memory (a buffer reused from the heap) are left alone:
-/// asking for them again cost about a tenth of writing seed 001. What the pages hold is not
-/// changed.
+/// Has Linux map the pages between `start` and `end` that are not in memory yet, a call per
+/// `RESIDENCY_PAGES` pages (one for a `PREPARED_STEP` of 4 KiB pages), before they are written
+/// (`MADV_POPULATE_WRITE`, Linux 5.14; elsewhere, or where refused, they fault in as before).
+/// Pages already in memory (a buffer reused from the heap) are left alone: asking for them
+/// again cost about a tenth of writing seed 001. What the pages hold is not changed, and
+/// nothing is allocated (this runs when memory may be short).
 #[cfg(target_os = "linux")]
 fn populate_absent_pages(start: usize, end: usize) {
     use std::ffi::{c_int, c_uchar, c_void};
@@ -221,26 +224,29 @@ fn populate_absent_pages(start: usize, end: usize) {
         fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
     }
     const MADV_POPULATE_WRITE: c_int = 23;
+    const RESIDENCY_PAGES: usize = 256;
     // SAFETY: `getpagesize` has no preconditions.
     let page = usize::try_from(unsafe { getpagesize() }).unwrap_or(0);
     if !page.is_power_of_two() {
         return;
     }
-    let (start, end) = (start.next_multiple_of(page), end & !(page - 1));
-    if end <= start {
-        return;
-    }
-    let mut residency = vec![0u8; (end - start) / page];
-    // SAFETY: the range lies within one live buffer of this output and is page aligned, and
-    // `residency` has a byte for each of its pages. Neither call changes what the pages hold.
-    unsafe {
-        if mincore(start as *mut c_void, end - start, residency.as_mut_ptr()) != 0 {
-            return;
+    let (mut from, end) = (start.next_multiple_of(page), end & !(page - 1));
+    let mut residency = [0u8; RESIDENCY_PAGES];
+    while from < end {
+        let upto = end.min(from.saturating_add(RESIDENCY_PAGES * page));
+        // SAFETY: the range lies within one live buffer of this output and is page aligned,
+        // and `residency` has a byte for each of its pages. Neither call changes what the
+        // pages hold.
+        unsafe {
+            if mincore(from as *mut c_void, upto - from, residency.as_mut_ptr()) != 0 {
+                return;
+            }
+            if let Some(absent) = residency[..(upto - from) / page].iter().position(|&resident| resident & 1 == 0) {
+                let first = from + absent * page;
+                madvise(first as *mut c_void, upto - first, MADV_POPULATE_WRITE);
+            }
         }
-        if let Some(absent) = residency.iter().position(|&resident| resident & 1 == 0) {
-            let from = start + absent * page;
-            madvise(from as *mut c_void, end - from, MADV_POPULATE_WRITE);
-        }
+        from = upto;
     }
 }
 
