@@ -474,7 +474,6 @@ def test_decimals_compare_exactly(views: Any) -> None:
     ])
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation, see the issue note and docs/ARCHITECTURE.md 'Queries': ties between pending and stored objects are not in object-id order when enum members are compared")
 def test_enum_members(views: Any) -> None:
     v = views([Hue.RED, Hue.BLUE, "red", MISSING, None])
     v.expect([
@@ -640,7 +639,6 @@ def test_order_by_every_kind(views: Any) -> None:
     ])
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation, see the issue note and docs/ARCHITECTURE.md 'Queries': the Python evaluator cannot order every incomparable value like the Rust one")
 def test_order_by_is_total_on_incomparable_values_of_one_kind(views: Any) -> None:
     """Lists whose items differ in kind, list vs tuple, naive vs aware times, Decimal NaN: order_by
     must still sort (the documented order is total) instead of raising or panicking."""

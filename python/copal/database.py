@@ -67,8 +67,16 @@ class Database:
         self._indexes_synced_for = -1
         self._retries = 0
 
-    def transaction(self) -> Transaction:
-        """Starts a transaction; use it in a ``with`` block (commit on success, abort on error)."""
+    def transaction(self, *, readonly: bool = False) -> Transaction:
+        """Starts a transaction; use it in a ``with`` block (commit on success, abort on error).
+
+        With ``readonly=True``, a transaction that only reads: it refuses every change
+        (:class:`~copal.ReadOnlyError`) and its end costs nothing (no state is encoded, compared
+        or committed). Use it for requests that only read::
+
+            with db.transaction(readonly=True) as tx:
+                names = [p.name for p in tx.query(Person).where(city="Oslo")]
+        """
         if self._closed:
             raise RuntimeError("the database is closed")
         with self._lock:
@@ -79,7 +87,7 @@ class Database:
                 self._all.append(conn)
         try:
             self._sync_indexes(conn)
-            return Transaction(self, conn)
+            return Transaction(self, conn, readonly)
         except BaseException:
             # Also when the transaction could not start (its snapshot failed): the connection
             # goes back to the pool rather than being lost to it.
@@ -100,7 +108,7 @@ class Database:
             self._store.sync_removed(removals)
         self._indexes_synced_for = registry_generation[0]
 
-    def run(self, work: Callable[[Transaction], R], retries: int = 3) -> R:
+    def run(self, work: Callable[[Transaction], R], retries: int = 3, *, readonly: bool = False) -> R:
         """Runs ``work(tx)`` in a new transaction and commits it; on a conflict, runs it again
         in another new transaction, which sees the other transaction's changes.
 
@@ -113,6 +121,8 @@ class Database:
                 nothing outside the database (send the e-mail after ``run`` returns).
             retries: How many times to run ``work`` again after a conflict: ``retries=3`` makes
                 at most 4 attempts; 0 makes one.
+            readonly: Runs ``work`` in a read-only transaction (see :meth:`transaction`), which
+                never conflicts.
 
         Returns:
             What ``work`` returned in the attempt that committed.
@@ -125,7 +135,7 @@ class Database:
         """
         attempt = 0
         while True:
-            tx = self.transaction()
+            tx = self.transaction(readonly=readonly)
             try:
                 result = work(tx)
                 tx.commit()
@@ -145,7 +155,9 @@ class Database:
     def stats(self) -> dict[str, int]:
         """This Database object's counters since it was opened: records_read,
         records_written, cache_hits, cache_misses, commits, conflicts (commits refused with
-        ConflictError), retries (transactions :meth:`run` ran again after a conflict)."""
+        ConflictError), retries (transactions :meth:`run` ran again after a conflict),
+        objects_encoded (objects whose state commits encoded, to write it or to compare it with
+        the state it was loaded with)."""
         stats: dict[str, int] = self._store.stats()
         with self._lock:
             stats["retries"] = self._retries

@@ -1,6 +1,17 @@
-"""The exceptions copal raises. All derive from :class:`CopalError`."""
+"""The exceptions copal raises. All derive from :class:`CopalError`.
+
+The classes that carry facts (:class:`ConflictError`, :class:`UniqueViolation`,
+:class:`DanglingReference`) take them as constructor arguments after the message, which is what
+the Rust binding passes (``crates/copal-py/src/errors.rs``); raised from Python with only a
+message, their attributes are empty (``()`` or ``None``). The message alone is the exception's
+``args``, so ``str(error)`` is the message; the attributes live in the instance ``__dict__``,
+which ``BaseException.__reduce__`` pickles along with ``args``, so a pickled error (sent
+to another process, say) keeps them.
+"""
 
 from __future__ import annotations
+
+from typing import Iterable
 
 __all__ = [
     "CopalError",
@@ -11,6 +22,7 @@ __all__ = [
     "DanglingReference",
     "StorageError",
     "DatabaseNotEmpty",
+    "ReadOnlyError",
 ]
 
 
@@ -22,7 +34,21 @@ class ConflictError(CopalError):
     """Another transaction committed a change to an object this transaction changed.
 
     Nothing of this transaction was written. Retry it (``db.run(fn, retries=N)`` does).
+
+    Args:
+        message: What happened; the message names the objects' ids in hex.
+        oids: The ids of the objects that conflicted.
+
+    Attributes:
+        oids: The ids (``obj._p_oid``) of the objects that another transaction changed or
+            deleted after this one read them; ``()`` when the error was raised without them.
     """
+
+    oids: tuple[int, ...]
+
+    def __init__(self, message: str = "", oids: Iterable[int] = ()) -> None:
+        super().__init__(message)
+        self.oids = tuple(oids)
 
 
 class CorruptRecordError(CopalError):
@@ -34,11 +60,47 @@ class SchemaError(CopalError):
 
 
 class UniqueViolation(CopalError):
-    """A commit would store two objects with the same key in a unique index."""
+    """A commit would store two objects with the same key in a unique index.
+
+    Nothing of the transaction was written.
+
+    Args:
+        message: What happened; the message names the index and both objects' ids.
+        index: The description of the index.
+        oids: The two objects' ids, the one being written first.
+
+    Attributes:
+        index: The index, as its declaring class's type name and its fields:
+            ``"app.Person(email)"``; ``None`` when the error was raised without it.
+        oids: The ids of the two objects with the same key: first the one the commit was
+            writing, then the one already holding the key; ``()`` when raised without them.
+    """
+
+    index: str | None
+    oids: tuple[int, ...]
+
+    def __init__(self, message: str = "", index: str | None = None, oids: Iterable[int] = ()) -> None:
+        super().__init__(message)
+        self.index = index
+        self.oids = tuple(oids)
 
 
 class DanglingReference(CopalError):
-    """A reference or id names an object that does not exist (deleted or never committed)."""
+    """A reference or id names an object that does not exist (deleted or never committed).
+
+    Args:
+        message: What happened; the message names the id in hex.
+        oid: The id that names no object.
+
+    Attributes:
+        oid: The id that names no object; ``None`` when it is not known.
+    """
+
+    oid: int | None
+
+    def __init__(self, message: str = "", oid: int | None = None) -> None:
+        super().__init__(message)
+        self.oid = oid
 
 
 class StorageError(CopalError):
@@ -50,3 +112,9 @@ class DatabaseNotEmpty(CopalError):
 
     Imports recreate a database with the same object ids, so they go into a new database.
     """
+
+
+class ReadOnlyError(CopalError):
+    """A read-only transaction (``db.transaction(readonly=True)``) was asked to change something:
+    an attribute of a persistent object, ``tx.add`` or ``tx.delete``. Nothing was changed; make
+    the change in a read-write transaction."""

@@ -83,7 +83,8 @@ class PersistentList(Persistent):
 
     It has the methods and operators of :class:`list` (``append``, ``extend``, ``insert``,
     ``pop``, ``remove``, ``clear``, ``sort``, ``reverse``, ``index``, ``count``, indexing,
-    slicing, ``+=``, ``len``, iteration); each one that changes the list marks it changed.
+    slicing, ``+=``, ``len``, iteration); each one that changes the list marks it changed
+    first, so that a read-only transaction refuses the change before anything changes.
     Items that are themselves mutable plain values (a list in the list) are compared at commit.
 
     >>> items = PersistentList([1, 2])
@@ -110,12 +111,12 @@ class PersistentList(Persistent):
         return self.data[index]
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        self.data[index] = value
         self._p_changed = True
+        self.data[index] = value
 
     def __delitem__(self, index: Any) -> None:
-        del self.data[index]
         self._p_changed = True
+        del self.data[index]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.data)
@@ -166,8 +167,8 @@ class PersistentList(Persistent):
         return self
 
     def __imul__(self, n: SupportsIndex) -> "PersistentList":
-        self.data *= n
         self._p_changed = True
+        self.data *= n
         return self
 
     def copy(self) -> "PersistentList":
@@ -178,37 +179,37 @@ class PersistentList(Persistent):
         return f"PersistentList({self.data!r})"
 
     def append(self, value: Any) -> None:
-        self.data.append(value)
         self._p_changed = True
+        self.data.append(value)
 
     def extend(self, values: Iterable[Any]) -> None:
-        self.data.extend(values)
         self._p_changed = True
+        self.data.extend(values)
 
     def insert(self, index: SupportsIndex, value: Any) -> None:
-        self.data.insert(index, value)
         self._p_changed = True
+        self.data.insert(index, value)
 
     def pop(self, index: SupportsIndex = -1) -> Any:
-        value = self.data.pop(index)
         self._p_changed = True
+        value = self.data.pop(index)
         return value
 
     def remove(self, value: Any) -> None:
-        self.data.remove(value)
         self._p_changed = True
+        self.data.remove(value)
 
     def clear(self) -> None:
-        self.data.clear()
         self._p_changed = True
+        self.data.clear()
 
     def sort(self, *, key: Any = None, reverse: bool = False) -> None:
-        self.data.sort(key=key, reverse=reverse)
         self._p_changed = True
+        self.data.sort(key=key, reverse=reverse)
 
     def reverse(self) -> None:
-        self.data.reverse()
         self._p_changed = True
+        self.data.reverse()
 
     def index(self, value: Any, *args: Any) -> int:
         return self.data.index(value, *args)
@@ -249,12 +250,12 @@ class PersistentDict(Persistent):
         return self.data[key]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self.data[key] = value
         self._p_changed = True
+        self.data[key] = value
 
     def __delitem__(self, key: Any) -> None:
-        del self.data[key]
         self._p_changed = True
+        del self.data[key]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.data)
@@ -300,26 +301,26 @@ class PersistentDict(Persistent):
         return self.data.items()
 
     def pop(self, key: Any, *default: Any) -> Any:
-        value = self.data.pop(key, *default)
         self._p_changed = True
+        value = self.data.pop(key, *default)
         return value
 
     def popitem(self) -> tuple[Any, Any]:
-        item = self.data.popitem()
         self._p_changed = True
+        item = self.data.popitem()
         return item
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
         if key in self.data:
             return self.data[key]
-        self.data[key] = default
         self._p_changed = True
+        self.data[key] = default
         return default
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        self.data.update(*args, **kwargs)
         self._p_changed = True
+        self.data.update(*args, **kwargs)
 
     def clear(self) -> None:
-        self.data.clear()
         self._p_changed = True
+        self.data.clear()

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import datetime
-import decimal
-import enum
-import math
-import uuid
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Iterable, Iterator, TypeVar
 
-from .errors import CopalError
-from .evolution import NO_DEFAULT, BrokenObject, field_default, field_defaults, renamed_fields
-from .persistent import Persistent, registry, registry_generation, type_name_of
-from .slots import stored_state
+from .evolution import field_defaults, renamed_fields
+from .persistent import registry, registry_generation, type_name_of
 
 if TYPE_CHECKING:
     from .transaction import Transaction
@@ -20,7 +13,6 @@ if TYPE_CHECKING:
 __all__ = ["Query", "Expr", "Field", "field"]
 
 T = TypeVar("T")
-_MISSING: Any = object()
 _BATCH = 1000
 
 # A filter travels to Rust as nested tuples (see crates/copal-py/src/query.rs).
@@ -136,131 +128,6 @@ def _extent_type_names(cls: type, only: bool) -> list[str]:
     return names
 
 
-# -- evaluation of conditions on live objects (objects pending in the running transaction) ------
-# Mirrors crates/copal-core/src/query: comparisons between values of different kinds are false,
-# missing values fail every test but != and is_none.
-
-_KINDS: list[tuple[tuple[type, ...], int]] = [
-    ((type(None),), 0),
-    ((bool, int, float, decimal.Decimal), 1),
-    ((str,), 2),
-    ((bytes, bytearray), 3),
-    ((datetime.datetime,), 5),
-    ((datetime.date,), 4),
-    ((datetime.time,), 6),
-    ((datetime.timedelta,), 7),
-    ((uuid.UUID,), 8),
-    ((list, tuple), 9),
-]
-
-
-def _kind(value: Any) -> int:
-    for types, rank in _KINDS:
-        if isinstance(value, types):
-            return rank
-    return 10
-
-
-def _resolve(obj: Any, path: tuple[str, ...], deleted: frozenset[int] = frozenset()) -> Any:
-    """The value at ``path``, following what the Rust evaluator follows: instance attributes,
-    dict keys, and references; anything else is missing. So is a referenced object deleted by
-    the running transaction (``deleted`` holds their ``id()``). An attribute a persistent object
-    lacks has the default that loading would give it (``evolution.field_default``), as in Rust."""
-    value = obj
-    for segment in path:
-        if isinstance(value, dict):
-            value = value.get(segment, _MISSING)
-        elif isinstance(value, Persistent):
-            if id(value) in deleted:
-                return _MISSING
-            try:
-                value._p_activate()
-            except CopalError:
-                return _MISSING  # a reference to a deleted object
-            found = value.__dict__.get(segment, _MISSING)
-            if found is _MISSING:
-                found = field_default(type(value), segment)
-                found = _MISSING if found is NO_DEFAULT else found
-            value = found
-        elif isinstance(value, BrokenObject):
-            value = value.state.get(segment, _MISSING)
-        elif type(value).__module__ != "builtins" and not isinstance(value, (enum.Enum, uuid.UUID)):
-            value = stored_state(value).get(segment, _MISSING)
-        else:
-            return _MISSING
-        if value is _MISSING:
-            return _MISSING
-    return value
-
-
-def _utc(value: Any) -> Any:
-    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
-        return value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
-    return value
-
-
-def _compare(found: Any, op: str, expected: Any) -> bool:
-    if op == "!=":
-        return not _compare(found, "==", expected)
-    if _kind(found) != _kind(expected) or (isinstance(found, (list, tuple)) and type(found) is not type(expected)):
-        return False
-    if isinstance(found, datetime.datetime) and (found.tzinfo is None) != (expected.tzinfo is None):
-        return False  # naive and aware datetimes are never equal nor ordered
-    if found is None and op != "==":
-        return False
-    found, expected = _utc(found), _utc(expected)
-    try:
-        if op == "==":
-            return bool(found == expected)
-        if op == "<":
-            return bool(found < expected)
-        if op == "<=":
-            return bool(found <= expected)
-        if op == ">":
-            return bool(found > expected)
-        return bool(found >= expected)
-    except TypeError:
-        return False
-
-
-def _evaluate(node: Node, obj: Any, deleted: frozenset[int] = frozenset()) -> bool:
-    kind = node[0]
-    if kind == "true":
-        return True
-    if kind == "and":
-        return all(_evaluate(n, obj, deleted) for n in node[1])
-    if kind == "or":
-        return any(_evaluate(n, obj, deleted) for n in node[1])
-    if kind == "not":
-        return not _evaluate(node[1], obj, deleted)
-    value = _resolve(obj, node[1], deleted)
-    if kind == "none":
-        return value is _MISSING or value is None
-    if value is _MISSING:
-        return bool(kind == "cmp" and node[2] == "!=")
-    if kind == "cmp":
-        return _compare(value, node[2], node[3])
-    if kind == "in":
-        return any(_compare(value, "==", v) for v in node[2])
-    prefix = node[2]
-    if isinstance(value, str) and isinstance(prefix, str):
-        return value.startswith(prefix)
-    return isinstance(value, (bytes, bytearray)) and isinstance(prefix, bytes) and value.startswith(prefix)
-
-
-def _sort_key(value: Any) -> tuple[Any, ...]:
-    """The total order of order_by (missing first, then by kind, NaN last in its kind)."""
-    if value is _MISSING:
-        return (0,)
-    nan = isinstance(value, float) and math.isnan(value)
-    comparable = _utc(value) if _kind(value) < 10 else repr(value)
-    return (1, _kind(value), nan, 0 if nan else comparable)
-
-
-def _sort_key_at(path: tuple[str, ...], deleted: frozenset[int]) -> Callable[[Any], tuple[Any, ...]]:
-    return lambda obj: _sort_key(_resolve(obj, path, deleted))
-
-
 class Query(Generic[T]):
     """The stored objects of a class (subclasses included) that satisfy conditions.
 
@@ -337,47 +204,13 @@ class Query(Generic[T]):
         return Query(self._tx, cls, self._node, self._order, self._offset, self._limit, True)
 
     # -- running -------------------------------------------------------------------------------
-    def _pending(self) -> tuple[list[Any], set[int]]:
-        """Matching pending objects, and the ids to leave out of the stored scan."""
-        tx = self._tx
-        # Checked first without building the lists: most queries run with nothing pending.
-        if not tx._added and not tx._deleted and not tx._conn.has_pending():
-            return [], set()
-        pending_objects = tx._pending_objects()
-        if not pending_objects and not tx._deleted:
-            return [], set()
-        deleted = frozenset(id(o) for o in tx._deleted)
-        matches: Callable[[Any], bool] = (
-            (lambda o: type(o) is self._cls) if self._only else (lambda o: isinstance(o, self._cls))
-        )
-        candidates = [o for o in pending_objects if matches(o)]
-        overridden = [o for o in [*pending_objects, *tx._deleted] if o._p_oid is not None]
-        candidates += self._through(overridden, {o._p_oid for o in candidates})
-        exclude = {o._p_oid for o in candidates if o._p_oid is not None}
-        exclude.update(o._p_oid for o in tx._deleted if o._p_oid is not None)
-        found = [o for o in candidates if id(o) not in deleted and _evaluate(self._node, o, deleted)]
-        return found, exclude
-
-    def _through(self, overridden: list[Any], skip: set[int | None]) -> list[Any]:
-        """Stored objects whose paths (in the filter or the order) pass through a reference to
-        an object the transaction changed or deleted. Rust reads the stored state of referenced
-        records, which is stale for those: such objects are evaluated in Python instead."""
-        if not overridden:
-            return []
-        hops = {path[:i] for path in self._paths() for i in range(1, len(path))}
-        if not hops:
-            return []
-        node: Node = ("or", [("in", hop, overridden) for hop in sorted(hops)])
-        oids = [oid for oid in self._ask(node, [], 0, None, set(), "oids") if oid not in skip]
-        found: list[Any] = self._tx._conn.load_many(oids)
-        return found
-
-    def _ask(self, node: Node, order: Any, offset: int, limit: int | None, exclude: set[int], mode: str) -> Any:
-        """Runs a query in Rust over the stored records of the queried classes (Rust resolves
-        their type names to class numbers; a type never stored has no results)."""
+    def _ask(self, order: Any, offset: int, limit: int | None, mode: str) -> Any:
+        """Runs the query in Rust over the stored records of the queried classes and the
+        transaction's own changes (Rust resolves their type names to class numbers; a type
+        never stored nor created has no results)."""
         names = _extent_type_names(self._cls, self._only)
         defaults = field_defaults({segment for path in self._paths() for segment in path})
-        return self._tx._conn.query(names, node, order, offset, limit, exclude, mode, renamed_fields(), defaults)
+        return self._tx._conn.query(names, self._node, order, offset, limit, mode, renamed_fields(), defaults)
 
     def _paths(self) -> list[tuple[str, ...]]:
         paths = [path for path, _ in self._order]
@@ -397,45 +230,16 @@ class Query(Generic[T]):
         return classes
 
     def _run(self, mode: str, limit: int | None = None) -> Any:
-        tx = self._tx
-        tx._check_active()
-        pending, exclude = self._pending()
+        self._tx._check_active()
         limit = self._limit if limit is None else (limit if self._limit is None else min(limit, self._limit))
         order = [(list(path), desc) for path, desc in self._order]
-        if not pending:
-            return self._ask(self._node, order, self._offset, limit, exclude, mode)
-        if mode == "count":
-            # The stored versions of pending objects are excluded: the two sets are disjoint.
-            stored_count: int = self._ask(self._node, [], 0, None, exclude, "count")
-            return stored_count + len(pending)
-        # The first `wanted` results of the union are among the first `wanted` stored results and
-        # the pending matches, so only those stored results are read (and built, if ordered).
-        wanted = None if limit is None else self._offset + limit
-        if not self._order:
-            stored_oids: list[int] = self._ask(self._node, [], 0, wanted, exclude, "oids")
-            merged: list[tuple[int | None, Any]] = sorted(
-                [(oid, None) for oid in stored_oids] + [(o._p_oid, o) for o in pending],
-                key=lambda entry: (entry[0] is None, entry[0] or 0),
-            )[self._offset : wanted]
-            if mode == "oids":
-                return [oid for oid, _ in merged]
-            # Entries without an object are stored results: they all have an oid.
-            loaded = iter(tx._conn.load_many([oid for oid, obj in merged if obj is None and oid is not None]))
-            return [obj if obj is not None else next(loaded) for _, obj in merged]
-        stored: list[Any] = self._ask(self._node, order, 0, wanted, exclude, "objects")
-        # Stored results come in object-id order; merged results keep that order, new objects last.
-        combined = sorted(stored + pending, key=lambda o: (o._p_oid is None, o._p_oid or 0))
-        for path, desc in reversed(self._order):
-            combined.sort(key=_sort_key_at(path, frozenset(id(o) for o in tx._deleted)), reverse=desc)
-        combined = combined[self._offset : wanted]
-        if mode == "oids":
-            return [o._p_oid for o in combined]
-        return combined
+        return self._ask(order, self._offset, limit, mode)
 
     def __iter__(self) -> Iterator[T]:
         """The results, built in batches of 1,000 as the iteration goes (a loop that stops early
         builds only what it consumed, plus the rest of its batch)."""
-        if self._pending()[0]:
+        if self._tx._conn.has_pending():
+            # Objects not stored yet have no id to load them by.
             yield from self._run("objects")
             return
         oids: list[int] = self._run("oids")
@@ -471,20 +275,17 @@ class Query(Generic[T]):
         n: int = self._run("count")
         return n
 
-    def oids(self) -> list[int]:
-        """The object ids of the results, without building the objects."""
-        oids: list[int] = self._run("oids")
+    def oids(self) -> list[int | None]:
+        """The object ids of the results, without building the objects (None for an object the
+        running transaction created and has not committed yet)."""
+        oids: list[int | None] = self._run("oids")
         return oids
 
     def explain(self) -> str:
         """How the query will run: the index or scan the planner chose, then ordering and paging."""
         classes = self._classes()
         order = [(list(path), desc) for path, desc in self._order]
-        access: str = (
-            self._ask(self._node, order, self._offset, self._limit, set(), "explain")
-            if classes
-            else "nothing stored yet"
-        )
+        access: str = self._ask(order, self._offset, self._limit, "explain") if classes else "nothing stored yet"
         parts = [f"{access}; filter {self._describe(self._node)}"]
         defaults = field_defaults({segment for path in self._paths() for segment in path})
         if defaults:

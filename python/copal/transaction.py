@@ -37,18 +37,30 @@ class Transaction:
     (:meth:`Database.run <copal.Database.run>` makes them for you). Its objects then belong to no
     transaction: reading them still works, changing one raises ``RuntimeError``.
 
+    A read-only transaction (``db.transaction(readonly=True)``) reads the same snapshot and
+    costs nothing at its end: it never encodes, compares nor commits. Assigning an attribute of
+    a persistent object, ``add`` and ``delete`` raise :class:`~copal.ReadOnlyError` there.
+    Changes made in place to plain containers (``obj.tags.append(...)``) are not looked for in
+    a read-only transaction: make them in a read-write one. It is the transaction to use for
+    requests that only read.
+
+    The cost of a commit, a query and an abort follows what the transaction used, not what the
+    cache holds: in-place changes of plain containers are looked for among the objects this
+    transaction loaded or touched, and an abort turns only those (and the objects it changed)
+    back into ghosts; other cached objects stay loaded.
+
     Attributes:
         tid_seen: The number of the last transaction committed when this one began: the
             snapshot it reads. A later commit of another transaction is invisible to it.
+        readonly: Whether this transaction refuses changes.
     """
 
-    def __init__(self, db: Database, conn: _core.Connection) -> None:
+    def __init__(self, db: Database, conn: _core.Connection, readonly: bool = False) -> None:
         self._db = db
         self._conn: _core.Connection = conn
-        self._added: list[Persistent] = []
-        self._deleted: list[Persistent] = []
         self._active = True
-        self.tid_seen: int = conn.begin()
+        self.readonly = readonly
+        self.tid_seen: int = conn.begin(readonly)
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -78,27 +90,28 @@ class Transaction:
 
     # -- writing ---------------------------------------------------------------------------
     def add(self, obj: Persistent) -> Persistent:
-        """Makes ``obj`` persistent at commit even if no stored object references it."""
+        """Makes ``obj`` persistent at commit even if no stored object references it.
+
+        Raises TypeError for an object that is not a :class:`~copal.Persistent` or that belongs
+        to another database or connection, and ReadOnlyError in a read-only transaction."""
         self._check_active()
-        if not isinstance(obj, Persistent):
-            raise TypeError(f"only copal.Persistent objects can be added, not {type(obj).__name__}")
-        self._added.append(obj)
+        self._conn.add(obj)
         return obj
 
     def delete(self, obj: Persistent) -> None:
-        """Deletes ``obj`` at commit. References to it elsewhere become dangling."""
+        """Deletes ``obj`` at commit. References to it elsewhere become dangling.
+
+        Raises TypeError for an object that is not a :class:`~copal.Persistent` or that belongs
+        to another database or connection, and ReadOnlyError in a read-only transaction."""
         self._check_active()
-        if obj._p_oid is None:
-            if obj in self._added:
-                self._added.remove(obj)
-            return
-        self._deleted.append(obj)
+        self._conn.delete(obj)
 
     def commit(self) -> int | None:
-        """Commits and ends the transaction; returns its tid (None if nothing changed)."""
+        """Commits and ends the transaction; returns its tid (None if nothing changed, and
+        always in a read-only transaction)."""
         self._check_active()
         try:
-            tid = self._conn.commit(self._added, self._deleted)
+            tid = self._conn.commit()
         except BaseException:
             self._end(aborted=True)
             raise
@@ -111,16 +124,6 @@ class Transaction:
             self._end(aborted=True)
 
     # -- internals -------------------------------------------------------------------------
-    def _pending_objects(self) -> list[Any]:
-        """Objects whose current state may differ from the snapshot (for read-your-writes)."""
-        pending: dict[int, Any] = {}
-        touched = [*self._added, *self._conn.changed_objects(), *self._conn.watched_objects()]
-        if not touched:
-            return []
-        for obj in [*touched, *self._conn.unsaved_reachable(touched)]:
-            pending[id(obj)] = obj
-        return list(pending.values())
-
     def _check_active(self) -> None:
         if not self._active:
             raise RuntimeError("this transaction has ended; start a new one with db.transaction()")

@@ -2,11 +2,11 @@
 //! its changes. The Python `Transaction` drives it; one connection serves one thread at a time.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use copal_core::format::{oid_class, TzInfo, FLAG_MUTABLE_STATE};
-use copal_core::query::{self, Query};
+use copal_core::query::{self, Pending, Query};
 use copal_core::{Commit, Snapshot, Store};
 use copal_core::store::{stale_indexes, DeclaredIndex, FieldDefault, RemovedIndex};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
@@ -19,7 +19,7 @@ use crate::allocation::ToPython;
 use crate::classes::{field_names, keys_are, resolve, ClassCache, ClassShape};
 use crate::decode::{DecodeInfo, Decoder, Resolver};
 use crate::encode::{Encoder, FieldSource, Sink};
-use crate::errors::{DanglingReference, IntoPyResult, SchemaError};
+use crate::errors::{dangling, IntoPyResult, SchemaError};
 use crate::gc::GcPause;
 use crate::hashing::{IntMap, IntSet};
 use crate::list_builder::ListBuilder;
@@ -88,10 +88,20 @@ pub struct Connection {
     /// third of a Python dict's memory per entry and needs no int object per key.
     cache: Guarded<IntMap<u64, Py<PyAny>>>,
     registry: Py<PyDict>,
+    /// The state of the running transaction: the objects it changed, added (`tx.add`) and
+    /// deleted, and the ids of the cached objects holding plain containers that it loaded or
+    /// touched (`watched`). Commit, query and abort work on these alone, so that their cost
+    /// follows the transaction, never the size of the cache.
     changed: Guarded<Vec<Py<PyAny>>>,
-    /// State bytes of loaded objects that hold plain mutable containers, re-encoded at commit
-    /// to detect in-place mutation (FLAG_MUTABLE_STATE).
-    watched: Guarded<IntMap<u64, Vec<u8>>>,
+    added: Guarded<Vec<Py<PyAny>>>,
+    deleted: Guarded<Vec<Py<PyAny>>>,
+    watched: Guarded<IntSet<u64>>,
+    /// Whether the running transaction is read-only: it refuses every change and commits nothing.
+    readonly: AtomicBool,
+    /// The state bytes that cached objects holding plain mutable containers were loaded or last
+    /// written with (FLAG_MUTABLE_STATE): a transaction that watches such an object compares
+    /// its state with them at commit to find changes made in place.
+    saved_states: Guarded<IntMap<u64, Vec<u8>>>,
     classes: Guarded<ClassCache>,
     decode_infos: Guarded<IntMap<u32, Arc<DecodeInfo>>>,
     zones: Guarded<HashMap<String, Py<PyTzInfo>>>,
@@ -113,7 +123,11 @@ impl Connection {
             cache: Guarded::new(IntMap::default()),
             registry,
             changed: Guarded::new(Vec::new()),
-            watched: Guarded::new(IntMap::default()),
+            added: Guarded::new(Vec::new()),
+            deleted: Guarded::new(Vec::new()),
+            watched: Guarded::new(IntSet::default()),
+            readonly: AtomicBool::new(false),
+            saved_states: Guarded::new(IntMap::default()),
             classes: Guarded::new(ClassCache::default()),
             decode_infos: Guarded::new(IntMap::default()),
             zones: Guarded::new(HashMap::new()),
@@ -141,13 +155,30 @@ impl Connection {
         self.snapshot.lock().is_ok_and(|snapshot| snapshot.is_some())
     }
 
+    /// Whether the running transaction is read-only.
+    pub fn is_readonly(&self) -> bool {
+        self.readonly.load(Ordering::Relaxed)
+    }
+
     pub fn register(&self, obj: Py<PyAny>) {
         if let Ok(mut changed) = self.changed.lock() {
             changed.push(obj);
         }
     }
 
+    /// Puts the cached object `oid`, whose state holds plain containers, among the objects the
+    /// running transaction watches for changes in place. Between transactions the set is
+    /// emptied by the next `begin`.
+    pub fn watch(&self, oid: u64) {
+        if let Ok(mut watched) = self.watched.lock() {
+            watched.insert(oid);
+        }
+    }
+
     pub fn forget_state(&self, oid: u64) {
+        if let Ok(mut saved) = self.saved_states.lock() {
+            saved.remove(&oid);
+        }
         if let Ok(mut watched) = self.watched.lock() {
             watched.remove(&oid);
         }
@@ -226,10 +257,13 @@ impl Connection {
         if let (Some(out), Some(found)) = (ghost_refs, decoder.ghost_refs.take()) {
             out.extend(found);
         }
-        PersistentBase::of(obj)?.set_loaded(header.tid);
+        let p = PersistentBase::of(obj)?;
+        p.set_loaded(header.tid);
         // A Broken object is read-only and must keep its record: never re-encoded.
         if header.flags & FLAG_MUTABLE_STATE != 0 && !obj.is_instance(pytypes::broken_type(py)?)? {
-            self.watched.lock()?.insert(oid, record[state_start..].to_vec());
+            self.saved_states.lock()?.insert(oid, record[state_start..].to_vec());
+            p.set_holds_containers(true);
+            self.watch(oid);
         }
         self.loaded.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -386,10 +420,6 @@ impl Connection {
 enum ReadFailure {
     Missing(u64),
     Store(copal_core::StoreError),
-}
-
-fn dangling(oid: u64) -> PyErr {
-    DanglingReference::new_err(format!("object {oid:#x} does not exist (deleted, or never committed)"))
 }
 
 /// A new, empty instance of persistent `class`, created by the base class's constructor only:
@@ -582,13 +612,18 @@ impl Sink for CommitSink<'_, '_> {
 
 #[pymethods]
 impl Connection {
-    /// Starts a transaction: takes a fresh snapshot and invalidates cached objects that other
-    /// transactions changed since this connection last looked.
-    fn begin<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// Starts a transaction (`readonly`: one that refuses every change and commits nothing):
+    /// takes a fresh snapshot and invalidates cached objects that other transactions changed
+    /// since this connection last looked.
+    #[pyo3(signature = (readonly=false))]
+    fn begin<'py>(&self, py: Python<'py>, readonly: bool) -> PyResult<Bound<'py, PyAny>> {
         // Shrinking the cache here rather than when the previous transaction ended keeps the
         // cost out of single-transaction programs and off the commit's latency.
         self.evict(py)?;
+        // A new generation: the first touch of each object in this transaction is seen.
         GENERATION.fetch_add(1, Ordering::Relaxed);
+        self.watched.lock()?.clear();
+        self.readonly.store(readonly, Ordering::Relaxed);
         let store = self.store.get()?;
         let snapshot = without_gil(py, || Snapshot::new(&store)).py_err()?.count_into(&self.stats.storage);
         let since = self.seen_tid.load(Ordering::Relaxed);
@@ -610,13 +645,16 @@ impl Connection {
         Ok(tid)
     }
 
-    /// Ends the transaction: releases the snapshot; on abort, changed objects become ghosts
-    /// again so that they reload their committed state.
+    /// Ends the transaction: releases the snapshot and forgets its state; on abort, the objects
+    /// it changed become ghosts again so that they reload their committed state, and so do the
+    /// objects holding plain containers that it used (they may have been changed in place).
+    /// Cached objects it did not use stay loaded.
     fn end(&self, py: Python<'_>, aborted: bool) -> PyResult<()> {
         let changed: Vec<_> = self.changed.lock()?.drain(..).collect();
+        let watched: Vec<u64> = self.watched.lock()?.drain().collect();
+        self.added.lock()?.clear();
+        self.deleted.lock()?.clear();
         if aborted {
-            // Objects holding plain containers may have been mutated in place: they reload too.
-            let watched: Vec<u64> = self.watched.lock()?.keys().copied().collect();
             for oid in watched {
                 if let Some(obj) = self.cached(py, oid)? {
                     deactivate(&obj, true)?;
@@ -626,8 +664,54 @@ impl Connection {
                 deactivate(obj.bind(py), true)?;
             }
         }
+        self.readonly.store(false, Ordering::Relaxed);
         self.snapshot.lock()?.take();
         Ok(())
+    }
+
+    /// Makes `obj` persistent at the next commit even if no stored object references it.
+    fn add(slf: &Bound<'_, Self>, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+        let this = slf.get();
+        this.check_writable("add objects")?;
+        let p = this.own_object(slf, obj, "added")?;
+        if p.state() == UNSAVED && !this.added.lock()?.iter().any(|o| o.is(obj)) {
+            this.added.lock()?.push(obj.clone().unbind());
+        }
+        Ok(())
+    }
+
+    /// Deletes `obj` at the next commit; an object added in this transaction is no longer added.
+    fn delete(slf: &Bound<'_, Self>, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+        let this = slf.get();
+        this.check_writable("delete objects")?;
+        let p = this.own_object(slf, obj, "deleted")?;
+        if p.state() == GHOST {
+            // Its serial, which the commit's conflict check compares, is that of the record in
+            // this transaction's snapshot.
+            this.activate(obj)?;
+        }
+        if p.state() == UNSAVED {
+            this.added.lock()?.retain(|o| !o.is(obj));
+        } else if !this.deleted.lock()?.iter().any(|o| o.is(obj)) {
+            this.deleted.lock()?.push(obj.clone().unbind());
+        }
+        Ok(())
+    }
+
+    /// The objects added (`add`) in the running transaction and not stored yet.
+    fn added_objects<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        ListBuilder::of(py, self.added.lock()?.iter().map(|o| o.bind(py).clone()).collect())
+    }
+
+    /// The objects deleted in the running transaction.
+    fn deleted_objects<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        ListBuilder::of(py, self.deleted.lock()?.iter().map(|o| o.bind(py).clone()).collect())
+    }
+
+    /// Whether the running transaction is read-only.
+    #[getter]
+    fn readonly(&self) -> bool {
+        self.is_readonly()
     }
 
     /// The object with id `oid`, loaded (raises DanglingReference if it does not exist).
@@ -706,75 +790,97 @@ impl Connection {
     }
 
     /// Runs a query on this snapshot, in Rust on the raw records of the objects stored under the
-    /// type names `names`: `mode` "objects" returns the matching objects, "oids" their ids,
-    /// "count" how many match. `exclude` leaves out objects that are pending in the running
-    /// transaction (the caller tests those in Python).
-    #[pyo3(signature = (names, filter, order, offset, limit, exclude, mode, renamed, defaults))]
+    /// type names `names`, seeing the running transaction's own changes (`crate::pending`):
+    /// `mode` "objects" returns the matching objects, "oids" their ids (None for an object not
+    /// stored yet), "count" how many match, "explain" how the query runs.
+    #[pyo3(signature = (names, filter, order, offset, limit, mode, renamed, defaults))]
     #[allow(clippy::too_many_arguments)]
     fn query<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         names: Vec<String>,
         filter: &Bound<'py, PyAny>,
         order: Vec<(Vec<String>, bool)>,
         offset: usize,
         limit: Option<usize>,
-        exclude: &Bound<'py, PyAny>,
         mode: &str,
         renamed: Vec<(String, String, String)>,
         defaults: Vec<(String, String, Bound<'py, PyAny>)>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let classes = self.resolve_classes(&names)?;
+        let py = slf.py();
+        let this = slf.get();
+        let jar = slf.clone().unbind();
+        let mut overlay = this.overlay(slf)?;
+        let mut classes = this.resolve_classes(&names)?;
+        if let Some(overlay) = &overlay {
+            // New objects may be of classes the store has never held (provisional numbers).
+            classes.extend(names.iter().filter_map(|name| overlay.pending.provisional_class(name)));
+        }
         if classes.is_empty() && mode != "explain" {
-            // Nothing of these types was ever stored.
+            // Nothing of these types was ever stored, nor is about to be.
             return if mode == "count" { 0.into_bound_py_any(py) } else { Ok(ListBuilder::of(py, Vec::new())?.into_any()) };
         }
-        let mut sink = ReadOnlySink { conn: self, unknown_class: false };
-        let mut converter = OperandConverter { sink: &mut sink };
+        // Operands mean what stored values mean; with an overlay, new objects and the classes
+        // and layouts it made are known too.
+        let mut read_only = ReadOnlySink { conn: this, unknown_class: false };
+        let mut in_overlay = overlay.as_mut().map(|overlay| overlay.operand_sink(this, &jar));
+        let sink: &mut dyn OperandSink = match in_overlay.as_mut() {
+            Some(sink) => sink,
+            None => &mut read_only,
+        };
+        let mut converter = OperandConverter { sink };
         let filter = converter.expr(filter)?;
         let mut query = Query::new(classes, filter);
         for (type_name, field, default) in defaults {
             query.defaults.entry(type_name).or_default().push((field, converter.value(&default)?));
         }
+        drop(in_overlay);
         query.order = order;
         query.offset = offset;
         query.limit = limit;
-        // Read here: pyo3's conversion of a set argument panics when its iterator cannot be
-        // allocated.
-        for oid in exclude.try_iter()? {
-            query.exclude.insert(oid?.extract()?);
-        }
         for (type_name, old, new) in renamed {
             query.renamed.entry(type_name).or_default().push((old, new));
         }
         let _pause = GcPause::new(py);
+        let empty = Pending::default();
+        let pending = overlay.as_ref().map_or(&empty, |overlay| &overlay.pending);
         if mode == "explain" {
-            let text = self.with_snapshot(|snapshot| query::explain(snapshot, &query).py_err())?;
+            let text = this.with_snapshot(|snapshot| query::explain_pending(snapshot, pending, &query).py_err())?;
             return Ok(crate::allocation::str(py, &text)?.into_any());
         }
+        let pending = SameThread(pending);
         if mode == "count" {
-            let n = self.with_snapshot(|snapshot| {
+            let n = this.with_snapshot(|snapshot| {
                 let snapshot = SameThread(snapshot);
-                without_gil(py, || query::count(snapshot.0, &query)).py_err()
+                without_gil(py, || query::count_pending(snapshot.0, pending.0, &query)).py_err()
             })?;
             return crate::allocation::unsigned_int(py, n);
         }
-        let matches = self.with_snapshot(|snapshot| {
+        let matches = this.with_snapshot(|snapshot| {
             let snapshot = SameThread(snapshot);
-            without_gil(py, || query::run(snapshot.0, &query)).py_err()
+            without_gil(py, || query::run_pending(snapshot.0, pending.0, &query)).py_err()
         })?;
+        let new_objects = overlay.as_ref().map(|overlay| &overlay.new_objects);
         let out = ListBuilder::of(py, Vec::new())?;
         for (oid, record) in matches {
+            let new_object = new_objects.and_then(|objects| objects.get(&oid));
             if mode == "oids" {
-                out.append(crate::allocation::unsigned_int(py, oid)?)?;
+                match new_object {
+                    Some(_) => out.append(py.None())?,
+                    None => out.append(crate::allocation::unsigned_int(py, oid)?)?,
+                }
                 continue;
             }
-            let obj = self.object_for(py, oid)?;
+            if let Some(obj) = new_object {
+                out.append(obj.bind(py))?;
+                continue;
+            }
+            // A result with a pending record is an object of this transaction, loaded already.
+            let obj = this.object_for(py, oid)?;
             if PersistentBase::of(&obj)?.state() == GHOST {
-                self.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
-                self.set_state(&obj, oid, &record, None)?;
+                this.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
+                this.set_state(&obj, oid, &record, None)?;
             } else {
-                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                this.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
             }
             out.append(obj)?;
         }
@@ -853,29 +959,13 @@ impl Connection {
     /// mutable containers (which may have changed in place): without them a query needs no
     /// read-your-writes work.
     fn has_pending(&self) -> PyResult<bool> {
-        Ok(!self.changed.lock()?.is_empty() || !self.watched.lock()?.is_empty())
-    }
-
-    /// Persistent objects not stored yet that are reachable from `objects` (through plain
-    /// values and other unsaved objects): what the next commit would add.
-    fn unsaved_reachable<'py>(&self, py: Python<'py>, objects: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
-        let mut queue: Vec<Bound<'py, PyAny>> = objects.iter().collect();
-        let mut seen = IntSet::default();
-        let out = PyList::empty(py);
-        while let Some(obj) = queue.pop() {
-            let mut refs = Vec::new();
-            if crate::encode::has_instance_dict(&obj) {
-                collect_references(&crate::persistent::instance_dict(&obj)?.into_any(), &mut refs, 0)?;
-            }
-            for r in refs {
-                let unsaved = PersistentBase::of(&r)?.state() == UNSAVED;
-                if unsaved && seen.insert(r.as_ptr() as usize) {
-                    out.append(&r)?;
-                    queue.push(r);
-                }
-            }
+        if self.is_readonly() {
+            return Ok(false);
         }
-        Ok(out)
+        Ok(!self.changed.lock()?.is_empty()
+            || !self.watched.lock()?.is_empty()
+            || !self.added.lock()?.is_empty()
+            || !self.deleted.lock()?.is_empty())
     }
 
     /// Objects registered as changed in the running transaction.
@@ -883,10 +973,11 @@ impl Connection {
         ListBuilder::of(py, self.changed.lock()?.iter().map(|o| o.bind(py).clone()).collect())
     }
 
-    /// Loaded objects whose state holds plain mutable containers (possibly changed in place).
+    /// Objects holding plain mutable containers that the running transaction loaded or touched
+    /// (possibly changed in place).
     fn watched_objects<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        let oids: Vec<u64> = self.watched.lock()?.keys().copied().collect();
+        let oids: Vec<u64> = self.watched.lock()?.iter().copied().collect();
         for oid in oids {
             if let Some(obj) = self.cached(py, oid)? {
                 out.append(obj)?;
@@ -899,7 +990,10 @@ impl Connection {
     fn close(&self) -> PyResult<()> {
         self.snapshot.lock()?.take();
         self.changed.lock()?.clear();
+        self.added.lock()?.clear();
+        self.deleted.lock()?.clear();
         self.watched.lock()?.clear();
+        self.saved_states.lock()?.clear();
         let cache = std::mem::take(&mut *self.cache.lock()?);
         drop(cache);
         self.me.lock()?.take();
@@ -912,16 +1006,28 @@ impl Connection {
         self.loaded.load(Ordering::Relaxed).to_python(py)
     }
 
-    /// Commits the running transaction: objects registered as changed, loaded objects whose
-    /// plain containers were mutated in place, `added` objects and everything newly reachable
-    /// from them, and the deletion of `deleted`. Returns the new tid, or None when there was
-    /// nothing to write.
-    fn commit<'py>(slf: &Bound<'py, Self>, added: Vec<Bound<'py, PyAny>>, deleted: Vec<Bound<'py, PyAny>>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    /// Commits the running transaction: objects registered as changed, watched objects whose
+    /// plain containers were changed in place, added objects and everything newly reachable
+    /// from them, and the deletion of deleted objects. Returns the new tid, or None when there
+    /// was nothing to write (always, in a read-only transaction).
+    fn commit<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let py = slf.py();
         let this = slf.get();
+        if this.is_readonly() {
+            return Ok(None);
+        }
         let jar = slf.clone().unbind();
         let changed: Vec<Bound<'_, PyAny>> = this.changed.lock()?.iter().map(|o| o.bind(py).clone()).collect();
-        let watched: Vec<(u64, Vec<u8>)> = this.watched.lock()?.iter().map(|(k, v)| (*k, v.clone())).collect();
+        let added: Vec<Bound<'_, PyAny>> = this.added.lock()?.iter().map(|o| o.bind(py).clone()).collect();
+        let deleted: Vec<Bound<'_, PyAny>> = this.deleted.lock()?.iter().map(|o| o.bind(py).clone()).collect();
+        let watched: Vec<(u64, Vec<u8>)> = {
+            let saved = this.saved_states.lock()?;
+            let mut watched: Vec<(u64, Vec<u8>)> =
+                this.watched.lock()?.iter().filter_map(|oid| saved.get(oid).map(|state| (*oid, state.clone()))).collect();
+            // In id order: the records are compared and written in the order they sit on disk.
+            watched.sort_unstable_by_key(|(oid, _)| *oid);
+            watched
+        };
         let unsaved_added = added.iter().any(|o| PersistentBase::of(o).map(|p| p.state() == UNSAVED).unwrap_or(true));
         if changed.is_empty() && deleted.is_empty() && !unsaved_added && watched.is_empty() {
             return Ok(None);
@@ -959,7 +1065,7 @@ impl Connection {
                 let Some(tid) = tid else { return Ok(None) };
                 let mut cache = this.cache.lock()?;
                 cache.reserve(written.len());
-                let mut watched = this.watched.lock()?;
+                let mut saved = this.saved_states.lock()?;
                 for (obj, oid, mutable_state) in written {
                     let p = PersistentBase::of(&obj)?;
                     let was_loaded = p.state() != GHOST;
@@ -970,12 +1076,13 @@ impl Connection {
                     } else if !was_loaded {
                         this.loaded.fetch_add(1, Ordering::Relaxed);
                     }
+                    p.set_holds_containers(mutable_state.is_some());
                     match mutable_state {
                         Some(state) => {
-                            watched.insert(oid, state);
+                            saved.insert(oid, state);
                         }
-                        None if !watched.is_empty() => {
-                            watched.remove(&oid);
+                        None if !saved.is_empty() => {
+                            saved.remove(&oid);
                         }
                         None => {}
                     }
@@ -985,8 +1092,9 @@ impl Connection {
                     if let Some(oid) = p.oid() {
                         // `obj` itself is still referenced by `deleted`: no deallocation here.
                         cache.remove(&oid);
-                        watched.remove(&oid);
+                        saved.remove(&oid);
                     }
+                    p.set_holds_containers(false);
                     p.detach();
                 }
                 // Only when no other commit came between this transaction's snapshot and its
@@ -995,9 +1103,12 @@ impl Connection {
                 if tid == this.seen_tid.load(Ordering::Relaxed) + 1 {
                     this.seen_tid.store(tid, Ordering::Relaxed);
                 }
-                drop(watched);
+                drop(saved);
                 drop(cache);
                 this.changed.lock()?.clear();
+                this.added.lock()?.clear();
+                this.deleted.lock()?.clear();
+                this.watched.lock()?.clear();
                 // Committed: a tid that cannot be made an int is still a MemoryError, not a panic.
                 Ok(Some(crate::allocation::unsigned_int(py, tid)?))
             }
@@ -1007,6 +1118,68 @@ impl Connection {
 }
 
 impl Connection {
+    /// The store, while the connection is open.
+    pub(crate) fn store(&self) -> PyResult<Arc<Store>> {
+        self.store.get()
+    }
+
+    /// The cache of the classes this connection encodes and decodes.
+    pub(crate) fn classes(&self) -> PyResult<MutexGuard<'_, ClassCache>> {
+        self.classes.lock()
+    }
+
+    /// The running transaction's changes as records for the query engine, or None when it has
+    /// none (always in a read-only transaction, which never compares).
+    fn overlay(&self, slf: &Bound<'_, Self>) -> PyResult<Option<crate::pending::Overlay>> {
+        let py = slf.py();
+        if self.is_readonly() {
+            return Ok(None);
+        }
+        let bind = |objects: &[Py<PyAny>]| objects.iter().map(|o| o.bind(py).clone()).collect::<Vec<_>>();
+        let changed = bind(&self.changed.lock()?);
+        let added = bind(&self.added.lock()?);
+        let deleted = bind(&self.deleted.lock()?);
+        let watched_oids: Vec<u64> = self.watched.lock()?.iter().copied().collect();
+        if changed.is_empty() && added.is_empty() && deleted.is_empty() && watched_oids.is_empty() {
+            return Ok(None);
+        }
+        let mut watched = Vec::with_capacity(watched_oids.len());
+        for oid in watched_oids {
+            let saved = self.saved_states.lock()?.get(&oid).cloned();
+            if let (Some(obj), Some(saved)) = (self.cached(py, oid)?, saved) {
+                watched.push((obj, saved));
+            }
+        }
+        let changes = crate::pending::TransactionChanges { changed, watched, added, deleted };
+        crate::pending::overlay(py, self, &slf.clone().unbind(), changes)
+    }
+
+    /// Refuses `what` in a read-only transaction.
+    fn check_writable(&self, what: &str) -> PyResult<()> {
+        if self.is_readonly() {
+            return Err(crate::errors::ReadOnlyError::new_err(format!(
+                "cannot {what} in a read-only transaction; use db.transaction() (read-write) for changes"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `obj` as a persistent object that is new or of this connection (`what`: what the
+    /// caller does with it, for the error): an object of another connection or database is
+    /// refused, as referencing one is.
+    fn own_object<'a>(&self, slf: &Bound<'_, Self>, obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a PersistentBase> {
+        let p = PersistentBase::of(obj).map_err(|_| {
+            PyTypeError::new_err(format!("only copal.Persistent objects can be {what}, not {}", obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()))
+        })?;
+        if p.state() != UNSAVED && !p.is_jar(&slf.clone().unbind()) {
+            return Err(PyTypeError::new_err(format!(
+                "a persistent object of another connection or database cannot be {what} here; \
+                 load it in this transaction"
+            )));
+        }
+        Ok(p)
+    }
+
     fn write_changes<'py>(
         &self,
         py: Python<'py>,
@@ -1093,6 +1266,7 @@ impl Connection {
         compare_to: Option<(&Vec<u8>, u64)>,
         shape: Option<ClassShape>,
     ) -> PyResult<Option<Written<'py>>> {
+        self.stats.objects_encoded.fetch_add(1, Ordering::Relaxed);
         let (record, state_start, mutable) = Encoder::new(sink).record(obj, tid, shape)?;
         let state = &record[state_start..];
         if let Some((saved, serial)) = compare_to {

@@ -103,6 +103,7 @@ impl Store {
         set_item(&out, "conflicts", StoreStats::get(&s.conflicts))?;
         set_item(&out, "cache_hits", self.stats.cache_hits.load(Ordering::Relaxed))?;
         set_item(&out, "cache_misses", self.stats.cache_misses.load(Ordering::Relaxed))?;
+        set_item(&out, "objects_encoded", self.stats.objects_encoded.load(Ordering::Relaxed))?;
         Ok(out)
     }
 

@@ -1,5 +1,11 @@
-//! Maps core errors onto the Python exception hierarchy defined in python/copal/errors.py.
+//! Maps core errors onto the Python exception hierarchy defined in python/copal/errors.py: one
+//! match per core error enum, the class chosen by the variant (never by the message), with a
+//! fallback to the parent class for variants added later. The facts a variant carries become
+//! the exception's attributes (`ConflictError.oids`, `UniqueViolation.index`, ...): they are
+//! passed as constructor arguments, in the order of the Python class's `__init__`, so the
+//! exception is still built lazily and the mapping needs no GIL.
 
+use copal_core::store::TransferError;
 use copal_core::{DecodeError, StoreError};
 use pyo3::prelude::*;
 
@@ -11,24 +17,60 @@ pyo3::import_exception!(copal.errors, DanglingReference);
 pyo3::import_exception!(copal.errors, StorageError);
 pyo3::import_exception!(copal.errors, UniqueViolation);
 pyo3::import_exception!(copal.errors, DatabaseNotEmpty);
+pyo3::import_exception!(copal.errors, ReadOnlyError);
 
+/// The Python exception of a store error, with the error's own message.
 pub fn store_error(error: StoreError) -> PyErr {
     let message = error.to_string();
+    store_error_with(error, message)
+}
+
+/// The Python exception of a store error, with `message` in place of the error's own (a caller
+/// that adds context, such as a partial import, keeps the class and the attributes).
+pub fn store_error_with(error: StoreError, message: String) -> PyErr {
     match error {
-        StoreError::Conflict { .. } => ConflictError::new_err(message),
+        StoreError::Conflict { oid, .. } => ConflictError::new_err((message, (oid,))),
+        // The object being written first, then the one already holding the key.
+        StoreError::UniqueViolation { index, oid, other } => UniqueViolation::new_err((message, index, (oid, other))),
         StoreError::Corrupt { .. } => CorruptRecordError::new_err(message),
         // A store layout this copal cannot use is about the database, not the application's
         // classes: StorageError on both stores (docs/reference/errors.md).
         StoreError::Storage { .. } | StoreError::Exhausted { .. } | StoreError::Incompatible { .. } => {
             StorageError::new_err(message)
         }
-        StoreError::UniqueViolation { .. } => UniqueViolation::new_err(message),
         _ => CopalError::new_err(message),
     }
 }
 
+/// `DanglingReference` for an object id without a record, with the id as `.oid`.
+pub fn dangling(oid: u64) -> PyErr {
+    DanglingReference::new_err((format!("object {oid:#x} does not exist (deleted, or never committed)"), oid))
+}
+
+/// `CorruptRecordError` for bytes that did not decode. Every kind of decode error is damaged
+/// input, so the class does not depend on the variant; `what` names the bytes ("record 0x...").
 pub fn corrupt(what: impl std::fmt::Display, error: DecodeError) -> PyErr {
     CorruptRecordError::new_err(format!("corrupt {what}: {error}"))
+}
+
+/// The Python exception of a failed export or import. `reading`: an I/O error comes from
+/// reading (and decompressing) the export, so the input is damaged. A store error keeps its
+/// class and attributes, with the whole message (a partial import says what it left behind).
+pub fn transfer_error(error: TransferError, reading: bool) -> PyErr {
+    let message = error.to_string();
+    let cause = match error {
+        TransferError::Partial { cause, .. } => *cause,
+        other => other,
+    };
+    match cause {
+        TransferError::Store(e) => store_error_with(e, message),
+        TransferError::Io(e) if reading => CorruptRecordError::new_err(format!("not a valid copal export: {e}")),
+        TransferError::Io(_) => pyo3::exceptions::PyOSError::new_err(message),
+        TransferError::NotEmpty { .. } => DatabaseNotEmpty::new_err(message),
+        TransferError::UnknownType { .. } => SchemaError::new_err(message),
+        TransferError::Malformed { .. } => CorruptRecordError::new_err(message),
+        _ => CopalError::new_err(message),
+    }
 }
 
 pub trait IntoPyResult<T> {

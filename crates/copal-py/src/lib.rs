@@ -21,6 +21,7 @@ mod json_keys;
 mod json_writer;
 mod known_containers;
 mod list_builder;
+mod pending;
 mod persistent;
 mod prefetch;
 mod query;

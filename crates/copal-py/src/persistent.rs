@@ -12,7 +12,7 @@
 //! `_p_` ones loads its record. Assigning an attribute of an up-to-date object registers it with
 //! its connection as changed.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyAttributeError, PyRuntimeError};
@@ -32,7 +32,8 @@ pub const UNSAVED: u8 = 3;
 const NO_OID: u64 = u64::MAX;
 
 /// Incremented at every transaction start; an object's `last_access` records the generation in
-/// which it was last touched, so that cache eviction can ghostify the least recently used.
+/// which it was last touched, so that cache eviction can ghostify the least recently used, and so
+/// that the first touch of an object in a transaction is seen (see `holds_containers`).
 pub static GENERATION: AtomicU32 = AtomicU32::new(1);
 
 /// The persistence fields of every persistent object. The class is frozen (no borrow flag):
@@ -45,6 +46,10 @@ pub struct PersistentBase {
     /// The tid of the record this object's state came from (its serial).
     serial: AtomicU64,
     last_access: AtomicU32,
+    /// Whether the loaded state holds plain mutable containers, which may change in place
+    /// unseen: the first touch of such an object in a generation tells its connection, whose
+    /// running transaction then compares the object's state at commit (and only then).
+    holds_containers: AtomicBool,
     jar: Mutex<Option<Py<Connection>>>,
 }
 
@@ -84,6 +89,14 @@ impl PersistentBase {
         self.state.store(state, Ordering::Relaxed);
     }
 
+    pub fn holds_containers(&self) -> bool {
+        self.holds_containers.load(Ordering::Relaxed)
+    }
+
+    pub fn set_holds_containers(&self, holds: bool) {
+        self.holds_containers.store(holds, Ordering::Relaxed);
+    }
+
     /// Makes the object loaded from (or written as) the record with `serial`.
     pub fn set_loaded(&self, serial: u64) {
         self.serial.store(serial, Ordering::Relaxed);
@@ -105,10 +118,26 @@ impl PersistentBase {
         self.set_state(UNSAVED);
     }
 
-    fn touch(&self) {
+    /// Records an access in the current generation; returns whether it is the first one.
+    fn touch(&self) -> bool {
         let generation = GENERATION.load(Ordering::Relaxed);
-        if self.last_access.load(Ordering::Relaxed) != generation {
+        let first = self.last_access.load(Ordering::Relaxed) != generation;
+        if first {
             self.last_access.store(generation, Ordering::Relaxed);
+        }
+        first
+    }
+
+    /// Records an access by the application; the first one in a generation of an object whose
+    /// state holds plain containers puts it among the objects its connection's running
+    /// transaction watches for changes in place.
+    fn touch_by_application(&self) {
+        if self.touch() && self.holds_containers() {
+            if let (Some(oid), Ok(jar)) = (self.oid(), self.jar.lock()) {
+                if let Some(jar) = jar.as_ref() {
+                    jar.get().watch(oid);
+                }
+            }
         }
     }
 }
@@ -127,6 +156,7 @@ impl PersistentBase {
             state: AtomicU8::new(UNSAVED),
             serial: AtomicU64::new(0),
             last_access: AtomicU32::new(0),
+            holds_containers: AtomicBool::new(false),
             jar: Mutex::new(None),
         }
     }
@@ -136,7 +166,7 @@ impl PersistentBase {
         match this.state() {
             UNSAVED => {}
             GHOST if !is_persistence_name(name.to_str()?) => activate(slf.as_any())?,
-            _ => this.touch(),
+            _ => this.touch_by_application(),
         }
         generic_getattr(slf.as_any(), name)
     }
@@ -276,13 +306,17 @@ fn activate(obj: &Bound<'_, PyAny>) -> PyResult<()> {
     }
 }
 
-/// Refuses to change a stored object while no transaction runs on its connection: the change
+/// Refuses to change a stored object while no transaction runs on its connection (the change
 /// would wait there, unseen, and be committed by whichever transaction takes the connection
-/// next (another thread's, perhaps).
+/// next, another thread's perhaps) or while a read-only one does.
 fn check_in_transaction(slf: &Bound<'_, PersistentBase>) -> PyResult<()> {
     match slf.get().jar(slf.py()) {
         Some(jar) if !jar.get().in_transaction() => Err(PyRuntimeError::new_err(format!(
             "cannot change {}: the transaction that loaded it has ended; change it in a transaction (with db.transaction() as tx: ...)",
+            slf.repr()?
+        ))),
+        Some(jar) if jar.get().is_readonly() => Err(crate::errors::ReadOnlyError::new_err(format!(
+            "cannot change {}: the transaction is read-only; change it in a read-write transaction (with db.transaction() as tx: ...)",
             slf.repr()?
         ))),
         _ => Ok(()),
@@ -308,6 +342,7 @@ pub fn deactivate(obj: &Bound<'_, PyAny>, force: bool) -> PyResult<()> {
         _ => {}
     }
     this.set_state(GHOST);
+    this.set_holds_containers(false);
     set_instance_dict(obj, &crate::allocation::dict(obj.py())?)?;
     if let (Some(jar), Some(oid)) = (this.jar(obj.py()), this.oid()) {
         jar.get().forget_state(oid);

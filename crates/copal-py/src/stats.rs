@@ -10,5 +10,8 @@ use copal_core::store::StoreStats;
 pub struct SharedStats {
     pub cache_hits: AtomicU64,
     pub cache_misses: AtomicU64,
+    /// Objects whose state a commit encoded (to write it, or to compare it with the state it
+    /// was loaded with): the measure of a commit's work.
+    pub objects_encoded: AtomicU64,
     pub storage: Arc<StoreStats>,
 }

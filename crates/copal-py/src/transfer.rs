@@ -14,7 +14,7 @@ use pyo3::types::{PyDict, PyString};
 
 use crate::allocation::{self, interned, set_item, ToPython};
 use crate::database::Store;
-use crate::errors::{store_error, CorruptRecordError, DatabaseNotEmpty, IntoPyResult, SchemaError};
+use crate::errors::{self, IntoPyResult};
 use crate::standalone::{checked_level, COMPRESSION_GZIP, COMPRESSION_NONE, COMPRESSION_ZSTD, GZIP_WBITS};
 
 /// Bytes moved per call of the Python file's `read` or `write`.
@@ -224,28 +224,14 @@ fn reporter<'a>(progress: Option<&'a Py<PyAny>>, what: &'a str, raised: &'a Rais
     }
 }
 
-/// The Python exception of a failed transfer. `reading`: an I/O error that the file did not
-/// raise comes from decompressing the input, so the input is damaged.
+/// The Python exception of a failed transfer: the first exception the file or the progress
+/// callback raised, as it was raised; otherwise the core's error, mapped by errors.rs.
+/// `reading`: an I/O error that the file did not raise comes from decompressing the input.
 fn transfer_error(error: TransferError, raised: &Raised, reading: bool) -> PyErr {
     if let Some(first) = raised.lock().unwrap_or_else(|p| p.into_inner()).take() {
         return first;
     }
-    let message = error.to_string();
-    let cause = match error {
-        TransferError::Partial { cause, .. } => *cause,
-        other => other,
-    };
-    match cause {
-        TransferError::Store(e) => {
-            let mapped = store_error(e);
-            Python::attach(|py| PyErr::from_type(mapped.get_type(py), message))
-        }
-        TransferError::Io(e) if reading => CorruptRecordError::new_err(format!("not a valid copal export: {e}")),
-        TransferError::Io(_) => pyo3::exceptions::PyOSError::new_err(message),
-        TransferError::NotEmpty { .. } => DatabaseNotEmpty::new_err(message),
-        TransferError::UnknownType { .. } => SchemaError::new_err(message),
-        _ => CorruptRecordError::new_err(message),
-    }
+    errors::transfer_error(error, reading)
 }
 
 fn report_dict<'py>(py: Python<'py>, report: &TransferReport) -> PyResult<Bound<'py, PyDict>> {

@@ -10,6 +10,7 @@ median of per-repetition paired ratios.
 Entry point: :func:`main` (``copal bench``, ``python benchmarks/whitepaper.py``).
 ``--suite queries`` runs the query benchmark instead (:mod:`copal.bench.queries`),
 ``--suite codecs`` the serialization seed experiments (:mod:`copal.bench.codec_report`),
+``--suite oo7`` the OO7 benchmark against ZODB (:mod:`copal.bench.oo7`),
 ``--suite all`` the white-paper workloads and the queries (the codec suite, in-process and
 long at full size, runs only when asked for).
 """
@@ -29,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
-from copal.bench import codec_report, queries
+from copal.bench import codec_report, oo7, queries
 from copal.bench.environment import package_versions, run_metadata
 from copal.bench.systems import DEFAULT_SYSTEMS, SYSTEMS, System
 from copal.bench.whitepaper import RESULT_PREFIX, WORKLOADS, Workload, target_serial
@@ -38,7 +39,7 @@ DEFAULT_SCALE = 1000
 DEFAULT_REPS = 3
 DEFAULT_OUT = "bench-results"
 DEFAULT_TIMEOUT = 1800.0
-SUITES = ("whitepaper", "queries", "codecs", "all")
+SUITES = ("whitepaper", "queries", "codecs", "oo7", "all")
 
 #: The package directory of copal (parent of this package), handed to workers.
 COPAL_DIR = str(Path(__file__).resolve().parent.parent)
@@ -483,14 +484,16 @@ def build_parser() -> argparse.ArgumentParser:
             "in a fresh process; print a table with ratios to copal. With --suite queries: "
             "the query benchmark (indexed lookups, ranges, scans and counts on N people) "
             "against SQLite, SQLAlchemy and ZODB; with --suite codecs: the serialization seed "
-            "experiments (copal.dumps against pickle, msgspec, protobuf, pyfory, ...); "
-            "--suite all runs the white-paper workloads and the queries."
+            "experiments (copal.dumps against pickle, msgspec, protobuf, pyfory, ...); with "
+            "--suite oo7: the OO7 benchmark (traversals, updates, queries and structural "
+            "changes of a CAD design library, cold and hot) against ZODB; --suite all runs "
+            "the white-paper workloads and the queries."
         ),
     )
     parser.add_argument(
         "--suite", choices=SUITES, default="whitepaper",
         help="which benchmark: the white-paper workloads (default), the queries, the codecs, "
-        "or all (white paper and queries)",
+        "OO7, or all (white paper and queries)",
     )
     parser.add_argument(
         "--scale", action="append", metavar="N",
@@ -536,6 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     queries.add_arguments(parser)
     codec_report.add_arguments(parser)
+    oo7.add_arguments(parser)
     return parser
 
 
@@ -567,9 +571,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     if args.reps < 1:
         parser.error("--reps must be at least 1")
-    if args.suite in ("whitepaper", "codecs") and args.people is not None:
+    if args.suite in ("whitepaper", "codecs", "oo7") and args.people is not None:
         parser.error("--people applies to --suite queries or all")
-    if args.suite in ("queries", "codecs") and args.scale:
+    if args.suite in ("queries", "codecs", "oo7") and args.scale:
         parser.error("--scale applies to --suite whitepaper or all")
     codec_report.validate(args, parser)
 
@@ -578,6 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "whitepaper": list(SYSTEMS),
         "queries": list(queries.QUERY_SYSTEMS),
         "codecs": [],  # the codec suite chooses with --codecs
+        "oo7": list(oo7.OO7_SYSTEMS),
         "all": list(dict.fromkeys([*SYSTEMS, *queries.QUERY_SYSTEMS])),
     }[args.suite]
     unknown = [s for s in named if s not in known]
@@ -618,6 +623,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code, document = codec_report.run(args, report, Progress)
         status = max(status, code)
         documents["codecs"] = document
+    if args.suite == "oo7":
+        code, document = oo7.run(args, list(dict.fromkeys(named)) or list(oo7.OO7_SYSTEMS), report, Progress)
+        status = max(status, code)
+        if document is not None:
+            documents["oo7"] = document
     if args.suite == "all" and documents:
         _write_json(args, {"suite": "all", **documents})
     elif args.suite in documents:

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use super::order::compare;
+use super::value_set::ValueSets;
 use crate::format::Value;
 
 /// A dotted path: a field of the record, then fields of embedded objects, keys of dicts, or
@@ -64,20 +65,24 @@ impl Expr {
     /// Evaluates the expression; `lookup(path)` gives the value at a path (None: missing),
     /// borrowed where it can be, so that testing a field of a record copies nothing.
     pub fn eval<'v>(&self, lookup: &mut dyn FnMut(&Path) -> Option<Cow<'v, Value>>) -> bool {
+        self.eval_with(lookup, &ValueSets::default())
+    }
+
+    /// As `eval`, testing membership in the `in_` lists that `sets` holds hashed (built from
+    /// this expression by `ValueSets::new`) in constant time.
+    pub(crate) fn eval_with<'v>(&self, lookup: &mut dyn FnMut(&Path) -> Option<Cow<'v, Value>>, sets: &ValueSets<'_>) -> bool {
         match self {
             Expr::True => true,
             Expr::Cmp { path, op, value } => match lookup(path) {
                 None => *op == CmpOp::Ne,
                 Some(found) => compares(&found, *op, value),
             },
-            Expr::In { path, values } => {
-                lookup(path).is_some_and(|found| values.iter().any(|v| compares(&found, CmpOp::Eq, v)))
-            }
+            Expr::In { path, values } => lookup(path).is_some_and(|found| sets.contains(values, &found)),
             Expr::StartsWith { path, prefix } => lookup(path).is_some_and(|found| starts_with(&found, prefix)),
             Expr::IsNone { path } => lookup(path).is_none_or(|found| matches!(*found, Value::None)),
-            Expr::And(items) => items.iter().all(|e| e.eval(lookup)),
-            Expr::Or(items) => items.iter().any(|e| e.eval(lookup)),
-            Expr::Not(inner) => !inner.eval(lookup),
+            Expr::And(items) => items.iter().all(|e| e.eval_with(lookup, sets)),
+            Expr::Or(items) => items.iter().any(|e| e.eval_with(lookup, sets)),
+            Expr::Not(inner) => !inner.eval_with(lookup, sets),
         }
     }
 }

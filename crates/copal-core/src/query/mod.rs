@@ -1,23 +1,30 @@
 //! Query evaluation on raw records (DESIGN.md §5): filters read only the fields they test,
 //! straight from the stored bytes; paths follow embedded objects, dicts and references (a join on
 //! object ids, reading the referenced record, never building objects); only matches are returned.
+//! A query may see a running transaction's uncommitted changes (`Pending`): its records replace
+//! the stored ones everywhere the query reads records, and its deleted objects are absent.
 
 mod expr;
 mod order;
+mod pending;
 mod plan;
+mod reader;
+mod value_set;
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
-use std::rc::Rc;
-use std::sync::Arc;
 
 pub use expr::{compares, CmpOp, Expr, Path};
 pub use order::{compare, sort_order};
+pub use pending::{Pending, FIRST_NEW_SEQ};
 pub use plan::Access;
 
-use crate::format::{decode_record_state, memo_value, ClassNo, DecodeError, Descriptor, FieldReader, Oid, RecordHeader, Value};
+use crate::format::{ClassNo, Descriptor, Oid, Value};
 use crate::store::{Snapshot, StoreError};
+use pending::{Overlay, Source};
+use reader::Reader;
+use value_set::ValueSets;
 
 /// What to find: objects of the given class extents that satisfy `filter`, sorted by `order`
 /// (path, descending), after skipping `offset`, at most `limit`, leaving out `exclude`.
@@ -72,189 +79,6 @@ impl Query {
     }
 }
 
-/// A record reached by a path hop, as a query reads it.
-struct ReferencedRecord {
-    descriptor: Arc<Descriptor>,
-    fields: Vec<Value>,
-    bytes: RecordBytes,
-}
-
-/// A record's bytes, shared between the cache of referenced records and the values read from
-/// them (back-references among their fields are resolved against them).
-type RecordBytes = Rc<[u8]>;
-
-/// Reads field values out of records for one query, caching descriptors and referenced records.
-struct Reader<'s> {
-    snapshot: &'s Snapshot,
-    query: &'s Query,
-    descriptors: HashMap<u32, Arc<Descriptor>>,
-    /// Referenced records read by path hops: their descriptor, fields and bytes (for the
-    /// back-references among their fields).
-    referenced: HashMap<Oid, Option<ReferencedRecord>>,
-    /// Where the tested fields sit in the records of the descriptor read last (the records of
-    /// an extent nearly always share one).
-    layout: Option<FieldLayout>,
-    /// The first error met inside an evaluation (which cannot return errors itself).
-    failure: Option<StoreError>,
-}
-
-/// For one descriptor: `slots[i]` is the index (into the query's field names) of the value at
-/// field position `i`, up to the last tested field.
-struct FieldLayout {
-    descriptor: u32,
-    slots: Vec<Option<usize>>,
-    /// Indexes of the names that this descriptor does not have, with the default each is read
-    /// as (None: missing).
-    absent: Vec<(usize, Option<Value>)>,
-}
-
-impl<'s> Reader<'s> {
-    fn new(snapshot: &'s Snapshot, query: &'s Query) -> Self {
-        Reader { snapshot, query, descriptors: HashMap::new(), referenced: HashMap::new(), layout: None, failure: None }
-    }
-
-    fn descriptor(&mut self, id: u32) -> Result<Arc<Descriptor>, StoreError> {
-        if let Some(d) = self.descriptors.get(&id) {
-            return Ok(Arc::clone(d));
-        }
-        let d = self.snapshot.descriptor(id)?;
-        self.descriptors.insert(id, Arc::clone(&d));
-        Ok(d)
-    }
-
-    /// Sets `out[i]` to the value of the record's field `names[i]` (None where absent), reading
-    /// the record only as far as the last of them, skipping the others without decoding them,
-    /// and reusing the buffers of the values `out` held for the previous record. Returns false,
-    /// leaving `out` incomplete, as soon as a field `names[i]` with `required[i] = Some(s)` is
-    /// not the string `s`: the filter requires it (a conjunct `field == s`), so the record
-    /// cannot match, and its other fields need not be read.
-    fn fields_into(
-        &mut self,
-        oid: Oid,
-        record: &[u8],
-        names: &[&str],
-        required: &[Option<&str>],
-        out: &mut Vec<Option<Value>>,
-    ) -> Result<bool, StoreError> {
-        let corrupt = |source: DecodeError| StoreError::Corrupt { what: format!("record {oid:#x}"), source };
-        let (header, state_start) = RecordHeader::parse(record).map_err(corrupt)?;
-        if self.layout.as_ref().is_none_or(|l| l.descriptor != header.descriptor) {
-            let descriptor = self.descriptor(header.descriptor)?;
-            let positions: Vec<Option<usize>> = names.iter().map(|n| self.query.field_position(&descriptor, n)).collect();
-            let mut slots = vec![None; positions.iter().flatten().max().map_or(0, |last| last + 1)];
-            for (name_index, position) in positions.iter().enumerate() {
-                if let Some(p) = position {
-                    slots[*p] = Some(name_index);
-                }
-            }
-            let absent = (0..names.len())
-                .filter(|i| positions[*i].is_none())
-                .map(|i| (i, self.query.field_default(&descriptor.type_name, names[i]).cloned()))
-                .collect();
-            self.layout = Some(FieldLayout { descriptor: header.descriptor, slots, absent });
-        }
-        out.resize(names.len(), None);
-        let layout = self.layout.as_ref().expect("set above");
-        let rejects = |required: Option<&str>, default: &Option<Value>| match (required, default) {
-            (Some(expected), Some(Value::Str(value))) => expected != value,
-            (Some(_), _) => true,
-            (None, _) => false,
-        };
-        if layout.absent.iter().any(|(i, default)| rejects(required[*i], default)) {
-            return Ok(false);
-        }
-        let slots = &layout.slots;
-        if !slots.is_empty() {
-            // The snapshot reads the catalog only for embedded objects and enums, which most
-            // scanned fields are not: no lock per record.
-            let mut reader = FieldReader::new(record, state_start, self.snapshot).map_err(corrupt)?;
-            for slot in slots {
-                match slot {
-                    None => reader.skip_value().map_err(corrupt)?,
-                    Some(name_index) => match (required[*name_index], &mut out[*name_index]) {
-                        (Some(expected), slot) => {
-                            if !reader.next_str_is(expected.as_bytes()).map_err(corrupt)? {
-                                return Ok(false);
-                            }
-                            match slot {
-                                Some(Value::Str(buffer)) => {
-                                    buffer.clear();
-                                    buffer.push_str(expected);
-                                }
-                                other => *other = Some(Value::Str(expected.to_owned())),
-                            }
-                        }
-                        (None, Some(value)) => reader.next_value_into(value).map_err(corrupt)?,
-                        (None, empty) => *empty = Some(reader.next_value().map_err(corrupt)?),
-                    },
-                }
-            }
-        }
-        for (name_index, default) in &layout.absent {
-            out[*name_index].clone_from(default);
-        }
-        Ok(true)
-    }
-
-    /// `value`, or the value it stands for if it is a back-reference to a value shared inside
-    /// `record` (held by two fields, say): the record is decoded again to find it, which only
-    /// records holding shared values cost.
-    fn unshared(&mut self, value: Value, record: &[u8]) -> Result<Value, StoreError> {
-        let Value::BackRef(slot) = value else { return Ok(value) };
-        let corrupt = |source: DecodeError| StoreError::Corrupt { what: "record".to_owned(), source };
-        let (_, state_start) = RecordHeader::parse(record).map_err(corrupt)?;
-        let shared = memo_value(record, state_start, self.snapshot, u64::from(slot)).map_err(corrupt)?;
-        Ok(shared.unwrap_or(Value::BackRef(slot)))
-    }
-
-    /// Follows `rest` of a path from `value`, a value of `record`.
-    fn descend(&mut self, value: Value, rest: &[String], record: &[u8]) -> Result<Option<Value>, StoreError> {
-        let value = self.unshared(value, record)?;
-        let Some((segment, rest)) = rest.split_first() else { return Ok(Some(value)) };
-        let next = match value {
-            Value::Object { descriptor, fields } | Value::Subclass { descriptor, fields, .. } => {
-                let d = self.descriptor(descriptor)?;
-                self.query.field_value(&d, fields, segment)
-            }
-            Value::Dict(pairs) => pairs.into_iter().find(|(k, _)| matches!(k, Value::Str(s) if s == segment)).map(|(_, v)| v),
-            Value::Ref(oid) => {
-                // The rest of the path is read in the referenced record.
-                return match self.referenced_field(oid, segment)? {
-                    Some((value, referenced)) => self.descend(value, rest, &referenced),
-                    None => Ok(None),
-                };
-            }
-            _ => None,
-        };
-        match next {
-            Some(v) => self.descend(v, rest, record),
-            None => Ok(None),
-        }
-    }
-
-    /// The field `name` of the referenced record `oid`, and that record.
-    fn referenced_field(&mut self, oid: Oid, name: &str) -> Result<Option<(Value, RecordBytes)>, StoreError> {
-        if !self.referenced.contains_key(&oid) {
-            let loaded = match self.snapshot.get(oid)? {
-                None => None,
-                Some(record) => {
-                    let (header, fields) = decode_record_state(&record, self.snapshot)
-                        .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })?;
-                    Some(ReferencedRecord { descriptor: self.descriptor(header.descriptor)?, fields, bytes: Rc::from(&record[..]) })
-                }
-            };
-            self.referenced.insert(oid, loaded);
-        }
-        Ok(self.referenced[&oid].as_ref().and_then(|record| {
-            let value = match self.query.field_position(&record.descriptor, name) {
-                Some(i) => record.fields[i].clone(),
-                None => self.query.field_default(&record.descriptor.type_name, name)?.clone(),
-            };
-            Some((value, Rc::clone(&record.bytes)))
-        }))
-    }
-}
-
 /// The paths a query reads, borrowed from it: filter paths, then order paths.
 fn query_paths(query: &Query) -> Vec<&Path> {
     let mut paths = Vec::new();
@@ -278,54 +102,88 @@ pub fn access(snapshot: &Snapshot, query: &Query) -> Result<Access, StoreError> 
         let catalog = snapshot.store().catalog();
         query.classes.iter().filter_map(|c| catalog.type_name(*c).map(str::to_owned)).collect()
     };
+    // Classes the store has never held (a transaction's new ones) have no stored records: no
+    // index covers them, and with no stored class at all there is nothing to look up.
+    if type_names.is_empty() {
+        return Ok(Access::Scan);
+    }
     Ok(plan::plan(query, defs, &type_names))
 }
 
 /// A description of the chosen access, for `Query.explain()`.
 pub fn explain(snapshot: &Snapshot, query: &Query) -> Result<String, StoreError> {
-    Ok(plan::describe(&access(snapshot, query)?, query))
+    explain_pending(snapshot, &Pending::default(), query)
 }
 
-/// Calls `visit(oid, record, sort keys)` for every record that matches, in the access order
-/// (id order for scans, key order for indexes), until it returns false.
-fn for_each_match(
-    snapshot: &Snapshot,
-    query: &Query,
-    access: &Access,
-    mut visit: impl FnMut(Oid, &[u8], Vec<Option<Value>>) -> bool,
-) -> Result<(), StoreError> {
-    let paths = query_paths(query);
-    let mut names: Vec<&str> = Vec::new();
-    for path in paths {
-        if let Some(first) = path.first() {
-            if !names.contains(&first.as_str()) {
-                names.push(first);
-            }
+/// As `explain`, for a query that sees a transaction's `pending` changes.
+pub fn explain_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<String, StoreError> {
+    let access = access(snapshot, query)?;
+    let mut text = plan::describe(&access, query);
+    let overlay = Overlay::new(pending, query);
+    if !overlay.records.is_empty() {
+        text.push_str(&format!(", plus {} pending record(s) of the transaction, tested directly", overlay.records.len()));
+        if matches!(access, Access::Index { ordered: true, .. }) {
+            text.push_str(" and sorted into the results");
         }
     }
-    // Conjuncts `field == "text"` reject a record from the raw bytes of that field.
-    let conjuncts = plan::conjuncts(&query.filter);
-    let required: Vec<Option<&str>> = names
-        .iter()
-        .map(|name| {
-            conjuncts.iter().find_map(|c| match c {
-                Expr::Cmp { path, op: CmpOp::Eq, value: Value::Str(s) } if path.len() == 1 && path[0] == *name => Some(s.as_str()),
-                _ => None,
+    Ok(text)
+}
+
+/// The sort keys of a match, its oid and its record.
+type Found = (Vec<Option<Value>>, Oid, Vec<u8>);
+
+/// Tests records against a query's filter, reading only the fields that it and the order read.
+struct Matcher<'a> {
+    query: &'a Query,
+    /// The first segments of the paths the query reads, each once.
+    names: Vec<&'a str>,
+    /// Per name, the string a conjunct `name == "text"` of the filter requires: a record is
+    /// rejected from the raw bytes of that field.
+    required: Vec<Option<&'a str>>,
+    /// The filter's long `in_` lists, hashed.
+    sets: ValueSets<'a>,
+    reader: Reader<'a>,
+    /// The values of `names` in the record tested last (their buffers are reused).
+    top: Vec<Option<Value>>,
+}
+
+impl<'a> Matcher<'a> {
+    fn new(source: Source<'a>, query: &'a Query) -> Self {
+        let mut names: Vec<&str> = Vec::new();
+        for path in query_paths(query) {
+            if let Some(first) = path.first() {
+                if !names.contains(&first.as_str()) {
+                    names.push(first);
+                }
+            }
+        }
+        let conjuncts = plan::conjuncts(&query.filter);
+        let required = names
+            .iter()
+            .map(|name| {
+                conjuncts.iter().find_map(|c| match c {
+                    Expr::Cmp { path, op: CmpOp::Eq, value: Value::Str(s) } if path.len() == 1 && path[0] == *name => Some(s.as_str()),
+                    _ => None,
+                })
             })
-        })
-        .collect();
-    let mut reader = Reader::new(snapshot, query);
-    let mut top: Vec<Option<Value>> = Vec::with_capacity(names.len());
-    // `unverified` is the stored value (record and checksum) of a record whose checksum has not
-    // been checked yet: it is checked if the record matches, before anything uses it.
-    let mut test = |oid: Oid, record: &[u8], unverified: Option<&[u8]>| -> Result<bool, StoreError> {
+            .collect();
+        let top = Vec::with_capacity(names.len());
+        Matcher { query, names, required, sets: ValueSets::new(&query.filter), reader: Reader::new(source, query), top }
+    }
+
+    /// The sort keys of the record of `oid` if the query wants it (not excluded, and the filter
+    /// holds), else None. `unverified` is the stored value (record and checksum) of a record
+    /// whose checksum has not been checked yet: it is checked if the record matches, before
+    /// anything uses it.
+    fn test(&mut self, oid: Oid, record: &[u8], unverified: Option<&[u8]>) -> Result<Option<Vec<Option<Value>>>, StoreError> {
+        let query = self.query;
         if query.exclude.contains(&oid) {
-            return Ok(true);
+            return Ok(None);
         }
-        if !reader.fields_into(oid, record, &names, &required, &mut top)? {
-            return Ok(true);
+        if !self.reader.fields_into(oid, record, &self.names, &self.required, &mut self.top)? {
+            return Ok(None);
         }
-        let top = &top;
+        let (names, top, reader) = (&self.names, &self.top, &mut self.reader);
         let mut lookup = |path: &Path| -> Option<Cow<'_, Value>> {
             // `names` borrow the query's own paths: a pointer match usually spares comparing.
             let index = names.iter().position(|n| n.as_ptr() == path[0].as_ptr() || *n == path[0])?;
@@ -341,32 +199,50 @@ fn for_each_match(
                 }
             }
         };
-        let matched = query.filter.eval(&mut lookup);
-        let keys: Vec<Option<Value>> = if matched {
-            query.order.iter().map(|(path, _)| lookup(path).map(Cow::into_owned)).collect()
-        } else {
-            Vec::new()
-        };
-        if let Some(error) = reader.failure.take() {
+        let matched = query.filter.eval_with(&mut lookup, &self.sets);
+        let keys = matched.then(|| query.order.iter().map(|(path, _)| lookup(path).map(Cow::into_owned)).collect());
+        if let Some(error) = self.reader.failure.take() {
             return Err(error);
         }
-        if matched {
-            if let Some(value) = unverified {
-                crate::store::unseal(oid, value)?;
-            }
+        if let (Some(value), true) = (unverified, matched) {
+            crate::store::unseal(oid, value)?;
         }
-        Ok(!matched || visit(oid, record, keys))
+        Ok(keys)
+    }
+}
+
+/// Calls `visit(oid, record, sort keys)` for every record that matches, stored or in the
+/// overlay, until it returns false. Scans and unordered index accesses visit in object-id order,
+/// the overlay's records merged in; an ordered index access visits the overlay's records first,
+/// then the stored ones in key order.
+fn for_each_match(
+    source: Source<'_>,
+    query: &Query,
+    access: &Access,
+    overlay: &Overlay<'_>,
+    mut visit: impl FnMut(Oid, &[u8], Vec<Option<Value>>) -> bool,
+) -> Result<(), StoreError> {
+    let snapshot = source.snapshot;
+    let mut matcher = Matcher::new(source, query);
+    let mut test = |oid: Oid, record: &[u8], unverified: Option<&[u8]>| -> Result<bool, StoreError> {
+        Ok(match matcher.test(oid, record, unverified)? {
+            Some(keys) => visit(oid, record, keys),
+            None => true,
+        })
     };
+    // The overlay's records not yet tested. Stored records that the overlay replaces or deletes
+    // are skipped (`hides`): the index and the extents hold their stored versions.
+    let mut pending = overlay.cursor();
     match access {
         Access::Scan => {
             for &class in &query.classes {
                 let mut go_on = true;
                 snapshot.scan_extent_unverified(class, |oid, record, value| {
-                    go_on = test(oid, record, Some(value))?;
+                    go_on = pending.test_before(Some(oid), &mut test)? && (overlay.hides(oid) || test(oid, record, Some(value))?);
                     Ok(go_on)
                 })?;
                 if !go_on {
-                    break;
+                    return Ok(());
                 }
             }
         }
@@ -378,7 +254,7 @@ fn for_each_match(
             for range in ranges {
                 snapshot.scan_index(def.id, &range.start, range.end.as_deref(), false, |entry| {
                     let oid = crate::store::entry_oid(entry)?;
-                    if query.classes.contains(&crate::format::oid_class(oid)) {
+                    if query.classes.contains(&crate::format::oid_class(oid)) && !overlay.hides(oid) {
                         candidates.push(oid);
                     }
                     Ok(true)
@@ -386,9 +262,17 @@ fn for_each_match(
             }
             candidates.sort_unstable();
             candidates.dedup();
-            test_batch(snapshot, &mut candidates, &mut test)?;
+            let mut merged = |oid: Oid, record: &[u8], unverified: Option<&[u8]>| -> Result<bool, StoreError> {
+                Ok(pending.test_before(Some(oid), &mut test)? && test(oid, record, unverified)?)
+            };
+            if !test_batch(snapshot, &mut candidates, &mut merged)? {
+                return Ok(());
+            }
         }
         Access::Index { def, ranges, descending, ordered: true, .. } => {
+            if !pending.test_before(None, &mut test)? {
+                return Ok(());
+            }
             // Candidates are tested in batches: a limit stops the scan early, reading only as
             // many index entries as it may need.
             let batch = match query.limit {
@@ -399,11 +283,11 @@ fn for_each_match(
             let mut candidates = Vec::new();
             let ordered_ranges: Vec<&plan::KeyRange> =
                 if *descending { ranges.iter().rev().collect() } else { ranges.iter().collect() };
-            'ranges: for range in ordered_ranges {
+            for range in ordered_ranges {
                 let mut go_on = true;
                 snapshot.scan_index(def.id, &range.start, range.end.as_deref(), *descending, |entry| {
                     let oid = crate::store::entry_oid(entry)?;
-                    if query.classes.contains(&crate::format::oid_class(oid)) && seen.insert(oid) {
+                    if query.classes.contains(&crate::format::oid_class(oid)) && !overlay.hides(oid) && seen.insert(oid) {
                         candidates.push(oid);
                         if candidates.len() >= batch {
                             // Test in batches so that an ordered scan with a limit stops early.
@@ -412,15 +296,13 @@ fn for_each_match(
                     }
                     Ok(go_on)
                 })?;
-                if !go_on {
-                    break 'ranges;
-                }
-                if !test_batch(snapshot, &mut candidates, &mut test)? {
-                    break 'ranges;
+                if !go_on || !test_batch(snapshot, &mut candidates, &mut test)? {
+                    return Ok(());
                 }
             }
         }
     }
+    pending.test_before(None, &mut test)?;
     Ok(())
 }
 
@@ -489,16 +371,25 @@ fn for_each_record(
 
 /// The (oid, record) of the matches, sorted, offset and limited as the query says.
 pub fn run(snapshot: &Snapshot, query: &Query) -> Result<Vec<(Oid, Vec<u8>)>, StoreError> {
+    run_pending(snapshot, &Pending::default(), query)
+}
+
+/// As `run`, for a query that sees a transaction's `pending` changes: an overlay record
+/// replaces the stored one (and is returned as the record of its match), a deleted object is
+/// never a match, and the order is the one the records would have once committed.
+pub fn run_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<Vec<(Oid, Vec<u8>)>, StoreError> {
     let wanted = query.limit.map(|l| l.saturating_add(query.offset));
     let access = access(snapshot, query)?;
+    let overlay = Overlay::new(pending, query);
+    let source = Source { snapshot, pending };
     let in_order = matches!(access, Access::Index { ordered: true, .. });
-    if query.order.is_empty() || in_order {
+    if query.order.is_empty() || (in_order && overlay.records.is_empty()) {
         let mut out = Vec::new();
         let mut seen = 0;
         if wanted == Some(0) {
             return Ok(out);
         }
-        for_each_match(snapshot, query, &access, |oid, record, _| {
+        for_each_match(source, query, &access, &overlay, |oid, record, _| {
             seen += 1;
             if seen > query.offset {
                 out.push((oid, record.to_vec()));
@@ -507,21 +398,15 @@ pub fn run(snapshot: &Snapshot, query: &Query) -> Result<Vec<(Oid, Vec<u8>)>, St
         })?;
         return Ok(out);
     }
-    let mut all: Vec<(Vec<Option<Value>>, Oid, Vec<u8>)> = Vec::new();
-    for_each_match(snapshot, query, &access, |oid, record, keys| {
+    if in_order {
+        return run_ordered_with_overlay(source, query, &access, &overlay, wanted);
+    }
+    let mut all: Vec<Found> = Vec::new();
+    for_each_match(source, query, &access, &overlay, |oid, record, keys| {
         all.push((keys, oid, record.to_vec()));
         true
     })?;
-    let order = |a: &(Vec<Option<Value>>, Oid, Vec<u8>), b: &(Vec<Option<Value>>, Oid, Vec<u8>)| {
-        for ((x, y), (_, descending)) in a.0.iter().zip(&b.0).zip(&query.order) {
-            let o = sort_order(x.as_ref(), y.as_ref());
-            let o = if *descending { o.reverse() } else { o };
-            if o != Ordering::Equal {
-                return o;
-            }
-        }
-        a.1.cmp(&b.1)
-    };
+    let order = |a: &Found, b: &Found| key_order(&a.0, &b.0, &query.order).then(a.1.cmp(&b.1));
     match wanted {
         // Top-k: only the first `w` need to be in order.
         Some(w) if w < all.len() => {
@@ -534,13 +419,79 @@ pub fn run(snapshot: &Snapshot, query: &Query) -> Result<Vec<(Oid, Vec<u8>)>, St
     Ok(all.into_iter().skip(query.offset).map(|(_, oid, record)| (oid, record)).collect())
 }
 
+/// The order of two matches' sort keys under the query's `order`.
+fn key_order(a: &[Option<Value>], b: &[Option<Value>], order: &[(Path, bool)]) -> Ordering {
+    for ((x, y), (_, descending)) in a.iter().zip(b).zip(order) {
+        let o = sort_order(x.as_ref(), y.as_ref());
+        let o = if *descending { o.reverse() } else { o };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
+/// `run` through an index that yields the stored matches in the query's order, with overlay
+/// records of the queried classes: the stored matches keep the index's order, of which only the
+/// first `wanted` can be results, and the overlay's matches (few: the transaction's) are sorted
+/// and merged in. Ties go by oid in the index's direction, as the index orders them.
+fn run_ordered_with_overlay(
+    source: Source<'_>,
+    query: &Query,
+    access: &Access,
+    overlay: &Overlay<'_>,
+    wanted: Option<usize>,
+) -> Result<Vec<(Oid, Vec<u8>)>, StoreError> {
+    let descending = matches!(access, Access::Index { descending: true, .. });
+    let (mut stored, mut added): (Vec<Found>, Vec<Found>) = (Vec::new(), Vec::new());
+    if wanted != Some(0) {
+        // The overlay's records come first (`for_each_match`): stopping after `wanted` stored
+        // matches leaves none of them untested.
+        for_each_match(source, query, access, overlay, |oid, record, keys| {
+            if overlay.holds(oid) {
+                added.push((keys, oid, record.to_vec()));
+                return true;
+            }
+            stored.push((keys, oid, record.to_vec()));
+            wanted.is_none_or(|w| stored.len() < w)
+        })?;
+    }
+    let before = |a: &Found, b: &Found| {
+        let ties = if descending { b.1.cmp(&a.1) } else { a.1.cmp(&b.1) };
+        key_order(&a.0, &b.0, &query.order).then(ties)
+    };
+    added.sort_by(before);
+    let mut added = added.into_iter().peekable();
+    let mut merged = Vec::with_capacity(stored.len() + added.len());
+    for found in stored {
+        while let Some(first) = added.next_if(|a| before(a, &found) == Ordering::Less) {
+            merged.push(first);
+        }
+        merged.push(found);
+    }
+    merged.extend(added);
+    let limit = query.limit.unwrap_or(usize::MAX);
+    Ok(merged.into_iter().skip(query.offset).take(limit).map(|(_, oid, record)| (oid, record)).collect())
+}
+
 /// How many records match (offset and limit ignored). Counts that an index answers exactly, and
 /// counts of whole extents, read no record.
 pub fn count(snapshot: &Snapshot, query: &Query) -> Result<u64, StoreError> {
+    count_pending(snapshot, &Pending::default(), query)
+}
+
+/// As `count`, for a query that sees a transaction's `pending` changes. Counts that an index or
+/// the extents answer leave out the stored versions of the overlay's objects and test its
+/// records directly.
+pub fn count_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<u64, StoreError> {
     let mut n = 0;
     let unordered = Query { order: Vec::new(), ..query.clone() };
     let access = access(snapshot, &unordered)?;
-    let counted = |oid: Oid| query.classes.contains(&crate::format::oid_class(oid)) && !query.exclude.contains(&oid);
+    let overlay = Overlay::new(pending, &unordered);
+    let source = Source { snapshot, pending };
+    let counted = |oid: Oid| {
+        query.classes.contains(&crate::format::oid_class(oid)) && !query.exclude.contains(&oid) && !overlay.hides(oid)
+    };
     match &access {
         Access::Index { def, ranges, exact: true, .. } => {
             for range in ranges {
@@ -549,17 +500,22 @@ pub fn count(snapshot: &Snapshot, query: &Query) -> Result<u64, StoreError> {
                     Ok(true)
                 })?;
             }
+            let mut matcher = Matcher::new(source, &unordered);
+            for (oid, record) in &overlay.records {
+                n += u64::from(matcher.test(*oid, record, None)?.is_some());
+            }
             return Ok(n);
         }
         Access::Scan if matches!(query.filter, Expr::True) => {
             for &class in &query.classes {
-                n += snapshot.count_extent(class, &query.exclude)?;
+                n += snapshot.count_extent(class, &overlay.excluded_from_extent(class, &unordered))?;
+                n += overlay.count_of(class);
             }
             return Ok(n);
         }
         _ => {}
     }
-    for_each_match(snapshot, &unordered, &access, |_, _, _| {
+    for_each_match(source, &unordered, &access, &overlay, |_, _, _| {
         n += 1;
         true
     })?;

@@ -40,20 +40,21 @@ pub fn kind(value: &Value) -> Kind {
 
 /// A number as something comparable: exact for integers up to 128 bits, else a float.
 #[derive(Debug, Clone, Copy)]
-enum Num<'v> {
+pub(super) enum Num<'v> {
     Int(i128),
     Float(f64),
     /// An integer beyond 128 bits: little-endian two's complement.
     Big(&'v [u8]),
 }
 
-fn number(value: &Value) -> Option<Num<'_>> {
+pub(super) fn number(value: &Value) -> Option<Num<'_>> {
     Some(match value {
         Value::Bool(b) => Num::Int(i128::from(*b)),
         Value::Int(i) => Num::Int(i128::from(*i)),
-        Value::BigInt(bytes) => match bigint_to_i128(bytes) {
+        // Readers accept BIGINTs longer than needed (docs/FORMAT.md 6.1): the value decides.
+        Value::BigInt(bytes) => match bigint_to_i128(minimal_twos_complement(bytes)) {
             Some(i) => Num::Int(i),
-            None => Num::Big(bytes),
+            None => Num::Big(minimal_twos_complement(bytes)),
         },
         Value::Float(f) => Num::Float(*f),
         Value::Decimal(text) => Num::Float(text.parse::<f64>().ok().or_else(|| special_decimal(text))?),
@@ -69,6 +70,18 @@ fn special_decimal(text: &str) -> Option<f64> {
     } else {
         None
     }
+}
+
+/// `le` (little-endian two's complement) without the high bytes that only repeat the sign: the
+/// fewest bytes that keep the value, at least one unless `le` is empty.
+pub(super) fn minimal_twos_complement(le: &[u8]) -> &[u8] {
+    let negative = le.last().is_some_and(|b| b & 0x80 != 0);
+    let fill = if negative { 0xFF } else { 0x00 };
+    let mut len = le.len();
+    while len > 1 && le[len - 1] == fill && (le[len - 2] & 0x80 != 0) == negative {
+        len -= 1;
+    }
+    &le[..len]
 }
 
 /// A BIGINT's value if it fits 128 bits (little-endian two's complement bytes).
@@ -118,7 +131,7 @@ fn compare_big_float(big: &[u8], f: f64) -> Option<Ordering> {
 }
 
 /// The two's complement bytes (little-endian) of an integral float.
-fn float_to_twos_complement(f: f64) -> Vec<u8> {
+pub(super) fn float_to_twos_complement(f: f64) -> Vec<u8> {
     let bits = f.to_bits();
     let exponent = ((bits >> 52) & 0x7FF) as usize - 1075;
     let mantissa = (bits & ((1 << 52) - 1)) | (1 << 52);
@@ -300,6 +313,16 @@ mod tests {
             b
         });
         assert_eq!(compare(&big, &Value::Int(i64::MAX)), Some(Ordering::Greater));
+    }
+
+    #[test]
+    fn bigints_longer_than_needed_compare_by_value() {
+        let one = Value::BigInt(vec![1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(compare(&one, &Value::Float(1.0)), Some(Ordering::Equal));
+        assert_eq!(compare(&one, &Value::Int(2)), Some(Ordering::Less));
+        let minus_one = Value::BigInt(vec![0xFF; 20]);
+        assert_eq!(compare(&minus_one, &Value::Float(-0.5)), Some(Ordering::Less));
+        assert_eq!(compare(&minus_one, &Value::Bool(true)), Some(Ordering::Less));
     }
 
     #[test]
