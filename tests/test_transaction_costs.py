@@ -233,3 +233,34 @@ def test_add_and_delete_refuse_objects_of_another_database(store: Any, tmp_path:
             assert tx.root["mine"].name == "mine"
     finally:
         other.close()
+
+
+# Queries.
+
+
+class Tagged(copal.Persistent):
+    __copal_indexes__ = [copal.Index("email", unique=True), copal.Index("rank")]
+
+    def __init__(self, email: str, rank: int) -> None:
+        self.email = email
+        self.rank = rank
+        self.tags = [rank]
+
+
+def test_an_index_lookup_reads_the_records_it_returns_only_whatever_the_cache_holds(db: Any) -> None:
+    with db.transaction() as tx:
+        tx.root["all"] = PersistentList(Tagged(f"{n}@x", n % 100) for n in range(3_000))
+    with db.transaction() as tx:
+        assert sum(len(t.tags) for t in tx.root["all"]) == 3_000  # every object cached
+    reads = Delta(db)
+    with db.transaction(readonly=True) as tx:
+        # Answered by the index alone: ids and counts read no record.
+        assert len(tx.query(Tagged).where(copal.field("rank") >= 90).oids()) == 300
+        assert tx.query(Tagged).where(rank=5).count() == 30
+        assert reads["records_read"] == 0
+        assert tx.query(Tagged).where(email="7@x").one().rank == 7
+    with db.transaction() as tx:
+        tx.query(Tagged).where(email="8@x").one().rank = 1000
+    assert reads["objects_encoded"] == 1
+    with db.transaction(readonly=True) as tx:
+        assert tx.query(Tagged).where(rank=1000).one().email == "8@x"

@@ -280,8 +280,8 @@ def _query(args: argparse.Namespace) -> int:
                     raise CommandError(db._no_such_type(args.type_name))
                 # Without the application's classes: stored fields only (no renames, no defaults).
                 if args.count:
-                    return conn.query(names, node, [], 0, None, set(), "count", [], [])
-                oids = conn.query(names, node, [], 0, args.limit, set(), "oids", [], [])
+                    return conn.query(names, node, [], 0, None, "count", [], [])
+                oids = conn.query(names, node, [], 0, args.limit, "oids", [], [])
             finally:
                 conn.end(True)
         finally:

@@ -29,6 +29,8 @@ import copy
 import dis
 import enum
 import inspect
+import types
+import weakref
 from typing import Any, Callable, Iterable
 
 from .errors import CopalError, SchemaError
@@ -100,26 +102,64 @@ def _declared_types(cls: type) -> dict[str, type]:
     return types
 
 
+#: `_init_defaults` per class and ``__init__`` (reading them disassembles the function).
+_init_defaults_of: weakref.WeakKeyDictionary[type, tuple[Any, dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
 def _init_defaults(cls: type) -> dict[str, Any]:
     """The defaults of the ``__init__`` parameters that are attributes of the instances: those
     ``__init__`` assigns to an attribute of the same name (``self.level = level``) or the class
     declares (annotations, dataclass fields). An option that is not kept (``verbose=False``,
     ``PersistentList(items=())``) must not become a field of every loaded object."""
     init = cls.__dict__.get("__init__") or getattr(cls, "__init__", None)
+    known = _init_defaults_of.get(cls)
+    if known is not None and known[0] is init:
+        return known[1]
+    defaults = _read_init_defaults(cls, init)
+    try:
+        _init_defaults_of[cls] = (init, defaults)
+    except TypeError:  # a class that cannot be weakly referenced is read each time
+        pass
+    return defaults
+
+
+def _read_init_defaults(cls: type, init: Any) -> dict[str, Any]:
     if init is None or init is object.__init__:
         return {}
+    code = getattr(init, "__code__", None)
+    attributes = (_stored_attributes(code) if code is not None else set()) | _declared_names(cls)
+    if isinstance(init, types.FunctionType) and not hasattr(init, "__wrapped__"):
+        # A plain function's defaults, read as `inspect.signature` would, without building it.
+        positional = code.co_varnames[: code.co_argcount] if code is not None else ()
+        given = init.__defaults__ or ()
+        found = dict(zip(positional[len(positional) - len(given) :], given))
+        found.update(init.__kwdefaults__ or {})
+        return {name: value for name, value in found.items() if name in attributes}
     try:
         signature = inspect.signature(init)
     except (TypeError, ValueError):
         return {}
-    code = getattr(init, "__code__", None)
-    assigned = {i.argval for i in dis.get_instructions(code) if i.opname == "STORE_ATTR"} if code is not None else set()
-    attributes = assigned | _declared_names(cls)
     return {
         name: p.default
         for name, p in signature.parameters.items()
         if p.default is not inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD and name in attributes
     }
+
+
+def _stored_attributes(code: Any) -> set[str]:
+    """The attribute names that ``code`` assigns (its STORE_ATTR instructions), read from the
+    raw wordcode: building ``dis`` instruction objects costs a millisecond per ``__init__``."""
+    found: set[str] = set()
+    raw, extended = code.co_code, 0
+    for i in range(0, len(raw), 2):
+        op, arg = raw[i], raw[i + 1] | extended
+        extended = arg << 8 if op == dis.EXTENDED_ARG else 0
+        if op == _STORE_ATTR:
+            found.add(code.co_names[arg])
+    return found
+
+
+_STORE_ATTR = dis.opmap["STORE_ATTR"]
 
 
 def _declared_names(cls: type) -> set[str]:

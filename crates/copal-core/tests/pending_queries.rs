@@ -308,3 +308,36 @@ fn in_with_many_values_matches_as_equality_with_any_of_them() {
     // tested in constant time per record.
     assert_eq!(query::count(&snapshot, &q).unwrap(), 10_001);
 }
+
+#[test]
+fn ids_from_an_exact_index_are_those_run_returns() {
+    let people = People::new("ids_from_index", true);
+    let o = &people.oids;
+    let snapshot = Snapshot::new(&people.store).unwrap();
+    let mut only_deleted = Pending::default();
+    only_deleted.delete(o[6]);
+    let mut with_records = Pending::default();
+    with_records.put(o[1], people.person("p1", Value::Int(9), o[2]));
+    let ranges = [
+        cmp("age", CmpOp::Ge, Value::Int(4)),
+        Expr::Or(vec![cmp("age", CmpOp::Lt, Value::Int(2)), cmp("age", CmpOp::Gt, Value::Int(7))]),
+        cmp("age", CmpOp::Eq, Value::Float(5.0)),
+    ];
+    for pending in [Pending::default(), only_deleted, with_records] {
+        for filter in &ranges {
+            for (order, limit, offset) in [(None, None, 0), (Some(false), Some(3), 1), (Some(true), Some(2), 0), (Some(true), None, 2)] {
+                let mut q = people.query(filter.clone());
+                if let Some(descending) = order {
+                    q.order = vec![(path("age"), descending)];
+                }
+                q.limit = limit;
+                q.offset = offset;
+                let expected = oids(&query::run_pending(&snapshot, &pending, &q).unwrap());
+                assert_eq!(query::oids_pending(&snapshot, &pending, &q).unwrap(), expected, "{filter:?} {order:?} {limit:?} {offset}");
+            }
+        }
+    }
+    // Without a record of the class in the overlay, the index alone answers (no record read).
+    let q = people.query(cmp("age", CmpOp::Ge, Value::Int(4)));
+    assert!(query::explain(&snapshot, &q).unwrap().contains("from the index alone"));
+}

@@ -855,22 +855,28 @@ impl Connection {
             })?;
             return crate::allocation::unsigned_int(py, n);
         }
+        let new_objects = overlay.as_ref().map(|overlay| &overlay.new_objects);
+        if mode == "oids" {
+            let oids = this.with_snapshot(|snapshot| {
+                let snapshot = SameThread(snapshot);
+                without_gil(py, || query::oids_pending(snapshot.0, pending.0, &query)).py_err()
+            })?;
+            let out = ListBuilder::of(py, Vec::new())?;
+            for oid in oids {
+                match new_objects.is_some_and(|objects| objects.contains_key(&oid)) {
+                    true => out.append(py.None())?,
+                    false => out.append(crate::allocation::unsigned_int(py, oid)?)?,
+                }
+            }
+            return Ok(out.into_any());
+        }
         let matches = this.with_snapshot(|snapshot| {
             let snapshot = SameThread(snapshot);
             without_gil(py, || query::run_pending(snapshot.0, pending.0, &query)).py_err()
         })?;
-        let new_objects = overlay.as_ref().map(|overlay| &overlay.new_objects);
         let out = ListBuilder::of(py, Vec::new())?;
         for (oid, record) in matches {
-            let new_object = new_objects.and_then(|objects| objects.get(&oid));
-            if mode == "oids" {
-                match new_object {
-                    Some(_) => out.append(py.None())?,
-                    None => out.append(crate::allocation::unsigned_int(py, oid)?)?,
-                }
-                continue;
-            }
-            if let Some(obj) = new_object {
+            if let Some(obj) = new_objects.and_then(|objects| objects.get(&oid)) {
                 out.append(obj.bind(py))?;
                 continue;
             }

@@ -248,13 +248,15 @@ class OO7System:
         """Counters worth keeping in the JSON (after the operations)."""
         return {}
 
-    def traversal(self, on_composite: Callable[[Any], int]) -> int:
+    def traversal(self, on_composite: Callable[[Any], int], readonly: bool = False) -> int:
         """One transaction that traverses the assembly hierarchy from the design root, calling
-        ``on_composite`` on each composite part reached; the sum of what it returns."""
+        ``on_composite`` on each composite part reached; the sum of what it returns.
+        ``readonly``: the traversal changes nothing (a system that has read-only transactions
+        uses one)."""
         raise NotImplementedError
 
     def t1(self, iteration: int) -> int:
-        return self.traversal(visit_parts)
+        return self.traversal(visit_parts, readonly=True)
 
     def t2a(self, iteration: int) -> int:
         return self.traversal(visit_parts_swap_root)
@@ -266,7 +268,7 @@ class OO7System:
         return self.traversal(visit_parts_swap_each_repeatedly)
 
     def t6(self, iteration: int) -> int:
-        return self.traversal(visit_root)
+        return self.traversal(visit_root, readonly=True)
 
     def q1(self, iteration: int) -> int:
         raise NotImplementedError
@@ -302,7 +304,7 @@ def _dist_version(name: str) -> str | None:
 class CopalOO7(OO7System):
     """copal, embedded store, as its tutorial teaches: persistent classes, plain lists inside
     objects, declared indexes, ``tx.query``, a ``with db.transaction() as tx:`` block per
-    operation; the module is the root entry ``"module"`` and every composite part is
+    operation, read-only (``readonly=True``) for the operations that only read; the module is the root entry ``"module"`` and every composite part is
     ``tx.add``-ed (a few are used by no base assembly)."""
 
     name = "copal"
@@ -351,13 +353,13 @@ class CopalOO7(OO7System):
     def info(self) -> dict[str, Any]:
         return {"stats": dict(self.db.stats())}
 
-    def traversal(self, on_composite: Callable[[Any], int]) -> int:
-        with self.db.transaction() as tx:
+    def traversal(self, on_composite: Callable[[Any], int], readonly: bool = False) -> int:
+        with self.db.transaction(readonly=readonly) as tx:
             return traverse(tx.root["module"].design_root, on_composite)
 
     def q1(self, iteration: int) -> int:
         found = 0
-        with self.db.transaction() as tx:
+        with self.db.transaction(readonly=True) as tx:
             parts = tx.query(self.classes.atomic_part)
             for part_id in q1_ids(self.config, iteration):
                 part = parts.where(id=part_id).first()
@@ -368,7 +370,7 @@ class CopalOO7(OO7System):
 
     def _recent(self, percent: int) -> int:
         count = 0
-        with self.db.transaction() as tx:
+        with self.db.transaction(readonly=True) as tx:
             since = self.copal.field("build_date") >= date_threshold(percent)
             for part in tx.query(self.classes.atomic_part).where(since):
                 part.x
@@ -383,7 +385,7 @@ class CopalOO7(OO7System):
 
     def q7(self, iteration: int) -> int:
         count = 0
-        with self.db.transaction() as tx:
+        with self.db.transaction(readonly=True) as tx:
             for part in tx.query(self.classes.atomic_part):
                 part.x
                 count += 1
@@ -391,7 +393,7 @@ class CopalOO7(OO7System):
 
     def q8(self, iteration: int) -> int:
         pairs = 0
-        with self.db.transaction() as tx:
+        with self.db.transaction(readonly=True) as tx:
             parts = tx.query(self.classes.atomic_part)
             for document in tx.query(self.classes.document):
                 pairs += parts.where(doc_id=document.id).count()
@@ -419,13 +421,8 @@ class CopalOO7(OO7System):
                 for base in composite.used_in:
                     while composite in base.components_private:
                         base.components_private.remove(composite)
-                # Each object is loaded before tx.delete: copal's delete of a ghost (an object
-                # not loaded in this transaction) raises ConflictError against the commit that
-                # last wrote it.
                 for part in composite.parts:
-                    part.id
                     tx.delete(part)
-                composite.documentation.id
                 tx.delete(composite.documentation)
                 tx.delete(composite)
                 deleted += len(composite.parts)
@@ -521,7 +518,7 @@ class ZODBOO7(OO7System):
         self.transaction.commit()
         return result
 
-    def traversal(self, on_composite: Callable[[Any], int]) -> int:
+    def traversal(self, on_composite: Callable[[Any], int], readonly: bool = False) -> int:
         def work(root: Any) -> int:
             return traverse(root["module"].design_root, on_composite)
 
