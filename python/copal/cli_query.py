@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["FilterSyntaxError", "parse_filter"]
+from ._core import Filter
 
-Node = tuple[Any, ...]
+__all__ = ["FilterSyntaxError", "parse_filter"]
 
 
 class FilterSyntaxError(ValueError):
@@ -88,21 +88,21 @@ class _Parser:
         if not self.accept(value):
             raise self.fail(repr(value))
 
-    def expr(self) -> Node:
+    def expr(self) -> Filter:
         items = [self.conj()]
         while self.accept("or"):
             items.append(self.conj())
-        return items[0] if len(items) == 1 else ("or", items)
+        return items[0] if len(items) == 1 else Filter.any_of(items)
 
-    def conj(self) -> Node:
+    def conj(self) -> Filter:
         items = [self.neg()]
         while self.accept("and"):
             items.append(self.neg())
-        return items[0] if len(items) == 1 else ("and", items)
+        return items[0] if len(items) == 1 else Filter.all_of(items)
 
-    def neg(self) -> Node:
+    def neg(self) -> Filter:
         if self.accept("not"):
-            return ("not", self.neg())
+            return Filter.negate(self.neg())
         if self.accept("("):
             inner = self.expr()
             self.expect(")")
@@ -129,12 +129,12 @@ class _Parser:
             return _CONSTANTS[token[1]] if token[0] == "name" else token[1]
         raise self.fail("a value (number, 'string', True, False or None)")
 
-    def test(self) -> Node:
+    def test(self) -> Filter:
         path = self.path()
         token = self.peek()
         if token is not None and token[0] == "op" and token[1] in ("==", "!=", "<", "<=", ">", ">="):
             self.at += 1
-            return ("cmp", path, token[1], self.literal())
+            return Filter.compare(path, str(token[1]), self.literal())
         if self.accept("in"):
             self.expect("[")
             values = []
@@ -143,28 +143,28 @@ class _Parser:
                 while self.accept(","):
                     values.append(self.literal())
                 self.expect("]")
-            return ("in", path, values)
+            return Filter.one_of(path, values)
         if self.accept("is"):
             negated = self.accept("not")
             self.expect("None")
-            return ("not", ("none", path)) if negated else ("none", path)
+            return Filter.negate(Filter.is_none(path)) if negated else Filter.is_none(path)
         if self.accept("startswith"):
             prefix = self.literal()
             if not isinstance(prefix, str):
                 raise FilterSyntaxError("startswith takes a string")
-            return ("prefix", path, prefix)
+            return Filter.starts_with(path, prefix)
         raise self.fail("a comparison (==, !=, <, <=, >, >=, in, is None, startswith)")
 
 
-def parse_filter(text: str) -> Node:
-    """The query filter of `text` (the nested tuples of crates/copal-py/src/query.rs).
+def parse_filter(text: str) -> Filter:
+    """The query filter of `text` (a typed tree: crates/copal-py/src/filter.rs).
 
     >>> parse_filter('age >= 30 and city == "Paris"')
-    ('and', [('cmp', ['age'], '>=', 30), ('cmp', ['city'], '==', 'Paris')])
+    Filter((age >= 30 and city == 'Paris'))
     """
     parser = _Parser(text)
     if not parser.tokens:
-        return ("true",)
+        return Filter.everything()
     node = parser.expr()
     if parser.peek() is not None:
         raise parser.fail("'and', 'or' or the end of the filter")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, Iterable, Iterator, TypeVar
 
+from . import _core
 from .evolution import field_defaults, renamed_fields
 from .persistent import registry, registry_generation, type_name_of
 
@@ -15,10 +16,9 @@ __all__ = ["Query", "Expr", "Field", "field"]
 T = TypeVar("T")
 _BATCH = 1000
 
-# A filter travels to Rust as nested tuples (see crates/copal-py/src/query.rs).
-Node = tuple[Any, ...]
-#: The filter of a query without conditions.
-_ALL: Node = ("true",)
+#: The filter of a query without conditions (filters are typed trees made in Rust:
+#: crates/copal-py/src/filter.rs).
+_ALL = _core.Filter.everything()
 
 
 class Expr:
@@ -26,23 +26,23 @@ class Expr:
 
     __slots__ = ("node",)
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: _core.Filter) -> None:
         self.node = node
 
     def __and__(self, other: Expr) -> Expr:
-        return Expr(("and", [self.node, _expr(other).node]))
+        return Expr(_core.Filter.all_of([self.node, _expr(other).node]))
 
     def __or__(self, other: Expr) -> Expr:
-        return Expr(("or", [self.node, _expr(other).node]))
+        return Expr(_core.Filter.any_of([self.node, _expr(other).node]))
 
     def __invert__(self) -> Expr:
-        return Expr(("not", self.node))
+        return Expr(_core.Filter.negate(self.node))
 
     def __bool__(self) -> bool:
         raise TypeError("use & | ~ to combine copal conditions, not and/or/not")
 
     def __repr__(self) -> str:
-        return f"Expr({self.node!r})"
+        return f"Expr({self.node.describe()})"
 
 
 def _expr(value: Any) -> Expr:
@@ -68,7 +68,7 @@ class Field:
         self.path = tuple(path.split("."))
 
     def _cmp(self, op: str, value: Any) -> Expr:
-        return Expr(("cmp", self.path, op, value))
+        return Expr(_core.Filter.compare(list(self.path), op, value))
 
     def __eq__(self, value: Any) -> Expr:  # type: ignore[override]
         return self._cmp("==", value)
@@ -92,15 +92,15 @@ class Field:
 
     def in_(self, values: Iterable[Any]) -> Expr:
         """The value equals one of ``values``."""
-        return Expr(("in", self.path, list(values)))
+        return Expr(_core.Filter.one_of(list(self.path), values))
 
     def startswith(self, prefix: str | bytes) -> Expr:
         """The value is a str (or bytes) starting with ``prefix``."""
-        return Expr(("prefix", self.path, prefix))
+        return Expr(_core.Filter.starts_with(list(self.path), prefix))
 
     def is_none(self) -> Expr:
         """The value is None or the attribute is missing."""
-        return Expr(("none", self.path))
+        return Expr(_core.Filter.is_none(list(self.path)))
 
     def __repr__(self) -> str:
         return f"field({'.'.join(self.path)!r})"
@@ -144,7 +144,7 @@ class Query(Generic[T]):
         self,
         tx: Transaction,
         cls: type[T],
-        node: Node = _ALL,
+        node: _core.Filter = _ALL,
         order: tuple[tuple[tuple[str, ...], bool], ...] = (),
         offset: int = 0,
         limit: int | None = None,
@@ -172,13 +172,13 @@ class Query(Generic[T]):
         """Only objects satisfying every condition and attribute equality."""
         nodes = [_expr(c).node for c in conditions] if conditions else []
         for name, value in equalities.items():
-            nodes.append(("cmp", tuple(name.split(".")), "==", value))
-        if self._node != _ALL:
+            nodes.append(_core.Filter.compare(name.split("."), "==", value))
+        if not self._node.is_everything:
             nodes.insert(0, self._node)
         if not nodes:
             return self
         # Built directly rather than by `_with`: this is the hot path of a point lookup.
-        node = nodes[0] if len(nodes) == 1 else ("and", nodes)
+        node = nodes[0] if len(nodes) == 1 else _core.Filter.all_of(nodes)
         return Query(self._tx, self._cls, node, self._order, self._offset, self._limit, self._only)
 
     def order_by(self, *paths: str | Field, descending: bool = False) -> Query[T]:
@@ -212,18 +212,8 @@ class Query(Generic[T]):
         defaults = field_defaults({segment for path in self._paths() for segment in path})
         return self._tx._conn.query(names, self._node, order, offset, limit, mode, renamed_fields(), defaults)
 
-    def _paths(self) -> list[tuple[str, ...]]:
-        paths = [path for path, _ in self._order]
-        stack = [self._node]
-        while stack:
-            node = stack.pop()
-            if node[0] in ("and", "or"):
-                stack.extend(node[1])
-            elif node[0] == "not":
-                stack.append(node[1])
-            elif node[0] != "true":
-                paths.append(node[1])
-        return paths
+    def _paths(self) -> list[list[str]]:
+        return [*(list(path) for path, _ in self._order), *self._node.paths()]
 
     def _classes(self) -> list[int]:
         classes: list[int] = self._tx._conn.class_numbers(_extent_type_names(self._cls, self._only))
@@ -286,7 +276,7 @@ class Query(Generic[T]):
         classes = self._classes()
         order = [(list(path), desc) for path, desc in self._order]
         access: str = self._ask(order, self._offset, self._limit, "explain") if classes else "nothing stored yet"
-        parts = [f"{access}; filter {self._describe(self._node)}"]
+        parts = [f"{access}; filter {self._node.describe()}"]
         defaults = field_defaults({segment for path in self._paths() for segment in path})
         if defaults:
             # Records written before a field was added are read as holding its default.
@@ -300,21 +290,3 @@ class Query(Generic[T]):
         if self._limit is not None:
             parts.append(f"limit {self._limit}")
         return "; ".join(parts)
-
-    @classmethod
-    def _describe(cls, node: Node) -> str:
-        kind = node[0]
-        if kind == "true":
-            return "nothing (all objects)"
-        if kind in ("and", "or"):
-            return "(" + f" {kind} ".join(cls._describe(n) for n in node[1]) + ")"
-        if kind == "not":
-            return f"not {cls._describe(node[1])}"
-        path = ".".join(node[1])
-        if kind == "cmp":
-            return f"{path} {node[2]} {node[3]!r}"
-        if kind == "in":
-            return f"{path} in {node[2]!r}"
-        if kind == "prefix":
-            return f"{path} startswith {node[2]!r}"
-        return f"{path} is None"

@@ -798,7 +798,7 @@ impl Connection {
     fn query<'py>(
         slf: &Bound<'py, Self>,
         names: Vec<String>,
-        filter: &Bound<'py, PyAny>,
+        filter: &Bound<'py, crate::filter::Filter>,
         order: Vec<(Vec<String>, bool)>,
         offset: usize,
         limit: Option<usize>,

@@ -14,6 +14,7 @@ mod decode;
 mod dict_items;
 mod encode;
 mod errors;
+mod filter;
 mod gc;
 mod hashing;
 mod instance_values;
@@ -41,6 +42,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pytypes::learn_class_statement_dealloc(m.py())?;
     m.add_class::<persistent::PersistentBase>()?;
     m.add_class::<connection::Connection>()?;
+    m.add_class::<filter::Filter>()?;
     m.add_class::<database::Store>()?;
     m.add("ROOT_OID", copal_core::format::ROOT_OID)?;
     m.add("DEFAULT_MAX_SIZE", standalone::DEFAULT_MAX_SIZE)?;

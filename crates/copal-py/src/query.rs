@@ -1,14 +1,12 @@
-//! Python query descriptions -> core queries. python/copal/query.py builds filters as nested
-//! tuples: ("cmp", path, op, value), ("in", path, values), ("prefix", path, value),
-//! ("none", path), ("and", [filters]), ("or", [filters]), ("not", filter), ("true",).
+//! Python query filters (`crate::filter::Filter`) -> core queries, their operands encoded as
+//! stored values are.
 
 use copal_core::format::{decode_value, Reader, Value};
-use copal_core::query::{CmpOp, Expr, Path};
-use pyo3::exceptions::PyValueError;
+use copal_core::query::Expr;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 
 use crate::encode::{Encoder, Sink};
+use crate::filter::{Filter, FilterNode};
 
 /// Stands for an operand of a class the database has never stored: equal to nothing.
 fn matches_nothing() -> Value {
@@ -35,37 +33,21 @@ impl OperandConverter<'_> {
         self.sink.decode(&encoded?)
     }
 
-    pub fn expr(&mut self, filter: &Bound<'_, PyAny>) -> PyResult<Expr> {
-        let node = filter.cast::<PyTuple>().map_err(|_| PyValueError::new_err("malformed query filter"))?;
-        let kind: String = node.get_item(0)?.extract()?;
-        let path = |node: &Bound<'_, PyTuple>| -> PyResult<Path> { node.get_item(1)?.extract() };
-        Ok(match kind.as_str() {
-            "true" => Expr::True,
-            "cmp" => {
-                let op: String = node.get_item(2)?.extract()?;
-                let op = CmpOp::parse(&op).ok_or_else(|| PyValueError::new_err(format!("unknown operator {op:?}")))?;
-                Expr::Cmp { path: path(node)?, op, value: self.value(&node.get_item(3)?)? }
+    pub fn expr(&mut self, filter: &Bound<'_, Filter>) -> PyResult<Expr> {
+        let py = filter.py();
+        let mut all = |items: &[Py<Filter>]| items.iter().map(|item| self.expr(item.bind(py))).collect::<PyResult<Vec<_>>>();
+        Ok(match &filter.get().node {
+            FilterNode::Everything => Expr::True,
+            FilterNode::All(items) => Expr::And(all(items)?),
+            FilterNode::Any(items) => Expr::Or(all(items)?),
+            FilterNode::Not(item) => Expr::Not(Box::new(self.expr(item.bind(py))?)),
+            FilterNode::Compare { path, op, value } => Expr::Cmp { path: path.clone(), op: *op, value: self.value(value.bind(py))? },
+            FilterNode::OneOf { path, values } => {
+                let values = values.iter().map(|value| self.value(value.bind(py))).collect::<PyResult<Vec<_>>>()?;
+                Expr::In { path: path.clone(), values }
             }
-            "in" => {
-                // Loops, not `collect`: collecting a Python iterator asks for its length hint,
-                // whose failure (out of memory) pyo3 prints as unraisable.
-                let mut values = Vec::new();
-                for value in node.get_item(2)?.try_iter()? {
-                    values.push(self.value(&value?)?);
-                }
-                Expr::In { path: path(node)?, values }
-            }
-            "prefix" => Expr::StartsWith { path: path(node)?, prefix: self.value(&node.get_item(2)?)? },
-            "none" => Expr::IsNone { path: path(node)? },
-            "and" | "or" => {
-                let mut items = Vec::new();
-                for item in node.get_item(1)?.try_iter()? {
-                    items.push(self.expr(&item?)?);
-                }
-                if kind == "and" { Expr::And(items) } else { Expr::Or(items) }
-            }
-            "not" => Expr::Not(Box::new(self.expr(&node.get_item(1)?)?)),
-            other => return Err(PyValueError::new_err(format!("unknown query filter {other:?}"))),
+            FilterNode::StartsWith { path, prefix } => Expr::StartsWith { path: path.clone(), prefix: self.value(prefix.bind(py))? },
+            FilterNode::IsNone { path } => Expr::IsNone { path: path.clone() },
         })
     }
 }

@@ -1,0 +1,158 @@
+//! Query filters as Python builds them (`copal.field(...)` operators, the `copal query` command
+//! line), typed: each node is checked when it is made (an unknown operator or a malformed path
+//! is refused there), and a query converts the tree into `copal_core::query::Expr` by matching
+//! its variants. Operand values stay Python objects until a query runs: their encoding depends
+//! on the database (its descriptors, its objects).
+
+use copal_core::query::{CmpOp, Path};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+/// One node of a filter.
+pub enum FilterNode {
+    Everything,
+    Compare { path: Path, op: CmpOp, value: Py<PyAny> },
+    OneOf { path: Path, values: Vec<Py<PyAny>> },
+    StartsWith { path: Path, prefix: Py<PyAny> },
+    IsNone { path: Path },
+    All(Vec<Py<Filter>>),
+    Any(Vec<Py<Filter>>),
+    Not(Py<Filter>),
+}
+
+/// An immutable filter tree; `copal.Expr` wraps one.
+#[pyclass(frozen, module = "copal._core")]
+pub struct Filter {
+    pub node: FilterNode,
+}
+
+fn checked_path(path: Vec<String>) -> PyResult<Path> {
+    if path.is_empty() || path.iter().any(String::is_empty) {
+        return Err(PyValueError::new_err(format!("invalid field path {:?}", path.join("."))));
+    }
+    Ok(path)
+}
+
+fn op_text(op: CmpOp) -> &'static str {
+    match op {
+        CmpOp::Eq => "==",
+        CmpOp::Ne => "!=",
+        CmpOp::Lt => "<",
+        CmpOp::Le => "<=",
+        CmpOp::Gt => ">",
+        CmpOp::Ge => ">=",
+    }
+}
+
+#[pymethods]
+impl Filter {
+    /// The filter of a query without conditions.
+    #[staticmethod]
+    fn everything() -> Filter {
+        Filter { node: FilterNode::Everything }
+    }
+
+    /// The value at `path` compares with `value` by `op` ("==", "!=", "<", "<=", ">", ">=").
+    #[staticmethod]
+    fn compare(path: Vec<String>, op: &str, value: Py<PyAny>) -> PyResult<Filter> {
+        let op = CmpOp::parse(op).ok_or_else(|| PyValueError::new_err(format!("unknown comparison operator {op:?}")))?;
+        Ok(Filter { node: FilterNode::Compare { path: checked_path(path)?, op, value } })
+    }
+
+    /// The value at `path` equals one of `values` (any iterable, read once here).
+    #[staticmethod]
+    fn one_of(path: Vec<String>, values: &Bound<'_, PyAny>) -> PyResult<Filter> {
+        // Read with a loop: collecting asks for a length hint, whose failure pyo3 reports as
+        // unraisable.
+        let mut items = Vec::new();
+        for value in values.try_iter()? {
+            items.push(value?.unbind());
+        }
+        Ok(Filter { node: FilterNode::OneOf { path: checked_path(path)?, values: items } })
+    }
+
+    /// The value at `path` is a str (or bytes) starting with `prefix`.
+    #[staticmethod]
+    fn starts_with(path: Vec<String>, prefix: Py<PyAny>) -> PyResult<Filter> {
+        Ok(Filter { node: FilterNode::StartsWith { path: checked_path(path)?, prefix } })
+    }
+
+    /// The value at `path` is None or missing.
+    #[staticmethod]
+    fn is_none(path: Vec<String>) -> PyResult<Filter> {
+        Ok(Filter { node: FilterNode::IsNone { path: checked_path(path)? } })
+    }
+
+    /// Every one of `items` holds.
+    #[staticmethod]
+    fn all_of(items: Vec<Py<Filter>>) -> Filter {
+        Filter { node: FilterNode::All(items) }
+    }
+
+    /// At least one of `items` holds.
+    #[staticmethod]
+    fn any_of(items: Vec<Py<Filter>>) -> Filter {
+        Filter { node: FilterNode::Any(items) }
+    }
+
+    /// `item` does not hold.
+    #[staticmethod]
+    fn negate(item: Py<Filter>) -> Filter {
+        Filter { node: FilterNode::Not(item) }
+    }
+
+    /// Whether this is the filter of a query without conditions.
+    #[getter]
+    fn is_everything(&self) -> bool {
+        matches!(self.node, FilterNode::Everything)
+    }
+
+    /// Every path the filter reads, in order of first use.
+    fn paths(&self) -> Vec<Path> {
+        let mut out = Vec::new();
+        self.collect_paths(&mut out);
+        out
+    }
+
+    /// The filter as `explain()` shows it.
+    fn describe(&self, py: Python<'_>) -> PyResult<String> {
+        let path = |path: &Path| path.join(".");
+        let repr = |value: &Py<PyAny>| -> PyResult<String> { Ok(value.bind(py).repr()?.to_string()) };
+        let joined = |items: &[Py<Filter>], word: &str| -> PyResult<String> {
+            let parts = items.iter().map(|item| item.get().describe(py)).collect::<PyResult<Vec<_>>>()?;
+            Ok(format!("({})", parts.join(&format!(" {word} "))))
+        };
+        Ok(match &self.node {
+            FilterNode::Everything => "nothing (all objects)".to_owned(),
+            FilterNode::Compare { path: p, op, value } => format!("{} {} {}", path(p), op_text(*op), repr(value)?),
+            FilterNode::OneOf { path: p, values } => {
+                let shown = values.iter().map(repr).collect::<PyResult<Vec<_>>>()?;
+                format!("{} in [{}]", path(p), shown.join(", "))
+            }
+            FilterNode::StartsWith { path: p, prefix } => format!("{} startswith {}", path(p), repr(prefix)?),
+            FilterNode::IsNone { path: p } => format!("{} is None", path(p)),
+            FilterNode::All(items) => joined(items, "and")?,
+            FilterNode::Any(items) => joined(items, "or")?,
+            FilterNode::Not(item) => format!("not {}", item.get().describe(py)?),
+        })
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!("Filter({})", self.describe(py)?))
+    }
+}
+
+impl Filter {
+    fn collect_paths(&self, out: &mut Vec<Path>) {
+        match &self.node {
+            FilterNode::Everything => {}
+            FilterNode::Compare { path, .. } | FilterNode::OneOf { path, .. } | FilterNode::StartsWith { path, .. } | FilterNode::IsNone { path } => {
+                if !out.contains(path) {
+                    out.push(path.clone());
+                }
+            }
+            FilterNode::All(items) | FilterNode::Any(items) => items.iter().for_each(|item| item.get().collect_paths(out)),
+            FilterNode::Not(item) => item.get().collect_paths(out),
+        }
+    }
+}
