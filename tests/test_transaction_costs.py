@@ -264,3 +264,18 @@ def test_an_index_lookup_reads_the_records_it_returns_only_whatever_the_cache_ho
     assert reads["objects_encoded"] == 1
     with db.transaction(readonly=True) as tx:
         assert tx.query(Tagged).where(rank=1000).one().email == "8@x"
+
+
+def test_iterating_an_exact_index_query_reads_a_batch_at_a_time(store: Any) -> None:
+    db = store.open()
+    with db.transaction() as tx:
+        tx.root["all"] = PersistentList(Tagged(f"{n}@x", n % 100) for n in range(3_000))
+    db = store.reopen(db)
+    work = Delta(db)
+    with db.transaction(readonly=True) as tx:
+        results = iter(tx.query(Tagged).where(copal.field("rank") >= 50))
+        assert next(results).rank >= 50
+        # One batch of 1,000 built, its records read in one sweep; the others when reached.
+        assert (work["cache_misses"], work["records_read"]) == (1000, 1000)
+        assert sum(1 for _ in results) == 1_499
+    assert work["records_read"] == 1_500

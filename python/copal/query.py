@@ -228,13 +228,12 @@ class Query(Generic[T]):
     def __iter__(self) -> Iterator[T]:
         """The results, built in batches of 1,000 as the iteration goes (a loop that stops early
         builds only what it consumed, plus the rest of its batch)."""
-        if self._tx._conn.has_pending():
-            # Objects not stored yet have no id to load them by.
-            yield from self._run("objects")
-            return
-        oids: list[int] = self._run("oids")
-        for start in range(0, len(oids), _BATCH):
-            yield from self._tx._conn.load_many(oids[start : start + _BATCH])
+        first: list[T]
+        rest: list[int]
+        first, rest = self._run("iterate")
+        yield from first
+        for start in range(0, len(rest), _BATCH):
+            yield from self._tx._conn.load_many(rest[start : start + _BATCH])
 
     def all(self) -> list[T]:
         """Every result, as a list."""

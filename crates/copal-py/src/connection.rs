@@ -416,6 +416,10 @@ impl Connection {
     }
 }
 
+/// How many results of an iterated query are built at once: a loop that stops early builds only
+/// what it consumed, plus the rest of its batch.
+const ITERATION_BATCH: usize = 1000;
+
 /// Why a batch read failed; converted to a Python error once the GIL is back.
 enum ReadFailure {
     Missing(u64),
@@ -791,8 +795,9 @@ impl Connection {
 
     /// Runs a query on this snapshot, in Rust on the raw records of the objects stored under the
     /// type names `names`, seeing the running transaction's own changes (`crate::pending`):
-    /// `mode` "objects" returns the matching objects, "oids" their ids (None for an object not
-    /// stored yet), "count" how many match, "explain" how the query runs.
+    /// `mode` "objects" returns the matching objects, "iterate" the first `ITERATION_BATCH` of
+    /// them and the ids of the others, "oids" their ids (None for an object not stored yet),
+    /// "count" how many match, "explain" how the query runs.
     #[pyo3(signature = (names, filter, order, offset, limit, mode, renamed, defaults))]
     #[allow(clippy::too_many_arguments)]
     fn query<'py>(
@@ -817,7 +822,12 @@ impl Connection {
         }
         if classes.is_empty() && mode != "explain" {
             // Nothing of these types was ever stored, nor is about to be.
-            return if mode == "count" { 0.into_bound_py_any(py) } else { Ok(ListBuilder::of(py, Vec::new())?.into_any()) };
+            let empty = || ListBuilder::of(py, Vec::new());
+            return match mode {
+                "count" => 0.into_bound_py_any(py),
+                "iterate" => Ok(PyTuple::new(py, [empty()?, empty()?])?.into_any()),
+                _ => Ok(empty()?.into_any()),
+            };
         }
         // Operands mean what stored values mean; with an overlay, new objects and the classes
         // and layouts it made are known too.
@@ -870,27 +880,69 @@ impl Connection {
             }
             return Ok(out.into_any());
         }
-        let matches = this.with_snapshot(|snapshot| {
+        // "objects": every result built; "iterate": the first `ITERATION_BATCH` built and the ids
+        // of the others (loaded as the iteration reaches them), or all built when the
+        // transaction has new objects (they have no id to load them by).
+        let built = match mode {
+            "iterate" if overlay.is_none() => ITERATION_BATCH,
+            "objects" | "iterate" => usize::MAX,
+            other => return Err(pyo3::exceptions::PyValueError::new_err(format!("unknown query mode {other:?}"))),
+        };
+        let from_index = this.with_snapshot(|snapshot| {
             let snapshot = SameThread(snapshot);
-            without_gil(py, || query::run_pending(snapshot.0, pending.0, &query)).py_err()
+            without_gil(py, || query::index_oids(snapshot.0, pending.0, &query)).py_err()
         })?;
-        let out = ListBuilder::of(py, Vec::new())?;
-        for (oid, record) in matches {
-            if let Some(obj) = new_objects.and_then(|objects| objects.get(&oid)) {
-                out.append(obj.bind(py))?;
-                continue;
+        let objects = ListBuilder::of(py, Vec::new())?;
+        let rest = ListBuilder::of(py, Vec::new())?;
+        if let Some(oids) = from_index {
+            // The index answered alone: cached objects need no record, ghosts are read in one
+            // sweep. The overlay has no record of these classes: every result is stored.
+            let (now, later) = oids.split_at(built.min(oids.len()));
+            let found = now.iter().map(|oid| this.object_for(py, *oid)).collect::<PyResult<Vec<_>>>()?;
+            let mut ghosts = Vec::new();
+            for (oid, obj) in now.iter().zip(&found) {
+                if PersistentBase::of(obj)?.state() == GHOST {
+                    ghosts.push((*oid, obj.clone()));
+                } else {
+                    this.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            // A result with a pending record is an object of this transaction, loaded already.
-            let obj = this.object_for(py, oid)?;
-            if PersistentBase::of(&obj)?.state() == GHOST {
-                this.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
-                this.set_state(&obj, oid, &record, None)?;
-            } else {
-                this.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+            this.load_ghosts(py, &mut ghosts, None)?;
+            for obj in found {
+                objects.append(obj)?;
             }
-            out.append(obj)?;
+            for oid in later {
+                rest.append(crate::allocation::unsigned_int(py, *oid)?)?;
+            }
+        } else {
+            let matches = this.with_snapshot(|snapshot| {
+                let snapshot = SameThread(snapshot);
+                without_gil(py, || query::run_pending(snapshot.0, pending.0, &query)).py_err()
+            })?;
+            for (index, (oid, record)) in matches.into_iter().enumerate() {
+                if index >= built {
+                    rest.append(crate::allocation::unsigned_int(py, oid)?)?;
+                    continue;
+                }
+                if let Some(obj) = new_objects.and_then(|objects| objects.get(&oid)) {
+                    objects.append(obj.bind(py))?;
+                    continue;
+                }
+                // A result with a pending record is an object of this transaction, loaded already.
+                let obj = this.object_for(py, oid)?;
+                if PersistentBase::of(&obj)?.state() == GHOST {
+                    this.stats.cache_misses.fetch_add(1, Ordering::Relaxed);
+                    this.set_state(&obj, oid, &record, None)?;
+                } else {
+                    this.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                }
+                objects.append(obj)?;
+            }
         }
-        Ok(out.into_any())
+        if mode == "iterate" {
+            return Ok(PyTuple::new(py, [objects, rest])?.into_any());
+        }
+        Ok(objects.into_any())
     }
 
     /// Makes the store's indexes match the declarations: `declared` lists (declaring type name,

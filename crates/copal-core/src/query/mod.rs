@@ -474,54 +474,62 @@ fn run_ordered_with_overlay(
     Ok(merged.into_iter().skip(query.offset).take(limit).map(|(_, oid, record)| (oid, record)).collect())
 }
 
-/// The ids of the matches, in `run`'s order, offset and limited. An index that answers the
-/// filter exactly gives them without reading a record, when the transaction's overlay holds no
-/// record of the queried classes; otherwise they are `run`'s.
+/// The ids of the matches, in `run`'s order, offset and limited: from the index alone when it
+/// can (`index_oids`), else `run`'s.
 pub fn oids_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<Vec<Oid>, StoreError> {
+    match index_oids(snapshot, pending, query)? {
+        Some(oids) => Ok(oids),
+        None => Ok(run_pending(snapshot, pending, query)?.into_iter().map(|(oid, _)| oid).collect()),
+    }
+}
+
+/// The ids of the matches, in `run`'s order, offset and limited, read from an index that
+/// answers the filter exactly, without reading a record; None when no index does, or when the
+/// transaction's overlay holds records of the queried classes (they must be tested).
+pub fn index_oids(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<Option<Vec<Oid>>, StoreError> {
     let access = access(snapshot, query)?;
     let overlay = Overlay::new(pending, query);
-    if let Access::Index { def, ranges, exact: true, ordered, descending, .. } = &access {
-        if overlay.records.is_empty() && (query.order.is_empty() || *ordered) {
-            let wanted = query.limit.map(|l| l.saturating_add(query.offset));
-            let kept = |oid: Oid| {
-                query.classes.contains(&crate::format::oid_class(oid)) && !query.exclude.contains(&oid) && !overlay.hides(oid)
-            };
-            let mut oids = Vec::new();
-            if *ordered {
-                // In key order (ties in the index's order, as `run` gives them); an object
-                // appears once even if several ranges hold it.
-                let mut seen = HashSet::new();
-                let in_order: Vec<&plan::KeyRange> = if *descending { ranges.iter().rev().collect() } else { ranges.iter().collect() };
-                for range in in_order {
-                    if wanted.is_some_and(|w| oids.len() >= w) {
-                        break;
-                    }
-                    snapshot.scan_index(def.id, &range.start, range.end.as_deref(), *descending, |entry| {
-                        let oid = crate::store::entry_oid(entry)?;
-                        if kept(oid) && seen.insert(oid) {
-                            oids.push(oid);
-                        }
-                        Ok(wanted.is_none_or(|w| oids.len() < w))
-                    })?;
-                }
-            } else {
-                for range in ranges {
-                    snapshot.scan_index(def.id, &range.start, range.end.as_deref(), false, |entry| {
-                        let oid = crate::store::entry_oid(entry)?;
-                        if kept(oid) {
-                            oids.push(oid);
-                        }
-                        Ok(true)
-                    })?;
-                }
-                // Object-id order, as a scan gives them.
-                oids.sort_unstable();
-                oids.dedup();
-            }
-            return Ok(oids.into_iter().skip(query.offset).take(query.limit.unwrap_or(usize::MAX)).collect());
-        }
+    let Access::Index { def, ranges, exact: true, ordered, descending, .. } = &access else { return Ok(None) };
+    if !overlay.records.is_empty() || !(query.order.is_empty() || *ordered) {
+        return Ok(None);
     }
-    Ok(run_pending(snapshot, pending, query)?.into_iter().map(|(oid, _)| oid).collect())
+    let wanted = query.limit.map(|l| l.saturating_add(query.offset));
+    let kept = |oid: Oid| {
+        query.classes.contains(&crate::format::oid_class(oid)) && !query.exclude.contains(&oid) && !overlay.hides(oid)
+    };
+    let mut oids = Vec::new();
+    if *ordered {
+        // In key order (ties in the index's order, as `run` gives them); an object appears once
+        // even if several ranges hold it.
+        let mut seen = HashSet::new();
+        let in_order: Vec<&plan::KeyRange> = if *descending { ranges.iter().rev().collect() } else { ranges.iter().collect() };
+        for range in in_order {
+            if wanted.is_some_and(|w| oids.len() >= w) {
+                break;
+            }
+            snapshot.scan_index(def.id, &range.start, range.end.as_deref(), *descending, |entry| {
+                let oid = crate::store::entry_oid(entry)?;
+                if kept(oid) && seen.insert(oid) {
+                    oids.push(oid);
+                }
+                Ok(wanted.is_none_or(|w| oids.len() < w))
+            })?;
+        }
+    } else {
+        for range in ranges {
+            snapshot.scan_index(def.id, &range.start, range.end.as_deref(), false, |entry| {
+                let oid = crate::store::entry_oid(entry)?;
+                if kept(oid) {
+                    oids.push(oid);
+                }
+                Ok(true)
+            })?;
+        }
+        // Object-id order, as a scan gives them.
+        oids.sort_unstable();
+        oids.dedup();
+    }
+    Ok(Some(oids.into_iter().skip(query.offset).take(query.limit.unwrap_or(usize::MAX)).collect()))
 }
 
 /// How many records match (offset and limit ignored). Counts that an index answers exactly, and
