@@ -149,8 +149,9 @@ def test_a_readonly_transaction_refuses_every_change(db: Any) -> None:
 def test_a_readonly_transaction_encodes_nothing_at_its_end(db: Any) -> None:
     holders = _fill_cache(db)
     work = Delta(db)
-    with db.transaction(readonly=True):
+    with db.transaction(readonly=True) as tx:
         assert sum(len(h.tags) for h in holders) == CACHED
+        assert tx._conn.watched_objects() == []  # nothing to compare: nothing watched
     assert work["objects_encoded"] == 0
     assert work["commits"] == 0
 

@@ -167,9 +167,12 @@ impl Connection {
     }
 
     /// Puts the cached object `oid`, whose state holds plain containers, among the objects the
-    /// running transaction watches for changes in place. Between transactions the set is
-    /// emptied by the next `begin`.
+    /// running transaction watches for changes in place (a read-only transaction watches
+    /// nothing: it never compares). Between transactions the set is emptied by the next `begin`.
     pub fn watch(&self, oid: u64) {
+        if self.is_readonly() {
+            return;
+        }
         if let Ok(mut watched) = self.watched.lock() {
             watched.insert(oid);
         }
@@ -825,7 +828,7 @@ impl Connection {
             let empty = || ListBuilder::of(py, Vec::new());
             return match mode {
                 "count" => 0.into_bound_py_any(py),
-                "iterate" => Ok(PyTuple::new(py, [empty()?, empty()?])?.into_any()),
+                "iterate" => Ok(crate::allocation::tuple(py, vec![empty()?.into_any(), empty()?.into_any()])?.into_any()),
                 _ => Ok(empty()?.into_any()),
             };
         }
@@ -940,7 +943,7 @@ impl Connection {
             }
         }
         if mode == "iterate" {
-            return Ok(PyTuple::new(py, [objects, rest])?.into_any());
+            return Ok(crate::allocation::tuple(py, vec![objects.into_any(), rest.into_any()])?.into_any());
         }
         Ok(objects.into_any())
     }

@@ -7,6 +7,9 @@
 use copal_core::query::{CmpOp, Path};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString};
+
+use crate::list_builder::ListBuilder;
 
 /// One node of a filter.
 pub enum FilterNode {
@@ -107,19 +110,36 @@ impl Filter {
         matches!(self.node, FilterNode::Everything)
     }
 
-    /// Every path the filter reads, in order of first use.
-    fn paths(&self) -> Vec<Path> {
-        let mut out = Vec::new();
-        self.collect_paths(&mut out);
-        out
+    /// Every path the filter reads, in order of first use, as lists of names. Made here, as
+    /// every list the query path returns: pyo3's conversion of a Vec panics when the list
+    /// cannot be allocated.
+    fn paths<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut found = Vec::new();
+        self.collect_paths(&mut found);
+        let mut lists = Vec::with_capacity(found.len());
+        for path in found {
+            let names = path.iter().map(|name| Ok(crate::allocation::str(py, name)?.into_any())).collect::<PyResult<Vec<_>>>()?;
+            lists.push(ListBuilder::of(py, names)?.into_any());
+        }
+        ListBuilder::of(py, lists)
     }
 
     /// The filter as `explain()` shows it.
-    fn describe(&self, py: Python<'_>) -> PyResult<String> {
+    fn describe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
+        crate::allocation::str(py, &self.text(py)?)
+    }
+
+    fn __repr__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
+        crate::allocation::str(py, &format!("Filter({})", self.text(py)?))
+    }
+}
+
+impl Filter {
+    fn text(&self, py: Python<'_>) -> PyResult<String> {
         let path = |path: &Path| path.join(".");
         let repr = |value: &Py<PyAny>| -> PyResult<String> { Ok(value.bind(py).repr()?.to_string()) };
         let joined = |items: &[Py<Filter>], word: &str| -> PyResult<String> {
-            let parts = items.iter().map(|item| item.get().describe(py)).collect::<PyResult<Vec<_>>>()?;
+            let parts = items.iter().map(|item| item.get().text(py)).collect::<PyResult<Vec<_>>>()?;
             Ok(format!("({})", parts.join(&format!(" {word} "))))
         };
         Ok(match &self.node {
@@ -133,16 +153,10 @@ impl Filter {
             FilterNode::IsNone { path: p } => format!("{} is None", path(p)),
             FilterNode::All(items) => joined(items, "and")?,
             FilterNode::Any(items) => joined(items, "or")?,
-            FilterNode::Not(item) => format!("not {}", item.get().describe(py)?),
+            FilterNode::Not(item) => format!("not {}", item.get().text(py)?),
         })
     }
 
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!("Filter({})", self.describe(py)?))
-    }
-}
-
-impl Filter {
     fn collect_paths(&self, out: &mut Vec<Path>) {
         match &self.node {
             FilterNode::Everything => {}
