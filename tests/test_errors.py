@@ -63,6 +63,28 @@ def test_conflict_error_has_the_oid_of_the_conflicting_object(store: Any) -> Non
     assert error.args == (str(error),)
 
 
+def test_conflict_error_names_every_object_that_conflicts(store: Any) -> None:
+    db1, db2 = store.open(), store.open()
+    with db1.transaction() as t1:
+        t1.root["a"], t1.root["b"], t1.root["c"], t1.root["gone"] = Counter(1), Counter(2), Counter(3), Item("x")
+    refused = db2.stats()["conflicts"]
+    with pytest.raises(ConflictError) as caught:
+        with db2.transaction() as t2:
+            a, b, c, gone = t2.root["a"], t2.root["b"], t2.root["c"], t2.root["gone"]
+            with db1.transaction() as t1:
+                t1.root["a"].value = 10
+                t1.root["b"].value = 20
+                t1.delete(t1.root["gone"])
+            a.value, b.value, c.value = 11, 21, 31
+            t2.delete(gone)
+    assert caught.value.oids == (a._p_oid, b._p_oid, gone._p_oid)
+    assert all(f"{oid:#x}" in str(caught.value) for oid in caught.value.oids)
+    assert f"{c._p_oid:#x}" not in str(caught.value)
+    assert db2.stats()["conflicts"] == refused + 1  # one commit refused
+    with db2.transaction() as t2:
+        assert (t2.root["a"].value, t2.root["c"].value) == (10, 3)
+
+
 def test_unique_violation_has_the_index_and_both_objects(store: Any) -> None:
     error, changed, holder = _unique_violation(store)
     assert error.index == "test_errors.Account(email)"

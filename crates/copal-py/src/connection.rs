@@ -1253,29 +1253,46 @@ impl Connection {
         let tid = sink.commit.tid();
         let mut written = Vec::new();
         let outcome = (|| {
-            // The records that the conflict checks below read, in one batch.
+            // The changed and deleted objects' conflict checks, all before any write (their
+            // records read in one batch): a conflict names every object that conflicts.
             let mut checked = Vec::new();
             for obj in changed {
                 let p = PersistentBase::of(obj)?;
-                if p.state() == CHANGED {
-                    checked.extend(p.oid());
+                if let (CHANGED, Some(oid)) = (p.state(), p.oid()) {
+                    checked.push((oid, p.serial()));
                 }
             }
             for obj in deleted {
-                checked.extend(PersistentBase::of(obj)?.oid());
+                let p = PersistentBase::of(obj)?;
+                checked.extend(p.oid().map(|oid| (oid, p.serial())));
             }
-            sink.commit.prefetch(&checked).py_err()?;
+            let oids: Vec<u64> = checked.iter().map(|(oid, _)| *oid).collect();
+            sink.commit.prefetch(&oids).py_err()?;
+            let mut conflicting = Vec::new();
+            for (oid, serial) in &checked {
+                if sink.commit.stored_tid(*oid).py_err()? != Some(*serial) {
+                    conflicting.push((*oid, *serial));
+                }
+            }
+            if let Some((oid, serial)) = conflicting.first() {
+                // The first one's check makes the error (and counts the refused commit).
+                let first = sink.commit.check_unchanged(*oid, *serial).err().unwrap_or(copal_core::StoreError::Conflict {
+                    oid: *oid,
+                    read_tid: *serial,
+                    stored_tid: None,
+                });
+                return Err(crate::errors::conflicts(first, conflicting.iter().map(|(oid, _)| *oid).collect()));
+            }
             for obj in added {
                 sink.reference(obj)?;
             }
             for obj in changed {
                 let p = PersistentBase::of(obj)?;
-                let (oid, serial, state) = (p.oid(), p.serial(), p.state());
+                let (oid, state) = (p.oid(), p.state());
                 let Some(oid) = oid else { continue };
                 if state != CHANGED {
                     continue;
                 }
-                sink.commit.check_unchanged(oid, serial).py_err()?;
                 written.extend(self.write_one(sink, obj, oid, tid, None, None)?);
             }
             for (oid, saved) in watched {
@@ -1296,9 +1313,8 @@ impl Connection {
             }
             for obj in deleted {
                 let p = PersistentBase::of(obj)?;
-                let (oid, serial) = (p.oid(), p.serial());
+                let oid = p.oid();
                 if let Some(oid) = oid {
-                    sink.commit.check_unchanged(oid, serial).py_err()?;
                     sink.commit.delete(oid).py_err()?;
                 }
             }

@@ -6,6 +6,7 @@
 //! exception is still built lazily and the mapping needs no GIL.
 
 use copal_core::store::TransferError;
+use copal_core::text::TextError;
 use copal_core::{DecodeError, StoreError};
 use pyo3::prelude::*;
 
@@ -42,6 +43,17 @@ pub fn store_error_with(error: StoreError, message: String) -> PyErr {
     }
 }
 
+/// `ConflictError` for a commit whose objects `oids` (the first one's conflict is `first`) were
+/// changed or deleted by other transactions since this one read them: `.oids` has them all.
+pub fn conflicts(first: StoreError, oids: Vec<u64>) -> PyErr {
+    if oids.len() < 2 {
+        return store_error(first);
+    }
+    let others: Vec<String> = oids[1..].iter().map(|oid| format!("{oid:#x}")).collect();
+    let message = format!("{first}; also changed or deleted by other transactions: {}", others.join(", "));
+    ConflictError::new_err((message, oids))
+}
+
 /// `DanglingReference` for an object id without a record, with the id as `.oid`.
 pub fn dangling(oid: u64) -> PyErr {
     DanglingReference::new_err((format!("object {oid:#x} does not exist (deleted, or never committed)"), oid))
@@ -51,6 +63,15 @@ pub fn dangling(oid: u64) -> PyErr {
 /// input, so the class does not depend on the variant; `what` names the bytes ("record 0x...").
 pub fn corrupt(what: impl std::fmt::Display, error: DecodeError) -> PyErr {
     CorruptRecordError::new_err(format!("corrupt {what}: {error}"))
+}
+
+/// The Python exception of a text document (`format`: "JSON" or "XML") that does not read:
+/// every kind of `TextError` is damaged or foreign input.
+pub fn text_error(format: &str, error: TextError) -> PyErr {
+    match error {
+        TextError::Body(e) => corrupt(format!("{format} document"), e),
+        other => CorruptRecordError::new_err(format!("corrupt {format} document: {other}")),
+    }
 }
 
 /// The Python exception of a failed export or import. `reading`: an I/O error comes from

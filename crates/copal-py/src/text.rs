@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 use crate::allocation;
-use crate::errors::{corrupt, CorruptRecordError};
+use crate::errors::CorruptRecordError;
 use crate::standalone::{checked_level, checked_max_size, compress, decode_document_body, decompress, encode_body, COMPRESSION_NONE};
 
 type Writer = fn(&[u8]) -> Result<String, TextError>;
@@ -54,10 +54,7 @@ pub fn loads_text_raw<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, format: &s
         Err(_) => data.cast::<PyString>()?.to_str()?,
     };
     let parts = py.detach(|| parse(text));
-    let (table, value) = parts.map_err(|e| match e {
-        TextError::Body(e) => corrupt(format!("{name} document"), e),
-        other => CorruptRecordError::new_err(format!("corrupt {name} document: {other}")),
-    })?;
+    let (table, value) = parts.map_err(|e| crate::errors::text_error(name, e))?;
     decode_document_body(py, &table, &value)
 }
 
