@@ -1,10 +1,14 @@
 //! Python query filters (`crate::filter::Filter`) -> core queries, their operands encoded as
 //! stored values are.
 
+use std::path::PathBuf;
+
 use copal_core::format::{decode_value, Reader, Value};
 use copal_core::query::Expr;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 
+use crate::allocation::{self, interned};
 use crate::encode::{Encoder, Sink};
 use crate::filter::{Filter, FilterNode};
 
@@ -35,6 +39,7 @@ impl OperandConverter<'_> {
 
     pub fn expr(&mut self, filter: &Bound<'_, Filter>) -> PyResult<Expr> {
         let py = filter.py();
+        share_zone_search_path(py)?;
         let mut all = |items: &[Py<Filter>]| items.iter().map(|item| self.expr(item.bind(py))).collect::<PyResult<Vec<_>>>();
         Ok(match &filter.get().node {
             FilterNode::Everything => Expr::True,
@@ -54,4 +59,37 @@ impl OperandConverter<'_> {
 
 pub fn decode_operand(bytes: &[u8], catalog: &copal_core::store::Catalog) -> PyResult<Value> {
     decode_value(&mut Reader::new(bytes), catalog).map_err(|e| crate::errors::corrupt("query operand", e))
+}
+
+/// Makes the core read time zones where Python's `zoneinfo` reads them (`zoneinfo.TZPATH`, then
+/// the `tzdata` package's files), once per process: the engine compares a datetime in a named
+/// zone by the instant that zone's rules give it, which must be the rules Python loads. A
+/// MemoryError is raised (and the next query tries again); a `zoneinfo` or `tzdata` that cannot
+/// be read leaves the core's default, CPython's default `TZPATH`.
+fn share_zone_search_path(py: Python<'_>) -> PyResult<()> {
+    static SHARED: PyOnceLock<()> = PyOnceLock::new();
+    SHARED
+        .get_or_try_init(py, || {
+            let attempt = || -> PyResult<Vec<PathBuf>> {
+                let zoneinfo = py.import(allocation::str(py, "zoneinfo")?)?;
+                let mut dirs: Vec<PathBuf> = zoneinfo.getattr(interned!(py, "TZPATH")?)?.extract::<Vec<String>>()?.into_iter().map(PathBuf::from).collect();
+                match py.import(allocation::str(py, "tzdata")?) {
+                    Ok(tzdata) => {
+                        let package: Vec<String> = tzdata.getattr(interned!(py, "__path__")?)?.extract()?;
+                        dirs.extend(package.into_iter().map(|dir| PathBuf::from(dir).join("zoneinfo")));
+                    }
+                    Err(error) if allocation::is_memory_error(py, &error) => return Err(error),
+                    // Not installed: zoneinfo reads TZPATH only.
+                    Err(_) => {}
+                }
+                Ok(dirs)
+            };
+            match attempt() {
+                Ok(dirs) => copal_core::query::set_zone_search_path(dirs),
+                Err(error) if allocation::is_memory_error(py, &error) => return Err(error),
+                Err(_) => {}
+            }
+            Ok(())
+        })
+        .map(|_| ())
 }

@@ -1,11 +1,19 @@
 //! Order-preserving index keys (docs/FORMAT.md "Index keys"): the bytes of a key sort like the
 //! values, with the order of queries (`query::sort_order`): missing < None < numbers < str <
 //! bytes < date < datetime < time < timedelta < UUID < other. Numbers compare by value across
-//! int, float and bool, so `1`, `1.0` and `True` have the same key. Each encoded value is
-//! self-delimiting, so a compound key sorts field by field and an encoded prefix selects a range.
+//! int, float, bool and Decimal, so `1`, `1.0`, `True` and `Decimal("1.0")` have the same key.
+//! Each encoded value is self-delimiting, so a compound key sorts field by field and an encoded
+//! prefix selects a range.
+//!
+//! Keys never order two values against `sort_order`, but some are coarser than the values
+//! (`sort_group`): decimals share keys with numbers within a unit of them, integers beyond
+//! 2^116 share keys (and those beyond 128 bits, an infinity's), timedeltas beyond 292 years
+//! share the saturated key, and values of the other kind (and lists and tuples) are keyed by
+//! their encoding, which does not follow their order. Readers of an index in key order sort
+//! the entries of one group by value.
 
 use super::Value;
-use super::TzInfo;
+use crate::query::{datetime_line, decimal_key, time_line, DecimalKey};
 
 pub const MISSING: u8 = 0x00;
 pub const NONE: u8 = 0x01;
@@ -38,23 +46,18 @@ pub fn push_key(out: &mut Vec<u8>, value: Option<&Value>) {
         Value::Int(i) => push_int(out, i128::from(*i)),
         Value::BigInt(bytes) => push_bigint(out, bytes),
         Value::Float(f) => push_number(out, *f, 0),
-        Value::Decimal(text) => push_number(out, text.parse().unwrap_or(f64::NAN), 0),
+        Value::Decimal(text) => match decimal_key(text) {
+            DecimalKey::Integer(i) => push_int(out, i),
+            DecimalKey::Number(nearest, residual) => push_number(out, nearest, residual),
+        },
         Value::Str(s) => push_escaped(out, STR, s.as_bytes()),
         Value::StrSurrogates(b) => push_escaped(out, STR, b),
         Value::Bytes(b) | Value::ByteArray(b) => push_escaped(out, BYTES, b),
         Value::Date { days } => push_i64(out, DATE, *days),
-        Value::DateTime { micros, tz, .. } => {
-            let utc = match tz {
-                TzInfo::Offset(offset) => micros - offset,
-                _ => *micros,
-            };
-            push_i64(out, DATETIME, utc)
-        }
-        // Aware times in UTC, as filters compare them (naive ones and named zones by wall time).
-        Value::Time { micros, tz, .. } => {
-            let offset = if let TzInfo::Offset(offset) = tz { *offset } else { 0 };
-            push_i64(out, TIME, *micros as i64 - offset)
-        }
+        // Aware datetimes by instant, naive ones by wall clock (`query::sort_order`).
+        Value::DateTime { micros, tz, fold } => push_i64(out, DATETIME, datetime_line(*micros, tz, *fold)),
+        // Times with an offset in UTC, as filters compare them, others by wall clock.
+        Value::Time { micros, tz, .. } => push_i64(out, TIME, time_line(*micros, tz)),
         Value::TimeDelta { days, seconds, micros } => {
             push_i64(out, TIMEDELTA, days.saturating_mul(86_400_000_000).saturating_add((seconds * 1_000_000 + micros) as i64))
         }
@@ -82,6 +85,73 @@ pub fn kind_byte(value: &Value) -> u8 {
     let mut out = Vec::with_capacity(9);
     push_key(&mut out, Some(value));
     out[0]
+}
+
+/// The length of the key of one field at the start of `key` (the whole of `key` if it ends
+/// within it).
+pub fn field_len(key: &[u8]) -> usize {
+    match key.first() {
+        None => 0,
+        Some(&MISSING | &NONE) => 1,
+        Some(&NUMBER | &UUID) => 17,
+        Some(&DATE | &DATETIME | &TIME | &TIMEDELTA) => 9,
+        Some(_) => {
+            // Escaped bytes up to the 00 00 terminator.
+            let mut i = 1;
+            while i + 1 < key.len() {
+                match (key[i], key[i + 1]) {
+                    (0, 0) => return i + 2,
+                    (0, _) => i += 2,
+                    _ => i += 1,
+                }
+            }
+            key.len()
+        }
+    }
+}
+
+/// The entries of an index whose first `fields` field keys fall in one group sort by value
+/// among themselves, not by key: groups are contiguous in key order, and two entries of
+/// different groups are in key order. Keys of one group share `prefix` (and `big`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SortGroup<'k> {
+    pub prefix: &'k [u8],
+    /// For the group of the numbers from 2^127 on (true) or from -2^127 down (false), whose
+    /// keys share only their tag: integers beyond 128 bits are keyed as infinities.
+    pub big: Option<bool>,
+    /// Whether the values of the group may differ (else they all sort alike).
+    pub coarse: bool,
+}
+
+/// The group of a key (without the oid) for its first `fields` fields: the whole of their keys,
+/// up to the first that may be shared by values of different order, whose group is that of a
+/// number's float (with residual 0 below 2^53, an int's or float's key is its value's alone), of
+/// the big numbers, of a saturated timedelta, or of the other kind.
+pub fn sort_group(key: &[u8], fields: usize) -> SortGroup<'_> {
+    let mut pos = 0;
+    for _ in 0..fields {
+        let rest = &key[pos.min(key.len())..];
+        let len = field_len(rest);
+        let coarse = |prefix: usize, big: Option<bool>| SortGroup { prefix: &key[..pos + prefix], big, coarse: true };
+        match rest.first() {
+            Some(&NUMBER) if len == 17 => {
+                let bits = u64::from_be_bytes(rest[1..9].try_into().expect("17 bytes"));
+                let residual = u64::from_be_bytes(rest[9..17].try_into().expect("17 bytes")) ^ (1 << 63);
+                let value = f64::from_bits(if bits >> 63 == 1 { bits & !(1 << 63) } else { !bits });
+                if value.abs() >= 170_141_183_460_469_231_731_687_303_715_884_105_728.0 {
+                    return coarse(1, Some(value > 0.0));
+                }
+                if residual != 0 || value.abs() >= 9_007_199_254_740_992.0 {
+                    return coarse(9, None);
+                }
+            }
+            Some(&TIMEDELTA) if len == 9 && (rest[1..9] == [0; 8] || rest[1..9] == [0xFF; 8]) => return coarse(9, None),
+            Some(&OTHER) => return coarse(1, None),
+            _ => {}
+        }
+        pos += len;
+    }
+    SortGroup { prefix: &key[..pos.min(key.len())], big: None, coarse: false }
 }
 
 fn push_int(out: &mut Vec<u8>, i: i128) {
@@ -143,6 +213,9 @@ fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::TzInfo;
+    use crate::query::{compare, equals, sort_order};
+    use std::cmp::Ordering;
 
     fn key(v: &Value) -> Vec<u8> {
         let mut out = Vec::new();
@@ -183,6 +256,85 @@ mod tests {
         assert_eq!(key(&Value::Bool(true)), key(&Value::Int(1)));
         assert_eq!(key(&Value::Float(-0.0)), key(&Value::Int(0)));
         assert_ne!(key(&Value::Int((1 << 53) + 1)), key(&Value::Float((1u64 << 53) as f64)));
+    }
+
+    /// Numbers of every type near each other: integers around 2^53 and 2^64, floats, and
+    /// decimals between and beside them.
+    fn numbers() -> Vec<Value> {
+        let d = |s: &str| Value::Decimal(s.to_owned());
+        let two_53: i64 = 1 << 53;
+        let mut values = vec![
+            Value::Int(0),
+            Value::Int(1),
+            Value::Int(-1),
+            Value::Bool(true),
+            Value::Float(0.1),
+            Value::Float(-0.1),
+            Value::Float(0.5),
+            Value::Float(1.5),
+            Value::Float(f64::NAN),
+            Value::Float(f64::INFINITY),
+            Value::Float(two_53 as f64),
+            Value::Float(1.8446744073709552e19),
+            Value::BigInt(vec![0, 0, 0, 0, 0, 0, 0, 0, 1]),
+            Value::BigInt(vec![1, 0, 0, 0, 0, 0, 0, 0, 1]),
+            Value::BigInt(vec![0; 20].into_iter().chain([1]).collect()),
+        ];
+        for i in [two_53 - 2, two_53 - 1, two_53, two_53 + 1, two_53 + 2, two_53 + 3, -two_53 - 1] {
+            values.push(Value::Int(i));
+        }
+        for text in [
+            "0.1", "0.10", "0.10000000000000000001", "0.09999999999999999999", "-0.1", "0.5", "1.5", "1", "1.000",
+            "0", "-0", "1E-400", "-1E-400", "NaN", "sNaN", "Infinity", "-Infinity", "1E+400",
+            "9007199254740991.5", "9007199254740992", "9007199254740992.5", "9007199254740993", "9007199254740993.25",
+            "9007199254740993.75", "9007199254740994", "-9007199254740993.5", "18446744073709551616.5",
+            "18446744073709551616", "18446744073709551615.999",
+        ] {
+            values.push(d(text));
+        }
+        values
+    }
+
+    #[test]
+    fn number_keys_never_order_against_values() {
+        let values = numbers();
+        for a in &values {
+            for b in &values {
+                let (ka, kb) = (key(a), key(b));
+                if equals(a, b) {
+                    assert_eq!(ka, kb, "{a:?} == {b:?}");
+                }
+                match sort_order(Some(a), Some(b)) {
+                    Ordering::Less => assert!(ka <= kb, "{a:?} < {b:?}"),
+                    Ordering::Greater => assert!(ka >= kb, "{a:?} > {b:?}"),
+                    Ordering::Equal => {}
+                }
+                // Keys of different groups are in the order of their values.
+                if sort_group(&ka, 1) != sort_group(&kb, 1) {
+                    assert_eq!(ka.cmp(&kb), sort_order(Some(a), Some(b)), "{a:?} vs {b:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ints_and_floats_below_2_53_key_strictly_apart_from_other_numbers() {
+        let values = numbers();
+        let operands = values.iter().filter(|v| match v {
+            Value::Int(i) => i.unsigned_abs() < 1 << 53,
+            Value::Float(f) => f.abs() < 9_007_199_254_740_992.0,
+            _ => false,
+        });
+        for x in operands {
+            for v in &values {
+                match compare(v, x) {
+                    Some(Ordering::Less) => assert!(key(v) < key(x), "{v:?} < {x:?}"),
+                    Some(Ordering::Greater) => assert!(key(v) > key(x), "{v:?} > {x:?}"),
+                    Some(Ordering::Equal) => assert_eq!(key(v), key(x)),
+                    None => {}
+                }
+            }
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
-use super::order::compare;
+use super::order::{compare, equals};
 use super::value_set::ValueSets;
 use crate::format::Value;
 
@@ -94,23 +94,20 @@ pub fn compares(found: &Value, op: CmpOp, expected: &Value) -> bool {
     if let (Value::Str(x), Value::Str(y), CmpOp::Eq | CmpOp::Ne) = (found, expected, op) {
         return (x == y) == (op == CmpOp::Eq);
     }
-    let ordering = compare(found, expected);
-    // None only equals None: `None <= None` is an error in Python, here false.
-    if matches!(found, Value::None) && !matches!(op, CmpOp::Eq | CmpOp::Ne) {
-        return false;
-    }
     match op {
-        CmpOp::Eq => ordering == Some(Ordering::Equal) || (ordering.is_none() && found == expected && !is_nan(found)),
-        CmpOp::Ne => !compares(found, CmpOp::Eq, expected),
+        CmpOp::Eq => return equals(found, expected),
+        CmpOp::Ne => return !equals(found, expected),
+        // None only equals None: `None <= None` is an error in Python, here false.
+        _ if matches!(found, Value::None) => return false,
+        _ => {}
+    }
+    let ordering = compare(found, expected);
+    match op {
         CmpOp::Lt => ordering == Some(Ordering::Less),
         CmpOp::Le => matches!(ordering, Some(Ordering::Less | Ordering::Equal)),
         CmpOp::Gt => ordering == Some(Ordering::Greater),
-        CmpOp::Ge => matches!(ordering, Some(Ordering::Greater | Ordering::Equal)),
+        _ => matches!(ordering, Some(Ordering::Greater | Ordering::Equal)),
     }
-}
-
-fn is_nan(value: &Value) -> bool {
-    matches!(value, Value::Float(f) if f.is_nan())
 }
 
 fn str_bytes(value: &Value) -> &[u8] {

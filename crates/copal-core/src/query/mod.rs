@@ -4,24 +4,33 @@
 //! A query may see a running transaction's uncommitted changes (`Pending`): its records replace
 //! the stored ones everywhere the query reads records, and its deleted objects are absent.
 
+mod clock;
+mod decimal;
 mod expr;
+mod group_scan;
+mod number;
 mod order;
 mod pending;
 mod plan;
 mod reader;
 mod value_set;
+mod zone;
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
 pub use expr::{compares, CmpOp, Expr, Path};
-pub use order::{compare, sort_order};
+pub use order::{compare, equals, sort_order};
+pub use zone::set_search_path as set_zone_search_path;
+pub(crate) use clock::{datetime_line, time_line};
+pub(crate) use number::{decimal_key, DecimalKey};
 pub use pending::{Pending, FIRST_NEW_SEQ};
 pub use plan::Access;
 
 use crate::format::{ClassNo, Descriptor, Oid, Value};
 use crate::store::{Snapshot, StoreError};
+use group_scan::GroupScan;
 use pending::{Overlay, Source};
 use reader::Reader;
 use value_set::ValueSets;
@@ -214,7 +223,7 @@ impl<'a> Matcher<'a> {
 /// Calls `visit(oid, record, sort keys)` for every record that matches, stored or in the
 /// overlay, until it returns false. Scans and unordered index accesses visit in object-id order,
 /// the overlay's records merged in; an ordered index access visits the overlay's records first,
-/// then the stored ones in key order.
+/// then the stored ones in the query's order (ties in object-id order).
 fn for_each_match(
     source: Source<'_>,
     query: &Query,
@@ -269,7 +278,7 @@ fn for_each_match(
                 return Ok(());
             }
         }
-        Access::Index { def, ranges, descending, ordered: true, .. } => {
+        Access::Index { def, ranges, descending, ordered: true, sorted_fields, .. } => {
             if !pending.test_before(None, &mut test)? {
                 return Ok(());
             }
@@ -279,27 +288,25 @@ fn for_each_match(
                 Some(limit) => (limit + query.offset).clamp(1, 1024),
                 None => 1024,
             };
-            let mut seen = HashSet::new();
-            let mut candidates = Vec::new();
-            let ordered_ranges: Vec<&plan::KeyRange> =
-                if *descending { ranges.iter().rev().collect() } else { ranges.iter().collect() };
-            for range in ordered_ranges {
-                let mut go_on = true;
-                snapshot.scan_index(def.id, &range.start, range.end.as_deref(), *descending, |entry| {
-                    let oid = crate::store::entry_oid(entry)?;
-                    if query.classes.contains(&crate::format::oid_class(oid)) && !overlay.hides(oid) && seen.insert(oid) {
-                        candidates.push(oid);
-                        if candidates.len() >= batch {
-                            // Test in batches so that an ordered scan with a limit stops early.
-                            go_on = test_batch(snapshot, &mut candidates, &mut test)?;
+            let scan = GroupScan { snapshot, def, ranges, descending: *descending, sorted_fields: *sorted_fields, batch };
+            let keep = |oid: Oid| query.classes.contains(&crate::format::oid_class(oid)) && !overlay.hides(oid);
+            scan.run(keep, |oids, coarse| {
+                // The matches of a coarse group are sorted by value before they are visited.
+                let mut found: Vec<Found> = Vec::new();
+                let go_on = test_batch(snapshot, &mut oids.to_vec(), &mut |oid: Oid, record: &[u8], unverified: Option<&[u8]>| {
+                    Ok(match matcher.test(oid, record, unverified)? {
+                        None => true,
+                        Some(keys) if coarse => {
+                            found.push((keys, oid, record.to_vec()));
+                            true
                         }
-                    }
-                    Ok(go_on)
+                        Some(keys) => visit(oid, record, keys),
+                    })
                 })?;
-                if !go_on || !test_batch(snapshot, &mut candidates, &mut test)? {
-                    return Ok(());
-                }
-            }
+                found.sort_by(|a, b| key_order(&a.0, &b.0, &query.order).then(a.1.cmp(&b.1)));
+                Ok(go_on && found.into_iter().all(|(keys, oid, record)| visit(oid, &record, keys)))
+            })?;
+            return Ok(());
         }
     }
     pending.test_before(None, &mut test)?;
@@ -434,7 +441,7 @@ fn key_order(a: &[Option<Value>], b: &[Option<Value>], order: &[(Path, bool)]) -
 /// `run` through an index that yields the stored matches in the query's order, with overlay
 /// records of the queried classes: the stored matches keep the index's order, of which only the
 /// first `wanted` can be results, and the overlay's matches (few: the transaction's) are sorted
-/// and merged in. Ties go by oid in the index's direction, as the index orders them.
+/// and merged in. Ties go by oid, as everywhere.
 fn run_ordered_with_overlay(
     source: Source<'_>,
     query: &Query,
@@ -442,7 +449,6 @@ fn run_ordered_with_overlay(
     overlay: &Overlay<'_>,
     wanted: Option<usize>,
 ) -> Result<Vec<(Oid, Vec<u8>)>, StoreError> {
-    let descending = matches!(access, Access::Index { descending: true, .. });
     let (mut stored, mut added): (Vec<Found>, Vec<Found>) = (Vec::new(), Vec::new());
     if wanted != Some(0) {
         // The overlay's records come first (`for_each_match`): stopping after `wanted` stored
@@ -456,10 +462,7 @@ fn run_ordered_with_overlay(
             wanted.is_none_or(|w| stored.len() < w)
         })?;
     }
-    let before = |a: &Found, b: &Found| {
-        let ties = if descending { b.1.cmp(&a.1) } else { a.1.cmp(&b.1) };
-        key_order(&a.0, &b.0, &query.order).then(ties)
-    };
+    let before = |a: &Found, b: &Found| key_order(&a.0, &b.0, &query.order).then(a.1.cmp(&b.1));
     added.sort_by(before);
     let mut added = added.into_iter().peekable();
     let mut merged = Vec::with_capacity(stored.len() + added.len());
@@ -489,7 +492,7 @@ pub fn oids_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Re
 pub fn index_oids(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<Option<Vec<Oid>>, StoreError> {
     let access = access(snapshot, query)?;
     let overlay = Overlay::new(pending, query);
-    let Access::Index { def, ranges, exact: true, ordered, descending, .. } = &access else { return Ok(None) };
+    let Access::Index { def, ranges, exact: true, ordered, descending, sorted_fields, .. } = &access else { return Ok(None) };
     if !overlay.records.is_empty() || !(query.order.is_empty() || *ordered) {
         return Ok(None);
     }
@@ -499,21 +502,21 @@ pub fn index_oids(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Resu
     };
     let mut oids = Vec::new();
     if *ordered {
-        // In key order (ties in the index's order, as `run` gives them); an object appears once
-        // even if several ranges hold it.
-        let mut seen = HashSet::new();
-        let in_order: Vec<&plan::KeyRange> = if *descending { ranges.iter().rev().collect() } else { ranges.iter().collect() };
-        for range in in_order {
-            if wanted.is_some_and(|w| oids.len() >= w) {
-                break;
+        // In the query's order, ties in oid order, as `run` gives them; a coarse group of two
+        // or more (values that only their records can order) needs `run`.
+        let mut needs_records = false;
+        let batch = wanted.unwrap_or(1024).clamp(1, 1024);
+        let scan = GroupScan { snapshot, def, ranges, descending: *descending, sorted_fields: *sorted_fields, batch };
+        scan.run(kept, |group, coarse| {
+            if coarse && group.len() > 1 {
+                needs_records = true;
+                return Ok(false);
             }
-            snapshot.scan_index(def.id, &range.start, range.end.as_deref(), *descending, |entry| {
-                let oid = crate::store::entry_oid(entry)?;
-                if kept(oid) && seen.insert(oid) {
-                    oids.push(oid);
-                }
-                Ok(wanted.is_none_or(|w| oids.len() < w))
-            })?;
+            oids.extend_from_slice(group);
+            Ok(wanted.is_none_or(|w| oids.len() < w))
+        })?;
+        if needs_records {
+            return Ok(None);
         }
     } else {
         for range in ranges {

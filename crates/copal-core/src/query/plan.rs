@@ -8,11 +8,13 @@
 
 use std::sync::Arc;
 
+use super::clock::{datetime_line, is_zoned};
 use super::expr::{CmpOp, Expr, Path};
-use super::order::bigint_to_i128;
+use super::number::{bigint_to_i128, decimal_key, is_nan as value_is_nan, key_is_coarse, DecimalKey};
+use super::order::{kind, Kind};
 use super::Query;
 use crate::format::index_key::{key_of, kind_byte, str_prefix_key, NUMBER, STR};
-use crate::format::Value;
+use crate::format::{TzInfo, Value};
 use crate::store::{prefix_end, IndexDef};
 
 /// A byte range of index keys: `[start, end)`, `end` None meaning the end of the index.
@@ -28,8 +30,11 @@ pub enum Access {
     Index {
         def: Arc<IndexDef>,
         ranges: Vec<KeyRange>,
-        /// The index yields results in the query's order (ascending or descending).
+        /// The index yields results in the query's order (ascending or descending), the
+        /// entries of one sort group (`index_key::sort_group` of the first `sorted_fields`
+        /// fields: the fixed ones and the order's) sorted by value among themselves.
         ordered: bool,
+        sorted_fields: usize,
         /// The ranges hold exactly the entries of the matching objects: the filter needs no
         /// record to be read (a count is a count of index entries).
         exact: bool,
@@ -49,11 +54,13 @@ fn single(path: &Path) -> Option<&str> {
     (path.len() == 1).then(|| path[0].as_str())
 }
 
-/// The first equality on `field` among `conds` that an index can serve: its position and operand.
+/// The first equality on `field` among `conds` that an index can serve as a fixed prefix (the
+/// operand's equals have its key): its position and operand.
 fn eq_value<'e>(conds: &[&'e Expr], field: &str) -> Option<(usize, &'e Value)> {
+    let point = |value: &Value| operand_keys(value).is_some_and(|keys| keys.lo == keys.hi);
     conds.iter().enumerate().find_map(|(i, c)| match c {
-        Expr::Cmp { path, op: CmpOp::Eq, value } if single(path) == Some(field) && key_is_faithful(value) => Some((i, value)),
-        Expr::In { path, values } if single(path) == Some(field) && values.len() == 1 && key_is_faithful(&values[0]) => {
+        Expr::Cmp { path, op: CmpOp::Eq, value } if single(path) == Some(field) && point(value) => Some((i, value)),
+        Expr::In { path, values } if single(path) == Some(field) && values.len() == 1 && point(&values[0]) => {
             values.first().map(|v| (i, v))
         }
         _ => None,
@@ -66,32 +73,64 @@ fn eq_value<'e>(conds: &[&'e Expr], field: &str) -> Option<(usize, &'e Value)> {
 /// that large could miss stored values that equal it or lie on its side.
 const FAITHFUL_NUMBERS: f64 = 4.153837486827862e34; // 2^115
 
-/// Whether every stored value that equals (or is less or greater than) `value` has a key that
-/// equals (or is less or greater than) `value`'s key, so that a key range never misses a
-/// match. Candidates are re-tested, so extra keys in a range are harmless; missing ones are not.
-/// Values of the "other" kind (and sequences) are keyed by their encoding, which equal values
-/// need not share (`{1, 2} == frozenset({2, 1})`); references are equal exactly when their
-/// encodings are.
-fn key_is_faithful(value: &Value) -> bool {
-    match value {
+/// How far (microseconds) the instant of a datetime in a named zone may be from that of a
+/// datetime of the same zone that Python finds equal, smaller or greater by wall clock: less
+/// than the difference of two UTC offsets, each within a day.
+const ZONE_SLACK: i64 = 2 * 86_400_000_000;
+
+/// The keys of the stored values that may compare with an operand: those equal to it lie in
+/// `lo..=hi`, those smaller at or below `hi`, those greater at or above `lo`; if `strict`,
+/// smaller ones lie below `lo` and greater ones above `hi`.
+struct OperandKeys {
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    strict: bool,
+}
+
+/// The keys of `value` as an operand, or None when a key range could miss a stored value that
+/// compares with it. Candidates are re-tested, so extra keys in a range are harmless; missing
+/// ones are not. Values of the "other" kind (and sequences) are keyed by their encoding, which
+/// equal values need not share (`{1, 2} == frozenset({2, 1})`); references are equal exactly
+/// when their encodings are. A datetime in a named zone compares with its zone's datetimes by
+/// wall clock, but is keyed by instant: its keys span `ZONE_SLACK` around its instant.
+fn operand_keys(value: &Value) -> Option<OperandKeys> {
+    let faithful = match value {
         Value::Float(f) => f.is_nan() || f.abs() < FAITHFUL_NUMBERS,
         Value::BigInt(bytes) => bigint_to_i128(bytes).is_some_and(|i| (i.unsigned_abs() as f64) < FAITHFUL_NUMBERS),
-        Value::Decimal(text) => text.parse::<f64>().is_ok_and(|f| f.is_nan() || f.abs() < FAITHFUL_NUMBERS),
+        Value::Decimal(text) => match decimal_key(text) {
+            DecimalKey::Integer(i) => (i.unsigned_abs() as f64) < FAITHFUL_NUMBERS,
+            DecimalKey::Number(nearest, _) => nearest.is_nan() || nearest.abs() < FAITHFUL_NUMBERS,
+        },
+        // Timedeltas beyond 292 years share the saturated key.
+        Value::TimeDelta { days, seconds, micros } => {
+            let total = i128::from(*days) * 86_400_000_000 + i128::from(*seconds) * 1_000_000 + i128::from(*micros);
+            (i128::from(i64::MIN) + 1..i128::from(i64::MAX)).contains(&total)
+        }
+        Value::DateTime { micros, tz, fold } if is_zoned(tz) => {
+            let instant = datetime_line(*micros, tz, *fold);
+            let at = |micros: i64| key_of(&Value::DateTime { micros, tz: TzInfo::Offset(0), fold: false });
+            return Some(OperandKeys { lo: at(instant - ZONE_SLACK), hi: at(instant + ZONE_SLACK), strict: false });
+        }
         Value::Int(_) | Value::Bool(_) | Value::None => true,
         Value::Str(_) | Value::StrSurrogates(_) | Value::Bytes(_) | Value::ByteArray(_) => true,
-        Value::Date { .. } | Value::DateTime { .. } | Value::Time { .. } | Value::TimeDelta { .. } | Value::Uuid(_) => true,
+        Value::Date { .. } | Value::DateTime { .. } | Value::Time { .. } | Value::Uuid(_) => true,
         Value::Ref(_) => true,
         _ => false,
-    }
+    };
+    let key = key_of(value);
+    let strict = !(kind(value) == Kind::Number && key_is_coarse(value));
+    faithful.then(|| OperandKeys { lo: key.clone(), hi: key, strict })
 }
 
 /// Whether the index key of `value` selects exactly the stored values that the filter's
 /// comparison with it accepts: true for the kinds whose keys are exact and whose order in
-/// filters is the key order (numbers other than NaN and Decimal, str, bytes, dates).
+/// filters is the key order (bools, ints and floats below 2^53 other than NaN, str, bytes,
+/// dates). Decimals share keys with close numbers, and so do integers from 2^53 on with the
+/// decimals just above them.
 fn has_exact_key(value: &Value) -> bool {
     match value {
-        Value::Bool(_) | Value::Int(_) | Value::Str(_) | Value::Bytes(_) | Value::Date { .. } => true,
-        Value::Float(f) => !f.is_nan(),
+        Value::Bool(_) | Value::Int(_) | Value::Float(_) => !value_is_nan(value) && !key_is_coarse(value),
+        Value::Str(_) | Value::Bytes(_) | Value::Date { .. } => true,
         _ => false,
     }
 }
@@ -127,26 +166,47 @@ fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<FieldRang
     let mut all_exact = true;
     for (i, cond) in conds.iter().enumerate() {
         match cond {
-            Expr::In { path, values } if single(path) == Some(field) && values.iter().all(key_is_faithful) => {
-                let mut keys: Vec<Vec<u8>> = values.iter().map(|v| joined(prefix, &key_of(v))).collect();
-                keys.sort();
-                keys.dedup();
-                let ranges = keys.into_iter().map(|k| KeyRange { end: prefix_end(&k), start: k }).collect();
+            Expr::In { path, values } if single(path) == Some(field) => {
+                let Some(keys) = values.iter().map(operand_keys).collect::<Option<Vec<_>>>() else { continue };
+                let mut ranges: Vec<KeyRange> = keys
+                    .into_iter()
+                    .map(|k| KeyRange { start: joined(prefix, &k.lo), end: prefix_end(&joined(prefix, &k.hi)) })
+                    .collect();
+                ranges.sort_by(|a, b| a.start.cmp(&b.start));
+                // Overlapping ranges are merged: each entry is read once.
+                let mut merged: Vec<KeyRange> = Vec::with_capacity(ranges.len());
+                for range in ranges {
+                    match merged.last_mut() {
+                        Some(last) if last.end.as_ref().is_none_or(|end| range.start <= *end) => {
+                            last.end = match (last.end.take(), range.end) {
+                                (Some(a), Some(b)) => Some(a.max(b)),
+                                _ => None,
+                            };
+                        }
+                        _ => merged.push(range),
+                    }
+                }
                 let exact = if values.iter().all(has_exact_key) { vec![i] } else { Vec::new() };
-                return Some(FieldRanges { ranges, exact, what: format!("{field} in (…)") });
+                return Some(FieldRanges { ranges: merged, exact, what: format!("{field} in (…)") });
             }
             Expr::StartsWith { path, prefix: Value::Str(p) } if single(path) == Some(field) => {
                 let start = joined(prefix, &str_prefix_key(p.as_bytes(), STR));
                 let ranges = vec![KeyRange { end: prefix_end(&start), start }];
                 return Some(FieldRanges { ranges, exact: vec![i], what: format!("{field} prefix") });
             }
-            Expr::Cmp { path, op, value } if single(path) == Some(field) && key_is_faithful(value) => {
-                let key = joined(prefix, &key_of(value));
+            Expr::Cmp { path, op, value } if single(path) == Some(field) => {
+                let Some(keys) = operand_keys(value) else { continue };
+                let (lo, hi) = (joined(prefix, &keys.lo), joined(prefix, &keys.hi));
                 match op {
-                    CmpOp::Gt => lower = Some((key, false)),
-                    CmpOp::Ge => lower = Some((key, true)),
-                    CmpOp::Lt => upper = Some((key, false)),
-                    CmpOp::Le => upper = Some((key, true)),
+                    CmpOp::Gt if keys.strict => lower = Some((hi, false)),
+                    CmpOp::Gt | CmpOp::Ge => lower = Some((lo, true)),
+                    CmpOp::Lt if keys.strict => upper = Some((lo, false)),
+                    CmpOp::Lt | CmpOp::Le => upper = Some((hi, true)),
+                    // An equality whose operand has one key fixes the field (`eq_value`).
+                    CmpOp::Eq if keys.lo != keys.hi => {
+                        lower = Some((lo, true));
+                        upper = Some((hi, true));
+                    }
                     CmpOp::Eq | CmpOp::Ne => continue,
                 }
                 kinds.push(kind_byte(value));
@@ -245,7 +305,8 @@ pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Acc
             continue;
         }
         let descending = ordered && query.order[0].1;
-        let access = Access::Index { def: Arc::clone(def), ranges, ordered, exact, descending, why: why.join(", ") };
+        let sorted_fields = fixed + query.order.len();
+        let access = Access::Index { def: Arc::clone(def), ranges, ordered, sorted_fields, exact, descending, why: why.join(", ") };
         if best.as_ref().is_none_or(|(s, _)| score > *s) {
             best = Some((score, access));
         }
@@ -256,7 +317,7 @@ pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Acc
 pub fn describe(access: &Access, query: &Query) -> String {
     match access {
         Access::Scan => "scan of the class extents in Rust, decoding only the tested fields".to_owned(),
-        Access::Index { def, ranges, ordered, exact, descending, why } => {
+        Access::Index { def, ranges, ordered, exact, descending, why, .. } => {
             let mut text = format!(
                 "{} index {}({}) [{}], {} key range(s)",
                 if def.unique { "unique" } else { "" },
@@ -276,5 +337,29 @@ pub fn describe(access: &Access, query: &Query) -> String {
             }
             text.trim_start().to_owned()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operands_whose_keys_others_share_select_inclusive_ranges() {
+        let strict = |value: Value| operand_keys(&value).map(|keys| (keys.lo == keys.hi, keys.strict));
+        assert_eq!(strict(Value::Int(5)), Some((true, true)));
+        assert_eq!(strict(Value::Float(0.1)), Some((true, true)));
+        // Decimals near them, and integers from 2^53 on, share keys with unequal numbers.
+        assert_eq!(strict(Value::Decimal("0.1".into())), Some((true, false)));
+        assert_eq!(strict(Value::Int(1 << 60)), Some((true, false)));
+        assert_eq!(strict(Value::Float(1e40)), None);
+        assert!(has_exact_key(&Value::Int(5)) && !has_exact_key(&Value::Int(1 << 60)));
+        assert!(!has_exact_key(&Value::Decimal("5".into())));
+        // A datetime in a named zone spans the instants of its zone's equal wall clocks.
+        let zoned = Value::DateTime { micros: 0, tz: TzInfo::Named("Europe/Paris".into()), fold: false };
+        if is_zoned(&TzInfo::Named("Europe/Paris".into())) {
+            assert_eq!(strict(zoned), Some((false, false)));
+        }
+        assert_eq!(strict(Value::DateTime { micros: 0, tz: TzInfo::Offset(0), fold: false }), Some((true, true)));
     }
 }

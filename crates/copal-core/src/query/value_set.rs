@@ -2,29 +2,37 @@
 //! canonical form under which two values are equal exactly when `compares(a, Eq, b)` holds.
 //!
 //! The index key (`format::index_key::key_of`) is not such a form: integers beyond 2^116 share
-//! keys, integers beyond 128 bits share the key of an infinity, and containers are keyed by their
-//! encoding. `Canon` is exact instead, and values without one (NaN, containers compared as
-//! unordered collections, objects) are tested one by one, as before.
+//! keys, integers beyond 128 bits share the key of an infinity, decimals share keys with their
+//! neighbours, and containers are keyed by their encoding. `Canon` is exact instead, and values
+//! without one (NaN, huge integers, containers compared as unordered collections, objects) are
+//! tested one by one.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 
+use super::clock::{datetime_line, fold_matters, is_zoned, time_line, time_offset};
+use super::decimal::Decimal;
 use super::expr::{compares, CmpOp, Expr};
-use super::order::{bigint_to_i128, float_to_twos_complement, minimal_twos_complement, number, Num};
+use super::number::{bigint_to_i128, float_to_twos_complement, minimal_twos_complement, number, Num, TWO_127};
 use crate::format::{Oid, TzInfo, Value};
 
 /// The length from which an `in_` list is hashed: shorter lists are compared value by value,
 /// which costs less than building a canonical form.
 const HASHED_FROM: usize = 8;
 
-/// 2^127: floats in `[-2^127, 2^127)` that are integers are exactly an i128.
-const TWO_127: f64 = 170_141_183_460_469_231_731_687_303_715_884_105_728.0;
+/// The largest integers with a canonical form, in bits: beyond, an integer (only a BIGINT or an
+/// integral Decimal can be one) is compared one by one, so that no form costs more than a
+/// small conversion between decimal and binary digits.
+const MAX_CANONICAL_BITS: usize = 4096;
 
 /// The canonical form of a value. For values `a` and `b` that both have one,
 /// `compares(a, Eq, b)` holds exactly when their forms are equal; a value without one is never
 /// equal to a value with one. Numbers are their exact value (`1`, `1.0`, `True` and
-/// `Decimal("1")` are `Int(1)`), as `order::compare` compares them; strings are their (generalized
-/// UTF-8) bytes; times and datetimes are their UTC instant, apart for naive and aware ones.
+/// `Decimal("1")` are `Int(1)`; `0.5` and `Decimal("0.50")` are `Float`), as `order::compare`
+/// compares them; strings are their (generalized UTF-8) bytes; times and datetimes are their
+/// UTC instant, apart for naive and aware ones, except that a datetime in a fold or gap of its
+/// zone equals only datetimes of that zone with the same wall clock.
 #[derive(Debug, PartialEq, Eq, Hash)]
 enum Canon<'v> {
     None,
@@ -32,12 +40,18 @@ enum Canon<'v> {
     Int(i128),
     /// An integer beyond i128: its minimal little-endian two's complement bytes.
     Big(Cow<'v, [u8]>),
-    /// The bits of a float that is neither an integer nor NaN (a fraction or an infinity).
+    /// The bits of a float that is neither an integer nor NaN (a fraction or an infinity), and
+    /// of the decimals that equal it.
     Float(u64),
+    /// A decimal that is neither an integer nor a float's value.
+    Decimal(DecimalForm<'v>),
     Str(&'v [u8]),
     Bytes(&'v [u8]),
     Date(i64),
     DateTime { aware: bool, utc: i64 },
+    /// A datetime in a fold or gap of a named zone (or in a zone the search path does not hold):
+    /// its zone and wall clock.
+    ZonedWall(&'v str, i64),
     Time { aware: bool, utc: i64 },
     TimeDelta(i64, u64, u64),
     Uuid(&'v [u8; 16]),
@@ -47,9 +61,29 @@ enum Canon<'v> {
     Enum(u32, &'v str),
 }
 
+/// A nonzero decimal by its sign, scale and significant digits, which equal decimals share.
+#[derive(Debug)]
+struct DecimalForm<'v>(Decimal<'v>);
+
+impl PartialEq for DecimalForm<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.cmp(&other.0).is_eq()
+    }
+}
+
+impl Eq for DecimalForm<'_> {}
+
+impl Hash for DecimalForm<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.is_negative().hash(state);
+        self.0.scale().hash(state);
+        self.0.digits().for_each(|d| d.hash(state));
+    }
+}
+
 /// `value`'s canonical form, or None for the values compared one by one: NaN (equal to
-/// nothing), decimals that are NaN or do not parse (equal only to the same text), dicts and sets
-/// (equal regardless of order), complex numbers, objects, and sequences holding any of these.
+/// nothing), integers beyond `MAX_CANONICAL_BITS`, dicts and sets (equal regardless of order),
+/// complex numbers, objects, and sequences holding any of these.
 fn canonical(value: &Value) -> Option<Canon<'_>> {
     Some(match value {
         Value::None => Canon::None,
@@ -58,10 +92,14 @@ fn canonical(value: &Value) -> Option<Canon<'_>> {
         Value::StrSurrogates(b) => Canon::Str(b),
         Value::Bytes(b) | Value::ByteArray(b) => Canon::Bytes(b),
         Value::Date { days } => Canon::Date(*days),
-        // As `order::compare` compares them: naive and aware are never equal; named zones
-        // compare by wall time.
-        Value::DateTime { micros, tz, .. } => Canon::DateTime { aware: *tz != TzInfo::Naive, utc: utc(*micros, tz) },
-        Value::Time { micros, tz, .. } => Canon::Time { aware: matches!(tz, TzInfo::Offset(_)), utc: utc(*micros as i64, tz) },
+        // As `order::equals` compares them: naive and aware are never equal; a zone's own
+        // datetimes compare by wall clock, which for those outside folds and gaps is as by
+        // instant.
+        Value::DateTime { micros, tz, fold } => match tz {
+            TzInfo::Named(key) if fold_matters(*micros, tz) || !is_zoned(tz) => Canon::ZonedWall(key, *micros),
+            _ => Canon::DateTime { aware: *tz != TzInfo::Naive, utc: datetime_line(*micros, tz, *fold) },
+        },
+        Value::Time { micros, tz, .. } => Canon::Time { aware: time_offset(tz).is_some(), utc: time_line(*micros, tz) },
         Value::TimeDelta { days, seconds, micros } => Canon::TimeDelta(*days, *seconds, *micros),
         Value::Uuid(b) => Canon::Uuid(b),
         Value::List(items) => Canon::List(items.iter().map(canonical).collect::<Option<_>>()?),
@@ -72,34 +110,40 @@ fn canonical(value: &Value) -> Option<Canon<'_>> {
     })
 }
 
-fn utc(micros: i64, tz: &TzInfo) -> i64 {
-    match tz {
-        TzInfo::Offset(offset) => micros.wrapping_sub(*offset),
-        _ => micros,
-    }
-}
-
-/// The canonical form of a number (None for NaN, which equals nothing).
+/// The canonical form of a number (None for NaN, which equals nothing, and for integers
+/// beyond `MAX_CANONICAL_BITS`).
 fn number_form(number: Num<'_>) -> Option<Canon<'_>> {
     Some(match number {
         Num::Int(i) => Canon::Int(i),
-        Num::Big(le) => integer_form(Cow::Borrowed(le)),
+        Num::Big(le) => integer_form(Cow::Borrowed(le))?,
         Num::Float(f) if f.is_nan() => return None,
         Num::Float(f) if f.is_finite() && f.fract() == 0.0 => {
             if (-TWO_127..TWO_127).contains(&f) {
                 Canon::Int(f as i128)
             } else {
-                integer_form(Cow::Owned(float_to_twos_complement(f)))
+                integer_form(Cow::Owned(float_to_twos_complement(f)))?
             }
         }
         Num::Float(f) => Canon::Float(f.to_bits()),
+        Num::Decimal(d) if d.is_integral() => match d.to_i128() {
+            Some(i) => Canon::Int(i),
+            // Past the bound (with the sign's byte), `integer_form` has none either.
+            None => integer_form(Cow::Owned(d.to_twos_complement(MAX_CANONICAL_BITS + 16)?))?,
+        },
+        Num::Decimal(d) => match d.as_float() {
+            Some(f) => Canon::Float(f.to_bits()),
+            None => Canon::Decimal(DecimalForm(d)),
+        },
     })
 }
 
 /// The canonical form of an integer given as little-endian two's complement of any length.
-fn integer_form(le: Cow<'_, [u8]>) -> Canon<'_> {
+fn integer_form(le: Cow<'_, [u8]>) -> Option<Canon<'_>> {
     let len = minimal_twos_complement(&le).len();
-    match bigint_to_i128(&le[..len]) {
+    if len * 8 > MAX_CANONICAL_BITS + 8 {
+        return None;
+    }
+    Some(match bigint_to_i128(&le[..len]) {
         Some(i) => Canon::Int(i),
         None => Canon::Big(match le {
             Cow::Borrowed(b) => Cow::Borrowed(&b[..len]),
@@ -108,7 +152,7 @@ fn integer_form(le: Cow<'_, [u8]>) -> Canon<'_> {
                 Cow::Owned(b)
             }
         }),
-    }
+    })
 }
 
 /// The values of an `in_` list, for membership tests: `contains(found)` holds exactly when
@@ -197,6 +241,9 @@ mod tests {
         Value::BigInt(le)
     }
 
+    /// 2020-10-25T02:30 as wall-clock microseconds.
+    const PARIS_FOLD: i64 = 1_603_593_000_000_000;
+
     /// Values chosen to sit on the edges of `compares`' equality: numbers of every type that
     /// equal each other or nearly, NaN, signed zeros, strings with surrogates, naive and aware
     /// times, sequences, unordered collections, objects.
@@ -236,6 +283,22 @@ mod tests {
             Value::Decimal("NaN".into()),
             Value::Decimal("sNaN".into()),
             Value::Decimal("1e400".into()),
+            Value::Decimal("0.1".into()),
+            Value::Decimal("0.10".into()),
+            Value::Decimal("0.10000000000000000001".into()),
+            Value::Decimal("0.1000000000000000055511151231257827021181583404541015625".into()),
+            Value::Float(0.1),
+            Value::Decimal("0.5".into()),
+            Value::Float(0.5),
+            Value::Decimal("-1.5E+0".into()),
+            Value::Decimal("1E+30".into()),
+            Value::Decimal("1.0E+30".into()),
+            Value::Decimal("1606938044258990275541962092341162602522202993782792835301376".into()),
+            Value::Decimal("1606938044258990275541962092341162602522202993782792835301376.5".into()),
+            Value::Decimal("1E+2000".into()),
+            Value::Decimal("-1E+2000".into()),
+            Value::Decimal("9007199254740993".into()),
+            Value::Int(9_007_199_254_740_993),
             Value::BigInt(vec![1]),
             Value::BigInt(vec![1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
             Value::BigInt(vec![0xFF; 20]),
@@ -262,6 +325,19 @@ mod tests {
             Value::DateTime { micros: 3_600_000_000, tz: TzInfo::Offset(0), fold: false },
             Value::DateTime { micros: 7_200_000_000, tz: TzInfo::Offset(3_600_000_000), fold: false },
             Value::DateTime { micros: 3_600_000_000, tz: TzInfo::Named("Europe/Paris".into()), fold: false },
+            Value::DateTime { micros: 0, tz: TzInfo::Offset(0), fold: false },
+            Value::DateTime { micros: 0, tz: TzInfo::Naive, fold: false },
+            Value::DateTime { micros: 0, tz: TzInfo::Named("Europe/London".into()), fold: false },
+            Value::DateTime { micros: 0, tz: TzInfo::Named("No/Such_Zone".into()), fold: false },
+            // 2020-10-25 02:30 in Paris, twice (fold 0 is 00:30 UTC, fold 1 is 01:30 UTC).
+            Value::DateTime { micros: PARIS_FOLD, tz: TzInfo::Named("Europe/Paris".into()), fold: false },
+            Value::DateTime { micros: PARIS_FOLD, tz: TzInfo::Named("Europe/Paris".into()), fold: true },
+            Value::DateTime { micros: PARIS_FOLD - 2 * 3_600_000_000, tz: TzInfo::Offset(0), fold: false },
+            Value::DateTime { micros: PARIS_FOLD - 3_600_000_000, tz: TzInfo::Offset(0), fold: false },
+            Value::DateTime { micros: PARIS_FOLD - 3_600_000_000, tz: TzInfo::Named("Europe/London".into()), fold: false },
+            Value::DateTime { micros: PARIS_FOLD + 3_600_000_000, tz: TzInfo::Named("Europe/Paris".into()), fold: false },
+            Value::DateTime { micros: PARIS_FOLD + 3_600_000_000, tz: TzInfo::Offset(3_600_000_000), fold: false },
+            Value::Time { micros: 3_600_000_000, tz: TzInfo::Named("UTC".into()), fold: false },
             Value::Time { micros: 3_600_000_000, tz: naive.clone(), fold: false },
             Value::Time { micros: 3_600_000_000, tz: TzInfo::Named("Europe/Paris".into()), fold: false },
             Value::Time { micros: 3_600_000_000, tz: TzInfo::Offset(0), fold: false },
@@ -321,6 +397,10 @@ mod tests {
         assert_eq!(canonical(&Value::Float(-0.0)), canonical(&Value::Int(0)));
         assert_eq!(canonical(&Value::Float(f64::NAN)), None);
         assert_eq!(canonical(&Value::Float(2f64.powi(200))), canonical(&big(200, false, 1)));
+        assert_eq!(canonical(&Value::Decimal("0.50".into())), canonical(&Value::Float(0.5)));
+        assert_ne!(canonical(&Value::Decimal("0.1".into())), canonical(&Value::Float(0.1)));
+        assert_eq!(canonical(&Value::Decimal("NaN".into())), None);
+        assert_eq!(canonical(&big(5000, false, 0)), None);
         assert_ne!(canonical(&Value::Float(f64::INFINITY)), canonical(&big(2000, false, 0)));
     }
 
