@@ -31,7 +31,7 @@ import enum
 import inspect
 import types
 import weakref
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from .errors import CopalError, SchemaError
 from .persistent import Persistent, registry, registry_generation
@@ -249,7 +249,16 @@ def _renames_of(cls: type) -> dict[str, str]:
 NO_DEFAULT: Any = object()
 _defaults: dict[tuple[type, str], Any] = {}
 _defaults_by_name: dict[str, list[tuple[str, str, Any]]] = {}
+_defaults_of_names: dict[frozenset[str], list[tuple[str, str, Any]]] = {}
 _defaults_generation = [-1]
+
+
+def _forget_defaults_of_former_registry() -> None:
+    if _defaults_generation[0] != registry_generation[0]:
+        _defaults.clear()
+        _defaults_by_name.clear()
+        _defaults_of_names.clear()
+        _defaults_generation[0] = registry_generation[0]
 
 
 def field_default(cls: type, name: str) -> Any:
@@ -259,10 +268,7 @@ def field_default(cls: type, name: str) -> Any:
     properties and other descriptors compute their value and give none), else the ``__init__``
     default that :func:`plan` fills in. Queries evaluate a missing field as this value, so that
     they agree with what loading returns; a value that cannot be stored gives none."""
-    if _defaults_generation[0] != registry_generation[0]:
-        _defaults.clear()
-        _defaults_by_name.clear()
-        _defaults_generation[0] = registry_generation[0]
+    _forget_defaults_of_former_registry()
     key = (cls, name)
     if key in _defaults:
         return _defaults[key]
@@ -302,19 +308,23 @@ def _has_class_value(cls: type, name: str) -> bool:
     return hasattr(cls, name) and name not in _slot_names(cls)
 
 
-def field_defaults(names: Iterable[str]) -> list[tuple[str, str, Any]]:
+def field_defaults(names: frozenset[str]) -> list[tuple[str, str, Any]]:
     """(stored type name, field, default) for each field of ``names`` that a registered class
     gives a default (:func:`field_default`), under each name the class is stored by: queries
     read records without the field as holding the default."""
-    found: list[tuple[str, str, Any]] = []
-    for name in names:
-        if _defaults_generation[0] != registry_generation[0] or name not in _defaults_by_name:
-            _defaults_by_name[name] = [
-                (type_name, name, default)
-                for type_name, cls in list(registry.items())
-                if isinstance(cls, type) and (default := field_default(cls, name)) is not NO_DEFAULT
-            ]
-        found += _defaults_by_name[name]
+    _forget_defaults_of_former_registry()
+    found = _defaults_of_names.get(names)
+    if found is None:
+        found = []
+        for name in names:
+            if name not in _defaults_by_name:
+                _defaults_by_name[name] = [
+                    (type_name, name, default)
+                    for type_name, cls in list(registry.items())
+                    if isinstance(cls, type) and (default := field_default(cls, name)) is not NO_DEFAULT
+                ]
+            found += _defaults_by_name[name]
+        _defaults_of_names[names] = found
     return found
 
 

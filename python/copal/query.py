@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any, Generic, Iterable, Iterator, TypeVar
 
 from . import _core
@@ -63,9 +64,10 @@ class Field:
     __slots__ = ("path",)
 
     def __init__(self, path: str) -> None:
-        if not path or any(not part for part in path.split(".")):
+        parts = tuple(path.split("."))
+        if "" in parts:
             raise ValueError(f"invalid field path {path!r}")
-        self.path = tuple(path.split("."))
+        self.path = parts
 
     def _cmp(self, op: str, value: Any) -> Expr:
         return Expr(_core.Filter.compare(list(self.path), op, value))
@@ -209,11 +211,14 @@ class Query(Generic[T]):
         transaction's own changes (Rust resolves their type names to class numbers; a type
         never stored nor created has no results)."""
         names = _extent_type_names(self._cls, self._only)
-        defaults = field_defaults({segment for path in self._paths() for segment in path})
-        return self._tx._conn.query(names, self._node, order, offset, limit, mode, renamed_fields(), defaults)
+        return self._tx._conn.query(names, self._node, order, offset, limit, mode, renamed_fields(), self._defaults())
 
-    def _paths(self) -> list[list[str]]:
-        return [*(list(path) for path, _ in self._order), *self._node.paths()]
+    def _defaults(self) -> list[tuple[str, str, Any]]:
+        """The defaults of the fields the query reads (records without them hold them)."""
+        segments: frozenset[str] = self._node.segments
+        if self._order:
+            segments = segments.union(segment for path, _ in self._order for segment in path)
+        return field_defaults(segments)
 
     def _classes(self) -> list[int]:
         classes: list[int] = self._tx._conn.class_numbers(_extent_type_names(self._cls, self._only))
@@ -231,9 +236,13 @@ class Query(Generic[T]):
         first: list[T]
         rest: list[int]
         first, rest = self._run("iterate")
-        yield from first
-        for start in range(0, len(rest), _BATCH):
-            yield from self._tx._conn.load_many(rest[start : start + _BATCH])
+        if not rest:
+            return iter(first)
+        return itertools.chain(first, self._batches(rest))
+
+    def _batches(self, oids: list[int]) -> Iterator[T]:
+        for start in range(0, len(oids), _BATCH):
+            yield from self._tx._conn.load_many(oids[start : start + _BATCH])
 
     def all(self) -> list[T]:
         """Every result, as a list."""
@@ -276,7 +285,7 @@ class Query(Generic[T]):
         order = [(list(path), desc) for path, desc in self._order]
         access: str = self._ask(order, self._offset, self._limit, "explain") if classes else "nothing stored yet"
         parts = [f"{access}; filter {self._node.describe()}"]
-        defaults = field_defaults({segment for path in self._paths() for segment in path})
+        defaults = self._defaults()
         if defaults:
             # Records written before a field was added are read as holding its default.
             read_as = ", ".join(f"{name} = {default!r} ({type_name})" for type_name, name, default in defaults)

@@ -293,6 +293,16 @@ impl Connection {
         Ok(obj)
     }
 
+    /// `object_for` of each of `oids`, the cached ones found under one lock of the cache.
+    fn objects_for<'py>(&self, py: Python<'py>, oids: &[u64]) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let mut found = Vec::with_capacity(oids.len());
+        {
+            let cache = self.cache.lock()?;
+            found.extend(oids.iter().map(|oid| cache.get(oid).map(|o| o.bind(py).clone())));
+        }
+        oids.iter().zip(found).map(|(oid, cached)| cached.map_or_else(|| self.object_for(py, *oid), Ok)).collect()
+    }
+
     fn cached<'py>(&self, py: Python<'py>, oid: u64) -> PyResult<Option<Bound<'py, PyAny>>> {
         Ok(self.cache.lock()?.get(&oid).map(|o| o.bind(py).clone()))
     }
@@ -901,15 +911,14 @@ impl Connection {
             // The index answered alone: cached objects need no record, ghosts are read in one
             // sweep. The overlay has no record of these classes: every result is stored.
             let (now, later) = oids.split_at(built.min(oids.len()));
-            let found = now.iter().map(|oid| this.object_for(py, *oid)).collect::<PyResult<Vec<_>>>()?;
+            let found = this.objects_for(py, now)?;
             let mut ghosts = Vec::new();
             for (oid, obj) in now.iter().zip(&found) {
                 if PersistentBase::of(obj)?.state() == GHOST {
                     ghosts.push((*oid, obj.clone()));
-                } else {
-                    this.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
                 }
             }
+            this.stats.cache_hits.fetch_add((found.len() - ghosts.len()) as u64, Ordering::Relaxed);
             this.load_ghosts(py, &mut ghosts, None)?;
             for obj in found {
                 objects.append(obj)?;
@@ -1077,6 +1086,8 @@ impl Connection {
         if this.is_readonly() {
             return Ok(None);
         }
+        // Index keys of datetimes in named zones are their instants by the zone's rules.
+        crate::query::share_zone_search_path(py)?;
         let jar = slf.clone().unbind();
         let changed: Vec<Bound<'_, PyAny>> = this.changed.lock()?.iter().map(|o| o.bind(py).clone()).collect();
         let added: Vec<Bound<'_, PyAny>> = this.added.lock()?.iter().map(|o| o.bind(py).clone()).collect();

@@ -7,9 +7,8 @@
 use copal_core::query::{CmpOp, Path};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString};
-
-use crate::list_builder::ListBuilder;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyFrozenSet, PyString};
 
 /// One node of a filter.
 pub enum FilterNode {
@@ -27,6 +26,14 @@ pub enum FilterNode {
 #[pyclass(frozen, module = "copal._core")]
 pub struct Filter {
     pub node: FilterNode,
+    /// `segments`, made at its first use: a query asks for it each time it runs.
+    segments: PyOnceLock<Py<PyFrozenSet>>,
+}
+
+impl From<FilterNode> for Filter {
+    fn from(node: FilterNode) -> Filter {
+        Filter { node, segments: PyOnceLock::new() }
+    }
 }
 
 fn checked_path(path: Vec<String>) -> PyResult<Path> {
@@ -52,14 +59,14 @@ impl Filter {
     /// The filter of a query without conditions.
     #[staticmethod]
     fn everything() -> Filter {
-        Filter { node: FilterNode::Everything }
+        FilterNode::Everything.into()
     }
 
     /// The value at `path` compares with `value` by `op` ("==", "!=", "<", "<=", ">", ">=").
     #[staticmethod]
     fn compare(path: Vec<String>, op: &str, value: Py<PyAny>) -> PyResult<Filter> {
         let op = CmpOp::parse(op).ok_or_else(|| PyValueError::new_err(format!("unknown comparison operator {op:?}")))?;
-        Ok(Filter { node: FilterNode::Compare { path: checked_path(path)?, op, value } })
+        Ok(FilterNode::Compare { path: checked_path(path)?, op, value }.into())
     }
 
     /// The value at `path` equals one of `values` (any iterable, read once here).
@@ -71,37 +78,37 @@ impl Filter {
         for value in values.try_iter()? {
             items.push(value?.unbind());
         }
-        Ok(Filter { node: FilterNode::OneOf { path: checked_path(path)?, values: items } })
+        Ok(FilterNode::OneOf { path: checked_path(path)?, values: items }.into())
     }
 
     /// The value at `path` is a str (or bytes) starting with `prefix`.
     #[staticmethod]
     fn starts_with(path: Vec<String>, prefix: Py<PyAny>) -> PyResult<Filter> {
-        Ok(Filter { node: FilterNode::StartsWith { path: checked_path(path)?, prefix } })
+        Ok(FilterNode::StartsWith { path: checked_path(path)?, prefix }.into())
     }
 
     /// The value at `path` is None or missing.
     #[staticmethod]
     fn is_none(path: Vec<String>) -> PyResult<Filter> {
-        Ok(Filter { node: FilterNode::IsNone { path: checked_path(path)? } })
+        Ok(FilterNode::IsNone { path: checked_path(path)? }.into())
     }
 
     /// Every one of `items` holds.
     #[staticmethod]
     fn all_of(items: Vec<Py<Filter>>) -> Filter {
-        Filter { node: FilterNode::All(items) }
+        FilterNode::All(items).into()
     }
 
     /// At least one of `items` holds.
     #[staticmethod]
     fn any_of(items: Vec<Py<Filter>>) -> Filter {
-        Filter { node: FilterNode::Any(items) }
+        FilterNode::Any(items).into()
     }
 
     /// `item` does not hold.
     #[staticmethod]
     fn negate(item: Py<Filter>) -> Filter {
-        Filter { node: FilterNode::Not(item) }
+        FilterNode::Not(item).into()
     }
 
     /// Whether this is the filter of a query without conditions.
@@ -110,18 +117,17 @@ impl Filter {
         matches!(self.node, FilterNode::Everything)
     }
 
-    /// Every path the filter reads, in order of first use, as lists of names. Made here, as
-    /// every list the query path returns: pyo3's conversion of a Vec panics when the list
-    /// cannot be allocated.
-    fn paths<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let mut found = Vec::new();
-        self.collect_paths(&mut found);
-        let mut lists = Vec::with_capacity(found.len());
-        for path in found {
-            let names = path.iter().map(|name| Ok(crate::allocation::str(py, name)?.into_any())).collect::<PyResult<Vec<_>>>()?;
-            lists.push(ListBuilder::of(py, names)?.into_any());
-        }
-        ListBuilder::of(py, lists)
+    /// Every name that a path of the filter reads (attributes, dict keys, attributes of
+    /// referenced objects), as a frozenset: the fields whose defaults a query needs.
+    #[getter]
+    fn segments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyFrozenSet>> {
+        let set = self.segments.get_or_try_init(py, || {
+            let mut found = Vec::new();
+            self.collect_paths(&mut found);
+            let names = found.iter().flatten().map(|name| crate::allocation::str(py, name)).collect::<PyResult<Vec<_>>>()?;
+            PyFrozenSet::new(py, &names).map(Bound::unbind)
+        })?;
+        Ok(set.bind(py).clone())
     }
 
     /// The filter as `explain()` shows it.

@@ -63,11 +63,24 @@ pub fn decode_operand(bytes: &[u8], catalog: &copal_core::store::Catalog) -> PyR
 
 /// Makes the core read time zones where Python's `zoneinfo` reads them (`zoneinfo.TZPATH`, then
 /// the `tzdata` package's files), once per process: the engine compares a datetime in a named
-/// zone by the instant that zone's rules give it, which must be the rules Python loads. A
-/// MemoryError is raised (and the next query tries again); a `zoneinfo` or `tzdata` that cannot
-/// be read leaves the core's default, CPython's default `TZPATH`.
-fn share_zone_search_path(py: Python<'_>) -> PyResult<()> {
+/// zone by the instant that zone's rules give it (and keys it so in indexes), which must be the
+/// rules Python loads. Importing `zoneinfo` takes milliseconds, so this waits until the process
+/// has imported it (every datetime in a named zone that Python makes or loads imports it), unless
+/// no directory of the core's default path (PYTHONTZPATH, else CPython's default `TZPATH`)
+/// exists. A MemoryError is raised (and the next call tries again); a `zoneinfo` or `tzdata` that
+/// cannot be read leaves the core's default.
+pub fn share_zone_search_path(py: Python<'_>) -> PyResult<()> {
     static SHARED: PyOnceLock<()> = PyOnceLock::new();
+    static DEFAULT_USABLE: PyOnceLock<bool> = PyOnceLock::new();
+    static MODULES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    if SHARED.get(py).is_some() {
+        return Ok(());
+    }
+    let modules = MODULES.get_or_try_init(py, || PyModule::import(py, interned!(py, "sys")?)?.getattr(interned!(py, "modules")?).map(Bound::unbind))?;
+    let imported = modules.bind(py).contains(interned!(py, "zoneinfo")?)?;
+    if !imported && *DEFAULT_USABLE.get_or_init(py, copal_core::query::zone_search_path_exists) {
+        return Ok(());
+    }
     SHARED
         .get_or_try_init(py, || {
             let attempt = || -> PyResult<Vec<PathBuf>> {

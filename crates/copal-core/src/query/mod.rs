@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 
 pub use expr::{compares, CmpOp, Expr, Path};
 pub use order::{compare, equals, sort_order};
-pub use zone::set_search_path as set_zone_search_path;
+pub use zone::{search_path_exists as zone_search_path_exists, set_search_path as set_zone_search_path};
 pub(crate) use clock::{datetime_line, time_line};
 pub(crate) use number::{decimal_key, DecimalKey};
 pub use pending::{Pending, FIRST_NEW_SEQ};

@@ -260,9 +260,16 @@ fn reads_like_query(query: &Query, def: &IndexDef, type_names: &[String]) -> boo
 /// The best access for `query` among `defs` (those covering every queried type).
 pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Access {
     let conds = conjuncts(&query.filter);
+    let mut tested = Vec::new();
+    query.filter.paths(&mut tested);
+    let first_order = query.order.first().and_then(|(path, _)| single(path));
+    // An index serves a query only through its first field: tested, or the first sort key.
+    let usable = |def: &IndexDef| {
+        def.fields.first().is_some_and(|first| first_order == Some(first.as_str()) || tested.iter().any(|path| single(path) == Some(first.as_str())))
+    };
     let mut best: Option<(usize, Access)> = None;
     for def in defs {
-        if !type_names.iter().all(|t| def.covered.contains(t)) || !reads_like_query(query, def, type_names) {
+        if !usable(def) || !type_names.iter().all(|t| def.covered.contains(t)) || !reads_like_query(query, def, type_names) {
             continue;
         }
         let mut prefix = Vec::new();

@@ -52,9 +52,24 @@ const MAX_CACHED: usize = 4096;
 /// CPython's default `TZPATH` (`configure --with-tzpath`).
 const DEFAULT_SEARCH_PATH: [&str; 4] = ["/usr/share/zoneinfo", "/usr/lib/zoneinfo", "/usr/share/lib/zoneinfo", "/etc/zoneinfo"];
 
+/// Until `set_search_path`: the absolute directories of the PYTHONTZPATH environment variable
+/// if it names any, else CPython's default (as `zoneinfo` starts).
 fn search_path() -> &'static RwLock<Vec<PathBuf>> {
     static PATH: OnceLock<RwLock<Vec<PathBuf>>> = OnceLock::new();
-    PATH.get_or_init(|| RwLock::new(DEFAULT_SEARCH_PATH.iter().map(PathBuf::from).collect()))
+    PATH.get_or_init(|| {
+        let from_environment: Vec<PathBuf> = std::env::var_os("PYTHONTZPATH")
+            .map(|value| std::env::split_paths(&value).filter(|dir| dir.is_absolute()).collect())
+            .unwrap_or_default();
+        RwLock::new(match from_environment.is_empty() {
+            true => DEFAULT_SEARCH_PATH.iter().map(PathBuf::from).collect(),
+            false => from_environment,
+        })
+    })
+}
+
+/// Whether a directory of the search path exists.
+pub fn search_path_exists() -> bool {
+    search_path().read().unwrap_or_else(PoisonError::into_inner).iter().any(|dir| dir.is_dir())
 }
 
 fn loaded() -> &'static Mutex<HashMap<String, Option<Arc<Zone>>>> {

@@ -31,7 +31,7 @@ mod transfer_text;
 mod verify;
 
 use std::path::Path;
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 pub use catalog::Catalog;
 pub use checksum::unseal;
@@ -59,7 +59,13 @@ pub struct Store {
     pub(crate) backend: Backend,
     pub(crate) catalog: RwLock<Catalog>,
     pub(crate) log_retention: u64,
+    /// The index definitions decoded last, with their stored bytes: a snapshot whose stored
+    /// definition is the same bytes shares the decoded one.
+    pub(crate) index_defs: Mutex<Vec<StoredIndexDef>>,
 }
+
+/// An index definition decoded, and the stored bytes it was decoded from.
+pub(crate) type StoredIndexDef = (Arc<[u8]>, Arc<IndexDef>);
 
 pub(crate) enum Backend {
     Lmdb(lmdb::LmdbBackend),
@@ -94,7 +100,7 @@ impl Store {
 
     /// A store whose catalog is still to be read (`refresh_catalog`).
     fn without_catalog(backend: Backend, log_retention: u64) -> Store {
-        Store { backend, catalog: RwLock::new(Catalog::default()), log_retention }
+        Store { backend, catalog: RwLock::new(Catalog::default()), log_retention, index_defs: Mutex::default() }
     }
 
     pub fn catalog(&self) -> RwLockReadGuard<'_, Catalog> {

@@ -3,7 +3,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, PoisonError};
 
 use super::checksum::{unseal, without_checksum};
 use super::error::StoreError;
@@ -69,6 +70,8 @@ pub struct Snapshot {
     /// The index definitions, read by the first query that plans (they cannot change within
     /// a snapshot).
     index_defs: OnceLock<Vec<Arc<IndexDef>>>,
+    /// Whether the store's catalog holds every descriptor of this snapshot.
+    catalog_current: AtomicBool,
     /// Where the records read are counted (`count_into`).
     stats: Option<Arc<StoreStats>>,
 }
@@ -77,7 +80,7 @@ impl Snapshot {
     pub fn new(store: &Arc<Store>) -> Result<Snapshot, StoreError> {
         let read = Read::begin(&store.backend)?;
         let tid = with_read!(&read, r => r.last_tid())?;
-        Ok(Snapshot { read, store: Arc::clone(store), tid, index_defs: OnceLock::new(), stats: None })
+        Ok(Snapshot { read, store: Arc::clone(store), tid, index_defs: OnceLock::new(), catalog_current: AtomicBool::new(false), stats: None })
     }
 
     /// Counts the records this snapshot reads into `stats`.
@@ -213,18 +216,29 @@ impl Snapshot {
         if let Some(defs) = self.index_defs.get() {
             return Ok(defs);
         }
-        let mut defs = Vec::new();
+        let mut decoded = self.store.index_defs.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut found = Vec::with_capacity(decoded.len());
         with_read!(&self.read, r => r.index_defs(&mut |id, bytes| {
-            defs.push(Arc::new(IndexDef::decode_stored(id, bytes)?));
+            match decoded.iter().find(|(stored, def)| def.id == id && **stored == *bytes) {
+                Some((stored, def)) => found.push((Arc::clone(stored), Arc::clone(def))),
+                None => found.push((Arc::from(bytes), Arc::new(IndexDef::decode_stored(id, bytes)?))),
+            }
             Ok(())
         }))?;
+        let defs = found.iter().map(|(_, def)| Arc::clone(def)).collect();
+        *decoded = found;
+        drop(decoded);
         Ok(self.index_defs.get_or_init(|| defs))
     }
 
     /// Reads the descriptors that other processes or connections added since the catalog was
     /// loaded.
     pub fn refresh_catalog(&self) -> Result<(), StoreError> {
-        self.store.refresh_catalog(&self.read)
+        if !self.catalog_current.load(Ordering::Relaxed) {
+            self.store.refresh_catalog(&self.read)?;
+            self.catalog_current.store(true, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Calls `visit(entry key)` for the entries of index `id` in `[start, end)` (bytes after the
