@@ -16,7 +16,16 @@ Run them with ``copal bench`` (or ``python benchmarks/whitepaper.py``); see
 (the serialization seed experiments) is :mod:`copal.bench.codec_report` (options, tables,
 checks, plot) over :mod:`copal.bench.codec_seeds` (the experiments),
 :mod:`copal.bench.codecs` (one adapter per library) and :mod:`copal.bench.codec_models`
-(the domain classes and data).
+(the domain classes and data); ``copal bench --suite oo7`` is :mod:`copal.bench.oo7` over
+:mod:`copal.bench.oo7_data`, :mod:`copal.bench.oo7_systems` and :mod:`copal.bench.oo7_models`;
+``copal bench --suite transactions`` (transaction costs against the cache size) is
+:mod:`copal.bench.transactions` (rounds, summary, targets, table, chart, options) over
+:mod:`copal.bench.transaction_systems` (the operations, one adapter per system, the worker)
+and :mod:`copal.bench.transaction_models` (the item classes).
+
+Shared by the suites: :mod:`copal.bench.workers` (starting worker processes and their
+reports), :mod:`copal.bench.environment` (run metadata, which systems can run here),
+:mod:`copal.bench.charts` and :mod:`copal.bench.tables`.
 
 This package deliberately imports nothing at import time: worker processes
 of the other systems load it without loading copal itself.

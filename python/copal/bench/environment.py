@@ -6,9 +6,11 @@ importing copal.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import platform
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -38,6 +40,51 @@ def missing_module(modules: Iterable[str]) -> str | None:
         if spec is None:
             return f"{module} is not installed (pip install 'copaldb[bench]')"
     return None
+
+
+def importable(module: str, *names: str) -> bool:
+    """Whether ``module`` imports here and has each of ``names``: False for copal's classes in a
+    worker of another system, which loads copal.bench under a stand-in ``copal`` package.
+
+    Example:
+        >>> importable("json", "dumps"), importable("json", "no_such_name")
+        (True, False)
+    """
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError:
+        return False
+    return all(hasattr(loaded, name) for name in names)
+
+
+def copal_unavailable() -> str | None:
+    """Why copal cannot run here (its native core does not import), or None. copal.bench lives
+    inside the copal package, so ``find_spec("copal")`` always succeeds: this tries the import."""
+    try:
+        importlib.import_module("copal._core")
+    except Exception as exc:  # noqa: BLE001 - any failure means "cannot run"
+        return f"copal cannot be imported ({type(exc).__name__}: {exc})"
+    return None
+
+
+def usable_systems(
+    requested: Iterable[str], why_not: Callable[[str], str | None], suite: str | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """Of the ``requested`` systems, those that can run here (``why_not(name)`` is None), in
+    order, and why each other one cannot. Says on stderr which it skips, and when none can run
+    (``suite``, a phrase such as "the queries", names what they cannot run)."""
+    systems: list[str] = []
+    skipped: dict[str, str] = {}
+    for name in requested:
+        reason = why_not(name)
+        if reason is not None:
+            skipped[name] = reason
+            print(f"copal bench: skipping {name}: {reason}", file=sys.stderr)
+        else:
+            systems.append(name)
+    if not systems:
+        print("copal bench: no system can run" + ("" if suite is None else f" {suite}"), file=sys.stderr)
+    return systems, skipped
 
 
 def package_versions(sources: Iterable[Callable[[], dict[str, str]]]) -> dict[str, str]:

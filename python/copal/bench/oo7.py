@@ -36,16 +36,15 @@ system's and with what the generated data implies; a difference fails the run (e
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from copal.bench.environment import dir_size, package_versions, run_metadata
+from copal.bench.charts import NO_MATPLOTLIB, finish, log_bars, pyplot
+from copal.bench.environment import dir_size, package_versions, run_metadata, usable_systems
 from copal.bench.oo7_data import (
     CONFIGS,
     DATA_VERSION,
@@ -58,7 +57,7 @@ from copal.bench.oo7_data import (
 )
 from copal.bench.oo7_systems import OO7_SYSTEMS as OO7_SYSTEMS  # the runner's --systems
 from copal.bench.oo7_systems import OPERATIONS
-from copal.bench.whitepaper import RESULT_PREFIX
+from copal.bench.workers import COPAL_DIR, last_line, run_worker, worker_env
 
 DEFAULT_HOT = 5
 #: Hot repetitions and repetitions with --quick.
@@ -68,18 +67,8 @@ DEFAULT_TIMEOUT = 1800.0
 #: The ratio columns: this system's time over that one's.
 RATIO = ("copal", "zodb")
 
-# ZODB's worker loads copal.bench under a stand-in ``copal`` package, so that copal's native
-# core is neither imported nor counted in its memory.
-_BOOTSTRAP = """\
-import json, sys, types
-spec = json.loads(sys.argv[1])
-if spec["system"] != "copal":
-    pkg = types.ModuleType("copal")
-    pkg.__path__ = [spec["copal_dir"]]
-    sys.modules["copal"] = pkg
-from copal.bench.oo7_systems import worker_main
-sys.exit(worker_main(spec))
-"""
+#: The module of the workers' entry point (:func:`copal.bench.oo7_systems.worker_main`).
+WORKER = "copal.bench.oo7_systems"
 
 
 # --------------------------------------------------------------------------- CLI
@@ -137,28 +126,6 @@ def metadata(
 # --------------------------------------------------------------------------- the run
 
 
-def _run_worker(spec: dict[str, Any], timeout: float, env: dict[str, str]) -> dict[str, Any]:
-    """Run one worker; its report, or ``{"ok": False, "error": ...}``."""
-    cmd = [sys.executable, "-c", _BOOTSTRAP, json.dumps(spec)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "error": f"timed out after {timeout:g} s"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            report: dict[str, Any] = json.loads(line[len(RESULT_PREFIX):])
-            if not report.get("ok"):
-                report["error"] = str(report.get("error", "unknown error")).rstrip()
-            return report
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-    return {"ok": False, "error": f"worker exited {proc.returncode}:\n" + "\n".join(tail)}
-
-
-def _last_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[-1] if lines else ""
-
-
 def run_config(
     config: OO7Config, systems: list[str], reps: int, hot: int, work: Path, timeout: float,
     keep: bool, options: dict[str, Any], progress: Any,
@@ -167,9 +134,7 @@ def run_config(
 
     ``reports[op][system]`` and ``sizes[system]`` hold one entry per repetition.
     """
-    from copal.bench.runner import COPAL_DIR, _worker_env
-
-    env = _worker_env()
+    env = worker_env()
     reports: dict[str, dict[str, list[dict[str, Any]]]] = {
         op.id: {s: [] for s in systems} for op in OPERATIONS
     }
@@ -191,9 +156,9 @@ def run_config(
                 else:
                     spec = {"system": system, "config": config.name, "op": op.id, "dir": str(store_dir),
                             "hot": hot, "options": options, "copal_dir": COPAL_DIR}
-                    report = _run_worker(spec, timeout, env)
+                    report = run_worker(WORKER, spec, timeout, env)
                     if not report.get("ok"):
-                        progress.message(f"copal bench: {label} failed: {_last_line(report['error'])}")
+                        progress.message(f"copal bench: {label} failed: {last_line(report['error'])}")
                 reports[op.id][system].append(report)
                 if op.id == "build":
                     sizes[system].append(
@@ -328,37 +293,17 @@ def format_table(summary: dict[str, Any], systems: list[str], labels: dict[str, 
 
 def draw_chart(summary: dict[str, Any], systems: list[str], labels: dict[str, str], path: Path) -> str | None:
     """Save log-scale grouped bar charts of the cold and hot medians; return why not, or None."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "matplotlib is not installed (pip install 'copaldb[bench]'): no chart"
-
+    plt = pyplot()
+    if plt is None:
+        return NO_MATPLOTLIB
     operations = summary["operations"]
-    width = 0.8 / len(systems)
+    groups = [op["id"].replace("_after_", "\nafter ") for op in operations]
     fig, axes = plt.subplots(2, 1, figsize=(max(9.0, 0.8 * len(operations) + 2), 8.0))
     for ax, phase in zip(axes, ("cold", "hot")):
-        for i, s in enumerate(systems):
-            xs, ys = [], []
-            for j, op in enumerate(operations):
-                t = op["results"][s][f"{phase}_median_s"]
-                if t is not None and t > 0:
-                    xs.append(j - 0.4 + width * (i + 0.5))
-                    ys.append(t)
-            ax.bar(xs, ys, width=width, label=labels[s])
-        ax.set_yscale("log")
-        ax.set_xticks(range(len(operations)))
-        ax.set_xticklabels([op["id"].replace("_after_", "\nafter ") for op in operations], fontsize=8)
-        ax.set_ylabel(f"{phase}: median seconds (log)")
-        ax.grid(axis="y", which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        series = [(labels[s], [op["results"][s][f"{phase}_median_s"] for op in operations]) for s in systems]
+        log_bars(ax, groups, series, f"{phase}: median seconds (log)", tick_fontsize=8)
     axes[0].set_title(f"OO7 {summary['name']}: cold (first run after the open) and hot (repeated)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, axes, path)
     return None
 
 
@@ -379,17 +324,8 @@ def run(
     if hot < 1:
         print("copal bench: --oo7-hot must be at least 1", file=sys.stderr)
         return 2, None
-    systems: list[str] = []
-    skipped: dict[str, str] = {}
-    for name in requested:
-        reason = OO7_SYSTEMS[name].unavailable()
-        if reason is not None:
-            skipped[name] = reason
-            print(f"copal bench: skipping {name}: {reason}", file=sys.stderr)
-        else:
-            systems.append(name)
+    systems, skipped = usable_systems(requested, lambda name: OO7_SYSTEMS[name].unavailable(), "OO7")
     if not systems:
-        print("copal bench: no system can run OO7", file=sys.stderr)
         return 1, None
     labels = {s: OO7_SYSTEMS[s].label for s in systems}
     options = {"zodb_cache_size": args.zodb_cache_size}

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from copal.bench.environment import importable
+
 
 class Connection:
     """A connection from one atomic part to another, stored inside the part it leaves."""
@@ -52,15 +54,12 @@ class Connection:
 
 # --------------------------------------------------------------------------- copal
 
-try:
-    from copal import Index as _Index
-    from copal import Persistent as _CopalPersistent
-except ImportError:  # a ZODB worker: copal.bench under a stand-in package
-    HAVE_COPAL = False
-else:
-    HAVE_COPAL = True
+#: False in a ZODB worker: copal.bench under a stand-in ``copal`` package.
+HAVE_COPAL = importable("copal", "Index", "Persistent")
 
 if HAVE_COPAL:
+    from copal import Index as _Index
+    from copal import Persistent as _CopalPersistent
 
     class CopalAtomicPart(_CopalPersistent):
         """A node of a composite part's graph; its outgoing connections live in its record."""
@@ -147,14 +146,10 @@ if HAVE_COPAL:
 
 # --------------------------------------------------------------------------- ZODB
 
-try:
-    from persistent import Persistent as _ZPersistent  # type: ignore[import-untyped, import-not-found, unused-ignore]
-except ImportError:
-    HAVE_ZODB = False
-else:
-    HAVE_ZODB = True
+HAVE_ZODB = importable("persistent", "Persistent")
 
 if HAVE_ZODB:
+    from persistent import Persistent as _ZPersistent  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     class ZAtomicPart(_ZPersistent):  # type: ignore[misc, unused-ignore]
         """A node of a composite part's graph; its outgoing connections live in its record."""

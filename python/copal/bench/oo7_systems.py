@@ -20,17 +20,13 @@ repetitions left it).
 
 from __future__ import annotations
 
-import gc
-import json
 import os
-import sys
-import traceback
 from dataclasses import dataclass
 from importlib import import_module
 from time import perf_counter
 from typing import Any, Callable, ClassVar
 
-from copal.bench.environment import missing_module
+from copal.bench.environment import copal_unavailable, missing_module
 from copal.bench.oo7_data import (
     CONFIGS,
     Q2_PERCENT,
@@ -45,7 +41,8 @@ from copal.bench.oo7_data import (
     inserted_composites,
     q1_ids,
 )
-from copal.bench.whitepaper import RESULT_PREFIX, peak_rss_kb
+from copal.bench.whitepaper import peak_rss_kb
+from copal.bench.workers import run_and_report
 
 
 @dataclass(frozen=True)
@@ -323,11 +320,7 @@ class CopalOO7(OO7System):
 
     @classmethod
     def unavailable(cls) -> str | None:
-        try:
-            import_module("copal._core")
-        except Exception as exc:  # noqa: BLE001 - any failure means "cannot run"
-            return f"copal cannot be imported ({type(exc).__name__}: {exc})"
-        return None
+        return copal_unavailable()
 
     @classmethod
     def versions(cls) -> dict[str, str]:
@@ -625,15 +618,16 @@ def _timed(run: Callable[[int], int], iteration: int) -> tuple[float, int]:
 
 
 def worker_main(spec: dict[str, Any]) -> int:
-    """Run one operation of one system as ``spec`` says; print ``RESULT_PREFIX`` + JSON.
+    """Run one operation of one system as ``spec`` says; print the report
+    (:func:`copal.bench.workers.run_and_report`).
 
     ``spec`` keys: ``system``, ``config`` (a name of :data:`CONFIGS`), ``op`` (an operation
     id), ``dir`` (the database's directory), ``hot`` (hot repetitions), ``options``. The report
     has ``cold_s`` and ``cold_count`` (None for an operation with a prelude), ``hot_s`` and
     ``hot_counts`` (one per hot repetition), ``open_s``, ``close_s``, ``rss_kb`` and ``info``.
     """
-    try:
-        gc.enable()
+
+    def work() -> dict[str, Any]:
         config = CONFIGS[spec["config"]]
         op = OPERATIONS_BY_ID[spec["op"]]
         adapter = OO7_SYSTEMS[spec["system"]](config, spec.get("options") or {})
@@ -661,10 +655,6 @@ def worker_main(spec: dict[str, Any]) -> int:
             adapter.close()
             out["close_s"] = perf_counter() - t0
         out["rss_kb"] = peak_rss_kb()
-        status = 0
-    except BaseException:  # noqa: BLE001 - everything must reach the runner
-        out = {"ok": False, "error": traceback.format_exc()}
-        status = 1
-    sys.stdout.write(RESULT_PREFIX + json.dumps(out) + "\n")
-    sys.stdout.flush()
-    return status
+        return out
+
+    return run_and_report(work)

@@ -44,10 +44,8 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import time
-import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import islice
@@ -55,8 +53,11 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any, Callable, ClassVar, Iterator, Sequence, TextIO
 
-from copal.bench.environment import dir_size, missing_module, package_versions, run_metadata
-from copal.bench.whitepaper import RESULT_PREFIX, peak_rss_kb
+from copal.bench.charts import NO_MATPLOTLIB, finish, log_bars, pyplot
+from copal.bench.environment import dir_size, missing_module, package_versions, run_metadata, usable_systems
+from copal.bench.tables import target_rows
+from copal.bench.whitepaper import peak_rss_kb
+from copal.bench.workers import COPAL_DIR, last_line, run_and_report, run_worker, worker_env
 
 DEFAULT_PEOPLE = 1_000_000
 DEFAULT_ROUNDS = 5
@@ -747,12 +748,11 @@ def run_queries(adapter: QuerySystem, n: int, rounds: int, lookups: int) -> dict
 
 
 def worker_main(spec: dict[str, Any]) -> int:
-    """Load a store or run the queries, as ``spec`` says; print ``RESULT_PREFIX`` + JSON."""
-    import gc
+    """Load a store or run the queries, as ``spec`` says; print the report
+    (:func:`copal.bench.workers.run_and_report`)."""
     import resource
 
-    try:
-        gc.enable()
+    def work() -> dict[str, Any]:
         adapter = QUERY_SYSTEMS[spec["system"]]()
         n = int(spec["people"])
         if spec["action"] == "load":
@@ -771,47 +771,15 @@ def worker_main(spec: dict[str, Any]) -> int:
             out = {"ok": True, "queries": results, "explain": explain, "info": info}
         out["rss_kb"] = peak_rss_kb()
         out["ru_maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        status = 0
-    except BaseException:  # noqa: BLE001 - everything must reach the runner
-        out = {"ok": False, "error": traceback.format_exc()}
-        status = 1
-    sys.stdout.write(RESULT_PREFIX + json.dumps(out) + "\n")
-    sys.stdout.flush()
-    return status
+        return out
+
+    return run_and_report(work)
 
 
 # --------------------------------------------------------------------------- orchestration
 
-# As in the white-paper runner: the other systems load copal.bench under a stand-in ``copal``
-# package, so that copal's native core is not loaded in their workers.
-_BOOTSTRAP = """\
-import json, sys, types
-spec = json.loads(sys.argv[1])
-if spec["system"] != "copal":
-    pkg = types.ModuleType("copal")
-    pkg.__path__ = [spec["copal_dir"]]
-    sys.modules["copal"] = pkg
-from copal.bench.queries import worker_main
-sys.exit(worker_main(spec))
-"""
-
-
-def _run_worker(spec: dict[str, Any], timeout: float, env: dict[str, str]) -> dict[str, Any]:
-    """Run one worker; its report, or ``{"ok": False, "error": ...}``."""
-    cmd = [sys.executable, "-c", _BOOTSTRAP, json.dumps(spec)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "error": f"timed out after {timeout:g} s"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(RESULT_PREFIX):
-            report: dict[str, Any] = json.loads(line[len(RESULT_PREFIX):])
-            if not report.get("ok"):
-                report["error"] = str(report.get("error", "unknown error")).rstrip()
-            return report
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-    return {"ok": False, "error": f"worker exited {proc.returncode}:\n" + "\n".join(tail)}
-
+#: The module of the workers' entry point (:func:`worker_main`).
+WORKER = "copal.bench.queries"
 
 _MARKER = "copal-bench-loaded.json"
 
@@ -834,7 +802,7 @@ def _ensure_store(
     store_dir.mkdir(parents=True)
     spec = {"system": system, "action": "load", "dir": str(store_dir), "people": n,
             "copal_dir": copal_dir}
-    report = _run_worker(spec, timeout, env)
+    report = run_worker(WORKER, spec, timeout, env)
     if report.get("ok"):
         marker.write_text(json.dumps(
             {"people": n, "data_version": DATA_VERSION, "seconds": report["seconds"], "loaded_by": system}
@@ -847,9 +815,7 @@ def run_suite(
     keep: bool, reuse: bool, options: dict[str, Any], progress: Any,
 ) -> dict[str, Any]:
     """Load every store and run every system's queries; raw per-system reports."""
-    from copal.bench.runner import COPAL_DIR, _worker_env
-
-    env = _worker_env()
+    env = worker_env()
     work = out / "work" / "queries" / f"N{n}"
     loads: dict[str, dict[str, Any]] = {}
     per_system: dict[str, dict[str, Any]] = {}
@@ -863,7 +829,7 @@ def run_suite(
             if loads[store].get("ok"):
                 loads[store]["size_bytes"] = dir_size(store_dir, skip=lambda name: name.endswith((".lock", ".tmp")))
             else:
-                progress.message(f"copal bench: loading {store} failed: {_last_line(loads[store]['error'])}")
+                progress.message(f"copal bench: loading {store} failed: {last_line(loads[store]['error'])}")
         progress.step()
         load = loads[store]
         if not load.get("ok"):
@@ -873,18 +839,13 @@ def run_suite(
         progress.show(f"queries N={n}: {name} ({rounds} rounds)")
         spec = {"system": name, "action": "queries", "dir": str(store_dir), "people": n,
                 "rounds": rounds, "lookups": lookups, "options": options, "copal_dir": COPAL_DIR}
-        per_system[name] = _run_worker(spec, timeout, env)
+        per_system[name] = run_worker(WORKER, spec, timeout, env)
         if not per_system[name].get("ok"):
-            progress.message(f"copal bench: queries of {name} failed: {_last_line(per_system[name]['error'])}")
+            progress.message(f"copal bench: queries of {name} failed: {last_line(per_system[name]['error'])}")
         progress.step()
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
     return {"loads": loads, "systems": per_system}
-
-
-def _last_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[-1] if lines else ""
 
 
 # --------------------------------------------------------------------------- summary
@@ -1060,45 +1021,21 @@ def format_table(summary: dict[str, Any], systems: list[str], labels: dict[str, 
             f" (x{load['size_ratio']:.2f})" if load.get("size_ratio") is not None else ""))
     lines.append("| load N people + N addresses (one-time) | " + " | ".join(cells) + " |")
     lines.append("| on-disk size after load | " + " | ".join(sizes) + " |")
-    lines += ["", "| target | result | met |", "|---|---|---|"]
-    for t in summary["targets"]:
-        met = "n/a" if t["met"] is None else ("yes" if t["met"] else "**no**")
-        lines.append(f"| {t['target']} | {t['result']} | {met} |")
+    lines += target_rows(summary["targets"])
     return "\n".join(lines)
 
 
 def draw_chart(summary: dict[str, Any], systems: list[str], labels: dict[str, str], path: Path) -> str | None:
     """Save a log-scale grouped bar chart of the per-query medians; return why not, or None."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "matplotlib is not installed (pip install 'copaldb[bench]'): no chart"
-
+    plt = pyplot()
+    if plt is None:
+        return NO_MATPLOTLIB
     queries = summary["queries"]
-    width = 0.8 / len(systems)
     fig, ax = plt.subplots(figsize=(max(8.0, 1.6 * len(queries) + 2), 5.0))
-    for i, s in enumerate(systems):
-        xs, ys = [], []
-        for j, q in enumerate(queries):
-            t = q["results"][s].get("median_s")
-            if t is not None and t > 0:
-                xs.append(j - 0.4 + width * (i + 0.5))
-                ys.append(t)
-        ax.bar(xs, ys, width=width, label=labels[s])
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(queries)))
-    ax.set_xticklabels([q["id"] for q in queries])
-    ax.set_ylabel("median seconds per query (log scale)")
+    series = [(labels[s], [q["results"][s].get("median_s") for q in queries]) for s in systems]
+    log_bars(ax, [q["id"] for q in queries], series, "median seconds per query (log scale)")
     ax.set_title(f"Queries, N = {summary['people']:,} people (warm process, median per query)")
-    ax.grid(axis="y", which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, [ax], path)
     return None
 
 
@@ -1162,17 +1099,8 @@ def run(
     if args.rounds < 1 or args.lookups < 1:
         print("copal bench: --rounds and --lookups must be at least 1", file=sys.stderr)
         return 2, None
-    systems: list[str] = []
-    skipped: dict[str, str] = {}
-    for name in requested:
-        reason = QUERY_SYSTEMS[name].unavailable()
-        if reason is not None:
-            skipped[name] = reason
-            print(f"copal bench: skipping {name}: {reason}", file=sys.stderr)
-        else:
-            systems.append(name)
+    systems, skipped = usable_systems(requested, lambda name: QUERY_SYSTEMS[name].unavailable(), "the queries")
     if not systems:
-        print("copal bench: no system can run the queries", file=sys.stderr)
         return 1, None
     baseline = args.baseline if args.baseline in systems else ("copal" if "copal" in systems else systems[0])
     labels = {s: QUERY_SYSTEMS[s].label for s in systems}

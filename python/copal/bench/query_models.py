@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from copal.bench.environment import importable
+
 PERSON_TABLE = "person"
 ADDRESS_TABLE = "address"
 
@@ -47,15 +49,12 @@ class Person:
 
 # --------------------------------------------------------------------------- copal
 
-try:
-    from copal import Index as _Index
-    from copal import Persistent as _CopalPersistent
-except ImportError:  # a worker of another system: copal.bench under a stand-in package
-    HAVE_COPAL = False
-else:
-    HAVE_COPAL = True
+#: False in a worker of another system: copal.bench under a stand-in ``copal`` package.
+HAVE_COPAL = importable("copal", "Index", "Persistent")
 
 if HAVE_COPAL:
+    from copal import Index as _Index
+    from copal import Persistent as _CopalPersistent
 
     class CopalAddress(_CopalPersistent):
         """An address, its own record."""
@@ -81,14 +80,10 @@ if HAVE_COPAL:
 
 # --------------------------------------------------------------------------- ZODB
 
-try:
-    from persistent import Persistent as _ZPersistent  # type: ignore[import-untyped, import-not-found, unused-ignore]
-except ImportError:
-    HAVE_ZODB = False
-else:
-    HAVE_ZODB = True
+HAVE_ZODB = importable("persistent", "Persistent")
 
 if HAVE_ZODB:
+    from persistent import Persistent as _ZPersistent  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
     class ZAddress(_ZPersistent):  # type: ignore[misc, unused-ignore]
         """An address, its own ZODB record."""

@@ -11,6 +11,7 @@ Entry point: :func:`main` (``copal bench``, ``python benchmarks/whitepaper.py``)
 ``--suite queries`` runs the query benchmark instead (:mod:`copal.bench.queries`),
 ``--suite codecs`` the serialization seed experiments (:mod:`copal.bench.codec_report`),
 ``--suite oo7`` the OO7 benchmark against ZODB (:mod:`copal.bench.oo7`),
+``--suite transactions`` transaction costs against the cache size (:mod:`copal.bench.transactions`),
 ``--suite all`` the white-paper workloads and the queries (the codec suite, in-process and
 long at full size, runs only when asked for).
 """
@@ -22,7 +23,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,33 +30,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
-from copal.bench import codec_report, oo7, queries
-from copal.bench.environment import package_versions, run_metadata
+from copal.bench import codec_report, oo7, queries, transactions
+from copal.bench.charts import NO_MATPLOTLIB, finish, log_bars, pyplot
+from copal.bench.environment import package_versions, run_metadata, usable_systems
 from copal.bench.systems import DEFAULT_SYSTEMS, SYSTEMS, System
-from copal.bench.whitepaper import RESULT_PREFIX, WORKLOADS, Workload, target_serial
+from copal.bench.whitepaper import WORKLOADS, Workload, target_serial
+from copal.bench.workers import COPAL_DIR, last_line, run_worker, worker_env
 
 DEFAULT_SCALE = 1000
 DEFAULT_REPS = 3
 DEFAULT_OUT = "bench-results"
 DEFAULT_TIMEOUT = 1800.0
-SUITES = ("whitepaper", "queries", "codecs", "oo7", "all")
+SUITES = ("whitepaper", "queries", "codecs", "oo7", "transactions", "all")
 
-#: The package directory of copal (parent of this package), handed to workers.
-COPAL_DIR = str(Path(__file__).resolve().parent.parent)
-
-# The worker: for the other systems, copal.bench is loaded under a stand-in
-# ``copal`` package so that the real copal (and its native core) is neither
-# imported nor counted in their peak RSS.
-_BOOTSTRAP = """\
-import json, sys, types
-spec = json.loads(sys.argv[1])
-if not spec["system"].startswith("copal"):
-    pkg = types.ModuleType("copal")
-    pkg.__path__ = [spec["copal_dir"]]
-    sys.modules["copal"] = pkg
-from copal.bench.whitepaper import worker_main
-sys.exit(worker_main(spec))
-"""
+#: The module of the workers' entry point (:func:`copal.bench.whitepaper.worker_main`).
+WORKER = "copal.bench.whitepaper"
 
 
 @dataclass(frozen=True)
@@ -141,36 +129,11 @@ class Progress:
 # --------------------------------------------------------------------------- workers
 
 
-def _worker_env() -> dict[str, str]:
-    """The environment of a worker: ours, plus copal's parent on the path if needed."""
-    env = dict(os.environ)
-    parent = str(Path(COPAL_DIR).parent)
-    on_path = {os.path.abspath(p) for p in sys.path if p}
-    if os.path.abspath(parent) not in on_path:
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (parent, env.get("PYTHONPATH", "")) if p
-        )
-    return env
-
-
-def run_worker(spec: dict[str, Any], timeout: float, env: dict[str, str]) -> OpOutcome:
+def run_operation(spec: dict[str, Any], timeout: float, env: dict[str, str]) -> OpOutcome:
     """Run one operation in a fresh interpreter and parse its report."""
-    cmd = [sys.executable, "-c", _BOOTSTRAP, json.dumps(spec)]
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return OpOutcome(error=f"timed out after {timeout:g} s")
-    report: dict[str, Any] | None = None
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            report = json.loads(line[len(RESULT_PREFIX):])
-    if report is None:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-        return OpOutcome(error=f"worker exited {proc.returncode}:\n" + "\n".join(tail))
+    report = run_worker(WORKER, spec, timeout, env)
     if not report.get("ok"):
-        return OpOutcome(error=str(report.get("error", "unknown error")).rstrip())
+        return OpOutcome(error=str(report["error"]))
     return OpOutcome(
         seconds=float(report["seconds"]),
         objects_loaded=report.get("objects_loaded"),
@@ -216,7 +179,7 @@ def run_scale(
     """Run every workload of every system ``reps`` times at one scale."""
     results = ScaleResults(scale, reps, systems)
     target = target_serial(scale)
-    env = _worker_env()
+    env = worker_env()
     for rep in range(reps):
         rep_dir = work / f"N{scale}" / f"rep{rep + 1}"
         if rep_dir.exists():
@@ -233,8 +196,7 @@ def run_scale(
                 )
                 results.ops[workload.id][name][rep] = outcome
                 if outcome.error is not None:
-                    first = outcome.error.strip().splitlines()[-1] if outcome.error.strip() else ""
-                    progress.message(f"copal bench: {label} failed: {first}")
+                    progress.message(f"copal bench: {label} failed: {last_line(outcome.error)}")
                 elif workload.id in SIZE_METRICS:
                     store_dir, key = _store_location(rep_dir, name, workload.store, scale, rep, run_id)
                     metric_id = SIZE_METRICS[workload.id]
@@ -281,7 +243,7 @@ def _run_one(
         "store": store,
         "copal_dir": COPAL_DIR,
     }
-    return run_worker(spec, timeout, env)
+    return run_operation(spec, timeout, env)
 
 
 # --------------------------------------------------------------------------- summary
@@ -418,40 +380,19 @@ def draw_chart(
     summary: dict[str, Any], systems: list[str], labels: dict[str, str], path: Path
 ) -> str | None:
     """Save a log-scale grouped bar chart of the median times; return why not, or None."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "matplotlib is not installed (pip install 'copaldb[bench]'): no chart"
-
+    plt = pyplot()
+    if plt is None:
+        return NO_MATPLOTLIB
     workloads = summary["workloads"]
-    count = len(systems)
-    width = 0.8 / count
     fig, ax = plt.subplots(figsize=(max(8.0, 1.5 * len(workloads) + 2), 5.0))
-    for i, s in enumerate(systems):
-        xs, ys = [], []
-        for j, w in enumerate(workloads):
-            t = w["results"][s]["median_s"]
-            if t is not None and t > 0:
-                xs.append(j - 0.4 + width * (i + 0.5))
-                ys.append(t)
-        ax.bar(xs, ys, width=width, label=labels[s])
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(workloads)))
-    ax.set_xticklabels([f"{w['id']}\n{w['name']}" for w in workloads], fontsize=8)
-    ax.set_ylabel("median seconds (log scale)")
+    series = [(labels[s], [w["results"][s]["median_s"] for w in workloads]) for s in systems]
+    log_bars(ax, [f"{w['id']}\n{w['name']}" for w in workloads], series, "median seconds (log scale)",
+             tick_fontsize=8)
     ax.set_title(
         f"White-paper workloads, N = {summary['scale']} SerTest "
         f"(fresh process per op, median of {summary['reps']})"
     )
-    ax.grid(axis="y", which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, [ax], path)
     return None
 
 
@@ -486,14 +427,16 @@ def build_parser() -> argparse.ArgumentParser:
             "against SQLite, SQLAlchemy and ZODB; with --suite codecs: the serialization seed "
             "experiments (copal.dumps against pickle, msgspec, protobuf, pyfory, ...); with "
             "--suite oo7: the OO7 benchmark (traversals, updates, queries and structural "
-            "changes of a CAD design library, cold and hot) against ZODB; --suite all runs "
-            "the white-paper workloads and the queries."
+            "changes of a CAD design library, cold and hot) against ZODB; with --suite "
+            "transactions: the cost of empty, read-only, lookup and one-change transactions with "
+            "an empty and a full object cache, against ZODB; --suite all runs the white-paper "
+            "workloads and the queries."
         ),
     )
     parser.add_argument(
         "--suite", choices=SUITES, default="whitepaper",
         help="which benchmark: the white-paper workloads (default), the queries, the codecs, "
-        "OO7, or all (white paper and queries)",
+        "OO7, transaction costs against the cache size, or all (white paper and queries)",
     )
     parser.add_argument(
         "--scale", action="append", metavar="N",
@@ -540,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     queries.add_arguments(parser)
     codec_report.add_arguments(parser)
     oo7.add_arguments(parser)
+    transactions.add_arguments(parser)
     return parser
 
 
@@ -571,9 +515,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     if args.reps < 1:
         parser.error("--reps must be at least 1")
-    if args.suite in ("whitepaper", "codecs", "oo7") and args.people is not None:
+    if args.suite in ("whitepaper", "codecs", "oo7", "transactions") and args.people is not None:
         parser.error("--people applies to --suite queries or all")
-    if args.suite in ("queries", "codecs", "oo7") and args.scale:
+    if args.suite in ("queries", "codecs", "oo7", "transactions") and args.scale:
         parser.error("--scale applies to --suite whitepaper or all")
     codec_report.validate(args, parser)
 
@@ -583,6 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "queries": list(queries.QUERY_SYSTEMS),
         "codecs": [],  # the codec suite chooses with --codecs
         "oo7": list(oo7.OO7_SYSTEMS),
+        "transactions": list(transactions.TX_SYSTEMS),
         "all": list(dict.fromkeys([*SYSTEMS, *queries.QUERY_SYSTEMS])),
     }[args.suite]
     unknown = [s for s in named if s not in known]
@@ -628,6 +573,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = max(status, code)
         if document is not None:
             documents["oo7"] = document
+    if args.suite == "transactions":
+        requested = list(dict.fromkeys(named)) or list(transactions.TX_SYSTEMS)
+        code, document = transactions.run(args, requested, report, Progress)
+        status = max(status, code)
+        if document is not None:
+            documents["transactions"] = document
     if args.suite == "all" and documents:
         _write_json(args, {"suite": "all", **documents})
     elif args.suite in documents:
@@ -655,23 +606,19 @@ def _whitepaper(
     report: TextIO,
 ) -> tuple[int, dict[str, Any] | None]:
     """Run the white-paper suite; the exit status and the JSON document (None if nothing ran)."""
-    systems: list[str] = []
-    skipped: dict[str, str] = {}
     adapters: dict[str, System] = {}
-    for name in requested:
+
+    def cannot_run(name: str) -> str | None:
         reason = SYSTEMS[name].unavailable()
         if reason is None:
             try:
                 adapters[name] = SYSTEMS[name](store=args.store)
             except Exception as exc:  # noqa: BLE001 - skip, never crash
                 reason = f"{type(exc).__name__}: {exc}"
-        if reason is not None:
-            skipped[name] = reason
-            print(f"copal bench: skipping {name}: {reason}", file=sys.stderr)
-        else:
-            systems.append(name)
+        return reason
+
+    systems, skipped = usable_systems(requested, cannot_run)
     if not systems:
-        print("copal bench: no system can run", file=sys.stderr)
         return 1, None
 
     baseline = args.baseline or ("copal" if "copal" in systems else systems[0])

@@ -27,28 +27,24 @@ W3a state, W4 on the W5 state, as in the reference measurements).
 
 Each operation runs in a fresh worker process (cold object cache, GC on),
 started by :mod:`copal.bench.runner` with a JSON spec; the worker times
-open + work + commit + close and prints one line ``RESULT_PREFIX`` + JSON.
+open + work + commit + close and prints its report (:mod:`copal.bench.workers`).
 """
 
 from __future__ import annotations
 
-import gc
-import json
 import resource
 import sys
-import traceback
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+from copal.bench.workers import run_and_report
 
 #: Number of PSerTest in each SerCollection (and appended to it by W4).
 RELATIONS_PER_COLLECTION = 100
 
 #: The serial W5 updates (the white paper's "five hundredth instance").
 TARGET_SERIAL = 500
-
-#: The line prefix by which the runner finds a worker's result on stdout.
-RESULT_PREFIX = "COPAL-BENCH-RESULT "
 
 _BASE_TIME = datetime(2010, 6, 1, 12, 0, 0)
 
@@ -146,20 +142,20 @@ def worker_main(spec: dict[str, Any]) -> int:
     ``spec`` keys: ``system``, ``workload`` (an id), ``dir`` (the local
     directory of the store), ``key`` (a name unique to this store, for
     remote stores), ``scale``, ``target`` (the W5 serial), ``store`` (the
-    ``--store`` option or None).  Prints ``RESULT_PREFIX`` + JSON with
+    ``--store`` option or None).  Prints the report
+    (:func:`copal.bench.workers.run_and_report`) with
     ``seconds``, ``objects_loaded``, ``rss_kb`` (peak RSS of this process,
     see :func:`peak_rss_kb`), ``ru_maxrss`` (as reported by getrusage) and
     ``info``; returns the exit status.
     """
     from copal.bench.systems import SYSTEMS
 
-    try:
-        gc.enable()
+    def work() -> dict[str, Any]:
         adapter = SYSTEMS[spec["system"]](store=spec.get("store"))
         workload = WORKLOADS_BY_ID[spec["workload"]]
         run = getattr(adapter, workload.method)
         result = run(spec["dir"], spec["key"], int(spec["scale"]), int(spec["target"]))
-        out: dict[str, Any] = {
+        return {
             "ok": True,
             "seconds": result.seconds,
             "objects_loaded": result.objects_loaded,
@@ -167,10 +163,5 @@ def worker_main(spec: dict[str, Any]) -> int:
             "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             "info": result.info,
         }
-        status = 0
-    except BaseException:  # noqa: BLE001 - everything must reach the runner
-        out = {"ok": False, "error": traceback.format_exc()}
-        status = 1
-    sys.stdout.write(RESULT_PREFIX + json.dumps(out) + "\n")
-    sys.stdout.flush()
-    return status
+
+    return run_and_report(work)

@@ -1,0 +1,23 @@
+"""Pieces of the suites' Markdown tables.
+
+Example:
+    >>> print("\\n".join(target_rows([{"target": "lookup within 1.2x", "result": "x1.05", "met": True}])))
+    <BLANKLINE>
+    | target | result | met |
+    |---|---|---|
+    | lookup within 1.2x | x1.05 | yes |
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+
+def target_rows(targets: Iterable[dict[str, Any]]) -> list[str]:
+    """A blank line, then a table of the ``targets``: each one's ``target`` and ``result``, and
+    whether it is ``met`` (``n/a`` where a run it needs is missing, a bold **no** where not)."""
+    lines = ["", "| target | result | met |", "|---|---|---|"]
+    for t in targets:
+        met = "n/a" if t["met"] is None else ("yes" if t["met"] else "**no**")
+        lines.append(f"| {t['target']} | {t['result']} | {met} |")
+    return lines
