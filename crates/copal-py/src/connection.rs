@@ -825,6 +825,8 @@ impl Connection {
         defaults: Vec<(String, String, Bound<'py, PyAny>)>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
+        // Datetimes in named zones compare by the instants of the zone's rules.
+        crate::query::share_zone_search_path(py)?;
         let this = slf.get();
         let jar = slf.clone().unbind();
         let mut overlay = this.overlay(slf)?;
@@ -1014,6 +1016,7 @@ impl Connection {
     /// The index keys of `values` (the defaults of index fields, which an index definition
     /// records as keys), encoded as query operands are.
     fn index_keys<'py>(&self, py: Python<'py>, values: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyList>> {
+        crate::query::share_zone_search_path(py)?;
         let mut sink = ReadOnlySink { conn: self, unknown_class: false };
         let mut converter = OperandConverter { sink: &mut sink };
         let keys = values

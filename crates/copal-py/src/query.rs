@@ -39,7 +39,6 @@ impl OperandConverter<'_> {
 
     pub fn expr(&mut self, filter: &Bound<'_, Filter>) -> PyResult<Expr> {
         let py = filter.py();
-        share_zone_search_path(py)?;
         let mut all = |items: &[Py<Filter>]| items.iter().map(|item| self.expr(item.bind(py))).collect::<PyResult<Vec<_>>>();
         Ok(match &filter.get().node {
             FilterNode::Everything => Expr::True,
