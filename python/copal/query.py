@@ -142,6 +142,8 @@ class Query(Generic[T]):
     >>> adults.limit(10).all()                                                      # doctest: +SKIP
     """
 
+    __slots__ = ("_tx", "_cls", "_node", "_order", "_offset", "_limit", "_only")
+
     def __init__(
         self,
         tx: Transaction,
@@ -164,23 +166,29 @@ class Query(Generic[T]):
         """A copy with some of the ``_node``, ``_order``, ``_offset``, ``_limit``, ``_only``
         attributes changed (queries are immutable: each builder method returns a new one)."""
         clone: Query[T] = object.__new__(Query)
-        clone.__dict__.update(self.__dict__)
-        for name, value in changes.items():
-            setattr(clone, "_" + name, value)
+        for name in Query.__slots__:
+            setattr(clone, name, changes.get(name[1:], getattr(self, name)))
         return clone
 
     # -- building ------------------------------------------------------------------------------
     def where(self, *conditions: Expr, **equalities: Any) -> Query[T]:
         """Only objects satisfying every condition and attribute equality."""
-        nodes = [_expr(c).node for c in conditions] if conditions else []
-        for name, value in equalities.items():
-            nodes.append(_core.Filter.compare(name.split("."), "==", value))
-        if not self._node.is_everything:
-            nodes.insert(0, self._node)
-        if not nodes:
-            return self
-        # Built directly rather than by `_with`: this is the hot path of a point lookup.
-        node = nodes[0] if len(nodes) == 1 else _core.Filter.all_of(nodes)
+        node: _core.Filter
+        if len(conditions) + len(equalities) == 1 and self._node.is_everything:
+            # One condition on a query without any: the hot path of a point lookup.
+            if conditions:
+                node = _expr(conditions[0]).node
+            else:
+                ((name, value),) = equalities.items()
+                node = _core.Filter.compare(name.split("."), "==", value)
+        else:
+            nodes = [_expr(c).node for c in conditions]
+            nodes += [_core.Filter.compare(name.split("."), "==", value) for name, value in equalities.items()]
+            if not self._node.is_everything:
+                nodes.insert(0, self._node)
+            if not nodes:
+                return self
+            node = nodes[0] if len(nodes) == 1 else _core.Filter.all_of(nodes)
         return Query(self._tx, self._cls, node, self._order, self._offset, self._limit, self._only)
 
     def order_by(self, *paths: str | Field, descending: bool = False) -> Query[T]:
@@ -210,8 +218,11 @@ class Query(Generic[T]):
         """Runs the query in Rust over the stored records of the queried classes and the
         transaction's own changes (Rust resolves their type names to class numbers; a type
         never stored nor created has no results)."""
+        tx = self._tx
+        if not tx._active:
+            tx._check_active()
         names = _extent_type_names(self._cls, self._only)
-        return self._tx._conn.query(names, self._node, order, offset, limit, mode, renamed_fields(), self._defaults())
+        return tx._conn.query(names, self._node, order, offset, limit, mode, renamed_fields(), self._defaults())
 
     def _defaults(self) -> list[tuple[str, str, Any]]:
         """The defaults of the fields the query reads (records without them hold them)."""
@@ -225,9 +236,9 @@ class Query(Generic[T]):
         return classes
 
     def _run(self, mode: str, limit: int | None = None) -> Any:
-        self._tx._check_active()
-        limit = self._limit if limit is None else (limit if self._limit is None else min(limit, self._limit))
-        order = [(list(path), desc) for path, desc in self._order]
+        if limit is None or (self._limit is not None and self._limit < limit):
+            limit = self._limit
+        order = [(list(path), desc) for path, desc in self._order] if self._order else []
         return self._ask(order, self._offset, limit, mode)
 
     def __iter__(self) -> Iterator[T]:
