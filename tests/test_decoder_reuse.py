@@ -1,6 +1,6 @@
 """What the decoder keeps between and within decodings, and the hazards that come with it.
 
-crates/copal-py/src/decode.rs and standalone.rs keep three things to make ``copal.loads`` cheaper
+crates/copal-py/src/decode/mod.rs and standalone.rs keep three things to make ``copal.loads`` cheaper
 (docs/ARCHITECTURE.md "Decoding reuses what it can"): the descriptor tables of recent streams,
 with their interned field names (``RECENT_TABLES``); each descriptor's class, looked up once per
 decoding instead of once per object; and the decoder's buffers, emptied and kept per thread for
@@ -166,7 +166,7 @@ def test_embedded_objects_of_a_record_are_full_instances(db: Any) -> None:
 
 
 def test_text_of_every_length_and_position_of_non_ascii_loads_exactly(module: types.ModuleType) -> None:
-    # Fresh ASCII strings are copied after a word-at-a-time check (decode.rs `new_string`), other
+    # Fresh ASCII strings are copied after a word-at-a-time check (strings.rs `new_string`), other
     # text goes through CPython's UTF-8 decoder: the boundaries of both, in tagged values and in
     # the typed str fields of an OBJECT_LIST.
     texts = [""]

@@ -67,7 +67,7 @@ def test_get_returns_the_same_object_within_a_transaction(store: Any) -> None:
 
 def test_runs_of_one_object_in_a_stored_list_read_back(store: Any) -> None:
     """Records write strings in full (no string table): a run of one string object in a list
-    is its bytes again, as for a scalar (encode.rs `list_values`)."""
+    is its bytes again, as for a scalar (encode/containers.rs `list_values`)."""
     text, big = "repeated", 10**30
     value = [text] * 50 + [0] * 40 + [big] * 3 + [2.5] * 3 + [None] * 2 + ["\ud800"] * 2 + [text]
     db = store.open()

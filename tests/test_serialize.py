@@ -188,7 +188,7 @@ def _node_cycle() -> list[Any]:
 
 def _shared_without_other_references() -> dict[str, Any]:
     """Values reachable twice in the graph whose only references are the graph's own: the
-    encoder's reference-count shortcut (encode.rs `is_unshared`) must not take them for
+    encoder's reference-count shortcut (encode/mod.rs `is_unshared`) must not take them for
     unshared. Built in functions so that no local variable of the test refers to them."""
     in_dict_subclass = TaggedDict(p=Point(1, 2))
     return {
@@ -1866,7 +1866,7 @@ def test_an_attribute_added_with_the_dict_made_while_the_object_is_written_is_re
 
 def test_an_instance_dict_with_a_deleted_entry_is_read_in_order_and_checked() -> None:
     """An instance dict that is not its class's split table, with a hole where an entry was
-    deleted, is read in place like the others (encode.rs `FieldSource::read_all`): its fields in
+    deleted, is read in place like the others (encode/fields.rs `FieldSource::read_all`): its fields in
     order, and the check after the last field (from the position `PyDict_Next` would give)
     still refuses an attribute added while the object is written."""
     target = Point(0, 0)
@@ -1884,7 +1884,7 @@ def test_an_instance_dict_with_a_deleted_entry_is_read_in_order_and_checked() ->
 
 
 def test_an_attribute_replaced_while_its_object_is_written_is_written_as_it_was_read() -> None:
-    """An object's fields are read once, before its body is written (encode.rs `with_fields`):
+    """An object's fields are read once, before its body is written (encode/fields.rs `with_fields`):
     Python code run while an earlier field is written (an enum's ``_name_``) that replaces a
     later field's value does not change what is written for this object, and the typed body
     stays consistent with the kinds its values were checked against (a str replaced by an int

@@ -12,6 +12,7 @@ to another process, say) keeps them.
 from __future__ import annotations
 
 from typing import Iterable
+from . import _core
 
 __all__ = [
     "CopalError",
@@ -118,3 +119,7 @@ class ReadOnlyError(CopalError):
     """A read-only transaction (``db.transaction(readonly=True)``) was asked to change something:
     an attribute of a persistent object, ``tx.add`` or ``tx.delete``. Nothing was changed; make
     the change in a read-write transaction."""
+
+
+# The binding raises these classes; it is handed them here and never imports this module.
+_core.install_hooks(errors={name: globals()[name] for name in __all__})

@@ -33,6 +33,7 @@ import types
 import weakref
 from typing import Any, Callable
 
+from . import _core
 from .errors import CopalError, SchemaError
 from .persistent import Persistent, registry, registry_generation
 from .slots import stored_slots
@@ -363,3 +364,8 @@ def plan(cls: type, stored: list[str]) -> tuple[list[str], Callable[[Any, dict[s
             state.pop(name, None)
 
     return names, (fixup if defaults or conversions or dropped else None)
+
+
+# The binding makes Broken objects and loads evolved records with these; it is handed them here
+# and never imports this module.
+_core.install_hooks(broken=Broken, broken_object=BrokenObject, evolution_plan=plan)

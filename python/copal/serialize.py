@@ -346,3 +346,8 @@ def _read(file: SupportsRead, size: int) -> bytes:
         parts.append(part)
         remaining -= len(part)
     return b"".join(parts)
+
+
+# The binding's `loads` passes anything but a stream in bytes to `_loads_other`; it is handed it
+# here and never imports this module.
+_core.install_hooks(loads_other=_loads_other)

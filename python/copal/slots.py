@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from types import MemberDescriptorType
 from typing import Any
+from . import _core
 
 _NOT_FOUND: Any = object()
 
@@ -91,3 +92,8 @@ def _mangle(class_name: str, name: str) -> str:
     if not name.startswith("__") or name.endswith("__") or "." in name or not stripped:
         return name
     return f"_{stripped}{name}"
+
+
+# The binding reads slots as this function finds them; it is handed it here and never imports
+# this module.
+_core.install_hooks(stored_slots=stored_slots)

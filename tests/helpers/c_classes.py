@@ -1,5 +1,5 @@
 """Classes made as C extensions make theirs, with ctypes and `PyType_FromSpec`: heap types that
-copal must tell apart from classes made by Python code (encode.rs `is_python_class`)."""
+copal must tell apart from classes made by Python code (encode/classify.rs `is_python_class`)."""
 
 from __future__ import annotations
 

@@ -167,7 +167,7 @@ impl Archive {
     }
 
     fn open(py: Python<'_>, data: Data, max_size: usize) -> PyResult<Archive> {
-        let registry = crate::pytypes::class_registry(py)?.clone().unbind();
+        let registry = crate::hooks::registry_for_decoding(py)?.unbind();
         let mut archive = Archive { data, section: 0..0, entries: Vec::new(), registry, values_start: 0, index_start: 0, width: 0, len: 0 };
         let whole = archive.bytes_all(py);
         let Header { flags, payload, .. } = read_header(whole, &ARCHIVE)?;

@@ -69,7 +69,7 @@ impl<'py> Cursor<'py> for DictNext<'py> {
 }
 
 /// The fields of an object of a class with slots: its slots that are set, in the layout's
-/// order, then the items of its instance dict if it has one (encode.rs reads them in this
+/// order, then the items of its instance dict if it has one (encode/fields.rs reads them in this
 /// order too).
 pub struct SlotItems<'a, 'py> {
     obj: Borrowed<'a, 'py, PyAny>,
@@ -248,7 +248,7 @@ mod compact {
     }
 
     /// The fields of an instance with a values array kept as `H` says, as the binary encoder
-    /// reads them (encode.rs `FieldSource`), without the dict CPython would make to give them
+    /// reads them (encode/fields.rs `FieldSource`), without the dict CPython would make to give them
     /// (or, once made, without a reference to it). The instance is borrowed: a reference taken
     /// and dropped per object cost 6% of writing 1,000 `Foo` (and more at 100,000, where the
     /// stores miss the cache).

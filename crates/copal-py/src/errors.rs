@@ -2,23 +2,63 @@
 //! match per core error enum, the class chosen by the variant (never by the message), with a
 //! fallback to the parent class for variants added later. The facts a variant carries become
 //! the exception's attributes (`ConflictError.oids`, `UniqueViolation.index`, ...): they are
-//! passed as constructor arguments, in the order of the Python class's `__init__`, so the
-//! exception is still built lazily and the mapping needs no GIL.
+//! passed as constructor arguments, in the order of the Python class's `__init__`; the exception
+//! object itself is made only when Python sees it.
 
 use copal_core::store::TransferError;
 use copal_core::text::TextError;
 use copal_core::{DecodeError, StoreError};
 use pyo3::prelude::*;
 
-pyo3::import_exception!(copal.errors, CopalError);
-pyo3::import_exception!(copal.errors, ConflictError);
-pyo3::import_exception!(copal.errors, CorruptRecordError);
-pyo3::import_exception!(copal.errors, SchemaError);
-pyo3::import_exception!(copal.errors, DanglingReference);
-pyo3::import_exception!(copal.errors, StorageError);
-pyo3::import_exception!(copal.errors, UniqueViolation);
-pyo3::import_exception!(copal.errors, DatabaseNotEmpty);
-pyo3::import_exception!(copal.errors, ReadOnlyError);
+/// The exception classes of python/copal/errors.py, as the package hands them over
+/// (`crate::hooks`): `X::new_err(args)` makes the error lazily, `X::matches` tests one.
+macro_rules! handed_exception {
+    ($($name:ident),* $(,)?) => {
+        handed_exception!(@each 0usize, $($name,)*);
+    };
+    (@each $index:expr, $name:ident, $($rest:ident,)*) => {
+        pub struct $name;
+
+        impl $name {
+            pub fn new_err<A: pyo3::PyErrArguments + Send + Sync + 'static>(args: A) -> PyErr {
+                new_err($index, args)
+            }
+
+            #[allow(dead_code)]
+            pub fn matches(py: Python<'_>, error: &PyErr) -> bool {
+                crate::hooks::error_class(py, $index).is_ok_and(|class| error.is_instance(py, class))
+            }
+        }
+
+        handed_exception!(@each $index + 1usize, $($rest,)*);
+    };
+    (@each $index:expr,) => {};
+}
+
+// In the order of `crate::hooks::ERROR_NAMES`.
+handed_exception!(
+    CopalError,
+    ConflictError,
+    CorruptRecordError,
+    SchemaError,
+    DanglingReference,
+    StorageError,
+    UniqueViolation,
+    DatabaseNotEmpty,
+    ReadOnlyError,
+);
+
+/// The exception `crate::hooks::ERROR_NAMES[index]` with `args`; a RuntimeError that says so
+/// (with the message it would have had) when copal.errors has not handed its classes over.
+fn new_err<A: pyo3::PyErrArguments + Send + Sync + 'static>(index: usize, args: A) -> PyErr {
+    Python::attach(|py| match crate::hooks::error_class(py, index) {
+        Ok(class) => PyErr::from_type(class.clone(), args),
+        Err(missing) => {
+            let value = args.arguments(py);
+            pyo3::exceptions::PyRuntimeError::new_err(format!("{}: {}", missing.value(py), value.bind(py)))
+        }
+    })
+}
 
 /// The Python exception of a store error, with the error's own message.
 pub fn store_error(error: StoreError) -> PyErr {

@@ -2,7 +2,7 @@
 //! binary body in between (docs/TEXT_FORMATS.md section 5).
 //!
 //! The document must be byte for byte the one the transcoder (`copal_core::text::json::to_json`
-//! of the body encode.rs writes) gives, so this writer follows encode.rs's rules wherever they
+//! of the body encode/ writes) gives, so this writer follows the encoder's rules wherever they
 //! show in the text: the same memo slot numbering (the `$id`s are slot numbers), the same
 //! identity test for shared values, sets in the same canonical order, and the value pieces
 //! (strings, keys, floats, dates) written by the same core functions. Values whose text depends
@@ -42,7 +42,7 @@ use crate::pytypes;
 use crate::standalone::StreamSink;
 use crate::strings::str_text;
 
-/// Deepest nesting written; encode.rs's limit, so that deeper values go to the encoder, which
+/// Deepest nesting written; encode/mod.rs's limit, so that deeper values go to the encoder, which
 /// refuses them.
 const MAX_DEPTH: usize = 256;
 
@@ -101,7 +101,7 @@ impl From<PyErr> for Unhandled {
 type Step = Result<(), Unhandled>;
 
 /// How the values of one class (other than the builtin types `JsonWriter::value` tests first)
-/// are written, decided once per class as encode.rs's `classify` does. Cloned out of the map
+/// are written, decided once per class as encode/classify.rs's `classify` does. Cloned out of the map
 /// for each value (the object of a class can hold objects of the same class).
 #[derive(Clone)]
 enum Form {
@@ -160,7 +160,7 @@ struct JsonWriter<'py> {
     /// The memo slot (docs/FORMAT.md section 7) of each value that may be met again, by
     /// address (see `slot_or_ref`).
     seen: IntMap<usize, u64>,
-    /// The next memo slot, counted as encode.rs counts them.
+    /// The next memo slot, counted as encode/mod.rs counts them.
     next_slot: u64,
     /// Slots that `$ref`s point to, as they are met.
     referenced: IntSet<u64>,
@@ -227,7 +227,7 @@ impl<'py> JsonWriter<'py> {
         Ok(())
     }
 
-    /// Whether `value` may be reached again in the graph: the test of encode.rs's `is_unshared`,
+    /// Whether `value` may be reached again in the graph: the test of encode/mod.rs's `is_unshared`,
     /// whose reasoning holds here too. Every value but the root is held by its container and by
     /// one owned reference of this writer (iteration takes a new reference to each item), so a
     /// count of 2 means nothing else can lead to it.
@@ -500,7 +500,7 @@ impl<'py> JsonWriter<'py> {
         Ok(())
     }
 
-    /// A str with lone surrogates, which are not UTF-8: the generalized UTF-8 of encode.rs, in base64.
+    /// A str with lone surrogates, which are not UTF-8: the generalized UTF-8 of encode/scalars.rs, in base64.
     #[cold]
     fn surrogates(&mut self, s: Borrowed<'_, 'py, PyString>) -> Step {
         let bytes = generalized_utf8(&s.to_owned())?;
@@ -788,8 +788,8 @@ impl<'py> JsonWriter<'py> {
         }
     }
 
-    /// A set or frozenset, its elements in encode.rs's canonical order: sorted by their binary
-    /// encoding. That encoding is taken from encode.rs itself, for elements whose encoding
+    /// A set or frozenset, its elements in encode/containers.rs's canonical order: sorted by their binary
+    /// encoding. That encoding is taken from the encoder itself, for elements whose encoding
     /// does not depend on what was written before (`sorts_alone`); other sets are left to the
     /// transcoder.
     fn set(&mut self, v: &Bound<'py, PyAny>, tag: &str, depth: usize) -> Step {
@@ -817,7 +817,7 @@ impl<'py> JsonWriter<'py> {
     }
 
     /// Whether the binary encoding of set element `item` here is its encoding alone, which
-    /// encode.rs sorts the set by: a value of `encodes_alone`, or a tuple or frozenset of such
+    /// encode/containers.rs sorts the set by: a value of `encodes_alone`, or a tuple or frozenset of such
     /// values not met before in the document (met before, it is a back-reference to its memo
     /// slot; met first here, its slot does not show in its bytes).
     fn sorts_alone(&self, item: &Bound<'_, PyAny>) -> bool {
@@ -978,7 +978,7 @@ impl<'py> JsonWriter<'py> {
     }
 }
 
-/// The time zone of a datetime or time, as encode.rs stores it; offsets of a day or more (which
+/// The time zone of a datetime or time, as encode/scalars.rs stores it; offsets of a day or more (which
 /// the transcoder refuses) are left to it.
 fn zone_of(tz: Option<Bound<'_, PyTzInfo>>) -> Result<TzInfo, Unhandled> {
     match tz_info(tz) {
@@ -1035,7 +1035,7 @@ fn encodes_alone(item: &Bound<'_, PyAny>) -> bool {
         || pytypes::uuid_type(py).is_ok_and(|uuid| class.is(uuid))
 }
 
-/// How values of `class` are written: encode.rs's `classify`, mapped to the forms of this writer
+/// How values of `class` are written: encode/classify.rs's `classify`, mapped to the forms of this writer
 /// (what it does not write itself goes to the transcoder).
 fn classify(class: &Bound<'_, PyType>) -> PyResult<Form> {
     Ok(match encode::classify(class, 0)? {

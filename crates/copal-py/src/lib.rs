@@ -1,5 +1,5 @@
 //! PyO3 bindings of copal: the `copal._core` module. Thin by design: objects <-> records
-//! (encode.rs, decode.rs), the persistent base class, connections and error mapping. The public
+//! (encode/, decode/), the persistent base class, connections and error mapping. The public
 //! API is the Python package in python/copal.
 
 mod allocation;
@@ -17,6 +17,7 @@ mod errors;
 mod filter;
 mod gc;
 mod hashing;
+mod hooks;
 mod instance_values;
 mod json_keys;
 mod json_writer;
@@ -40,6 +41,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     import_datetime_api(m.py())?;
     pytypes::learn_class_statement_dealloc(m.py())?;
+    m.add_function(wrap_pyfunction!(hooks::install_hooks, m)?)?;
     m.add_class::<persistent::PersistentBase>()?;
     m.add_class::<connection::Connection>()?;
     m.add_class::<filter::Filter>()?;

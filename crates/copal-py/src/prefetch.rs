@@ -1,5 +1,5 @@
 //! Cache hints for the walks over the items of a list or tuple: the JSON writer's
-//! (json_writer.rs) and the binary encoder's lists of objects (encode.rs `object_list`).
+//! (json_writer.rs) and the binary encoder's lists of objects (encode/containers.rs `object_list`).
 //!
 //! Writing 100,000 objects, the JSON writer spent much of its time waiting for memory: the first
 //! read of each item, of its dict (made once something asked for its `__dict__`, as orjson and

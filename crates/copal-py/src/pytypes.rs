@@ -1,10 +1,11 @@
-//! Python classes the codec recognises, imported once per interpreter.
+//! Python classes the codec recognises: the standard library's, imported once per interpreter,
+//! and copal's own, handed over by the package (`crate::hooks`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::{PyTuple, PyType};
 
 macro_rules! imported_type {
     ($fn_name:ident, $module:literal, $name:literal) => {
@@ -22,27 +23,9 @@ imported_type!(flag_type, "enum", "Flag");
 imported_type!(timezone_type, "datetime", "timezone");
 imported_type!(zoneinfo_type, "zoneinfo", "ZoneInfo");
 imported_type!(object_type, "builtins", "object");
-imported_type!(broken_type, "copal.evolution", "Broken");
-imported_type!(broken_object_type, "copal.evolution", "BrokenObject");
 
-/// `copal.persistent.registry`: the persistent classes by stored type name. The module fills
-/// this one dict and never replaces it, so it is imported once.
-pub fn class_registry(py: Python<'_>) -> PyResult<&Bound<'_, PyDict>> {
-    static CELL: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
-    crate::allocation::imported(&CELL, py, "copal.persistent", "registry")
-}
-
-/// `copal.evolution.plan`: how to load a stored shape into a class.
-pub fn evolution_plan(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    static CELL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    crate::allocation::imported(&CELL, py, "copal.evolution", "plan")
-}
-
-/// `copal.serialize._loads_other`: `copal.loads` of anything but a stream in bytes.
-pub fn loads_other(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    static CELL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    crate::allocation::imported(&CELL, py, "copal.serialize", "_loads_other")
-}
+/// The classes and functions of the copal package itself, which the package hands over.
+pub(crate) use crate::hooks::{broken_object_type, broken_type, evolution_plan, loads_other};
 
 /// Whether this is a free-threaded build (`Py_GIL_DISABLED`), where an object's reference count
 /// is split between threads and cannot be read as a whole. Known when the module is built: a

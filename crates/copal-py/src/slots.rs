@@ -89,17 +89,16 @@ fn member_offset(member: &Bound<'_, PyAny>) -> Option<usize> {
     (definition.type_code == ffi::Py_T_OBJECT_EX && definition.flags == 0).then_some(definition.offset).and_then(|offset| usize::try_from(offset).ok())
 }
 
-/// `types.MemberDescriptorType`, filled by `stored_slots` (which imports copal.slots).
+/// `types.MemberDescriptorType`, filled by `stored_slots` (which gives copal.slots's function).
 static MEMBER_DESCRIPTOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn stored_slots(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    static CELL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     crate::allocation::imported(&MEMBER_DESCRIPTOR, py, "types", "MemberDescriptorType")?;
-    crate::allocation::imported(&CELL, py, "copal.slots", "stored_slots")
+    crate::hooks::stored_slots(py)
 }
 
 /// The fields of one object with slots, read in place: its slots that are set, then the items
-/// of its `__dict__` (encode.rs `FieldSource`).
+/// of its `__dict__` (encode/fields.rs `FieldSource`).
 pub struct SlotFields<'py> {
     obj: Bound<'py, PyAny>,
     layout: Arc<SlotLayout>,

@@ -1,7 +1,7 @@
 //! Standalone streams (docs/STREAM.md): one object graph as a self-contained byte string, with
 //! its class descriptors inline, for `copal.dumps` / `copal.loads` (python/copal/serialize.py).
 //!
-//! The value is written and read by the record codec (encode.rs, decode.rs); this module adds
+//! The value is written and read by the record codec (encode/, decode/); this module adds
 //! the stream header, the inline descriptor table (a `Sink` that collects it while encoding and
 //! a `Resolver` that serves it while decoding) and the optional compression of the payload.
 //! Persistent objects are written by value, so a stream never refers to a database.
@@ -779,7 +779,7 @@ fn decode_body_of<'py>(py: Python<'py>, body: &[u8], version: u8, bytearray_base
 /// The value of a stream body of `version` after its table, whose `entries` were read.
 fn decode_value<'py>(py: Python<'py>, entries: &[Entry], r: &mut Reader<'_>, version: u8, bytearray_bases: bool) -> PyResult<Bound<'py, PyAny>> {
     let shares_strings = version >= SHARED_STRINGS_VERSION;
-    let registry = crate::pytypes::class_registry(py)?.clone();
+    let registry = crate::hooks::registry_for_decoding(py)?;
     let resolver = StreamResolver::new(registry, entries);
     let what = || "stream".to_owned();
     // Equal strings come back as one object. A body with shared strings has each distinct

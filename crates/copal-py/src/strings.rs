@@ -204,7 +204,7 @@ impl StringTable {
     }
 
     /// Forgets the strings written since `mark` was taken, whose bytes the caller removes from
-    /// the body (an abandoned OBJECT_LIST, encode.rs): their slots will be taken by other
+    /// the body (an abandoned OBJECT_LIST, encode/containers.rs): their slots will be taken by other
     /// strings, so no string object may be found by address with one of them.
     pub fn rewind(&mut self, mark: StringsMark) {
         self.written.rewind(mark);

@@ -69,7 +69,7 @@ struct XmlWriter<'a> {
     out: String,
     table: &'a [TableEntry],
     targets: HashSet<u32>,
-    /// The next memo slot, counted as the binary decoder counts (see json.rs).
+    /// The next memo slot, counted as the binary decoder counts (see json/writer.rs).
     slot: u32,
     /// Set while writing a SUBCLASS base, which takes no memo slot.
     in_base: bool,

@@ -131,7 +131,7 @@ impl Connection {
         let class = match resolve(py, self.registry.bind(py), &type_name) {
             Ok(class) if class.is_subclass_of::<PersistentBase>()? => class,
             Ok(_) => pytypes::broken_type(py)?.clone(),
-            Err(e) if e.is_instance_of::<SchemaError>(py) => pytypes::broken_type(py)?.clone(),
+            Err(e) if SchemaError::matches(py, &e) => pytypes::broken_type(py)?.clone(),
             Err(e) => return Err(e),
         };
         self.classes.lock()?.by_class_no.insert(class_no, class.clone().unbind());

@@ -1,0 +1,393 @@
+//! Writing: the JSON document of a stream body, written from its bytes.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use super::numbers::{float, push_i64, push_u64};
+use super::strings::{escaped_key, string};
+use super::DOCUMENT_OPENING;
+use crate::format::calendar::MICROS_PER_DAY;
+use crate::format::{is_decimal_text, tag, DecodeError, Reader, TzInfo, MAX_DAY, MIN_DAY};
+use crate::text::{base64, bigint, clock, mapping, Positions, TableEntry, TextError};
+
+/// The JSON document of a stream body (docs/STREAM.md section 4), written straight from its
+/// bytes: no value tree is built, so writing allocates little beyond the output.
+pub fn to_json(body: &[u8]) -> Result<String, TextError> {
+    let mut r = Reader::new(body);
+    let table = crate::text::read_table(&mut r)?;
+    write_document(&table, r)
+}
+
+/// The JSON document of the stream body made of `table` and then `value` (the bytes of its
+/// value), for a writer that keeps the table it already has.
+pub fn value_to_json(table: &[TableEntry], value: &[u8]) -> Result<String, TextError> {
+    write_document(table, Reader::new(value))
+}
+
+/// The document of the value at `r`, whose descriptors are `table`.
+fn write_document(table: &[TableEntry], mut r: Reader<'_>) -> Result<String, TextError> {
+    let body_len = r.remaining();
+    // The second pass reads from the same place with the same positions: `mixed` is keyed by them.
+    let values = r.clone();
+    // Only values that back-references point to get a `"$id"`, and which those are is known
+    // at the end: the first pass writes the document assuming there are none (the usual case)
+    // and collects them; a second pass writes the ids if there were any.
+    let mut w = JsonWriter { out: String::with_capacity(body_len * 2 + 32), table, targets: HashSet::new(), found: HashSet::new(), slot: 0, in_base: false, mixed: HashSet::new(), classes: Vec::new(), class_positions: Positions::default() };
+    w.document(&mut r)?;
+    r.expect_end()?;
+    if w.found.is_empty() {
+        return Ok(w.out);
+    }
+    let mut r = values;
+    let mut w = JsonWriter { out: String::with_capacity(w.out.len() + 32), table, targets: std::mem::take(&mut w.found), found: HashSet::new(), slot: 0, in_base: false, mixed: std::mem::take(&mut w.mixed), classes: Vec::new(), class_positions: Positions::default() };
+    w.document(&mut r)?;
+    Ok(w.out)
+}
+
+struct JsonWriter<'a> {
+    out: String,
+    table: &'a [TableEntry],
+    /// The memo slots that get a `"$id"`.
+    targets: HashSet<u64>,
+    /// The memo slots that back-references point to, as they are met.
+    found: HashSet<u64>,
+    /// The next memo slot (docs/FORMAT.md section 7), counted as the binary decoder counts.
+    slot: u64,
+    /// Set while writing a SUBCLASS base: the container takes no memo slot of its own (the
+    /// subclass instance took it), so the next container must not count one.
+    in_base: bool,
+    /// Offsets of dicts found to have a key that is not a string (see `dict`).
+    mixed: HashSet<usize>,
+    /// The class names written so far, by number (docs/TEXT_FORMATS.md section 2.1).
+    classes: Vec<&'a str>,
+    class_positions: Positions<&'a str>,
+}
+
+impl<'a> JsonWriter<'a> {
+    fn document(&mut self, r: &mut Reader<'_>) -> Result<(), TextError> {
+        self.out.push_str(DOCUMENT_OPENING);
+        self.value(r, 0)?;
+        self.out.push('}');
+        Ok(())
+    }
+
+    fn entry(&self, descriptor: u32) -> Result<&'a TableEntry, TextError> {
+        self.table.get(descriptor as usize).ok_or(TextError::Body(DecodeError::UnknownDescriptor { id: descriptor }))
+    }
+
+    /// Takes the next memo slot (unless this is a SUBCLASS base) and returns whether the value
+    /// needs its `"$id"`.
+    fn memo(&mut self) -> Option<u64> {
+        if std::mem::take(&mut self.in_base) {
+            return None;
+        }
+        let slot = self.slot;
+        self.slot += 1;
+        self.targets.contains(&slot).then_some(slot)
+    }
+
+    /// Opens a tagged object of a memo-taking value, with `"$id"` first when it needs one.
+    fn open_memo(&mut self) {
+        self.out.push('{');
+        if let Some(slot) = self.memo() {
+            let _ = write!(self.out, "\"$id\":{slot},");
+        }
+    }
+
+    /// A class name: its number if the document named it before, else the name, which takes
+    /// the next number.
+    fn class_name(&mut self, name: &'a str) {
+        match self.class_positions.find(&self.classes, |known| *known == name, || name) {
+            Some(number) => push_u64(&mut self.out, number as u64),
+            None => {
+                self.classes.push(name);
+                self.class_positions.added(&self.classes, |name| *name);
+                string(&mut self.out, name);
+            }
+        }
+    }
+
+    fn key(&mut self, key: &str) {
+        string(&mut self.out, key);
+        self.out.push(':');
+    }
+
+    fn escaped_key(&mut self, key: &str) {
+        escaped_key(&mut self.out, key);
+    }
+
+    fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
+        let count = r.length(1)?;
+        self.out.push('[');
+        for i in 0..count {
+            if i > 0 {
+                self.out.push(',');
+            }
+            self.value(r, depth + 1)?;
+        }
+        self.out.push(']');
+        Ok(())
+    }
+
+    fn tagged_items(&mut self, tag: &str, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
+        self.open_memo();
+        self.key(tag);
+        self.items(r, depth)?;
+        self.out.push('}');
+        Ok(())
+    }
+
+    fn tagged_str(&mut self, tag: &str, text: &str) {
+        self.out.push('{');
+        self.key(tag);
+        string(&mut self.out, text);
+        self.out.push('}');
+    }
+
+    fn float(&mut self, f: f64) {
+        float(&mut self.out, f);
+    }
+
+    /// `{"$datetime"|"$time": iso, "$zone": name, "$fold": 1}`, the last two when they apply.
+    fn clock_value(&mut self, tag: &str, r: &mut Reader<'_>, flags: u8, offset: usize, write: impl FnOnce(&mut String)) -> Result<(), TextError> {
+        let tz = r.tz_suffix(flags)?;
+        self.out.push('{');
+        self.key(tag);
+        self.out.push('"');
+        write(&mut self.out);
+        if let TzInfo::Offset(micros) = tz {
+            if micros.unsigned_abs() >= MICROS_PER_DAY as u64 {
+                return Err(DecodeError::OutOfRange { offset, what: "UTC offset" }.into());
+            }
+            clock::write_offset(micros, &mut self.out);
+        }
+        self.out.push('"');
+        if let TzInfo::Named(zone) = &tz {
+            self.out.push(',');
+            self.key("$zone");
+            string(&mut self.out, zone);
+        }
+        if flags & tag::TZ_FOLD != 0 {
+            self.out.push_str(",\"$fold\":1");
+        }
+        self.out.push('}');
+        Ok(())
+    }
+
+    fn fields(&mut self, r: &mut Reader<'_>, names: &[String], depth: usize) -> Result<(), TextError> {
+        for name in names {
+            self.out.push(',');
+            self.escaped_key(name);
+            self.value(r, depth)?;
+        }
+        Ok(())
+    }
+
+    /// A dict: a JSON object when every key is a string, else `{"$dict": [[k, v], ...]}`.
+    /// Keys are only known while reading, so the object form is written optimistically and
+    /// rolled back at the first key that is not a string; `mixed` remembers such dicts (by
+    /// offset) so that rewriting an enclosing dict does not try them again, which keeps the
+    /// worst case at one rewrite per nesting level instead of exponential.
+    fn dict(&mut self, r: &mut Reader<'_>, depth: usize, offset: usize) -> Result<(), TextError> {
+        let count = r.length(2)?;
+        if !self.mixed.contains(&offset) {
+            let (mark, saved, slot, in_base, classes) = (self.out.len(), r.clone(), self.slot, self.in_base, self.classes.len());
+            self.open_memo();
+            if count == 0 && self.out.ends_with(',') {
+                // `{"$id": n}` alone: drop the comma `open_memo` put after the id.
+                self.out.pop();
+            }
+            let mut all_str = true;
+            for i in 0..count {
+                if r.peek_u8()? != tag::STR {
+                    all_str = false;
+                    break;
+                }
+                if i > 0 {
+                    self.out.push(',');
+                }
+                r.u8()?;
+                let key = r.str()?;
+                self.escaped_key(key);
+                self.value(r, depth + 1)?;
+            }
+            if all_str {
+                self.out.push('}');
+                return Ok(());
+            }
+            self.mixed.insert(offset);
+            self.out.truncate(mark);
+            (*r, self.slot, self.in_base) = (saved, slot, in_base);
+            // The classes named in the text taken back are named again, in the order of the
+            // text that replaces it.
+            self.classes.truncate(classes);
+            self.class_positions.truncate(classes);
+        }
+        self.open_memo();
+        self.key("$dict");
+        self.out.push('[');
+        for i in 0..count {
+            self.out.push_str(if i > 0 { ",[" } else { "[" });
+            self.value(r, depth + 1)?;
+            self.out.push(',');
+            self.value(r, depth + 1)?;
+            self.out.push(']');
+        }
+        self.out.push_str("]}");
+        Ok(())
+    }
+
+    fn value(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
+        if depth > r.limits.max_depth {
+            return Err(DecodeError::TooDeep { limit: r.limits.max_depth }.into());
+        }
+        let offset = r.position();
+        match r.u8()? {
+            tag::NONE => self.out.push_str("null"),
+            tag::FALSE => self.out.push_str("false"),
+            tag::TRUE => self.out.push_str("true"),
+            tag::INT => push_i64(&mut self.out, r.zigzag()?),
+            tag::BIGINT => {
+                let bytes = r.length_prefixed()?;
+                if bytes.len() > r.limits.max_bigint_bytes {
+                    return Err(DecodeError::OutOfRange { offset, what: "integer size" }.into());
+                }
+                self.out.push_str(&bigint::to_decimal(bytes));
+            }
+            tag::FLOAT => self.float(r.f64()?),
+            tag::COMPLEX => {
+                self.out.push_str("{\"$complex\":[");
+                self.float(r.f64()?);
+                self.out.push(',');
+                self.float(r.f64()?);
+                self.out.push_str("]}");
+            }
+            tag::STR => string(&mut self.out, r.str()?),
+            tag::STR_SURROGATES => self.base64("$surrogates", r.length_prefixed()?),
+            tag::BYTES => self.base64("$bytes", r.length_prefixed()?),
+            tag::BYTEARRAY => {
+                self.open_memo();
+                self.key("$bytearray");
+                self.out.push('"');
+                base64::encode(r.length_prefixed()?, &mut self.out);
+                self.out.push_str("\"}");
+            }
+            tag::LIST => {
+                if self.in_base {
+                    self.in_base = false;
+                    self.items(r, depth)?;
+                } else if self.targets.contains(&self.slot) {
+                    self.tagged_items("$list", r, depth)?;
+                } else {
+                    self.slot += 1;
+                    self.items(r, depth)?;
+                }
+            }
+            tag::TUPLE => self.tagged_items("$tuple", r, depth)?,
+            tag::SET => self.tagged_items("$set", r, depth)?,
+            tag::FROZENSET => self.tagged_items("$frozenset", r, depth)?,
+            tag::DICT => self.dict(r, depth, offset)?,
+            tag::DATETIME => {
+                let flags = r.tz_flags()?;
+                let micros = r.zigzag()?;
+                if !(MIN_DAY..=MAX_DAY).contains(&micros.div_euclid(MICROS_PER_DAY)) {
+                    return Err(DecodeError::OutOfRange { offset, what: "datetime" }.into());
+                }
+                self.clock_value("$datetime", r, flags, offset, |out| clock::write_datetime(micros, out))?;
+            }
+            tag::DATE => {
+                let days = r.zigzag()?;
+                if !(MIN_DAY..=MAX_DAY).contains(&days) {
+                    return Err(DecodeError::OutOfRange { offset, what: "date" }.into());
+                }
+                let mut text = String::new();
+                clock::write_date(days, &mut text);
+                self.tagged_str("$date", &text);
+            }
+            tag::TIME => {
+                let flags = r.tz_flags()?;
+                let micros = r.varint()?;
+                if micros >= MICROS_PER_DAY as u64 {
+                    return Err(DecodeError::OutOfRange { offset, what: "time of day" }.into());
+                }
+                self.clock_value("$time", r, flags, offset, |out| clock::write_clock(micros, out))?;
+            }
+            tag::TIMEDELTA => {
+                let (days, seconds, micros) = (r.zigzag()?, r.varint()?, r.varint()?);
+                if !clock::timedelta_in_range(days, seconds, micros) {
+                    return Err(DecodeError::OutOfRange { offset, what: "timedelta" }.into());
+                }
+                let _ = write!(self.out, "{{\"$timedelta\":[{days},{seconds},{micros}]}}");
+            }
+            tag::DECIMAL => {
+                let text = r.str()?;
+                if !is_decimal_text(text) {
+                    return Err(DecodeError::OutOfRange { offset, what: "decimal" }.into());
+                }
+                self.tagged_str("$decimal", text);
+            }
+            tag::UUID => {
+                let mut text = String::new();
+                clock::write_uuid(&r.array::<16>()?, &mut text);
+                self.tagged_str("$uuid", &text);
+            }
+            tag::ENUM => {
+                let descriptor = r.u32_varint()?;
+                let type_name = &self.entry(descriptor)?.type_name;
+                self.out.push_str("{\"$enum\":");
+                self.class_name(type_name);
+                self.out.push_str(",\"$member\":");
+                string(&mut self.out, r.str()?);
+                self.out.push('}');
+            }
+            tag::OBJECT => {
+                let entry = self.entry(r.u32_varint()?)?;
+                let (persistent, type_name, names) = (entry.persistent, &entry.type_name, &entry.fields);
+                self.open_memo();
+                self.key(if persistent { "$persistent" } else { "$type" });
+                self.class_name(type_name);
+                self.fields(r, names, depth + 1)?;
+                self.out.push('}');
+            }
+            tag::SUBCLASS => {
+                let entry = self.entry(r.u32_varint()?)?;
+                let (type_name, names) = (&entry.type_name, &entry.fields);
+                self.open_memo();
+                self.key("$subclass");
+                self.class_name(type_name);
+                self.out.push_str(",\"$base\":");
+                let base_offset = r.position();
+                // A BYTEARRAY base: text documents carry subclasses of bytearray (section 3 of
+                // docs/TEXT_FORMATS.md).
+                if !matches!(r.peek_u8()?, tag::LIST | tag::TUPLE | tag::SET | tag::FROZENSET | tag::DICT | tag::BYTEARRAY) {
+                    return Err(DecodeError::UnknownTag { offset: base_offset, tag: r.peek_u8()? }.into());
+                }
+                self.in_base = true;
+                self.value(r, depth)?;
+                self.fields(r, names, depth + 1)?;
+                self.out.push('}');
+            }
+            tag::BACKREF => {
+                let index = r.varint()?;
+                if index >= self.slot {
+                    return Err(DecodeError::BadBackRef { offset, index }.into());
+                }
+                self.found.insert(index);
+                self.out.push_str("{\"$ref\":");
+                push_u64(&mut self.out, index);
+                self.out.push('}');
+            }
+            tag::REF => return Err(mapping("a stream holds no references to stored objects")),
+            other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
+        }
+        Ok(())
+    }
+
+    fn base64(&mut self, tag: &str, bytes: &[u8]) {
+        self.out.push('{');
+        self.key(tag);
+        self.out.push('"');
+        base64::encode(bytes, &mut self.out);
+        self.out.push_str("\"}");
+    }
+}
