@@ -173,22 +173,14 @@ class Query(Generic[T]):
     # -- building ------------------------------------------------------------------------------
     def where(self, *conditions: Expr, **equalities: Any) -> Query[T]:
         """Only objects satisfying every condition and attribute equality."""
-        node: _core.Filter
-        if len(conditions) + len(equalities) == 1 and self._node.is_everything:
-            # One condition on a query without any: the hot path of a point lookup.
-            if conditions:
-                node = _expr(conditions[0]).node
-            else:
-                ((name, value),) = equalities.items()
-                node = _core.Filter.compare(name.split("."), "==", value)
-        else:
-            nodes = [_expr(c).node for c in conditions]
-            nodes += [_core.Filter.compare(name.split("."), "==", value) for name, value in equalities.items()]
-            if not self._node.is_everything:
-                nodes.insert(0, self._node)
-            if not nodes:
-                return self
-            node = nodes[0] if len(nodes) == 1 else _core.Filter.all_of(nodes)
+        nodes = [_expr(c).node for c in conditions]
+        nodes += [_core.Filter.compare(name.split("."), "==", value) for name, value in equalities.items()]
+        if not self._node.is_everything:
+            nodes.insert(0, self._node)
+        if not nodes:
+            return self
+        # Built directly rather than by `_with`: this is the hot path of a point lookup.
+        node = nodes[0] if len(nodes) == 1 else _core.Filter.all_of(nodes)
         return Query(self._tx, self._cls, node, self._order, self._offset, self._limit, self._only)
 
     def order_by(self, *paths: str | Field, descending: bool = False) -> Query[T]:
@@ -219,8 +211,7 @@ class Query(Generic[T]):
         transaction's own changes (Rust resolves their type names to class numbers; a type
         never stored nor created has no results)."""
         tx = self._tx
-        if not tx._active:
-            tx._check_active()
+        tx._check_active()
         names = _extent_type_names(self._cls, self._only)
         return tx._conn.query(names, self._node, order, offset, limit, mode, renamed_fields(), self._defaults())
 
