@@ -48,6 +48,26 @@ def test_planner_uses_the_indexes(store: Any) -> None:
         assert "scan" in tx.query(Member).where(first="F8").explain()
 
 
+def test_explain_names_how_each_index_field_is_used(store: Any) -> None:
+    db = store.open()
+    _members(db)
+    with db.transaction() as tx:
+        members = tx.query(Member)
+        assert "(email) [email =], 1 key range(s)" in members.where(email="m5@example.org").explain()
+        assert "(last, first) [last =, first =]" in members.where(last="L1", first="F8").explain()
+        assert "(last, first) [last =, first range]" in members.where(field("first") > "F8", last="L1").explain()
+        assert "(last, first) [last =, first prefix]" in members.where(field("first").startswith("F1"), last="L1").explain()
+        assert "(age) [age in (…)], 2 key range(s)" in members.where(field("age").in_([1, 2])).explain()
+        assert "(last, first) [last =, order], 1 key range(s)" in members.where(last="L1").order_by("first").explain()
+        assert members.where(last="L1").explain().startswith("index test_indexes.Member(last, first) [last =], ")
+        assert members.where(email="m5@example.org").explain().startswith("unique index test_indexes.Member(email)")
+        assert tx.query(NeverStored).explain().startswith("nothing stored yet; filter")
+
+
+class NeverStored(Persistent):
+    pass
+
+
 def test_index_results_equal_scan_results(store: Any) -> None:
     db = store.open()
     _members(db)

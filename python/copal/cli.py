@@ -275,13 +275,13 @@ def _query(args: argparse.Namespace) -> int:
         try:
             conn.begin()
             try:
-                names = [args.type_name]
-                if not conn.class_numbers(names):
+                if not conn.class_numbers([args.type_name]):
                     raise CommandError(db._no_such_type(args.type_name))
                 # Without the application's classes: stored fields only (no renames, no defaults).
+                scope = _core.QueryScope([args.type_name], [])
                 if args.count:
-                    return conn.query(names, node, [], 0, None, "count", [], [])
-                oids = conn.query(names, node, [], 0, args.limit, "oids", [], [])
+                    return conn.query(scope, node, [], 0, None, "count")
+                oids = conn.query(scope, node, [], 0, args.limit, "oids")
             finally:
                 conn.end(True)
         finally:

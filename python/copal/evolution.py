@@ -31,7 +31,7 @@ import enum
 import inspect
 import types
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from . import _core
 from .errors import CopalError, SchemaError
@@ -250,7 +250,6 @@ def _renames_of(cls: type) -> dict[str, str]:
 NO_DEFAULT: Any = object()
 _defaults: dict[tuple[type, str], Any] = {}
 _defaults_by_name: dict[str, list[tuple[str, str, Any]]] = {}
-_defaults_of_names: dict[frozenset[str], list[tuple[str, str, Any]]] = {}
 _defaults_generation = [-1]
 
 
@@ -258,7 +257,6 @@ def _forget_defaults_of_former_registry() -> None:
     if _defaults_generation[0] != registry_generation[0]:
         _defaults.clear()
         _defaults_by_name.clear()
-        _defaults_of_names.clear()
         _defaults_generation[0] = registry_generation[0]
 
 
@@ -309,23 +307,20 @@ def _has_class_value(cls: type, name: str) -> bool:
     return hasattr(cls, name) and name not in _slot_names(cls)
 
 
-def field_defaults(names: frozenset[str]) -> list[tuple[str, str, Any]]:
+def field_defaults(names: Iterable[str]) -> list[tuple[str, str, Any]]:
     """(stored type name, field, default) for each field of ``names`` that a registered class
     gives a default (:func:`field_default`), under each name the class is stored by: queries
     read records without the field as holding the default."""
     _forget_defaults_of_former_registry()
-    found = _defaults_of_names.get(names)
-    if found is None:
-        found = []
-        for name in names:
-            if name not in _defaults_by_name:
-                _defaults_by_name[name] = [
-                    (type_name, name, default)
-                    for type_name, cls in list(registry.items())
-                    if isinstance(cls, type) and (default := field_default(cls, name)) is not NO_DEFAULT
-                ]
-            found += _defaults_by_name[name]
-        _defaults_of_names[names] = found
+    found = []
+    for name in names:
+        if name not in _defaults_by_name:
+            _defaults_by_name[name] = [
+                (type_name, name, default)
+                for type_name, cls in list(registry.items())
+                if isinstance(cls, type) and (default := field_default(cls, name)) is not NO_DEFAULT
+            ]
+        found += _defaults_by_name[name]
     return found
 
 

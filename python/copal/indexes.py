@@ -62,7 +62,7 @@ def declared_indexes(index_keys: Callable[[list[Any]], list[bytes]]) -> tuple[li
             renamed = sorted(r for r in renamed_fields() if r[0] in covered and r[2] in index.fields)
             # Old records without an index field are indexed under the default loading gives it,
             # so that the index answers as a scan does.
-            defaults = sorted((d for d in field_defaults(frozenset(index.fields)) if d[0] in covered), key=lambda d: (d[0], d[1]))
+            defaults = sorted((d for d in field_defaults(index.fields) if d[0] in covered), key=lambda d: (d[0], d[1]))
             keys = index_keys([value for _, _, value in defaults])
             keyed = [(type_name, name, key) for (type_name, name, _), key in zip(defaults, keys)]
             declared.append((type_name_of(cls), covered, list(index.fields), index.unique, renamed, keyed))

@@ -113,11 +113,16 @@ def field(path: str) -> Field:
     return Field(path)
 
 
-_extents: dict[tuple[type, bool], tuple[int, list[str]]] = {}
-def _extent_type_names(cls: type, only: bool) -> list[str]:
-    """Stored type names of ``cls`` (its own and its ``__copal_aliases__``: objects stored under
-    a former name are objects of ``cls``) and, unless ``only``, of its subclasses."""
-    cached = _extents.get((cls, only))
+_scopes: dict[tuple[type, bool], tuple[int, _core.QueryScope]] = {}
+
+
+def _scope(cls: type, only: bool) -> _core.QueryScope:
+    """What queries of ``cls`` (of exactly ``cls`` if ``only``) need to know of the program's
+    classes, made once per state of the class registry: the stored type names of their objects
+    (``cls``'s own, its ``__copal_aliases__``: objects stored under a former name are objects
+    of ``cls``, and unless ``only`` those of its subclasses), the renamed fields and the
+    defaults of fields."""
+    cached = _scopes.get((cls, only))
     if cached is not None and cached[0] == registry_generation[0]:
         return cached[1]
     generation = registry_generation[0]
@@ -126,8 +131,9 @@ def _extent_type_names(cls: type, only: bool) -> list[str]:
         wanted = registered is cls if only else isinstance(registered, type) and issubclass(registered, cls)
         if wanted and name not in names:
             names.append(name)
-    _extents[(cls, only)] = (generation, names)
-    return names
+    scope = _core.QueryScope(names, renamed_fields(), field_defaults)
+    _scopes[(cls, only)] = (generation, scope)
+    return scope
 
 
 class Query(Generic[T]):
@@ -173,13 +179,15 @@ class Query(Generic[T]):
     # -- building ------------------------------------------------------------------------------
     def where(self, *conditions: Expr, **equalities: Any) -> Query[T]:
         """Only objects satisfying every condition and attribute equality."""
-        nodes = [_expr(c).node for c in conditions]
-        nodes += [_core.Filter.compare(name.split("."), "==", value) for name, value in equalities.items()]
-        if not self._node.is_everything:
-            nodes.insert(0, self._node)
+        # Loops rather than comprehensions, and built directly rather than by `_with`: this is
+        # the hot path of a point lookup.
+        nodes = [] if self._node.is_everything else [self._node]
+        for condition in conditions:
+            nodes.append(_expr(condition).node)
+        for name, value in equalities.items():
+            nodes.append(_core.Filter.compare(name.split("."), "==", value))
         if not nodes:
             return self
-        # Built directly rather than by `_with`: this is the hot path of a point lookup.
         node = nodes[0] if len(nodes) == 1 else _core.Filter.all_of(nodes)
         return Query(self._tx, self._cls, node, self._order, self._offset, self._limit, self._only)
 
@@ -206,31 +214,15 @@ class Query(Generic[T]):
         return Query(self._tx, cls, self._node, self._order, self._offset, self._limit, True)
 
     # -- running -------------------------------------------------------------------------------
-    def _ask(self, order: Any, offset: int, limit: int | None, mode: str) -> Any:
-        """Runs the query in Rust over the stored records of the queried classes and the
-        transaction's own changes (Rust resolves their type names to class numbers; a type
-        never stored nor created has no results)."""
-        tx = self._tx
-        tx._check_active()
-        names = _extent_type_names(self._cls, self._only)
-        return tx._conn.query(names, self._node, order, offset, limit, mode, renamed_fields(), self._defaults())
-
-    def _defaults(self) -> list[tuple[str, str, Any]]:
-        """The defaults of the fields the query reads (records without them hold them)."""
-        segments: frozenset[str] = self._node.segments
-        if self._order:
-            segments = segments.union(segment for path, _ in self._order for segment in path)
-        return field_defaults(segments)
-
-    def _classes(self) -> list[int]:
-        classes: list[int] = self._tx._conn.class_numbers(_extent_type_names(self._cls, self._only))
-        return classes
-
     def _run(self, mode: str, limit: int | None = None) -> Any:
+        """Runs the query in Rust over the stored records of the queried classes and the
+        transaction's own changes (a type never stored nor created has no results)."""
         if limit is None or (self._limit is not None and self._limit < limit):
             limit = self._limit
         order = [(list(path), desc) for path, desc in self._order] if self._order else []
-        return self._ask(order, self._offset, limit, mode)
+        tx = self._tx
+        tx._check_active()
+        return tx._conn.query(_scope(self._cls, self._only), self._node, order, self._offset, limit, mode)
 
     def __iter__(self) -> Iterator[T]:
         """The results, built in batches of 1,000 as the iteration goes (a loop that stops early
@@ -283,11 +275,9 @@ class Query(Generic[T]):
 
     def explain(self) -> str:
         """How the query will run: the index or scan the planner chose, then ordering and paging."""
-        classes = self._classes()
-        order = [(list(path), desc) for path, desc in self._order]
-        access: str = self._ask(order, self._offset, self._limit, "explain") if classes else "nothing stored yet"
+        access: str = self._run("explain")
         parts = [f"{access}; filter {self._node.describe()}"]
-        defaults = self._defaults()
+        defaults = _scope(self._cls, self._only).read_defaults(self._node, [list(path) for path, _ in self._order])
         if defaults:
             # Records written before a field was added are read as holding its default.
             read_as = ", ".join(f"{name} = {default!r} ({type_name})" for type_name, name, default in defaults)

@@ -7,8 +7,7 @@
 use copal_core::query::{CmpOp, Path};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyFrozenSet, PyString};
+use pyo3::types::PyString;
 
 /// One node of a filter.
 pub enum FilterNode {
@@ -26,13 +25,11 @@ pub enum FilterNode {
 #[pyclass(frozen, module = "copal._core")]
 pub struct Filter {
     pub node: FilterNode,
-    /// `segments`, made at its first use: a query asks for it each time it runs.
-    segments: PyOnceLock<Py<PyFrozenSet>>,
 }
 
 impl From<FilterNode> for Filter {
     fn from(node: FilterNode) -> Filter {
-        Filter { node, segments: PyOnceLock::new() }
+        Filter { node }
     }
 }
 
@@ -117,19 +114,6 @@ impl Filter {
         matches!(self.node, FilterNode::Everything)
     }
 
-    /// Every name that a path of the filter reads (attributes, dict keys, attributes of
-    /// referenced objects), as a frozenset: the fields whose defaults a query needs.
-    #[getter]
-    fn segments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyFrozenSet>> {
-        let set = self.segments.get_or_try_init(py, || {
-            let mut found = Vec::new();
-            self.collect_paths(&mut found);
-            let names = found.iter().flatten().map(|name| crate::allocation::str(py, name)).collect::<PyResult<Vec<_>>>()?;
-            PyFrozenSet::new(py, &names).map(Bound::unbind)
-        })?;
-        Ok(set.bind(py).clone())
-    }
-
     /// The filter as `explain()` shows it.
     fn describe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
         crate::allocation::str(py, &self.text(py)?)
@@ -163,7 +147,8 @@ impl Filter {
         })
     }
 
-    fn collect_paths(&self, out: &mut Vec<Path>) {
+    /// Every path the filter reads, once each.
+    pub(crate) fn collect_paths(&self, out: &mut Vec<Path>) {
         match &self.node {
             FilterNode::Everything => {}
             FilterNode::Compare { path, .. } | FilterNode::OneOf { path, .. } | FilterNode::StartsWith { path, .. } | FilterNode::IsNone { path } => {

@@ -175,6 +175,7 @@ fn push_bigint(out: &mut Vec<u8>, le: &[u8]) {
 
 /// A number: its float value in an order-preserving form, then an exactness residual.
 fn push_number(out: &mut Vec<u8>, value: f64, residual: i64) {
+    out.reserve(17);
     out.push(NUMBER);
     let bits = if value.is_nan() {
         u64::MAX

@@ -19,6 +19,7 @@ mod zone;
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 pub use expr::{compares, CmpOp, Expr, Path};
 pub use order::{compare, equals, sort_order};
@@ -47,7 +48,7 @@ pub struct Query {
     pub exclude: HashSet<Oid>,
     /// Per stored type name, the (former name, current name) pairs of fields its class renamed
     /// (`__copal_renamed__`): records written before the rename hold the former name.
-    pub renamed: HashMap<String, Vec<(String, String)>>,
+    pub renamed: Arc<HashMap<String, Vec<(String, String)>>>,
     /// Per stored type name, the (field name, value) pairs of the fields its class gives a
     /// default (an `__init__` default or a class attribute): a record without such a field is
     /// read as holding the default, as loading gives it (records written before the field was
@@ -60,7 +61,7 @@ impl Query {
         // Extents in class order give results in object-id order.
         classes.sort_unstable();
         classes.dedup();
-        Query { classes, filter, order: Vec::new(), offset: 0, limit: None, exclude: HashSet::new(), renamed: HashMap::new(), defaults: HashMap::new() }
+        Query { classes, filter, order: Vec::new(), offset: 0, limit: None, exclude: HashSet::new(), renamed: Arc::default(), defaults: HashMap::new() }
     }
 
     /// Where field `name` sits in records of `descriptor`: under that name, or under a former
@@ -107,10 +108,8 @@ pub fn access(snapshot: &Snapshot, query: &Query) -> Result<Access, StoreError> 
         return Ok(Access::Scan);
     }
     snapshot.refresh_catalog()?;
-    let type_names: Vec<String> = {
-        let catalog = snapshot.store().catalog();
-        query.classes.iter().filter_map(|c| catalog.type_name(*c).map(str::to_owned)).collect()
-    };
+    let catalog = snapshot.store().catalog();
+    let type_names: Vec<&str> = query.classes.iter().filter_map(|c| catalog.type_name(*c)).collect();
     // Classes the store has never held (a transaction's new ones) have no stored records: no
     // index covers them, and with no stored class at all there is nothing to look up.
     if type_names.is_empty() {

@@ -13,7 +13,7 @@ use super::expr::{CmpOp, Expr, Path};
 use super::number::{bigint_to_i128, decimal_key, is_nan as value_is_nan, key_is_coarse, DecimalKey};
 use super::order::{kind, Kind};
 use super::Query;
-use crate::format::index_key::{key_of, kind_byte, str_prefix_key, NUMBER, STR};
+use crate::format::index_key::{key_of, kind_byte, push_key, str_prefix_key, NUMBER, STR};
 use crate::format::{TzInfo, Value};
 use crate::store::{prefix_end, IndexDef};
 
@@ -39,8 +39,22 @@ pub enum Access {
         /// record to be read (a count is a count of index entries).
         exact: bool,
         descending: bool,
-        why: String,
+        /// How many leading index fields the filter fixes by equality.
+        fixed: usize,
+        /// How conditions bound the field after the fixed ones, if they do.
+        bounded: Option<Bound>,
     },
+}
+
+/// How conditions select key ranges of the index field after the fixed ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// A list of values (`in_`).
+    Values,
+    /// A string prefix (`startswith`).
+    Prefix,
+    /// Comparisons (`<`, `<=`, `>`, `>=`, or an equality whose operand others share keys with).
+    Range,
 }
 
 pub(super) fn conjuncts(expr: &Expr) -> Vec<&Expr> {
@@ -57,7 +71,7 @@ fn single(path: &Path) -> Option<&str> {
 /// The first equality on `field` among `conds` that an index can serve as a fixed prefix (the
 /// operand's equals have its key): its position and operand.
 fn eq_value<'e>(conds: &[&'e Expr], field: &str) -> Option<(usize, &'e Value)> {
-    let point = |value: &Value| operand_keys(value).is_some_and(|keys| keys.lo == keys.hi);
+    let point = |value: &Value| !zoned(value) && is_faithful(value);
     conds.iter().enumerate().find_map(|(i, c)| match c {
         Expr::Cmp { path, op: CmpOp::Eq, value } if single(path) == Some(field) && point(value) => Some((i, value)),
         Expr::In { path, values } if single(path) == Some(field) && values.len() == 1 && point(&values[0]) => {
@@ -94,7 +108,26 @@ struct OperandKeys {
 /// when their encodings are. A datetime in a named zone compares with its zone's datetimes by
 /// wall clock, but is keyed by instant: its keys span `ZONE_SLACK` around its instant.
 fn operand_keys(value: &Value) -> Option<OperandKeys> {
-    let faithful = match value {
+    if let Value::DateTime { micros, tz, fold } = value {
+        if is_zoned(tz) {
+            let instant = datetime_line(*micros, tz, *fold);
+            let at = |micros: i64| key_of(&Value::DateTime { micros, tz: TzInfo::Offset(0), fold: false });
+            return Some(OperandKeys { lo: at(instant - ZONE_SLACK), hi: at(instant + ZONE_SLACK), strict: false });
+        }
+    }
+    let key = key_of(value);
+    let strict = !(kind(value) == Kind::Number && key_is_coarse(value));
+    is_faithful(value).then(|| OperandKeys { lo: key.clone(), hi: key, strict })
+}
+
+fn zoned(value: &Value) -> bool {
+    matches!(value, Value::DateTime { tz, .. } if is_zoned(tz))
+}
+
+/// Whether the stored values that compare with `value` have keys in the ranges its key
+/// bounds (`operand_keys`).
+fn is_faithful(value: &Value) -> bool {
+    match value {
         Value::Float(f) => f.is_nan() || f.abs() < FAITHFUL_NUMBERS,
         Value::BigInt(bytes) => bigint_to_i128(bytes).is_some_and(|i| (i.unsigned_abs() as f64) < FAITHFUL_NUMBERS),
         Value::Decimal(text) => match decimal_key(text) {
@@ -106,20 +139,12 @@ fn operand_keys(value: &Value) -> Option<OperandKeys> {
             let total = i128::from(*days) * 86_400_000_000 + i128::from(*seconds) * 1_000_000 + i128::from(*micros);
             (i128::from(i64::MIN) + 1..i128::from(i64::MAX)).contains(&total)
         }
-        Value::DateTime { micros, tz, fold } if is_zoned(tz) => {
-            let instant = datetime_line(*micros, tz, *fold);
-            let at = |micros: i64| key_of(&Value::DateTime { micros, tz: TzInfo::Offset(0), fold: false });
-            return Some(OperandKeys { lo: at(instant - ZONE_SLACK), hi: at(instant + ZONE_SLACK), strict: false });
-        }
         Value::Int(_) | Value::Bool(_) | Value::None => true,
         Value::Str(_) | Value::StrSurrogates(_) | Value::Bytes(_) | Value::ByteArray(_) => true,
         Value::Date { .. } | Value::DateTime { .. } | Value::Time { .. } | Value::Uuid(_) => true,
         Value::Ref(_) => true,
         _ => false,
-    };
-    let key = key_of(value);
-    let strict = !(kind(value) == Kind::Number && key_is_coarse(value));
-    faithful.then(|| OperandKeys { lo: key.clone(), hi: key, strict })
+    }
 }
 
 /// Whether the index key of `value` selects exactly the stored values that the filter's
@@ -150,11 +175,11 @@ fn joined(prefix: &[u8], rest: &[u8]) -> Vec<u8> {
 }
 
 /// The key ranges that conditions on one index field select, which of the conditions they
-/// answer exactly (the positions in the conjunct list), and a description for `explain`.
+/// answer exactly (the positions in the conjunct list), and how they bound the field.
 struct FieldRanges {
     ranges: Vec<KeyRange>,
     exact: Vec<usize>,
-    what: String,
+    bound: Bound,
 }
 
 /// The ranges for conditions on the field after the fixed prefix, if any condition applies.
@@ -187,12 +212,12 @@ fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<FieldRang
                     }
                 }
                 let exact = if values.iter().all(has_exact_key) { vec![i] } else { Vec::new() };
-                return Some(FieldRanges { ranges: merged, exact, what: format!("{field} in (…)") });
+                return Some(FieldRanges { ranges: merged, exact, bound: Bound::Values });
             }
             Expr::StartsWith { path, prefix: Value::Str(p) } if single(path) == Some(field) => {
                 let start = joined(prefix, &str_prefix_key(p.as_bytes(), STR));
                 let ranges = vec![KeyRange { end: prefix_end(&start), start }];
-                return Some(FieldRanges { ranges, exact: vec![i], what: format!("{field} prefix") });
+                return Some(FieldRanges { ranges, exact: vec![i], bound: Bound::Prefix });
             }
             Expr::Cmp { path, op, value } if single(path) == Some(field) => {
                 let Some(keys) = operand_keys(value) else { continue };
@@ -231,7 +256,7 @@ fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<FieldRang
         None if kind == NUMBER => Some(numbers_end(prefix)),
         None => prefix_end(&joined(prefix, &[kind])),
     };
-    Some(FieldRanges { ranges: vec![KeyRange { start, end }], exact, what: format!("{field} range") })
+    Some(FieldRanges { ranges: vec![KeyRange { start, end }], exact, bound: Bound::Range })
 }
 
 /// Whether `def` keys the records of `type_names` as the query reads them: a field under the
@@ -239,26 +264,44 @@ fn field_ranges(conds: &[&Expr], field: &str, prefix: &[u8]) -> Option<FieldRang
 /// a program whose classes rename or default a field otherwise (another version of the class,
 /// during a rolling deploy: indexes are kept while any version declares them) would give other
 /// answers than a scan: the query scans.
-fn reads_like_query(query: &Query, def: &IndexDef, type_names: &[String]) -> bool {
-    type_names.iter().all(|type_name| {
+fn reads_like_query(query: &Query, def: &IndexDef, type_names: &[&str]) -> bool {
+    type_names.iter().all(|&type_name| {
+        let renames = query.renamed.get(type_name);
         def.fields.iter().all(|field| {
-            let read_as = query.field_default(type_name, field).map(key_of);
-            let mut former: Vec<&str> = query
-                .renamed
-                .get(type_name)
-                .map(|r| r.iter().filter(|(_, new)| new == field).map(|(old, _)| old.as_str()).collect())
-                .unwrap_or_default();
-            let mut indexed: Vec<&str> =
-                def.renamed.iter().filter(|(t, _, new)| t == type_name && new == field).map(|(_, old, _)| old.as_str()).collect();
-            former.sort_unstable();
-            indexed.sort_unstable();
-            read_as.as_deref() == def.default_key(type_name, field) && former == indexed
+            let indexed_default = def.default_key(type_name, field);
+            let default_agrees = match query.field_default(type_name, field) {
+                Some(value) => indexed_default == Some(key_of(value).as_slice()),
+                None => indexed_default.is_none(),
+            };
+            let former_of_query = || renames.into_iter().flatten().filter(|(_, new)| new == field).map(|(old, _)| old.as_str());
+            let former_of_index = || def.renamed.iter().filter(|(t, _, new)| t == type_name && new == field).map(|(_, old, _)| old.as_str());
+            // Most fields were never renamed: the sets are compared only when either has one.
+            let renames_agree = match (former_of_query().next(), former_of_index().next()) {
+                (None, None) => true,
+                _ => {
+                    let mut former: Vec<&str> = former_of_query().collect();
+                    let mut indexed: Vec<&str> = former_of_index().collect();
+                    former.sort_unstable();
+                    indexed.sort_unstable();
+                    former == indexed
+                }
+            };
+            default_agrees && renames_agree
         })
     })
 }
 
+/// Whether an index whose fields after the fixed ones are `rest` yields results in the order of
+/// `order` (all keys in one direction, each the next field of `rest`).
+fn index_gives_order(order: &[(Path, bool)], rest: &[String]) -> bool {
+    !order.is_empty()
+        && order.windows(2).all(|w| w[0].1 == w[1].1)
+        && order.len() <= rest.len()
+        && order.iter().zip(rest).all(|((path, _), field)| single(path) == Some(field.as_str()))
+}
+
 /// The best access for `query` among `defs` (those covering every queried type).
-pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Access {
+pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[&str]) -> Access {
     let conds = conjuncts(&query.filter);
     let mut tested = Vec::new();
     query.filter.paths(&mut tested);
@@ -269,52 +312,48 @@ pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Acc
     };
     let mut best: Option<(usize, Access)> = None;
     for def in defs {
-        if !usable(def) || !type_names.iter().all(|t| def.covered.contains(t)) || !reads_like_query(query, def, type_names) {
+        if !usable(def) || !type_names.iter().all(|t| def.covered.iter().any(|c| c == t)) || !reads_like_query(query, def, type_names) {
             continue;
         }
         let mut prefix = Vec::new();
         let mut fixed = 0;
-        let mut why = Vec::new();
         // The conjuncts that the key ranges answer exactly.
         let mut answered = vec![false; conds.len()];
         for field in &def.fields {
             match eq_value(&conds, field) {
                 Some((i, value)) => {
-                    prefix.extend(key_of(value));
+                    push_key(&mut prefix, Some(value));
                     answered[i] = has_exact_key(value);
                     fixed += 1;
-                    why.push(format!("{field} ="));
                 }
                 None => break,
             }
         }
-        let mut ranges = vec![KeyRange { end: if prefix.is_empty() { None } else { prefix_end(&prefix) }, start: prefix.clone() }];
+        let mut bounded = None;
         let mut score = fixed * 4;
-        if let Some(next) = def.fields.get(fixed) {
-            if let Some(selected) = field_ranges(&conds, next, &prefix) {
-                ranges = selected.ranges;
+        let selected = def.fields.get(fixed).and_then(|next| field_ranges(&conds, next, &prefix));
+        let ranges = match selected {
+            Some(selected) => {
                 selected.exact.into_iter().for_each(|i| answered[i] = true);
                 score += 2;
-                why.push(selected.what);
+                bounded = Some(selected.bound);
+                selected.ranges
             }
-        }
+            None => vec![KeyRange { end: if prefix.is_empty() { None } else { prefix_end(&prefix) }, start: prefix }],
+        };
         let exact = conds.iter().zip(&answered).all(|(cond, answered)| *answered || matches!(cond, Expr::True));
         // Results come in index order when the order keys are the fields after the fixed ones.
-        let order_fields: Vec<Option<&str>> = query.order.iter().map(|(p, _)| single(p)).collect();
-        let rest: Vec<Option<&str>> = def.fields[fixed.min(def.fields.len())..].iter().map(|f| Some(f.as_str())).collect();
-        let same_direction = query.order.windows(2).all(|w| w[0].1 == w[1].1);
-        let ordered = !query.order.is_empty() && same_direction && order_fields.len() <= rest.len() && order_fields == rest[..order_fields.len()];
+        let ordered = index_gives_order(&query.order, &def.fields[fixed.min(def.fields.len())..]);
         if ordered {
             score += 1;
-            why.push("order".to_owned());
         }
         if score == 0 {
             continue;
         }
         let descending = ordered && query.order[0].1;
         let sorted_fields = fixed + query.order.len();
-        let access = Access::Index { def: Arc::clone(def), ranges, ordered, sorted_fields, exact, descending, why: why.join(", ") };
         if best.as_ref().is_none_or(|(s, _)| score > *s) {
+            let access = Access::Index { def: Arc::clone(def), ranges, ordered, sorted_fields, exact, descending, fixed, bounded };
             best = Some((score, access));
         }
     }
@@ -324,13 +363,24 @@ pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[String]) -> Acc
 pub fn describe(access: &Access, query: &Query) -> String {
     match access {
         Access::Scan => "scan of the class extents in Rust, decoding only the tested fields".to_owned(),
-        Access::Index { def, ranges, ordered, exact, descending, why, .. } => {
+        Access::Index { def, ranges, ordered, exact, descending, fixed, bounded, .. } => {
+            let mut why: Vec<String> = def.fields[..*fixed].iter().map(|field| format!("{field} =")).collect();
+            if let (Some(bound), Some(field)) = (bounded, def.fields.get(*fixed)) {
+                why.push(match bound {
+                    Bound::Values => format!("{field} in (…)"),
+                    Bound::Prefix => format!("{field} prefix"),
+                    Bound::Range => format!("{field} range"),
+                });
+            }
+            if *ordered {
+                why.push("order".to_owned());
+            }
             let mut text = format!(
                 "{} index {}({}) [{}], {} key range(s)",
                 if def.unique { "unique" } else { "" },
                 def.type_name,
                 def.fields.join(", "),
-                why,
+                why.join(", "),
                 ranges.len()
             );
             if *exact {

@@ -27,6 +27,7 @@ use crate::hashing::{IntMap, IntSet};
 use crate::list_builder::ListBuilder;
 use crate::persistent::{deactivate, PersistentBase, GENERATION, GHOST, UNSAVED};
 use crate::query::OperandConverter;
+use crate::query_scope::QueryScope;
 use crate::database::StoreHandle;
 use crate::stats::SharedStats;
 use loading::collect_references;
@@ -396,24 +397,21 @@ impl Connection {
     }
 
     /// Runs a query on this snapshot, in Rust on the raw records of the objects stored under the
-    /// type names `names`, seeing the running transaction's own changes (`crate::pending`):
+    /// type names of `scope` (which also gives the renamed fields and defaults), seeing the running transaction's own changes (`crate::pending`):
     /// `mode` "objects" returns the matching objects, "iterate" the first `ITERATION_BATCH` of
     /// them and the ids of the others, "oids" their ids (None for an object not stored yet),
     /// "count" how many match, "explain" how the query runs.
-    #[pyo3(signature = (names, filter, order, offset, limit, mode, renamed, defaults))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (scope, filter, order, offset, limit, mode))]
     fn query<'py>(
         slf: &Bound<'py, Self>,
-        names: Vec<String>,
+        scope: &Bound<'py, QueryScope>,
         filter: &Bound<'py, crate::filter::Filter>,
         order: Vec<(Vec<String>, bool)>,
         offset: usize,
         limit: Option<usize>,
         mode: &str,
-        renamed: Vec<(String, String, String)>,
-        defaults: Vec<(String, String, Bound<'py, PyAny>)>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        query::run(slf, query::Request { names, filter, order, offset, limit, mode, renamed, defaults })
+        query::run(slf, query::Request { scope: scope.get(), filter, order, offset, limit, mode })
     }
 
     /// Makes the store's indexes match the declarations: `declared` lists (declaring type name,

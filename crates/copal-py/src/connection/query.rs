@@ -2,6 +2,7 @@
 //! maintenance of the store's indexes.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use copal_core::query::{self, Pending, Query};
 use copal_core::store::{stale_indexes, DeclaredIndex, FieldDefault, RemovedIndex};
@@ -17,6 +18,7 @@ use crate::gc::GcPause;
 use crate::list_builder::ListBuilder;
 use crate::persistent::{PersistentBase, GHOST};
 use crate::query::{OperandConverter, OperandSink};
+use crate::query_scope::QueryScope;
 
 /// How many results of an iterated query are built at once: a loop that stops early builds only
 /// what it consumed, plus the rest of its batch.
@@ -24,36 +26,36 @@ pub(super) const ITERATION_BATCH: usize = 1000;
 
 /// A query as `Connection.query` receives it (its documentation describes each part).
 pub(super) struct Request<'a, 'py> {
-    pub(super) names: Vec<String>,
+    pub(super) scope: &'a QueryScope,
     pub(super) filter: &'a Bound<'py, crate::filter::Filter>,
     pub(super) order: Vec<(Vec<String>, bool)>,
     pub(super) offset: usize,
     pub(super) limit: Option<usize>,
     pub(super) mode: &'a str,
-    pub(super) renamed: Vec<(String, String, String)>,
-    pub(super) defaults: Vec<(String, String, Bound<'py, PyAny>)>,
 }
 
 /// Runs a query (`Connection.query`).
 pub(super) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) -> PyResult<Bound<'py, PyAny>> {
-    let Request { names, filter, order, offset, limit, mode, renamed, defaults } = request;
+    let Request { scope, filter, order, offset, limit, mode } = request;
+    let names = &scope.type_names;
     let py = slf.py();
     // Datetimes in named zones compare by the instants of the zone's rules.
     crate::query::share_zone_search_path(py)?;
     let this = slf.get();
     let jar = slf.clone().unbind();
     let mut overlay = this.overlay(slf)?;
-    let mut classes = this.resolve_classes(&names)?;
+    let mut classes = this.resolve_classes(names)?;
     if let Some(overlay) = &overlay {
         // New objects may be of classes the store has never held (provisional numbers).
         classes.extend(names.iter().filter_map(|name| overlay.pending.provisional_class(name)));
     }
-    if classes.is_empty() && mode != "explain" {
+    if classes.is_empty() {
         // Nothing of these types was ever stored, nor is about to be.
         let empty = || ListBuilder::of(py, Vec::new());
         return match mode {
             "count" => 0.into_bound_py_any(py),
             "iterate" => Ok(crate::allocation::tuple(py, vec![empty()?.into_any(), empty()?.into_any()])?.into_any()),
+            "explain" => Ok(crate::allocation::str(py, "nothing stored yet")?.into_any()),
             _ => Ok(empty()?.into_any()),
         };
     }
@@ -67,6 +69,11 @@ pub(super) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) 
     };
     let mut converter = OperandConverter { sink };
     let filter = converter.expr(filter)?;
+    let defaults = {
+        let mut paths = Vec::new();
+        filter.paths(&mut paths);
+        scope.defaults_for(py, paths.into_iter().chain(order.iter().map(|(path, _)| path)))?
+    };
     let mut query = Query::new(classes, filter);
     for (type_name, field, default) in defaults {
         query.defaults.entry(type_name).or_default().push((field, converter.value(&default)?));
@@ -75,9 +82,7 @@ pub(super) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) 
     query.order = order;
     query.offset = offset;
     query.limit = limit;
-    for (type_name, old, new) in renamed {
-        query.renamed.entry(type_name).or_default().push((old, new));
-    }
+    query.renamed = Arc::clone(&scope.renamed);
     let _pause = GcPause::new(py);
     let empty = Pending::default();
     let pending = overlay.as_ref().map_or(&empty, |overlay| &overlay.pending);
