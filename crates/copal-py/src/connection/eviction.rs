@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 use super::Connection;
 use crate::persistent::{deactivate, PersistentBase, GHOST, UP_TO_DATE};
+use crate::pytypes;
 
 impl Connection {
     pub(super) fn invalidate_all(&self, py: Python<'_>) -> PyResult<()> {
@@ -36,8 +37,12 @@ impl Connection {
                 match p.state() {
                     UP_TO_DATE => loaded.push((p.last_access(), obj.clone())),
                     // A ghost referenced by the cache only can go: it would be recreated on demand.
+                    // A count of one is exact on builds with the GIL: every other holder, the
+                    // interpreter's borrowed stack references included, implies a strong
+                    // reference elsewhere. Free-threaded builds split the count between
+                    // threads, and keep their ghosts.
                     // SAFETY: reading the reference count of a live object.
-                    GHOST if unsafe { ffi::Py_REFCNT(obj.as_ptr()) } <= 1 => {
+                    GHOST if !pytypes::FREE_THREADED && unsafe { ffi::Py_REFCNT(obj.as_ptr()) } <= 1 => {
                         unreferenced.push(obj.clone().unbind());
                         return false;
                     }
