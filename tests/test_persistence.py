@@ -640,6 +640,29 @@ def test_bounded_cache_evicts_and_reloads(store: Any) -> None:
         assert tx.root["many"][5].value == -5
 
 
+def test_eviction_keeps_the_identity_of_objects_a_program_holds(store: Any) -> None:
+    """A ghost that the program still references stays in the cache: loading its id again gives
+    that very object, never a second one."""
+    db = store.open()
+    with db.transaction() as tx:
+        tx.root["held"] = PersistentList(Item(str(i), i) for i in range(10))
+        tx.root["others"] = PersistentList(Item(str(i), i) for i in range(2_000))
+    db = store.reopen(db, cache_size=100)
+    with db.transaction() as tx:
+        held = tx.root["held"][5]
+        assert held.value == 5
+    for _ in range(2):
+        # Each transaction starts by evicting the least recently used: the list "held" and its
+        # items become ghosts, and `held` is then referenced by this test alone.
+        with db.transaction() as tx:
+            assert sum(item.value for item in tx.root["others"]) == sum(range(2_000))
+    assert held._p_status == "ghost"
+    with db.transaction() as tx:
+        assert tx.get(held._p_oid) is held
+        assert tx.root["held"][5] is held
+        assert held.value == 5
+
+
 def test_bounded_cache_keeps_uncommitted_changes(store: Any) -> None:
     """Eviction never drops a changed object's state before its transaction commits."""
     db = store.open()
