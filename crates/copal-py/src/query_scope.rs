@@ -25,8 +25,9 @@ pub struct QueryScope {
     /// `field_defaults(names)` of python/copal/evolution.py, or None when queries read the
     /// stored fields only (the `copal query` command, which has no application classes).
     field_defaults: Option<Py<PyAny>>,
-    /// What `field_defaults` gave for each field name asked so far.
-    defaults_by_field: Mutex<HashMap<String, FieldDefaults>>,
+    /// What `field_defaults` gave for each field name asked so far: a query reads a few fields,
+    /// so a list searched by name is faster than a hashed map.
+    defaults_by_field: Mutex<Vec<(String, FieldDefaults)>>,
 }
 
 #[pymethods]
@@ -84,7 +85,7 @@ impl QueryScope {
     /// The defaults of field `name`, asked of Python at the first query that reads it. The lock
     /// is not held while Python runs: `field_defaults` may run queries of its own.
     fn defaults_of(&self, py: Python<'_>, field_defaults: &Py<PyAny>, name: &str) -> PyResult<FieldDefaults> {
-        let known = |by_field: &HashMap<String, FieldDefaults>| by_field.get(name).cloned();
+        let known = |by_field: &[(String, FieldDefaults)]| by_field.iter().find(|(field, _)| field == name).map(|(_, d)| Arc::clone(d));
         if let Some(defaults) = known(&self.defaults_by_field.lock().unwrap_or_else(PoisonError::into_inner)) {
             return Ok(defaults);
         }
@@ -92,6 +93,11 @@ impl QueryScope {
         let given: Vec<(String, String, Py<PyAny>)> = field_defaults.bind(py).call1((names,))?.extract()?;
         let defaults: FieldDefaults = Arc::new(given.into_iter().map(|(type_name, _, default)| (type_name, default)).collect());
         let mut by_field = self.defaults_by_field.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(Arc::clone(by_field.entry(name.to_owned()).or_insert(defaults)))
+        // Another thread may have asked meanwhile: the first answer stays.
+        if let Some(first) = known(&by_field) {
+            return Ok(first);
+        }
+        by_field.push((name.to_owned(), Arc::clone(&defaults)));
+        Ok(defaults)
     }
 }
