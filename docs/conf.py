@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# Document the copal of this checkout (python/), not another installed one.
-sys.path.insert(0, str(ROOT / "python"))
+# The site documents the installed copal: the checkout's own when it is installed in editable
+# mode (the development setup), a wheel's when the tests run against one (the sources are the
+# same). python/ alone cannot be imported: its compiled module is built by the install.
 
 project = "copal"
 author = "copal contributors"

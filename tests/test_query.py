@@ -118,3 +118,30 @@ def test_iteration_builds_objects_in_batches(store: Any) -> None:
         assert built["cache_misses"] == 1000  # one batch, not the 3,500 matches
         assert sum(1 for _ in results) == 3490
     assert built["cache_misses"] == 3500
+
+
+def test_query_is_generic_and_made_by_the_transaction(store: Any) -> None:
+    alias = copal.Query[Animal]
+    assert alias.__origin__ is copal.Query and alias.__args__ == (Animal,)
+    db = store.open()
+    _zoo(db)
+    with db.transaction() as tx:
+        animals = tx.query(Animal)
+        assert isinstance(animals, copal.Query) and isinstance(animals.where(legs=4), copal.Query)
+        assert "Query" in repr(type(animals))
+
+
+def test_a_query_sees_classes_registered_after_it_was_made(store: Any) -> None:
+    db = store.open()
+    _zoo(db)
+    with db.transaction() as tx:
+        animals = tx.query(Animal).where(legs=2)
+        assert sorted(a.name for a in animals) == ["kiwi", "owl"]
+
+        class Penguin(Bird):
+            pass
+
+        tx.root["zoo"].append(Penguin("penguin", 2))
+        # The query was made before Penguin existed: it runs with the registry as it is now.
+        assert sorted(a.name for a in animals) == ["kiwi", "owl", "penguin"]
+        assert animals.count() == 3

@@ -12,12 +12,14 @@ __all__ = ["Persistent", "PersistentList", "PersistentDict", "type_name_of", "re
 #: Stored type name (and former names) -> persistent class, filled as classes are defined.
 #: Loading resolves type names here first, then in already-imported modules; never by import.
 registry: dict[str, type] = {}
-# The binding finds classes by stored type name here; it is handed this dict (filled, never
-# replaced) and never imports this module.
-_core.install_hooks(registry=registry)
 
 #: Grows whenever ``registry`` changes, so that what is derived from it can be cached.
 registry_generation = [0]
+
+# The binding finds classes by stored type name here, and knows from the generation when what it
+# derived from them is stale; it is handed both (filled, never replaced) and never imports this
+# module.
+_core.install_hooks(registry=registry, registry_generation=registry_generation)
 
 T = TypeVar("T")
 K = TypeVar("K")

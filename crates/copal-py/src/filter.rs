@@ -33,7 +33,7 @@ impl From<FilterNode> for Filter {
     }
 }
 
-fn checked_path(path: Vec<String>) -> PyResult<Path> {
+pub(crate) fn checked_path(path: Vec<String>) -> PyResult<Path> {
     if path.is_empty() || path.iter().any(String::is_empty) {
         return Err(PyValueError::new_err(format!("invalid field path {:?}", path.join("."))));
     }
@@ -125,7 +125,8 @@ impl Filter {
 }
 
 impl Filter {
-    fn text(&self, py: Python<'_>) -> PyResult<String> {
+    /// The filter as `explain()` shows it.
+    pub(crate) fn text(&self, py: Python<'_>) -> PyResult<String> {
         let path = |path: &Path| path.join(".");
         let repr = |value: &Py<PyAny>| -> PyResult<String> { Ok(value.bind(py).repr()?.to_string()) };
         let joined = |items: &[Py<Filter>], word: &str| -> PyResult<String> {

@@ -3,25 +3,28 @@
 //! the package and the compiled module import in one direction only.
 //!
 //! Each module hands what it defines at the end of its own import (python/copal/errors.py its
-//! exception classes, persistent.py the class registry, evolution.py `Broken`, `BrokenObject`
-//! and `plan`, slots.py `stored_slots`, serialize.py `_loads_other`). `import copal` imports
-//! them all before it returns, so a program never meets a missing hook; code that imports
-//! `copal._core` alone gets a RuntimeError naming the module to import, never a wrong class.
+//! exception classes, persistent.py the class registry and its generation, evolution.py `Broken`, `BrokenObject`
+//! and `plan`, slots.py `stored_slots`, serialize.py `_loads_other`, query.py `_scope`).
+//! `import copal` imports them all before it returns, so a program never meets a missing hook;
+//! code that imports `copal._core` alone gets a RuntimeError naming the module to import, never
+//! a wrong class.
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyType};
+use pyo3::types::{PyDict, PyList, PyType};
 
 /// The exception classes of python/copal/errors.py that the binding raises, in `ERROR_NAMES`
 /// order.
 static ERRORS: PyOnceLock<Vec<Py<PyType>>> = PyOnceLock::new();
 static REGISTRY: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+static REGISTRY_GENERATION: PyOnceLock<Py<PyList>> = PyOnceLock::new();
 static BROKEN: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static BROKEN_OBJECT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static EVOLUTION_PLAN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static STORED_SLOTS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static LOADS_OTHER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static QUERY_SCOPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// The names of the exception classes `install_hooks(errors=...)` must hand over.
 pub(crate) const ERROR_NAMES: [&str; 9] = [
@@ -40,17 +43,19 @@ pub(crate) const ERROR_NAMES: [&str; 9] = [
 /// that every module hands its own. A hook already handed keeps its first value (a module
 /// imported again makes new objects, but the binding goes on with the ones it was given).
 #[pyfunction]
-#[pyo3(signature = (*, errors=None, registry=None, broken=None, broken_object=None, evolution_plan=None, stored_slots=None, loads_other=None))]
+#[pyo3(signature = (*, errors=None, registry=None, registry_generation=None, broken=None, broken_object=None, evolution_plan=None, stored_slots=None, loads_other=None, query_scope=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn install_hooks(
     py: Python<'_>,
     errors: Option<Bound<'_, PyDict>>,
     registry: Option<Bound<'_, PyDict>>,
+    registry_generation: Option<Bound<'_, PyList>>,
     broken: Option<Bound<'_, PyType>>,
     broken_object: Option<Bound<'_, PyType>>,
     evolution_plan: Option<Bound<'_, PyAny>>,
     stored_slots: Option<Bound<'_, PyAny>>,
     loads_other: Option<Bound<'_, PyAny>>,
+    query_scope: Option<Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     if let Some(errors) = errors {
         let classes = ERROR_NAMES
@@ -68,11 +73,13 @@ pub fn install_hooks(
         }
     }
     keep(py, &REGISTRY, registry);
+    keep(py, &REGISTRY_GENERATION, registry_generation);
     keep(py, &BROKEN, broken);
     keep(py, &BROKEN_OBJECT, broken_object);
     keep(py, &EVOLUTION_PLAN, evolution_plan);
     keep(py, &STORED_SLOTS, stored_slots);
     keep(py, &LOADS_OTHER, loads_other);
+    keep(py, &QUERY_SCOPE, query_scope);
     Ok(())
 }
 
@@ -119,6 +126,10 @@ handed_hook!(
     /// `copal.serialize._loads_other`: `copal.loads` of anything but a stream in bytes.
     loads_other: LOADS_OTHER, PyAny, "_loads_other", "copal.serialize"
 );
+handed_hook!(
+    /// `copal.query._scope(cls, only)`: the `QueryScope` of queries of a class.
+    query_scope: QUERY_SCOPE, PyAny, "_scope", "copal.query"
+);
 
 /// The class registry for a decoder: `copal.persistent.registry` (the persistent classes by
 /// stored type name; one dict, filled and never replaced), or before copal.persistent hands it
@@ -127,5 +138,14 @@ pub(crate) fn registry_for_decoding(py: Python<'_>) -> PyResult<Bound<'_, PyDict
     match REGISTRY.get(py) {
         Some(registry) => Ok(registry.bind(py).clone()),
         None => crate::allocation::dict(py),
+    }
+}
+
+/// `copal.persistent.registry_generation[0]`: grows whenever the class registry changes (0
+/// before copal.persistent hands it over).
+pub(crate) fn registry_generation(py: Python<'_>) -> PyResult<i64> {
+    match REGISTRY_GENERATION.get(py) {
+        Some(generation) => generation.bind(py).get_item(0)?.extract(),
+        None => Ok(0),
     }
 }

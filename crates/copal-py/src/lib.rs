@@ -27,6 +27,7 @@ mod pending;
 mod persistent;
 mod prefetch;
 mod query;
+mod query_object;
 mod query_scope;
 mod slots;
 mod pytypes;
@@ -47,6 +48,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<connection::Connection>()?;
     m.add_class::<filter::Filter>()?;
     m.add_class::<query_scope::QueryScope>()?;
+    m.add_class::<query_object::QueryObject>()?;
+    m.add_class::<query_object::Results>()?;
     m.add_class::<database::Store>()?;
     m.add("ROOT_OID", copal_core::format::ROOT_OID)?;
     m.add("DEFAULT_MAX_SIZE", standalone::DEFAULT_MAX_SIZE)?;

@@ -20,6 +20,8 @@ type FieldDefaults = Arc<Vec<(String, Py<PyAny>)>>;
 
 #[pyclass(frozen, module = "copal._core")]
 pub struct QueryScope {
+    /// The class registry's generation when the scope was made: a later one makes it stale.
+    pub(crate) generation: i64,
     pub(crate) type_names: Vec<String>,
     pub(crate) renamed: Renames,
     /// `field_defaults(names)` of python/copal/evolution.py, or None when queries read the
@@ -38,26 +40,13 @@ impl QueryScope {
     /// that a registered class gives a default.
     #[new]
     #[pyo3(signature = (type_names, renamed, field_defaults=None))]
-    fn new(type_names: Vec<String>, renamed: Vec<(String, String, String)>, field_defaults: Option<Py<PyAny>>) -> QueryScope {
+    fn new(py: Python<'_>, type_names: Vec<String>, renamed: Vec<(String, String, String)>, field_defaults: Option<Py<PyAny>>) -> PyResult<QueryScope> {
         let mut renames: HashMap<String, Vec<(String, String)>> = HashMap::new();
         for (type_name, old, new) in renamed {
             renames.entry(type_name).or_default().push((old, new));
         }
-        QueryScope { type_names, renamed: Arc::new(renames), field_defaults, defaults_by_field: Mutex::default() }
-    }
-
-    /// (stored type name, field, default) for the fields that `filter` and `order` read which
-    /// a class gives a default: records without such a field are read as holding it.
-    fn read_defaults<'py>(
-        &self,
-        py: Python<'py>,
-        filter: &Bound<'py, crate::filter::Filter>,
-        order: Vec<Vec<String>>,
-    ) -> PyResult<Vec<(String, String, Bound<'py, PyAny>)>> {
-        let mut paths = Vec::new();
-        filter.get().collect_paths(&mut paths);
-        paths.extend(order);
-        self.defaults_for(py, paths.iter())
+        let generation = crate::hooks::registry_generation(py)?;
+        Ok(QueryScope { generation, type_names, renamed: Arc::new(renames), field_defaults, defaults_by_field: Mutex::default() })
     }
 }
 

@@ -33,6 +33,8 @@ use crate::stats::SharedStats;
 use loading::collect_references;
 use sinks::ReadOnlySink;
 use thread::{without_gil, Guarded};
+
+pub(crate) use query::{run as run_query, Request as QueryRequest, ITERATION_BATCH};
 pub(crate) use query::{declared_index, IndexArgs};
 
 
@@ -381,7 +383,7 @@ impl Connection {
 
     /// The objects with ids `oids`, in that order, loading the ghosts among them in one sweep
     /// (raises DanglingReference for an id without a record).
-    fn load_many<'py>(&self, py: Python<'py>, oids: Vec<u64>) -> PyResult<Bound<'py, PyList>> {
+    pub(crate) fn load_many<'py>(&self, py: Python<'py>, oids: Vec<u64>) -> PyResult<Bound<'py, PyList>> {
         let _pause = GcPause::new(py);
         let objects = oids.iter().map(|oid| self.object_for(py, *oid)).collect::<PyResult<Vec<_>>>()?;
         let mut ghosts: Vec<(u64, Bound<'_, PyAny>)> = Vec::new();

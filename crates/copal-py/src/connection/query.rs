@@ -22,20 +22,20 @@ use crate::query_scope::QueryScope;
 
 /// How many results of an iterated query are built at once: a loop that stops early builds only
 /// what it consumed, plus the rest of its batch.
-pub(super) const ITERATION_BATCH: usize = 1000;
+pub(crate) const ITERATION_BATCH: usize = 1000;
 
 /// A query as `Connection.query` receives it (its documentation describes each part).
-pub(super) struct Request<'a, 'py> {
-    pub(super) scope: &'a QueryScope,
-    pub(super) filter: &'a Bound<'py, crate::filter::Filter>,
-    pub(super) order: Vec<(Vec<String>, bool)>,
-    pub(super) offset: usize,
-    pub(super) limit: Option<usize>,
-    pub(super) mode: &'a str,
+pub(crate) struct Request<'a, 'py> {
+    pub(crate) scope: &'a QueryScope,
+    pub(crate) filter: &'a Bound<'py, crate::filter::Filter>,
+    pub(crate) order: Vec<(Vec<String>, bool)>,
+    pub(crate) offset: usize,
+    pub(crate) limit: Option<usize>,
+    pub(crate) mode: &'a str,
 }
 
 /// Runs a query (`Connection.query`).
-pub(super) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) -> PyResult<Bound<'py, PyAny>> {
     let Request { scope, filter, order, offset, limit, mode } = request;
     let names = &scope.type_names;
     let py = slf.py();
