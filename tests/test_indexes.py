@@ -129,6 +129,11 @@ def test_unique_violation_writes_nothing(store: Any) -> None:
     with db.transaction() as tx:
         tx.add(Member(5000, email=None))
         tx.add(Member(5001, email=None))  # None keys are exempt from uniqueness
+    with db.transaction() as tx:
+        # A lookup of a key other than None finds at most one entry; of None, every one.
+        assert sorted(m.first for m in tx.query(Member).where(email=None)) == ["F5000", "F5001"]
+        assert len(tx.query(Member).where(email=None).all()) == 2
+        assert [m.first for m in tx.query(Member).where(email="m3@example.org").all()] == ["F3"]
 
 
 def test_index_declared_on_existing_data_is_built_kept_when_undeclared_and_dropped_when_declared_removed(store: Any) -> None:

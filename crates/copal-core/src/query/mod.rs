@@ -491,7 +491,7 @@ pub fn oids_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Re
 pub fn index_oids(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<Option<Vec<Oid>>, StoreError> {
     let access = access(snapshot, query)?;
     let overlay = Overlay::new(pending, query);
-    let Access::Index { def, ranges, exact: true, ordered, descending, sorted_fields, .. } = &access else { return Ok(None) };
+    let Access::Index { def, ranges, exact: true, ordered, descending, sorted_fields, single, .. } = &access else { return Ok(None) };
     if !overlay.records.is_empty() || !(query.order.is_empty() || *ordered) {
         return Ok(None);
     }
@@ -524,7 +524,8 @@ pub fn index_oids(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Resu
                 if kept(oid) {
                     oids.push(oid);
                 }
-                Ok(true)
+                // The entry after a single one lies outside the range: not read.
+                Ok(!*single)
             })?;
         }
         // Object-id order, as a scan gives them.

@@ -43,6 +43,9 @@ pub enum Access {
         fixed: usize,
         /// How conditions bound the field after the fixed ones, if they do.
         bounded: Option<Bound>,
+        /// The ranges hold at most one entry: the index is unique and equalities fix every
+        /// field to a value whose key is exact (never None, which unique indexes exempt).
+        single: bool,
     },
 }
 
@@ -353,7 +356,8 @@ pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[&str]) -> Acces
         let descending = ordered && query.order[0].1;
         let sorted_fields = fixed + query.order.len();
         if best.as_ref().is_none_or(|(s, _)| score > *s) {
-            let access = Access::Index { def: Arc::clone(def), ranges, ordered, sorted_fields, exact, descending, fixed, bounded };
+            let single = def.unique && exact && fixed == def.fields.len();
+            let access = Access::Index { def: Arc::clone(def), ranges, ordered, sorted_fields, exact, descending, fixed, bounded, single };
             best = Some((score, access));
         }
     }

@@ -147,11 +147,14 @@ impl Connection {
         ghosts: &mut Vec<(u64, Bound<'py, PyAny>)>,
         mut next: Option<&mut Vec<Bound<'py, PyAny>>>,
     ) -> PyResult<usize> {
+        if ghosts.is_empty() {
+            return Ok(0);
+        }
         ghosts.sort_unstable_by_key(|(oid, _)| *oid);
         ghosts.dedup_by_key(|(oid, _)| *oid);
         const CHUNK: usize = 4096;
         let mut buffer = Vec::new();
-        let mut spans = Vec::with_capacity(CHUNK);
+        let mut spans = Vec::with_capacity(ghosts.len().min(CHUNK));
         for chunk in ghosts.chunks(CHUNK) {
             let oids: Vec<u64> = chunk.iter().map(|(oid, _)| *oid).collect();
             buffer.clear();
