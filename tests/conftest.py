@@ -27,6 +27,21 @@ from helpers.pgserver import PgServer, start_server  # noqa: E402
 STORES = ["lmdb", "postgresql"]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak",
+        action="store_true",
+        help="run the fuzzing and concurrency tests at their long sizes (a nightly run) instead "
+        "of the sizes that keep the suite within its time budget",
+    )
+
+
+@pytest.fixture
+def soak(request: pytest.FixtureRequest) -> bool:
+    """Whether the run asked for the long sizes (``--soak``)."""
+    return bool(request.config.getoption("--soak"))
+
+
 class Store:
     """Opens copal databases on one location (a directory or a PostgreSQL URL) and closes
     whatever is still open at teardown."""

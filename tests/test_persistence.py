@@ -589,10 +589,10 @@ def test_corrupt_record_is_repairable(store: Any) -> None:
         assert tx.get(oid).name == "victim"
 
 
-def test_random_record_mutations_never_crash(store: Any) -> None:
+def test_random_record_mutations_never_crash(store: Any, soak: bool) -> None:
     """Byte flips, insertions and truncations of valid records, decoded in a child process so
     that a crash (a panic that aborts, a segfault, an unbounded allocation) fails this test
-    instead of killing the test run."""
+    instead of killing the test run: 800 mutations, 20,000 with ``--soak``."""
     db, _ = _corrupt_setup(store)
     with db.transaction() as tx:
         tx.root["rich"] = Holder(
@@ -603,7 +603,8 @@ def test_random_record_mutations_never_crash(store: Any) -> None:
             e=uuid.UUID(int=77),
         )
     store.close(db)
-    out = run_helper("fuzz_records.py", store.path, 1234, 3000, timeout=150)
+    mutations = 20_000 if soak else 800
+    out = run_helper("fuzz_records.py", store.path, 1234, mutations, timeout=mutations // 20 + 60)
     assert "ok" in out.splitlines()[-1], out
 
 
