@@ -1,9 +1,9 @@
 """Loaded instances are ordinary instances, whichever way their attributes were stored.
 
-On CPython 3.11, crates/copal-py/src/instance_values.rs writes decoded fields straight into the
-values array of the compact instance layout, once the first object of a descriptor has shown
-where each field goes; elsewhere, and whenever one of its conditions fails, fields are set with
-``PyObject_GenericSetAttr`` (docs/ARCHITECTURE.md "Decoded state goes into CPython's compact
+On CPython 3.11, crates/copal-py/src/cpython/v3_11/field_slots.rs writes decoded fields straight
+into the values array of the compact instance layout, once the first object of a descriptor has
+shown where each field goes; elsewhere, and whenever one of its conditions fails, fields are set
+with ``PyObject_GenericSetAttr`` (docs/ARCHITECTURE.md "Decoded state goes into CPython's compact
 instance layout"). Each test pins a way writing the layout directly could go wrong: a wrong
 insertion order, a stale key table, a class changed or an instance's ``__dict__`` materialized
 while decoding runs.

@@ -38,7 +38,7 @@ def transcoded(value: Any) -> bytes:
 
 
 #: Whether the writer reads dict tables and instance attributes in place (CPython 3.11,
-#: crates/copal-py/src/compact_layout.rs): it then sees what changes while it writes, and leaves
+#: crates/copal-py/src/cpython/v3_11/): it then sees what changes while it writes, and leaves
 #: some graphs to the transcoder that it writes itself elsewhere (by `PyDict_Next`).
 READS_IN_PLACE = sys.version_info[:2] == (3, 11) and sys.implementation.name == "cpython"
 
@@ -361,7 +361,7 @@ def test_version_1_documents_are_still_read(name: str) -> None:
 # --------------------------------------------------------------------------- instance attributes
 # CPython 3.11 keeps an instance's attributes in an inline values array until its __dict__ is
 # asked for, and the dict then made takes the array over; the writer and the binary encoder read
-# that array in both cases (crates/copal-py/src/dict_items.rs) and fall back to the dict
+# that array in both cases (crates/copal-py/src/cpython/v3_11/tables.rs) and fall back to the dict
 # otherwise. Every state must give the transcoder's document.
 
 

@@ -1826,7 +1826,7 @@ def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change
 @pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="inline values are read on CPython 3.11 only")
 def test_encoding_an_instance_does_not_make_its_dict() -> None:
     """CPython 3.11 keeps an instance's attributes in an inline values array until its
-    ``__dict__`` is asked for; the encoder reads them there (dict_items.rs ``ValuesFields``)
+    ``__dict__`` is asked for; the encoder reads them there (cpython/v3_11/tables.rs ``ValuesFields``)
     instead of having a dict made for every object it writes."""
     points = [Point(i, f"p{i}") for i in range(3)]
     assert not any(has_made_dict(point) for point in points)

@@ -31,7 +31,8 @@ use pyo3::PyTypeInfo;
 
 use crate::bytes_output::BytesOutput;
 use crate::classes::type_name_of;
-use crate::dict_items::{made_dict, Cursor, DictNext, DictTable, InstanceValues, MadeDict, Next, OwnArray, SlotItems};
+use crate::cpython::{made_dict, DictTable, InstanceValues, MadeDict, OwnArray};
+use crate::dict_items::{Cursor, DictNext, Next, SlotItems};
 use crate::encode::{self, generalized_utf8, object_dict, time_of_day_micros, tz_info, utf8_text, Builtin, Encoder, Kind};
 use crate::slots::SlotLayout;
 use crate::gc::GcPause;

@@ -15,6 +15,8 @@
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use crate::cpython;
+
 pub struct ListBuilder<'py> {
     list: Bound<'py, PyList>,
     /// The last object `extend_shared` stored and how many of its references in the list are not
@@ -75,12 +77,13 @@ impl<'py> ListBuilder<'py> {
     }
 
     /// Appends the items `next` gives until it gives None or the list has no room left, and
-    /// returns how many it appended (an error only where lists are appended to one by one: on
-    /// other interpreters than CPython 3.11). The items are values that lists repeat (small ints, shared
-    /// strings), whose reference counts are raised once per run of one object (`settle`)
-    /// rather than once per item; and the list's length is stored once at the end. What is left
-    /// per item is `next`, a store and a comparison: a loop over `push` paid for reloading the
-    /// length, and for increments of one count, each waiting on the one before.
+    /// returns how many it appended (an error only where lists are appended to one by one: where
+    /// `cpython::ADDS_REFERENCES_AT_ONCE` is false). The items are values that lists repeat
+    /// (small ints, shared strings), whose reference counts are raised once per run of one
+    /// object (`settle`, `cpython::add_references`) rather than once per item; and the list's
+    /// length is stored once at the end. What is left per item is `next`, a store and a
+    /// comparison: a loop over `push` pays for reloading the length, and for increments of one
+    /// count, each waiting on the one before.
     ///
     /// # Safety
     /// Something other than the list must keep each item alive until this builder's next `push`,
@@ -91,8 +94,8 @@ impl<'py> ListBuilder<'py> {
     where
         'py: 'a,
     {
-        #[cfg(all(Py_3_11, not(Py_3_12), not(PyPy), not(Py_LIMITED_API), not(py_sys_config = "Py_REF_DEBUG")))]
-        {
+        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+        if cpython::ADDS_REFERENCES_AT_ONCE {
             let list = self.list.as_ptr().cast::<pyo3::ffi::PyListObject>();
             // SAFETY: as in `store`, places from the list's length up to `allocated` are room;
             // the length is set to cover the places filled, as `store` does item by item.
@@ -116,38 +119,24 @@ impl<'py> ListBuilder<'py> {
                 }
                 self.uncounted = (run, run_length);
                 (*list).ob_base.ob_size = len + filled as pyo3::ffi::Py_ssize_t;
-                Ok(filled)
+                return Ok(filled);
             }
         }
-        #[cfg(not(all(Py_3_11, not(Py_3_12), not(PyPy), not(Py_LIMITED_API), not(py_sys_config = "Py_REF_DEBUG"))))]
-        {
-            let mut appended = 0;
-            while let Some(item) = next() {
-                self.push(item.clone())?;
-                appended += 1;
-            }
-            Ok(appended)
+        let mut appended = 0;
+        while let Some(item) = next() {
+            self.push(item.clone())?;
+            appended += 1;
         }
+        Ok(appended)
     }
 
     /// Counts the references `extend_shared` stored.
     pub fn settle(&mut self) {
         let (object, count) = std::mem::replace(&mut self.uncounted, (std::ptr::null_mut(), 0));
         if count > 0 {
-            // SAFETY: `object` is alive (`extend_shared`'s contract) and the list holds `count`
-            // references to it that it does not count: CPython 3.11 keeps a reference count as a
-            // plain Py_ssize_t (Include/object.h, Py_INCREF without Py_REF_DEBUG, which the
-            // gate of `extend_shared` excludes), so adding them at once is `count` Py_INCREFs.
-            #[cfg(all(Py_3_11, not(Py_3_12), not(PyPy), not(Py_LIMITED_API), not(py_sys_config = "Py_REF_DEBUG")))]
-            unsafe {
-                (*object).ob_refcnt += count
-            };
-            // Never reached: `extend_shared` leaves references uncounted on CPython 3.11 only.
-            #[cfg(not(all(Py_3_11, not(Py_3_12), not(PyPy), not(Py_LIMITED_API), not(py_sys_config = "Py_REF_DEBUG"))))]
-            for _ in 0..count {
-                // SAFETY: as above, one reference at a time.
-                unsafe { pyo3::ffi::Py_INCREF(object) };
-            }
+            // SAFETY: `object` is alive (`extend_shared`'s contract), the GIL is held, and the
+            // list holds `count` references to it that its reference count does not include.
+            unsafe { cpython::add_references(object, count) };
         }
     }
 

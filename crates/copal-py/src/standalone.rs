@@ -23,11 +23,11 @@ use pyo3::PyTypeInfo;
 use crate::allocation::{self, interned, ToPython};
 use crate::class_cache::Stamp;
 use crate::classes::{ClassCache, ClassName, ClassShape};
+use crate::cpython::FieldSlots;
 use crate::decode::{check_plain_class, DecodeInfo, Decoder, Resolver};
 use crate::encode::{field_kind_of, is_python_class, Encoder, Sink};
 use crate::errors::{corrupt, CorruptRecordError, SchemaError};
 use crate::gc::GcPause;
-use crate::instance_values::FieldSlots;
 use crate::hashing::IntMap;
 use crate::persistent::PersistentBase;
 use crate::strings::{StringCache, StringTable};
@@ -669,7 +669,7 @@ struct TableEntry {
     /// the class is not kept alive). A class found later under the name is checked every time.
     checked: OnceLock<(usize, Stamp)>,
     /// Where the fields go in the instances of the class the first decoding found
-    /// (instance_values.rs), offered to the decoder for that class only (`FieldSlots::is_for`).
+    /// (crate::cpython), offered to the decoder for that class only (`FieldSlots::is_for`).
     slots: OnceLock<Arc<FieldSlots>>,
 }
 

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use crate::hashing::IntMap;
 use crate::allocation;
+use crate::cpython::FieldSlots;
 use crate::errors::{corrupt, SchemaError};
-use crate::instance_values::FieldSlots;
 use crate::known_containers::KnownContainer;
 use crate::list_builder::ListBuilder;
 use crate::pytypes;

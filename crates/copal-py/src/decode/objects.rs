@@ -12,8 +12,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::allocation;
+use crate::cpython::FieldSlots;
 use crate::errors::SchemaError;
-use crate::instance_values::FieldSlots;
 use crate::known_containers::KnownContainer;
 use crate::pytypes;
 
@@ -150,7 +150,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     }
 
     /// `depth` is the depth of the field values: 0 for the fields of a record. `slots`, where
-    /// known, stores them without the lookups of `PyObject_GenericSetAttr` (instance_values.rs).
+    /// known, stores them without the lookups of `PyObject_GenericSetAttr` (crate::cpython).
     pub(super) fn set_fields(
         &mut self,
         r: &mut Reader<'_>,

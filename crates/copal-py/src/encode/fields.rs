@@ -7,7 +7,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
-use crate::dict_items::{made_dict, Changed, Cursor, DictTable, Holder, MadeDict, Next, OwnArray, ValuesFields};
+use crate::cpython::{made_dict, Changed, DictTable, Holder, MadeDict, OwnArray, ValuesFields};
+use crate::dict_items::{Cursor, Next};
 use crate::persistent::instance_dict;
 use crate::slots::SlotFields;
 

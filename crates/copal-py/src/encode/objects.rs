@@ -9,7 +9,7 @@ use pyo3::types::{PyByteArray, PyDict, PyType};
 use pyo3::PyTypeInfo;
 
 use crate::classes::{type_name_of, ClassShape};
-use crate::dict_items::{MadeDict, OwnArray, ValuesFields};
+use crate::cpython::{MadeDict, OwnArray, ValuesFields};
 use crate::persistent::{instance_dict, PersistentBase};
 use crate::slots::SlotFields;
 

@@ -1,9 +1,7 @@
 //! CPython 3.11's private structures of dicts and of instances with a managed dict, as
-//! Include/internal/pycore_dict.h and pycore_object.h of 3.11 define them, for the code that
-//! reads or writes them directly: the decoder's field stores (instance_values.rs) and the JSON
-//! writer's reads (dict_items.rs). The layouts change in 3.12 and 3.13, so this module exists
-//! for 3.11 only, and each user has a generic path elsewhere.
-#![cfg(all(Py_3_11, not(Py_3_12), not(PyPy), not(Py_LIMITED_API)))]
+//! Include/internal/pycore_dict.h and pycore_object.h of 3.11 define them: the struct mirrors,
+//! constants and offsets that the rest of this module reads and writes through. The layouts
+//! change in 3.12 and 3.13, so nothing outside `cpython::v3_11` uses them.
 
 use pyo3::ffi;
 
