@@ -15,10 +15,6 @@ from .persistent import registry, registry_generation, type_name_of
 
 __all__ = ["Query", "Expr", "Field", "field"]
 
-#: The filter of a query without conditions (filters are typed trees made in Rust:
-#: crates/copal-py/src/filter.rs).
-_ALL = _core.Filter.everything()
-
 
 class Expr:
     """A condition on stored objects; combine with ``&``, ``|`` and ``~``."""

@@ -108,12 +108,6 @@ impl Filter {
         FilterNode::Not(item).into()
     }
 
-    /// Whether this is the filter of a query without conditions.
-    #[getter]
-    fn is_everything(&self) -> bool {
-        matches!(self.node, FilterNode::Everything)
-    }
-
     /// The filter as `explain()` shows it.
     fn describe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
         crate::allocation::str(py, &self.text(py)?)
