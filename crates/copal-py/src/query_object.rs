@@ -52,10 +52,6 @@ impl QueryObject {
         }
     }
 
-    fn derived(py: Python<'_>, state: QueryObject) -> PyResult<Bound<'_, QueryObject>> {
-        Bound::new(py, state)
-    }
-
     /// The scope of queries of `cls` as the class registry stands now.
     fn scope_of<'py>(py: Python<'py>, cls: &Bound<'py, PyType>, only: bool) -> PyResult<Bound<'py, QueryScope>> {
         Ok(crate::hooks::query_scope(py)?.call1((cls, only))?.cast_into::<QueryScope>()?)
@@ -164,7 +160,7 @@ impl QueryObject {
             1 => nodes.pop().expect("one node"),
             _ => Py::new(py, Filter::from(FilterNode::All(nodes)))?,
         };
-        QueryObject::derived(py, QueryObject { node, ..this.with(py) })
+        Bound::new(py, QueryObject { node, ..this.with(py) })
     }
 
     /// Sorts by these paths (appended to any earlier order). Values of different kinds sort
@@ -175,26 +171,26 @@ impl QueryObject {
         for path in paths.iter() {
             state.order.push((path_of(&path)?, descending));
         }
-        QueryObject::derived(slf.py(), state)
+        Bound::new(slf.py(), state)
     }
 
     /// At most `n` results.
     fn limit<'py>(slf: &Bound<'py, Self>, n: i64) -> PyResult<Bound<'py, QueryObject>> {
         let n = usize::try_from(n).map_err(|_| PyValueError::new_err("limit must be >= 0"))?;
-        QueryObject::derived(slf.py(), QueryObject { limit: Some(n), ..slf.get().with(slf.py()) })
+        Bound::new(slf.py(), QueryObject { limit: Some(n), ..slf.get().with(slf.py()) })
     }
 
     /// Skips the first `n` results.
     fn offset<'py>(slf: &Bound<'py, Self>, n: i64) -> PyResult<Bound<'py, QueryObject>> {
         let n = usize::try_from(n).map_err(|_| PyValueError::new_err("offset must be >= 0"))?;
-        QueryObject::derived(slf.py(), QueryObject { offset: n, ..slf.get().with(slf.py()) })
+        Bound::new(slf.py(), QueryObject { offset: n, ..slf.get().with(slf.py()) })
     }
 
     /// Objects of exactly `cls`, not of its subclasses.
     fn only<'py>(slf: &Bound<'py, Self>, cls: Bound<'py, PyType>) -> PyResult<Bound<'py, QueryObject>> {
         let py = slf.py();
         let scope = QueryObject::scope_of(py, &cls, true)?.unbind();
-        QueryObject::derived(py, QueryObject { cls: cls.unbind(), only: true, scope, ..slf.get().with(py) })
+        Bound::new(py, QueryObject { cls: cls.unbind(), only: true, scope, ..slf.get().with(py) })
     }
 
     /// The first result (in `order_by` order, else in object-id order), or None.
