@@ -133,7 +133,7 @@ def _compare(expected: copal.Database, actual: copal.Database) -> int:
 
 @pytest.mark.parametrize(
     ("format", "compress"),
-    [("copal", None), ("copal", "zstd"), ("json", None), ("json", "gzip"), ("xml", None), ("xml", "zstd")],
+    [("copal", None), ("copal", "zstd"), ("json", None), ("json", "gzip"), ("xml", None), ("xml", "zstd"), ("copal", "lz4")],
 )
 def test_every_format_round_trips_the_database_exactly(tmp_path: Path, format: str, compress: str | None) -> None:
     source = copal.open(tmp_path / "source")

@@ -578,13 +578,13 @@ def build_parser() -> argparse.ArgumentParser:
         "stays constant): descriptors, removed-field declarations, index definitions and every "
         "record with its oid. copal import recreates it exactly. Formats (docs/EXPORT.md): copal "
         "(binary, compact), json (JSON Lines, one document per line) and xml. --compress wraps the "
-        "whole export in standard zstd or gzip. With --type, only those types' objects are "
+        "whole export in standard zstd, gzip or LZ4. With --type, only those types' objects are "
         "exported, and references to other objects stay as ids (copal verify reports them after "
         "an import). A progress bar is drawn on a terminal; --json prints the counts (on stderr "
         "when the export goes to stdout).",
     )
     export.add_argument("--format", choices=["copal", "json", "xml"], default="copal", help="encoding (default copal, binary)")
-    export.add_argument("--compress", choices=["zstd", "gzip"], help="compress the export")
+    export.add_argument("--compress", choices=["zstd", "gzip", "lz4"], help="compress the export")
     export.add_argument("--level", type=int, help="compression level (zstd 1-22, default 3; gzip 0-9, default 6)")
     export.add_argument("--class", "--type", dest="type_names", metavar="TYPE", action="append",
                         help="export only this class's objects, by stored type name (repeatable)")

@@ -220,8 +220,8 @@ class Database:
             out: a path, or a binary file object (``write`` is called a megabyte at a time).
             format: ``"copal"`` (binary, compact), ``"json"`` (JSON Lines: one JSON document
                 per line) or ``"xml"``; docs/EXPORT.md specifies all three.
-            compress: ``"zstd"``, ``"gzip"`` or ``(codec, level)``: compresses the whole
-                export (standard frames that zstd and gzip tools read).
+            compress: ``"zstd"``, ``"gzip"``, ``"lz4"`` or ``(codec, level)``: compresses
+                the whole export (standard frames that the zstd, gzip and lz4 tools read).
             classes: classes (or stored type names) whose objects alone are exported;
                 references to other objects stay as ids. Default: everything, with the root.
             progress: ``progress(what, done, total)``; default: the database's (a bar on a

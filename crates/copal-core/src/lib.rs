@@ -5,6 +5,7 @@
 pub mod format;
 pub mod query;
 pub mod store;
+pub mod stream;
 pub mod text;
 
 pub use format::{DecodeError, Descriptor, Oid, Value};

@@ -88,9 +88,9 @@ fn table(vectors: &[Vector]) -> Table {
     )
 }
 
-/// The name of a `DecodeError` variant, which is the error kind of FORMAT.md section 1.
+/// The error kind of FORMAT.md section 1.
 fn kind(error: &DecodeError) -> String {
-    format!("{error:?}").chars().take_while(char::is_ascii_alphanumeric).collect()
+    error.kind().to_owned()
 }
 
 /// What decoding produced: the JSON of the decoded value and its re-encoding, or an error kind

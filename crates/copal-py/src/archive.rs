@@ -2,12 +2,15 @@
 //! one descriptor table for all of them and an offset index, so that value `k` is decoded
 //! without reading any other (`copal.pack_many`, `copal.Archive`).
 //!
-//! The header, descriptor table and compression are those of streams (standalone.rs); each value
-//! is a standalone value with its own memo.
+//! The container (header, compression, index) is copal_core::stream::archive's; the table is read
+//! as streams read theirs (standalone.rs), and each value is a standalone value with its own memo.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
-use copal_core::format::{DecodeError, Reader, Writer};
+use copal_core::format::{Reader, Writer};
+use copal_core::stream::archive::{index_bytes, ArchiveIndex, ARCHIVE, ARCHIVE_VERSION};
+use copal_core::stream::{Header, DEFAULT_MAX_SIZE};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
@@ -16,19 +19,10 @@ use pyo3::types::{PyBytes, PyDict, PyInt, PySlice};
 use crate::allocation::{self, interned, ToPython};
 use crate::decode::Decoder;
 use crate::encode::Encoder;
-use crate::errors::{corrupt, CorruptRecordError};
+use crate::errors::{stream_error, CorruptRecordError};
 use crate::gc::GcPause;
 use crate::list_builder::ListBuilder;
-use crate::standalone::{checked_max_size, decompress, DEFAULT_MAX_SIZE, framed, read_header, read_table, Body, Container, Header, Entry, StreamResolver, StreamSink};
-
-/// Archives have one version; their values never share strings (docs/STREAM.md section 10).
-const ARCHIVE_VERSION: u8 = 1;
-const ARCHIVE: Container = Container { name: "archive", magic: *b"CPA1", newest_version: ARCHIVE_VERSION, extra_flags: WIDE_OFFSETS };
-
-/// Archive flag: index offsets are u64 (else u32).
-const WIDE_OFFSETS: u8 = 0x04;
-/// The section ends with the value count as a u64.
-const COUNT_SIZE: usize = size_of::<u64>();
+use crate::standalone::{checked_compression, checked_max_size, decompress, framed, read_table, Entry, StreamResolver, StreamSink};
 
 /// `copal.pack_many` without the argument handling: the archive of the values of `objects`.
 #[pyfunction]
@@ -55,23 +49,12 @@ pub fn pack_many_raw<'py>(
             ends.push(values.len());
         }
     }
+    let compression = checked_compression(compression, level)?;
     let mut head = Writer::new();
     head.varint(u64::from(sink.count));
-    let first = head.buf.len() + sink.table.buf.len();
-    let index_start = first + values.len();
-    let wide = u32::try_from(index_start).is_err();
-    let mut index = Writer::new();
-    for offset in std::iter::once(0).chain(ends).map(|end| (first + end) as u64) {
-        if wide {
-            index.bytes(&offset.to_le_bytes());
-        } else {
-            index.bytes(&(offset as u32).to_le_bytes());
-        }
-    }
-    let count = (index.buf.len() / if wide { 8 } else { 4 } - 1) as u64;
-    let flags = if wide { WIDE_OFFSETS } else { 0 };
-    let parts: [&[u8]; 5] = [&head.buf, &sink.table.buf, &values, &index.buf, &count.to_le_bytes()];
-    framed(py, &ARCHIVE, ARCHIVE_VERSION, flags, &parts, compression, level)
+    let (flags, index) = index_bytes(head.buf.len() + sink.table.buf.len(), values.len(), &ends);
+    let parts: [&[u8]; 4] = [&head.buf, &sink.table.buf, &values, &index];
+    framed(py, &ARCHIVE, ARCHIVE_VERSION, flags, &parts, compression)
 }
 
 /// Where an archive's bytes live. Fields are never mutated after construction.
@@ -109,56 +92,26 @@ enum Data {
 ///     >>> archive[-2], list(archive)
 ///     (('b', 2), ['a', ('b', 2), {'c'}])
 //
-// Invariants, established by `open`: `section` lies within the data; the descriptor table
-// ends at `values_start`; the index of `len + 1` offsets of `width` bytes starts at
-// `index_start` and ends 8 bytes before the section; its last offset is `index_start`. The
-// other offsets are only checked when read (`value_range`), so opening costs O(table), not
-// O(values).
+// Invariant, established by `open`: `section` lies within the data, and `index` is its index
+// (`ArchiveIndex::new`).
 #[pyclass(module = "copal", name = "Archive", frozen, sequence)]
 pub struct Archive {
     data: Data,
     section: Range<usize>,
     entries: Vec<Entry>,
     registry: Py<PyDict>,
-    values_start: usize,
-    index_start: usize,
-    width: usize,
-    len: usize,
+    index: ArchiveIndex,
 }
 
 impl Archive {
     /// The section (decompressed if the archive is compressed).
     fn bytes<'a>(&'a self, py: Python<'a>) -> &'a [u8] {
-        &self.bytes_all(py)[self.section.clone()]
-    }
-
-    fn offset(&self, section: &[u8], i: usize) -> u64 {
-        let at = self.index_start + i * self.width;
-        let raw = &section[at..at + self.width];
-        if self.width == 8 {
-            u64::from_le_bytes(raw.try_into().expect("8 bytes"))
-        } else {
-            u64::from(u32::from_le_bytes(raw.try_into().expect("4 bytes")))
-        }
-    }
-
-    /// The bytes of value `k` (`k < len`), checked against the section's layout.
-    fn value_range(&self, section: &[u8], k: usize) -> PyResult<Range<usize>> {
-        let (start, end) = (self.offset(section, k), self.offset(section, k + 1));
-        let bounds = self.values_start as u64..=self.index_start as u64;
-        if !bounds.contains(&start) || !bounds.contains(&end) || start > end {
-            return Err(CorruptRecordError::new_err(format!(
-                "corrupt archive: the index gives value {k} the bytes {start}..{end}, outside the values \
-                 ({}..{})",
-                self.values_start, self.index_start
-            )));
-        }
-        Ok(start as usize..end as usize)
+        &bytes_of(&self.data, py)[self.section.clone()]
     }
 
     fn get<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Bound<'py, PyAny>> {
         let section = self.bytes(py);
-        let range = self.value_range(section, k)?;
+        let range = self.index.value_range(section, k).map_err(|e| CorruptRecordError::new_err(e.to_string()))?;
         let resolver = StreamResolver::new(self.registry.bind(py).clone(), &self.entries);
         let what = || format!("archive value {k}");
         let mut r = Reader::new(&section[range]);
@@ -166,65 +119,38 @@ impl Archive {
         value
     }
 
-    fn open(py: Python<'_>, data: Data, max_size: usize) -> PyResult<Archive> {
+    fn open(py: Python<'_>, data_given: Data, max_size: usize) -> PyResult<Archive> {
         let registry = crate::hooks::registry_for_decoding(py)?.unbind();
-        let mut archive = Archive { data, section: 0..0, entries: Vec::new(), registry, values_start: 0, index_start: 0, width: 0, len: 0 };
-        let whole = archive.bytes_all(py);
-        let Header { flags, payload, .. } = read_header(whole, &ARCHIVE)?;
-        let payload_at = whole.len() - payload.len();
-        let (section_range, owned) = match decompress(py, flags, payload, max_size)? {
-            Body::Borrowed(_) => (payload_at..whole.len(), None),
-            Body::Owned(v) => (0..v.len(), Some(v)),
-            Body::Python(b) => (0..b.as_bytes().len(), Some(b.as_bytes().to_vec())),
+        let whole = bytes_of(&data_given, py);
+        let Header { flags, payload, .. } = Header::read(whole, &ARCHIVE).map_err(stream_error)?;
+        let (payload_at, whole_len) = (whole.len() - payload.len(), whole.len());
+        let (data, section) = match decompress(py, flags, payload, max_size)? {
+            Cow::Borrowed(_) => (None, payload_at..whole_len),
+            Cow::Owned(section) => {
+                let len = section.len();
+                (Some(Data::Owned(section)), 0..len)
+            }
         };
-        if let Some(section) = owned {
-            archive.data = Data::Owned(section);
-        }
-        archive.section = section_range;
-        archive.width = if flags & WIDE_OFFSETS != 0 { 8 } else { 4 };
-        let section = archive.bytes(py);
-        let mut r = Reader::new(section);
+        let data = data.unwrap_or(data_given);
+        let bytes = &bytes_of(&data, py)[section.clone()];
+        let mut r = Reader::new(bytes);
         let entries = read_table(&mut r, py, ARCHIVE_VERSION, "archive descriptor table")?;
-        let values_start = r.position();
-        let layout = layout(section, values_start, archive.width).map_err(|e| corrupt("archive index", e))?;
-        archive.entries = entries;
-        archive.values_start = values_start;
-        (archive.index_start, archive.len) = layout;
-        let section = archive.bytes(py);
-        if archive.offset(section, archive.len) != archive.index_start as u64 {
-            return Err(corrupt("archive index", DecodeError::OutOfRange { offset: archive.index_start, what: "last offset" }));
-        }
-        Ok(archive)
-    }
-
-    /// All the bytes held: the whole archive, or the decompressed section.
-    fn bytes_all<'a>(&'a self, py: Python<'a>) -> &'a [u8] {
-        match &self.data {
-            Data::Bytes(bytes) => bytes.bind(py).as_bytes(),
-            // SAFETY: the buffer is a read-only mapping held (with its mmap object) as long as
-            // `self`, so the pointer stays valid for `len_bytes` bytes; it is C-contiguous
-            // (checked in `new`). Another process truncating the file while it is mapped would
-            // fault on access, as with any memory-mapped file (LMDB has the same rule).
-            Data::Mapped { buffer, .. } => unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const u8, buffer.len_bytes()) },
-            Data::Owned(section) => section,
-        }
+        let index = ArchiveIndex::new(bytes, r.position(), flags).map_err(stream_error)?;
+        Ok(Archive { data, section, entries, registry, index })
     }
 }
 
-/// The start of the index and the value count of a section whose values start at
-/// `values_start`, from the count at its end (docs/STREAM.md section 10).
-fn layout(section: &[u8], values_start: usize, width: usize) -> Result<(usize, usize), DecodeError> {
-    let trailer = section.len().checked_sub(COUNT_SIZE).filter(|&at| at >= values_start);
-    let Some(trailer) = trailer else {
-        return Err(DecodeError::Truncated { offset: section.len(), needed: values_start + COUNT_SIZE - section.len() });
-    };
-    let count = u64::from_le_bytes(section[trailer..].try_into().expect("8 bytes"));
-    let room = ((trailer - values_start) / width) as u64;
-    if count >= room {
-        return Err(DecodeError::LengthTooLarge { offset: trailer, length: count });
+/// All the bytes held: the whole archive, or the decompressed section.
+fn bytes_of<'a>(data: &'a Data, py: Python<'a>) -> &'a [u8] {
+    match data {
+        Data::Bytes(bytes) => bytes.bind(py).as_bytes(),
+        // SAFETY: the buffer is a read-only mapping held (with its mmap object) as long as
+        // `data`, so the pointer stays valid for `len_bytes` bytes; it is C-contiguous
+        // (checked in `new`). Another process truncating the file while it is mapped would
+        // fault on access, as with any memory-mapped file (LMDB has the same rule).
+        Data::Mapped { buffer, .. } => unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const u8, buffer.len_bytes()) },
+        Data::Owned(section) => section,
     }
-    let count = count as usize;
-    Ok((trailer - (count + 1) * width, count))
 }
 
 #[pymethods]
@@ -271,12 +197,12 @@ impl Archive {
     }
 
     fn __len__(&self) -> usize {
-        self.len
+        self.index.len()
     }
 
     fn __getitem__<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         if key.is_instance_of::<PyInt>() {
-            let len = self.len as i128;
+            let len = self.index.len() as i128;
             // An int beyond i128 is out of range like any other.
             let k = key.extract::<i128>().unwrap_or(i128::MAX);
             let k = if k < 0 { k + len } else { k };
@@ -286,7 +212,7 @@ impl Archive {
             return self.get(py, k as usize);
         }
         if let Ok(slice) = key.cast::<PySlice>() {
-            let indices = slice.indices(self.len as isize)?;
+            let indices = slice.indices(self.index.len() as isize)?;
             let _gc = GcPause::new(py);
             let mut values = Vec::with_capacity(indices.slicelength);
             let mut k = indices.start;
@@ -304,7 +230,7 @@ impl Archive {
     }
 
     fn __repr__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        format!("<copal.Archive of {} values>", self.len).to_python(py)
+        format!("<copal.Archive of {} values>", self.index.len()).to_python(py)
     }
 }
 
@@ -324,8 +250,9 @@ impl ArchiveIter {
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let archive = self.archive.get();
         let k = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if k >= archive.len {
-            self.next.store(archive.len, std::sync::atomic::Ordering::Relaxed);
+        let len = archive.index.len();
+        if k >= len {
+            self.next.store(len, std::sync::atomic::Ordering::Relaxed);
             return Ok(None);
         }
         archive.get(py, k).map(Some)

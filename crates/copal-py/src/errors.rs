@@ -105,6 +105,11 @@ pub fn corrupt(what: impl std::fmt::Display, error: DecodeError) -> PyErr {
     CorruptRecordError::new_err(format!("corrupt {what}: {error}"))
 }
 
+/// The Python exception of a stream or archive that does not read: damaged or foreign input.
+pub fn stream_error(error: copal_core::stream::StreamError) -> PyErr {
+    CorruptRecordError::new_err(error.to_string())
+}
+
 /// The Python exception of a text document (`format`: "JSON" or "XML") that does not read:
 /// every kind of `TextError` is damaged or foreign input.
 pub fn text_error(format: &str, error: TextError) -> PyErr {

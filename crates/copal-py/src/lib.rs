@@ -51,7 +51,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<query_object::Results>()?;
     m.add_class::<database::Store>()?;
     m.add("ROOT_OID", copal_core::format::ROOT_OID)?;
-    m.add("DEFAULT_MAX_SIZE", standalone::DEFAULT_MAX_SIZE)?;
+    m.add("DEFAULT_MAX_SIZE", copal_core::stream::DEFAULT_MAX_SIZE)?;
     m.add_function(wrap_pyfunction!(standalone::dumps_raw, m)?)?;
     m.add_function(wrap_pyfunction!(standalone::loads, m)?)?;
     m.add_function(wrap_pyfunction!(standalone::loads_raw, m)?)?;

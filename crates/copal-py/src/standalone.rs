@@ -6,65 +6,34 @@
 //! a `Resolver` that serves it while decoding) and the optional compression of the payload.
 //! Persistent objects are written by value, so a stream never refers to a database.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
-use copal_core::format::{read_field_kinds, DecodeError, FieldKind, Reader, TzInfo, Writer};
+use copal_core::format::{DecodeError, FieldKind, Reader, TzInfo, Writer};
+use copal_core::stream::{compression, Compression, Container, Frame, Header, StreamTable, COPIES_AND_SCALAR_SUBCLASSES_VERSION, SHARED_STRINGS_VERSION, STREAM, TYPED_OBJECTS_VERSION};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyTzInfo, PyType};
 use pyo3::PyTypeInfo;
 
-use crate::allocation::{self, interned, ToPython};
 use crate::class_cache::Stamp;
 use crate::classes::{ClassCache, ClassName, ClassShape};
 use crate::cpython::FieldSlots;
 use crate::decode::{check_plain_class, DecodeInfo, Decoder, Resolver};
 use crate::encode::{field_kind_of, is_python_class, Encoder, Sink};
-use crate::errors::{corrupt, CorruptRecordError, SchemaError};
+use crate::errors::{corrupt, stream_error, CorruptRecordError, SchemaError};
 use crate::gc::GcPause;
 use crate::hashing::IntMap;
 use crate::persistent::PersistentBase;
 use crate::strings::{StringCache, StringTable};
 
-/// The first bytes of every stream (docs/STREAM.md section 2).
-pub const MAGIC: [u8; 4] = *b"CPL1";
-/// The newest stream version this build reads and writes: version 1 with shared strings (STRREF,
-/// since version 2), objects with untagged fields (TYPED_OBJECT and OBJECT_LIST, since version
-/// 3), superseded copies of tuples and frozensets that contain themselves (SUPERSEDED_TUPLE
-/// and SUPERSEDED_FROZENSET) and SUBCLASS values of scalar bases (both since version 4;
-/// docs/STREAM.md section 5). Older versions are read too.
-const STREAM_VERSION: u8 = COPIES_AND_SCALAR_SUBCLASSES_VERSION;
-/// The first version whose values share strings.
-const SHARED_STRINGS_VERSION: u8 = 2;
-/// The first version whose descriptors have field kinds and whose values have typed objects.
-const TYPED_OBJECTS_VERSION: u8 = 3;
-/// The first version whose values may have superseded copies and SUBCLASS values of scalar
-/// bases. A stream without either is written as version 3, which copal releases before version
-/// 4 read (docs/STREAM.md section 8).
-const COPIES_AND_SCALAR_SUBCLASSES_VERSION: u8 = 4;
-const VERSION_OFFSET: usize = MAGIC.len();
-const FLAGS_OFFSET: usize = VERSION_OFFSET + 1;
-
-/// Stream flags: the low two bits name the compression of the payload, the others are reserved.
-const COMPRESSION_MASK: u8 = 0x03;
-pub const COMPRESSION_NONE: u8 = 0;
-pub const COMPRESSION_ZSTD: u8 = 1;
-pub const COMPRESSION_GZIP: u8 = 2;
-pub const COMPRESSION_LZ4: u8 = 3;
-
 /// Descriptor-entry flags: the descriptor is a persistent class stored by value.
 use copal_core::text::PERSISTENT as DESCRIPTOR_PERSISTENT;
-
-const DEFAULT_ZSTD_LEVEL: i32 = 3;
-const DEFAULT_GZIP_LEVEL: i32 = 6;
-/// zlib's window-bits value selecting the gzip container (RFC 1952) with a 32 KiB window.
-pub(crate) const GZIP_WBITS: i32 = 31;
 
 // -- writing ------------------------------------------------------------------------------------
 
@@ -138,7 +107,7 @@ impl Sink for StreamSink {
 /// `copal.dumps` without the argument handling: `obj` as a stream whose payload is compressed
 /// with `compression` (0 none, 1 zstd, 2 gzip) at `level` (the codec's default if None).
 #[pyfunction]
-#[pyo3(signature = (obj, compression = COMPRESSION_NONE, level = None))]
+#[pyo3(signature = (obj, compression = compression::NONE, level = None))]
 pub fn dumps_raw<'py>(
     py: Python<'py>,
     obj: &Bound<'py, PyAny>,
@@ -147,7 +116,7 @@ pub fn dumps_raw<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let mut body = encode_body(py, obj, true)?;
     let parts: Vec<&[u8]> = body.parts.iter().map(Vec::as_slice).collect();
-    let stream = framed(py, &STREAM, body.version, 0, &parts, compression, level);
+    let stream = framed(py, &STREAM, body.version, 0, &parts, checked_compression(compression, level)?);
     // The value's buffer came from `Writer::reusing` (`encode_body`).
     Writer::recycle(body.parts.pop().unwrap_or_default());
     stream
@@ -197,75 +166,54 @@ pub(crate) fn encode_body(py: Python<'_>, obj: &Bound<'_, PyAny>, newest: bool) 
     Ok(EncodedBody { version, parts })
 }
 
-/// The concatenation of `parts` compressed with `compression` (a level checked by
-/// `checked_level`), or None for no compression.
-pub(crate) fn compress(py: Python<'_>, parts: &[&[u8]], compression: u8, level: i32) -> PyResult<Option<Vec<u8>>> {
-    let len: usize = parts.iter().map(|part| part.len()).sum();
-    match compression {
-        COMPRESSION_NONE => Ok(None),
-        COMPRESSION_ZSTD => {
-            let source = parts.iter().fold(Box::new(std::io::empty()) as Box<dyn Read + Send + '_>, |acc, part| Box::new(acc.chain(*part)));
-            let out = py.detach(|| zstd::stream::compress_sized(source, level, len as u64));
-            Ok(Some(out.map_err(|e| PyRuntimeError::new_err(format!("zstd compression failed: {e}")))?))
-        }
-        COMPRESSION_LZ4 => {
-            let out = py.detach(|| {
-                // The frame records the content size, as copal's zstd frames do.
-                let info = lz4_flex::frame::FrameInfo::new().content_size(Some(len as u64));
-                let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::with_capacity(len / 2));
-                parts.iter().try_for_each(|part| encoder.write_all(part))?;
-                encoder.finish().map_err(std::io::Error::other)
-            });
-            Ok(Some(out.map_err(|e| PyRuntimeError::new_err(format!("lz4 compression failed: {e}")))?))
-        }
-        _ => {
-            let joined = PyBytes::new_with(py, len, |buf| {
-                fill(buf, parts);
-                Ok(())
-            })?;
-            let out = py.import(interned!(py, "zlib")?)?.call_method1(interned!(py, "compress")?, (joined, level, GZIP_WBITS))?;
-            Ok(Some(out.cast_into::<PyBytes>()?.as_bytes().to_vec()))
-        }
-    }
+/// The compression of `code` at `level` (the codec's default if None), checked.
+pub(crate) fn checked_compression(code: u8, level: Option<i32>) -> PyResult<Compression> {
+    Compression::new(code, level).map_err(|e| PyValueError::new_err(e.0))
 }
 
-fn fill(buf: &mut [u8], parts: &[&[u8]]) {
-    let mut at = 0;
-    for part in parts {
-        buf[at..at + part.len()].copy_from_slice(part);
-        at += part.len();
-    }
+/// A stream or archive of `version` in a new bytes object: the header, then `parts`
+/// concatenated as the payload, compressed (without the GIL) with `compression`. `flags` holds
+/// the container's own flag bits.
+pub(crate) fn framed<'py>(
+    py: Python<'py>,
+    kind: &Container,
+    version: u8,
+    flags: u8,
+    parts: &[&[u8]],
+    compression: Compression,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let frame = |()| Frame::new(kind, version, flags, parts, compression);
+    let frame = if compression.codec.is_some() { py.detach(|| frame(())) } else { frame(()) };
+    let frame = frame.map_err(|e| PyRuntimeError::new_err(format!("{} compression failed: {e}", kind.name)))?;
+    PyBytes::new_with(py, frame.len(), |buf| {
+        frame.write_into(buf);
+        Ok(())
+    })
 }
 
-pub(crate) fn checked_level(compression: u8, level: Option<i32>) -> PyResult<i32> {
-    match compression {
-        COMPRESSION_NONE if level.is_none() => Ok(0),
-        COMPRESSION_NONE => Err(PyValueError::new_err("a compression level needs a compression")),
-        COMPRESSION_ZSTD => {
-            let level = level.unwrap_or(DEFAULT_ZSTD_LEVEL);
-            let range = zstd::compression_level_range();
-            if range.contains(&level) {
-                Ok(level)
-            } else {
-                Err(PyValueError::new_err(format!(
-                    "zstd compression level {level} is outside {}..={}",
-                    range.start(),
-                    range.end()
-                )))
-            }
-        }
-        COMPRESSION_GZIP => {
-            let level = level.unwrap_or(DEFAULT_GZIP_LEVEL);
-            if (0..=9).contains(&level) {
-                Ok(level)
-            } else {
-                Err(PyValueError::new_err(format!("gzip compression level {level} is outside 0..=9")))
-            }
-        }
-        COMPRESSION_LZ4 if level.is_none() => Ok(0),
-        COMPRESSION_LZ4 => Err(PyValueError::new_err("lz4 has no compression levels: use compress=\"lz4\"")),
-        other => Err(PyValueError::new_err(format!("unknown compression code {other}"))),
+/// `payload` decompressed (without the GIL) with the codec of compression `code`, never more
+/// than `max_size` bytes.
+pub(crate) fn decompress<'a>(py: Python<'_>, code: u8, payload: &'a [u8], max_size: usize) -> PyResult<Cow<'a, [u8]>> {
+    let inflate = |()| copal_core::stream::compression::decompress(code, payload, max_size);
+    let body = if code & compression::CODE_MASK == compression::NONE { inflate(()) } else { py.detach(|| inflate(())) };
+    body.map_err(|e| stream_error(e.into()))
+}
+
+/// The `max_size` argument: a non-negative int (bools are refused, as everywhere in copal).
+pub(crate) fn checked_max_size(value: &Bound<'_, PyAny>) -> PyResult<usize> {
+    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!("max_size must be an int, not {}", value.get_type().name()?)));
     }
+    // An i64 is read directly; an i128 is read through a conversion to bytes, which every
+    // `loads` paid for the default bound. Only a larger int needs it.
+    let size: i128 = match value.extract::<i64>() {
+        Ok(size) => size.into(),
+        Err(_) => value.extract().map_err(|_| PyValueError::new_err("max_size is too large"))?,
+    };
+    if size < 0 {
+        return Err(PyValueError::new_err(format!("max_size must not be negative, not {size}")));
+    }
+    Ok(usize::try_from(size).unwrap_or(usize::MAX))
 }
 
 // -- reading ------------------------------------------------------------------------------------
@@ -395,225 +343,6 @@ impl<'py> Resolver<'py> for StreamResolver<'py, '_> {
 }
 
 
-/// What distinguishes the two containers that share the header layout of docs/STREAM.md
-/// section 2: streams and archives (section 10).
-pub(crate) struct Container {
-    pub(crate) name: &'static str,
-    pub(crate) magic: [u8; 4],
-    /// The versions this build reads, all of them from 1.
-    pub(crate) newest_version: u8,
-    /// Flag bits beyond the compression code that this container defines.
-    pub(crate) extra_flags: u8,
-}
-
-pub(crate) const STREAM: Container = Container { name: "stream", magic: MAGIC, newest_version: STREAM_VERSION, extra_flags: 0 };
-
-/// A container's header (docs/STREAM.md section 2).
-pub(crate) struct Header<'a> {
-    pub(crate) version: u8,
-    pub(crate) flags: u8,
-    pub(crate) payload: &'a [u8],
-}
-
-/// Reads a stream or archive header, checking its fields in the order of docs/STREAM.md section
-/// 2; the payload must end the input.
-pub(crate) fn read_header<'a>(data: &'a [u8], kind: &Container) -> PyResult<Header<'a>> {
-    let name = kind.name;
-    let magic = &data[..data.len().min(kind.magic.len())];
-    if magic != &kind.magic[..magic.len()] {
-        let expected = String::from_utf8_lossy(&kind.magic);
-        return Err(CorruptRecordError::new_err(format!(
-            "corrupt {name}: not a copal {name} (it does not start with the magic bytes \"{expected}\")"
-        )));
-    }
-    let bad = |e| corrupt(format!("{name} header"), e);
-    let mut r = Reader::new(data);
-    r.bytes(kind.magic.len()).map_err(bad)?;
-    let version = r.u8().map_err(bad)?;
-    if !(1..=kind.newest_version).contains(&version) {
-        return Err(CorruptRecordError::new_err(format!(
-            "corrupt {name}: {name} version {version} is not supported by this copal (reads versions 1 to {})",
-            kind.newest_version
-        )));
-    }
-    let flags = r.u8().map_err(bad)?;
-    if flags & !(COMPRESSION_MASK | kind.extra_flags) != 0 {
-        return Err(bad(DecodeError::OutOfRange { offset: FLAGS_OFFSET, what: "flags" }));
-    }
-    let length = r.varint().map_err(bad)?;
-    let remaining = r.remaining() as u64;
-    if length > remaining {
-        return Err(bad(DecodeError::Truncated { offset: data.len(), needed: (length - remaining) as usize }));
-    }
-    if length < remaining {
-        return Err(bad(DecodeError::TrailingBytes { offset: r.position() + length as usize }));
-    }
-    Ok(Header { version, flags, payload: &data[r.position()..] })
-}
-
-/// A stream or archive of `version`: the header, then `parts` concatenated as the payload,
-/// compressed with `compression` at `level` (the codec's default if None). `flags` holds the
-/// container's own flag bits.
-pub(crate) fn framed<'py>(
-    py: Python<'py>,
-    kind: &Container,
-    version: u8,
-    flags: u8,
-    parts: &[&[u8]],
-    compression: u8,
-    level: Option<i32>,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let level = checked_level(compression, level)?;
-    let compressed = compress(py, parts, compression, level)?;
-    let payload_len = compressed.as_ref().map_or_else(|| parts.iter().map(|part| part.len()).sum(), Vec::len);
-    let mut header = Writer::new();
-    header.bytes(&kind.magic);
-    header.u8(version);
-    header.u8(flags | compression);
-    header.varint(payload_len as u64);
-    PyBytes::new_with(py, header.buf.len() + payload_len, |buf| {
-        let (head, rest) = buf.split_at_mut(header.buf.len());
-        head.copy_from_slice(&header.buf);
-        match &compressed {
-            Some(payload) => rest.copy_from_slice(payload),
-            None => fill(rest, parts),
-        }
-        Ok(())
-    })
-}
-
-/// The body of a stream: the payload, decompressed if the flags say so.
-pub(crate) enum Body<'py, 'a> {
-    Borrowed(&'a [u8]),
-    Owned(Vec<u8>),
-    Python(Bound<'py, PyBytes>),
-}
-
-impl Body<'_, '_> {
-    pub(crate) fn bytes(&self) -> &[u8] {
-        match self {
-            Body::Borrowed(b) => b,
-            Body::Owned(v) => v,
-            Body::Python(b) => b.as_bytes(),
-        }
-    }
-}
-
-fn bad_compression(what: &str, detail: impl std::fmt::Display) -> PyErr {
-    CorruptRecordError::new_err(format!("corrupt stream: the {what} payload does not decompress ({detail})"))
-}
-
-/// How many bytes a compressed payload may inflate to unless the caller says otherwise
-/// (`max_size` of `copal.loads`, `copal.load` and `copal.Archive`; docs/STREAM.md section 3).
-/// Large enough for any graph that fits comfortably in memory as Python objects, small enough
-/// that a decompression bomb cannot exhaust a process.
-pub const DEFAULT_MAX_SIZE: usize = 256 << 20;
-
-/// The `max_size` argument: a non-negative int (bools are refused, as everywhere in copal).
-pub(crate) fn checked_max_size(value: &Bound<'_, PyAny>) -> PyResult<usize> {
-    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!("max_size must be an int, not {}", value.get_type().name()?)));
-    }
-    // An i64 is read directly; an i128 is read through a conversion to bytes, which every
-    // `loads` paid for the default bound. Only a larger int needs it.
-    let size: i128 = match value.extract::<i64>() {
-        Ok(size) => size.into(),
-        Err(_) => value.extract().map_err(|_| PyValueError::new_err("max_size is too large"))?,
-    };
-    if size < 0 {
-        return Err(PyValueError::new_err(format!("max_size must not be negative, not {size}")));
-    }
-    Ok(usize::try_from(size).unwrap_or(usize::MAX))
-}
-
-/// The error of a payload that inflates beyond the caller's `max_size`.
-fn too_large(what: &str, max_size: usize) -> PyErr {
-    CorruptRecordError::new_err(format!(
-        "corrupt stream: the {what} payload inflates to more than max_size = {max_size} bytes; \
-         pass a larger max_size to loads/load if the stream is trusted"
-    ))
-}
-
-/// The body of a compressed payload, never more than `max_size` bytes (docs/FUZZING.md F5: a
-/// few kilobytes of compressed data can claim gigabytes, so inflating whole before decoding
-/// let any caller of `loads` be made to allocate without bound).
-pub(crate) fn decompress<'py, 'a>(py: Python<'py>, flags: u8, payload: &'a [u8], max_size: usize) -> PyResult<Body<'py, 'a>> {
-    match flags & COMPRESSION_MASK {
-        COMPRESSION_NONE => Ok(Body::Borrowed(payload)),
-        COMPRESSION_ZSTD | COMPRESSION_LZ4 => {
-            let name = if flags & COMPRESSION_MASK == COMPRESSION_ZSTD { "zstd" } else { "lz4" };
-            let body = py.detach(|| {
-                if name == "zstd" {
-                    inflate(zstd::stream::read::Decoder::with_buffer(payload).map_err(Inflate::Invalid)?, max_size)
-                } else {
-                    inflate(lz4_flex::frame::FrameDecoder::new(payload), max_size)
-                }
-            });
-            match body {
-                Ok(body) => Ok(Body::Owned(body)),
-                Err(Inflate::TooLarge) => Err(too_large(name, max_size)),
-                Err(Inflate::Invalid(e)) => Err(bad_compression(name, e)),
-            }
-        }
-        _ => {
-            // A decompression object, unlike zlib.decompress, bounds its output (`max_length`)
-            // and reports data after the gzip member (`unused_data`), which a stream must not
-            // have. Asking for one byte more than allowed tells "exactly max_size" from "more".
-            let d = py.import(interned!(py, "zlib")?)?.call_method1(interned!(py, "decompressobj")?, (GZIP_WBITS,))?;
-            let limit = max_size.saturating_add(1).min(isize::MAX as usize);
-            let out = d
-                .call_method1(interned!(py, "decompress")?, (allocation::bytes(py, payload)?, limit.to_python(py)?))
-                .map_err(|e| if allocation::is_memory_error(py, &e) { e } else { bad_compression("gzip", e) })?;
-            if out.len()? > max_size {
-                return Err(too_large("gzip", max_size));
-            }
-            let complete: bool = d.getattr(interned!(py, "eof")?)?.extract()?;
-            let unused: usize = d.getattr(interned!(py, "unused_data")?)?.len()?;
-            if !complete {
-                return Err(bad_compression("gzip", "the gzip data is truncated"));
-            }
-            if unused != 0 {
-                return Err(bad_compression("gzip", "bytes follow the gzip member"));
-            }
-            Ok(Body::Python(out.cast_into::<PyBytes>()?))
-        }
-    }
-}
-
-enum Inflate {
-    TooLarge,
-    Invalid(std::io::Error),
-}
-
-/// How much decompressed data is read at a time.
-const INFLATE_CHUNK: usize = 128 << 10;
-
-/// Reads everything a streaming decompressor produces. The output buffer grows with the data
-/// actually produced (never from a size the frame declares) and never past `max_size`: the
-/// error comes before the allocation would.
-fn inflate(mut decoder: impl Read, max_size: usize) -> Result<Vec<u8>, Inflate> {
-    let mut out = Vec::new();
-    let mut chunk = vec![0u8; INFLATE_CHUNK];
-    loop {
-        let n = match decoder.read(&mut chunk) {
-            Ok(0) => return Ok(out),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(Inflate::Invalid(e)),
-        };
-        let needed = out.len() + n;
-        if needed > max_size {
-            return Err(Inflate::TooLarge);
-        }
-        if needed > out.capacity() {
-            // Doubling as Vec would, but capped at max_size so capacity obeys the bound too.
-            let target = (out.capacity() * 2).max(needed).min(max_size);
-            out.reserve_exact(target - out.len());
-        }
-        out.extend_from_slice(&chunk[..n]);
-    }
-}
-
 /// Reads the descriptor table at the start of the body (docs/STREAM.md section 4), with field
 /// names interned as the decoder sets them, and the field kinds that follow it in version 3.
 ///
@@ -626,13 +355,8 @@ pub(crate) fn read_table(r: &mut Reader<'_>, py: Python<'_>, version: u8, what: 
         r.bytes(len).map_err(|e| corrupt(what, e))?;
         return Ok(entries.iter().map(Entry::new).collect());
     }
-    let table = copal_core::text::read_table(r).map_err(|e| corrupt(what, e))?;
-    let mut kinds = if version >= TYPED_OBJECTS_VERSION {
-        read_field_kinds(r, table.iter().map(|entry| entry.fields.len())).map_err(|e| corrupt(what, e))?
-    } else {
-        Vec::new()
-    }
-    .into_iter();
+    let StreamTable { entries: table, kinds } = StreamTable::read(r, version).map_err(|e| corrupt(what, e))?;
+    let mut kinds = kinds.into_iter();
     let parsed = table
         .into_iter()
         .map(|entry| {
@@ -734,7 +458,7 @@ fn remember_table(version: u8, bytes: &[u8], entries: Vec<Arc<TableEntry>>) {
 #[pyfunction]
 pub fn loads<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     if let Ok(bytes) = data.cast_exact::<PyBytes>() {
-        if bytes.as_bytes().starts_with(&MAGIC) {
+        if bytes.as_bytes().starts_with(&STREAM.magic) {
             return loads_raw(py, bytes.as_bytes(), max_size);
         }
     }
@@ -746,9 +470,9 @@ pub fn loads<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, max_size: &Bound<'p
 #[pyfunction]
 pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let max_size = checked_max_size(max_size)?;
-    let header = read_header(data, &STREAM)?;
+    let header = Header::read(data, &STREAM).map_err(stream_error)?;
     let body = decompress(py, header.flags, header.payload, max_size)?;
-    decode_body(py, body.bytes(), header.version)
+    decode_body(py, &body, header.version)
 }
 
 /// The object graph of a stream body (docs/STREAM.md section 4) of stream `version`.

@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyString};
 
 use crate::allocation;
 use crate::errors::CorruptRecordError;
-use crate::standalone::{checked_level, checked_max_size, compress, decode_document_body, decompress, encode_body, COMPRESSION_NONE};
+use crate::standalone::{checked_compression, checked_max_size, decode_document_body, decompress, encode_body};
 
 type Writer = fn(&[u8]) -> Result<String, TextError>;
 /// A reader of documents: the descriptor table and the value of one's stream body.
@@ -63,11 +63,12 @@ pub fn loads_text_raw<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, format: &s
 #[pyfunction]
 #[pyo3(signature = (document, compression, level = None))]
 pub fn compress_text_raw<'py>(py: Python<'py>, document: &[u8], compression: u8, level: Option<i32>) -> PyResult<Bound<'py, PyBytes>> {
-    if compression == COMPRESSION_NONE {
+    let compression = checked_compression(compression, level)?;
+    let Some(codec) = compression.codec else {
         return Err(PyValueError::new_err("compress_text_raw needs a compression"));
-    }
-    let level = checked_level(compression, level)?;
-    let framed = compress(py, &[document], compression, level)?.unwrap_or_default();
+    };
+    let framed = py.detach(|| compression.compress(&[document]));
+    let framed = framed.map_err(|e| PyRuntimeError::new_err(format!("{codec} compression failed: {e}")))?.unwrap_or_default();
     Ok(allocation::bytes(py, &framed)?.cast_into::<PyBytes>()?)
 }
 
@@ -77,5 +78,5 @@ pub fn compress_text_raw<'py>(py: Python<'py>, document: &[u8], compression: u8,
 pub fn decompress_text_raw<'py>(py: Python<'py>, data: &[u8], compression: u8, max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
     let max_size = checked_max_size(max_size)?;
     let body = decompress(py, compression, data, max_size)?;
-    Ok(allocation::bytes(py, body.bytes())?.cast_into::<PyBytes>()?)
+    Ok(allocation::bytes(py, &body)?.cast_into::<PyBytes>()?)
 }

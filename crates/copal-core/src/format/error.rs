@@ -59,4 +59,24 @@ impl fmt::Display for DecodeError {
     }
 }
 
+impl DecodeError {
+    /// The error's kind, as docs/FORMAT.md section 9 and the test vectors name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Truncated { .. } => "Truncated",
+            Self::UnknownTag { .. } => "UnknownTag",
+            Self::BadVarint { .. } => "BadVarint",
+            Self::LengthTooLarge { .. } => "LengthTooLarge",
+            Self::TooDeep { .. } => "TooDeep",
+            Self::BadUtf8 { .. } => "BadUtf8",
+            Self::UnsupportedVersion { .. } => "UnsupportedVersion",
+            Self::UnknownDescriptor { .. } => "UnknownDescriptor",
+            Self::BadBackRef { .. } => "BadBackRef",
+            Self::TrailingBytes { .. } => "TrailingBytes",
+            Self::ChecksumMismatch => "ChecksumMismatch",
+            Self::OutOfRange { .. } => "OutOfRange",
+        }
+    }
+}
+
 impl std::error::Error for DecodeError {}
