@@ -1,7 +1,7 @@
 //! Shared pieces of the cargo-fuzz targets (docs/FUZZING.md): the fixed descriptor table the
 //! decoders run against, and a NaN-aware equality of decoded values for the round-trip checks.
 
-use copal_core::format::{DescriptorSource, Writer};
+use copal_core::format::{decode_value, DescriptorSource, Reader, Writer};
 use copal_core::{DecodeError, Value};
 
 /// The descriptor table of the format test vectors (tests/vectors/vectors.txt), id -> field
@@ -63,18 +63,52 @@ pub const ALLOC_BOUND_BASE: usize = 64 << 10;
 /// Runs `f` (a decoder on `input_len` bytes); with feature `alloc-bound`, panics if the bytes it
 /// had allocated at once exceeded the bound.
 pub fn bounded<T>(input_len: usize, f: impl FnOnce() -> T) -> T {
+    bounded_to(ALLOC_BOUND_BASE + ALLOC_BOUND_PER_BYTE * input_len, f)
+}
+
+/// Runs `f`; with feature `alloc-bound`, panics if the bytes it had allocated at once exceeded
+/// `bound`.
+pub fn bounded_to<T>(bound: usize, f: impl FnOnce() -> T) -> T {
     #[cfg(feature = "alloc-bound")]
     {
         let (out, peak) = meter::peak(f);
-        let bound = ALLOC_BOUND_BASE + ALLOC_BOUND_PER_BYTE * input_len;
-        assert!(peak <= bound, "decoding {input_len} bytes allocated {peak} bytes at once (bound {bound})");
+        assert!(peak <= bound, "decoding allocated {peak} bytes at once (bound {bound})");
         out
     }
     #[cfg(not(feature = "alloc-bound"))]
     {
-        let _ = input_len;
+        let _ = bound;
         f()
     }
+}
+
+/// The `max_size` the `stream` and `archive` targets read with: a payload inflates to at most
+/// this many bytes.
+pub const MAX_SIZE: usize = 1 << 20;
+
+/// How much reading a container of `input_len` bytes may allocate at once: the bound of a
+/// decoder, plus the inflated payload (capped at `MAX_SIZE`, briefly twice while its buffer
+/// grows) and the codecs' own buffers, which a frame's header sizes whatever the input: an LZ4
+/// frame's two block buffers of up to 4 MiB each, 8 MiB each for a frame of LZ4's legacy format
+/// (which its decoders read too), and the 128 KiB chunk copal reads at a time.
+pub fn container_bound(input_len: usize) -> usize {
+    ALLOC_BOUND_BASE + ALLOC_BOUND_PER_BYTE * input_len + 2 * MAX_SIZE + (17 << 20)
+}
+
+/// The checks of the `value` target on a value decoded from `consumed` bytes: it re-encodes to
+/// bytes that decode completely to an equal value (floats bit for bit), in no more bytes, and
+/// that re-encode to themselves.
+pub fn check_value_round_trip<D: DescriptorSource + ?Sized>(value: &Value, consumed: usize, descriptors: &D) {
+    let bytes = encode(value);
+    assert!(bytes.len() <= consumed, "re-encoding grew from {consumed} to {} bytes", bytes.len());
+    let mut r = Reader::new(&bytes);
+    let again = match decode_value(&mut r, descriptors) {
+        Ok(v) => v,
+        Err(e) => panic!("re-encoded value does not decode: {e:?}\nvalue: {value:?}\nbytes: {bytes:02x?}"),
+    };
+    assert!(r.is_empty(), "re-encoded value leaves {} trailing bytes", r.remaining());
+    assert!(same(value, &again), "round trip changed the value:\n{value:?}\n{again:?}");
+    assert_eq!(encode(&again), bytes, "encoding is not canonical");
 }
 
 #[cfg(feature = "alloc-bound")]

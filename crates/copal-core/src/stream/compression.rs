@@ -4,7 +4,10 @@
 //!
 //! Decompression of untrusted input is bounded: a payload never inflates past the caller's
 //! `max_size`, and the output buffer grows with the data actually produced, never from a size
-//! the frame declares (a few kilobytes of compressed data can claim gigabytes).
+//! the frame declares (a few kilobytes of compressed data can claim gigabytes). The codecs' own
+//! working memory is what a frame header may ask for, whatever the input's size: up to 16 MiB
+//! for LZ4 (two block buffers of 8 MiB for a frame of its legacy format), the window for zstd
+//! (`window_log`), 32 KiB for gzip.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -279,7 +282,13 @@ pub fn decompress(code: u8, payload: &[u8], max_size: usize) -> Result<Cow<'_, [
     let Some(codec) = Codec::from_code(code) else { return Ok(Cow::Borrowed(payload)) };
     let invalid = |e: io::Error| InflateError::Invalid { codec, detail: e.to_string() };
     let body = match codec {
-        Codec::Zstd => inflate(codec, zstd::stream::read::Decoder::with_buffer(payload).map_err(invalid)?, max_size)?,
+        Codec::Zstd => {
+            let mut decoder = zstd::stream::read::Decoder::with_buffer(payload).map_err(invalid)?;
+            // The decoder allocates a frame's whole window when the frame does not say its
+            // content size: a window much larger than the output may be is refused first.
+            decoder.window_log_max(window_log(max_size)).map_err(invalid)?;
+            inflate(codec, decoder, max_size)?
+        }
         Codec::Lz4 => inflate(codec, lz4_flex::frame::FrameDecoder::new(payload), max_size)?,
         Codec::Gzip => {
             let mut decoder = flate2::bufread::GzDecoder::new(payload);
@@ -291,6 +300,15 @@ pub fn decompress(code: u8, payload: &[u8], max_size: usize) -> Result<Cow<'_, [
         }
     };
     Ok(Cow::Owned(body))
+}
+
+/// The largest zstd window (as a base-2 logarithm) a payload bounded by `max_size` may use: the
+/// smallest that holds `max_size` bytes, but at least 8 MiB (the window of zstd's level 19 when
+/// the content size is not known, so that frames of other tools read) and at most zstd's own
+/// default limit, 128 MiB.
+fn window_log(max_size: usize) -> u32 {
+    let log = usize::BITS - max_size.saturating_sub(1).leading_zeros();
+    log.clamp(23, 27)
 }
 
 /// Reads everything a streaming decompressor produces, growing the output with the data (as a
@@ -355,6 +373,19 @@ mod tests {
         gzip.push(0);
         let extended = decompress(GZIP, &gzip, usize::MAX);
         assert_eq!(extended, Err(InflateError::Invalid { codec: Codec::Gzip, detail: "bytes follow the gzip member".into() }));
+    }
+
+    #[test]
+    fn zstd_windows_larger_than_the_bound_are_refused() {
+        // A frame without its content size whose window (128 MiB) the decoder would allocate.
+        let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+        encoder.window_log(27).unwrap();
+        encoder.include_contentsize(false).unwrap();
+        encoder.write_all(DATA).unwrap();
+        let payload = encoder.finish().unwrap();
+        let refused = decompress(ZSTD, &payload, 1 << 20);
+        assert!(matches!(refused, Err(InflateError::Invalid { codec: Codec::Zstd, .. })), "{refused:?}");
+        assert_eq!(decompress(ZSTD, &payload, DEFAULT_MAX_SIZE).unwrap(), DATA);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::fmt;
 
 pub use compression::{Codec, Compression, InflateError, LevelError, DEFAULT_MAX_SIZE};
 
-use crate::format::{read_field_kinds, DecodeError, FieldKind, Reader, Writer};
+use crate::format::{read_field_kinds, DecodeError, DescriptorSource, FieldKind, Reader, Writer};
 use crate::text::TableEntry;
 
 /// The first bytes of every stream (docs/STREAM.md section 2).
@@ -219,6 +219,13 @@ impl StreamTable {
         let entries = crate::text::read_table(r)?;
         let kinds = if version >= TYPED_OBJECTS_VERSION { read_field_kinds(r, entries.iter().map(|entry| entry.fields.len()))? } else { Vec::new() };
         Ok(StreamTable { entries, kinds })
+    }
+}
+
+/// The table's descriptors by id, for `format::decode_value` of version 1 values.
+impl DescriptorSource for StreamTable {
+    fn field_count(&self, id: u32) -> Result<usize, DecodeError> {
+        self.entries.get(id as usize).map(|entry| entry.fields.len()).ok_or(DecodeError::UnknownDescriptor { id })
     }
 }
 
