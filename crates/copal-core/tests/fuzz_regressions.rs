@@ -1,10 +1,11 @@
 //! Hostile inputs of the Rust decoders (docs/FUZZING.md), as ordinary `cargo test` tests on the
 //! stable toolchain:
 //!
-//! - the committed fuzz corpora (`fuzz/corpus/record`, `fuzz/corpus/value`, `fuzz/corpus/text`)
+//! - the committed fuzz corpora (`fuzz/corpus/record`, `value`, `text`, `stream`, `archive`)
 //!   are replayed with the checks of the fuzz targets: no panic, and whatever decodes
 //!   round-trips through the encoders (floats compared bit for bit) to no more bytes,
 //!   canonically; whatever text document is read writes back and reads back to the same body;
+//!   whatever stream or archive is read writes back and reads back the same;
 //! - inputs that stress one check each (huge counts and lengths, extreme numbers, surrogates,
 //!   unfinished back-references, reserved bits, ...) must fail with their `DecodeError` kind;
 //! - every crasher, timeout or excessive allocation found by fuzzing or review is kept here; one
@@ -113,12 +114,17 @@ fn encode(value: &Value) -> Vec<u8> {
 
 /// The checks of fuzz target `value`.
 fn check_value(data: &[u8]) {
+    check_value_against(data, &Table);
+}
+
+/// The checks of fuzz target `value`, against the descriptors of `table`.
+fn check_value_against(data: &[u8], table: &dyn DescriptorSource) {
     let mut r = Reader::new(data);
-    let Ok(value) = decode_value(&mut r, &Table) else { return };
+    let Ok(value) = decode_value(&mut r, table) else { return };
     let bytes = encode(&value);
     assert!(bytes.len() <= r.position(), "re-encoding grew");
     let mut r2 = Reader::new(&bytes);
-    let again = decode_value(&mut r2, &Table).expect("re-encoded value decodes");
+    let again = decode_value(&mut r2, table).expect("re-encoded value decodes");
     assert!(r2.is_empty() && same(&value, &again), "round trip changed {value:?} into {again:?}");
     assert_eq!(encode(&again), bytes, "encoding is not canonical");
 }
@@ -193,6 +199,40 @@ fn value_corpus_replays() {
 #[test]
 fn record_corpus_replays() {
     replay("record", check_record);
+}
+
+// -- the checks of fuzz targets `stream` and `archive`, from their own file --------------------
+
+#[path = "../fuzz/src/containers.rs"]
+mod containers;
+
+/// A container check within the targets' allocation bound.
+fn check_container(data: &[u8], check: fn(&[u8], &dyn Fn(&[u8], &copal_core::stream::StreamTable))) {
+    let ((), peak) = peak_allocation(|| check(data, &|bytes, table| check_value_against(bytes, table)));
+    let bound = containers::container_bound(data.len());
+    assert!(peak <= bound, "reading {} bytes allocated {peak} bytes at once (bound {bound})", data.len());
+}
+
+#[test]
+fn stream_corpus_replays() {
+    replay("stream", |data| check_container(data, |data, value| containers::check_stream(data, value)));
+}
+
+#[test]
+fn archive_corpus_replays() {
+    replay("archive", |data| check_container(data, |data, value| containers::check_archive(data, value)));
+}
+
+/// A frame of LZ4's legacy format (magic 02 21 4c 18) in a stream: its decoder's two 8 MiB
+/// block buffers are the most an LZ4 payload makes copal allocate, whatever its size.
+#[test]
+fn legacy_lz4_frames_stay_within_the_codec_bound() {
+    let stream = from_hex(concat!(
+        "43504c310303850102214c1868407d00000000000000d46e000000c143504c31010005000b011a000100f10a0c40",
+        "000b03030203040b0103060d010701610c42030203040e0600f1080f01070178090562797465731198b4021404312e",
+        "3235153a00060200f20580ffffffffffffffed7446d09c2c9f0c030102061e0022f03f08006000400a02616200000000",
+    ));
+    check_container(&stream, |data, value| containers::check_stream(data, value));
 }
 
 // -- the checks of fuzz target `text` (fuzz/fuzz_targets/text.rs) -----------------------------

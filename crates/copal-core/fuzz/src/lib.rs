@@ -2,6 +2,8 @@
 //! decoders run against, and a NaN-aware equality of decoded values for the round-trip checks.
 
 use copal_core::format::{decode_value, DescriptorSource, Reader, Writer};
+
+pub mod containers;
 use copal_core::{DecodeError, Value};
 
 /// The descriptor table of the format test vectors (tests/vectors/vectors.txt), id -> field
@@ -80,19 +82,6 @@ pub fn bounded_to<T>(bound: usize, f: impl FnOnce() -> T) -> T {
         let _ = bound;
         f()
     }
-}
-
-/// The `max_size` the `stream` and `archive` targets read with: a payload inflates to at most
-/// this many bytes.
-pub const MAX_SIZE: usize = 1 << 20;
-
-/// How much reading a container of `input_len` bytes may allocate at once: the bound of a
-/// decoder, plus the inflated payload (capped at `MAX_SIZE`, briefly twice while its buffer
-/// grows) and the codecs' own buffers, which a frame's header sizes whatever the input: an LZ4
-/// frame's two block buffers of up to 4 MiB each, 8 MiB each for a frame of LZ4's legacy format
-/// (which its decoders read too), and the 128 KiB chunk copal reads at a time.
-pub fn container_bound(input_len: usize) -> usize {
-    ALLOC_BOUND_BASE + ALLOC_BOUND_PER_BYTE * input_len + 2 * MAX_SIZE + (17 << 20)
 }
 
 /// The checks of the `value` target on a value decoded from `consumed` bytes: it re-encodes to
@@ -202,4 +191,13 @@ pub fn canonical_body(body: &[u8]) -> Option<Vec<u8>> {
     renumber(&mut value, &table, &mut new, &mut map);
     new.value = value;
     Some(new.encode())
+}
+
+/// Decodes `bytes` with the core's value decoder against `descriptors`; a value it accepts must
+/// pass `check_value_round_trip`.
+pub fn check_value_bytes<D: DescriptorSource + ?Sized>(bytes: &[u8], descriptors: &D) {
+    let mut r = Reader::new(bytes);
+    if let Ok(value) = decode_value(&mut r, descriptors) {
+        check_value_round_trip(&value, r.position(), descriptors);
+    }
 }
