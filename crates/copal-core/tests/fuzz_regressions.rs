@@ -206,8 +206,11 @@ fn record_corpus_replays() {
 #[path = "../fuzz/src/containers.rs"]
 mod containers;
 
+/// What a container check hands each value it reads, with the container's table.
+type ValueCheck<'a> = &'a dyn Fn(&[u8], &copal_core::stream::StreamTable);
+
 /// A container check within the targets' allocation bound.
-fn check_container(data: &[u8], check: fn(&[u8], &dyn Fn(&[u8], &copal_core::stream::StreamTable))) {
+fn check_container(data: &[u8], check: fn(&[u8], ValueCheck<'_>)) {
     let ((), peak) = peak_allocation(|| check(data, &|bytes, table| check_value_against(bytes, table)));
     let bound = containers::container_bound(data.len());
     assert!(peak <= bound, "reading {} bytes allocated {peak} bytes at once (bound {bound})", data.len());

@@ -1,6 +1,7 @@
 //! JSON numbers: integers and floats written as text (by the XML writer too), and the value of
 //! a number's text read back.
 
+use super::grammar::non_finite_float;
 use super::pieces::push_piece;
 use crate::format::Value;
 use crate::text::{bigint, mapping, TextError, TextOut};
@@ -109,7 +110,9 @@ fn push_long_u64<O: TextOut + ?Sized>(out: &mut O, mut n: u64) {
     }
 }
 
-/// An integer in decimal.
+/// An integer in decimal. Inlined: the binding's writer of ints calls it for every int, and
+/// LLVM leaves a function with two callers out of line.
+#[inline(always)]
 pub fn push_i64<O: TextOut + ?Sized>(out: &mut O, n: i64) {
     if n < 0 {
         out.push('-');
@@ -122,10 +125,7 @@ pub fn float<O: TextOut + ?Sized>(out: &mut O, f: f64) {
     if f.is_finite() {
         finite_float(out, f);
     } else {
-        let text = if f.is_nan() { "nan" } else if f > 0.0 { "inf" } else { "-inf" };
-        out.push_str("{\"$float\":\"");
-        out.push_str(text);
-        out.push_str("\"}");
+        non_finite_float(out, f);
     }
 }
 

@@ -45,8 +45,8 @@ impl Piece {
     pub fn write<O: TextOut + ?Sized>(&self, out: &mut O) {
         let n = self.text.len();
         // Without the room for the whole move, the text alone: making room for more than the
-        // text would grow an output sized for the document it is (see json_writer.rs's
-        // `LAST_LENGTH`) at its last piece, doubling it.
+        // text would grow an output sized for the document it is (see `LAST_LENGTH` in the
+        // binding's json_writer/mod.rs) at its last piece, doubling it.
         if n > PIECE_MOVE || out.room() < PIECE_MOVE {
             out.push_str(&self.text);
             return;

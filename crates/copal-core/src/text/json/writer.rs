@@ -1,14 +1,13 @@
 //! Writing: the JSON document of a stream body, written from its bytes.
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
 
+use super::grammar::{self, Tag};
 use super::numbers::{float, push_i64, push_u64};
 use super::strings::{escaped_key, string};
-use super::DOCUMENT_OPENING;
 use crate::format::calendar::MICROS_PER_DAY;
 use crate::format::{is_decimal_text, tag, DecodeError, Reader, TzInfo, MAX_DAY, MIN_DAY};
-use crate::text::{base64, bigint, clock, mapping, Positions, TableEntry, TextError};
+use crate::text::{bigint, clock, mapping, Positions, TableEntry, TextError};
 
 /// The JSON document of a stream body (docs/STREAM.md section 4), written straight from its
 /// bytes: no value tree is built, so writing allocates little beyond the output.
@@ -65,9 +64,9 @@ struct JsonWriter<'a> {
 
 impl<'a> JsonWriter<'a> {
     fn document(&mut self, r: &mut Reader<'_>) -> Result<(), TextError> {
-        self.out.push_str(DOCUMENT_OPENING);
+        grammar::open_document(&mut self.out);
         self.value(r, 0)?;
-        self.out.push('}');
+        grammar::close_document(&mut self.out);
         Ok(())
     }
 
@@ -86,12 +85,10 @@ impl<'a> JsonWriter<'a> {
         self.targets.contains(&slot).then_some(slot)
     }
 
-    /// Opens a tagged object of a memo-taking value, with `"$id"` first when it needs one.
-    fn open_memo(&mut self) {
-        self.out.push('{');
-        if let Some(slot) = self.memo() {
-            let _ = write!(self.out, "\"$id\":{slot},");
-        }
+    /// Opens the tagged object of a memo-taking value, with `"$id"` first when it needs one.
+    fn open_memo(&mut self, tag: Tag) {
+        let id = self.memo();
+        grammar::open_tagged(&mut self.out, id, tag);
     }
 
     /// A class name: its number if the document named it before, else the name, which takes
@@ -105,11 +102,6 @@ impl<'a> JsonWriter<'a> {
                 string(&mut self.out, name);
             }
         }
-    }
-
-    fn key(&mut self, key: &str) {
-        string(&mut self.out, key);
-        self.out.push(':');
     }
 
     fn escaped_key(&mut self, key: &str) {
@@ -129,49 +121,22 @@ impl<'a> JsonWriter<'a> {
         Ok(())
     }
 
-    fn tagged_items(&mut self, tag: &str, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
-        self.open_memo();
-        self.key(tag);
+    fn tagged_items(&mut self, tag: Tag, r: &mut Reader<'_>, depth: usize) -> Result<(), TextError> {
+        self.open_memo(tag);
         self.items(r, depth)?;
         self.out.push('}');
         Ok(())
     }
 
-    fn tagged_str(&mut self, tag: &str, text: &str) {
-        self.out.push('{');
-        self.key(tag);
-        string(&mut self.out, text);
-        self.out.push('}');
-    }
-
-    fn float(&mut self, f: f64) {
-        float(&mut self.out, f);
-    }
-
-    /// `{"$datetime"|"$time": iso, "$zone": name, "$fold": 1}`, the last two when they apply.
-    fn clock_value(&mut self, tag: &str, r: &mut Reader<'_>, flags: u8, offset: usize, write: impl FnOnce(&mut String)) -> Result<(), TextError> {
+    /// The zone of a DATETIME or TIME whose flags are `flags` (read), and whether its fold is set.
+    fn zone(r: &mut Reader<'_>, flags: u8, offset: usize) -> Result<(TzInfo, bool), TextError> {
         let tz = r.tz_suffix(flags)?;
-        self.out.push('{');
-        self.key(tag);
-        self.out.push('"');
-        write(&mut self.out);
         if let TzInfo::Offset(micros) = tz {
             if micros.unsigned_abs() >= MICROS_PER_DAY as u64 {
                 return Err(DecodeError::OutOfRange { offset, what: "UTC offset" }.into());
             }
-            clock::write_offset(micros, &mut self.out);
         }
-        self.out.push('"');
-        if let TzInfo::Named(zone) = &tz {
-            self.out.push(',');
-            self.key("$zone");
-            string(&mut self.out, zone);
-        }
-        if flags & tag::TZ_FOLD != 0 {
-            self.out.push_str(",\"$fold\":1");
-        }
-        self.out.push('}');
-        Ok(())
+        Ok((tz, flags & tag::TZ_FOLD != 0))
     }
 
     fn fields(&mut self, r: &mut Reader<'_>, names: &[String], depth: usize) -> Result<(), TextError> {
@@ -192,20 +157,18 @@ impl<'a> JsonWriter<'a> {
         let count = r.length(2)?;
         if !self.mixed.contains(&offset) {
             let (mark, saved, slot, in_base, classes) = (self.out.len(), r.clone(), self.slot, self.in_base, self.classes.len());
-            self.open_memo();
-            if count == 0 && self.out.ends_with(',') {
-                // `{"$id": n}` alone: drop the comma `open_memo` put after the id.
-                self.out.pop();
-            }
+            let id = self.memo();
+            let mut first = !grammar::open_with_id(&mut self.out, id);
             let mut all_str = true;
-            for i in 0..count {
+            for _ in 0..count {
                 if r.peek_u8()? != tag::STR {
                     all_str = false;
                     break;
                 }
-                if i > 0 {
+                if !first {
                     self.out.push(',');
                 }
+                first = false;
                 r.u8()?;
                 let key = r.str()?;
                 self.escaped_key(key);
@@ -223,8 +186,7 @@ impl<'a> JsonWriter<'a> {
             self.classes.truncate(classes);
             self.class_positions.truncate(classes);
         }
-        self.open_memo();
-        self.key("$dict");
+        self.open_memo(Tag::Dict);
         self.out.push('[');
         for i in 0..count {
             self.out.push_str(if i > 0 { ",[" } else { "[" });
@@ -254,38 +216,32 @@ impl<'a> JsonWriter<'a> {
                 }
                 self.out.push_str(&bigint::to_decimal(bytes));
             }
-            tag::FLOAT => self.float(r.f64()?),
+            tag::FLOAT => float(&mut self.out, r.f64()?),
             tag::COMPLEX => {
-                self.out.push_str("{\"$complex\":[");
-                self.float(r.f64()?);
-                self.out.push(',');
-                self.float(r.f64()?);
-                self.out.push_str("]}");
+                let (real, imaginary) = (r.f64()?, r.f64()?);
+                grammar::complex(&mut self.out, real, imaginary);
             }
             tag::STR => string(&mut self.out, r.str()?),
-            tag::STR_SURROGATES => self.base64("$surrogates", r.length_prefixed()?),
-            tag::BYTES => self.base64("$bytes", r.length_prefixed()?),
+            tag::STR_SURROGATES => grammar::surrogates(&mut self.out, r.length_prefixed()?),
+            tag::BYTES => grammar::bytes(&mut self.out, r.length_prefixed()?),
             tag::BYTEARRAY => {
-                self.open_memo();
-                self.key("$bytearray");
-                self.out.push('"');
-                base64::encode(r.length_prefixed()?, &mut self.out);
-                self.out.push_str("\"}");
+                let id = self.memo();
+                grammar::bytearray(&mut self.out, id, r.length_prefixed()?);
             }
             tag::LIST => {
                 if self.in_base {
                     self.in_base = false;
                     self.items(r, depth)?;
                 } else if self.targets.contains(&self.slot) {
-                    self.tagged_items("$list", r, depth)?;
+                    self.tagged_items(Tag::List, r, depth)?;
                 } else {
                     self.slot += 1;
                     self.items(r, depth)?;
                 }
             }
-            tag::TUPLE => self.tagged_items("$tuple", r, depth)?,
-            tag::SET => self.tagged_items("$set", r, depth)?,
-            tag::FROZENSET => self.tagged_items("$frozenset", r, depth)?,
+            tag::TUPLE => self.tagged_items(Tag::Tuple, r, depth)?,
+            tag::SET => self.tagged_items(Tag::Set, r, depth)?,
+            tag::FROZENSET => self.tagged_items(Tag::FrozenSet, r, depth)?,
             tag::DICT => self.dict(r, depth, offset)?,
             tag::DATETIME => {
                 let flags = r.tz_flags()?;
@@ -293,16 +249,15 @@ impl<'a> JsonWriter<'a> {
                 if !(MIN_DAY..=MAX_DAY).contains(&micros.div_euclid(MICROS_PER_DAY)) {
                     return Err(DecodeError::OutOfRange { offset, what: "datetime" }.into());
                 }
-                self.clock_value("$datetime", r, flags, offset, |out| clock::write_datetime(micros, out))?;
+                let (zone, fold) = Self::zone(r, flags, offset)?;
+                grammar::datetime(&mut self.out, micros, &zone, fold);
             }
             tag::DATE => {
                 let days = r.zigzag()?;
                 if !(MIN_DAY..=MAX_DAY).contains(&days) {
                     return Err(DecodeError::OutOfRange { offset, what: "date" }.into());
                 }
-                let mut text = String::new();
-                clock::write_date(days, &mut text);
-                self.tagged_str("$date", &text);
+                grammar::date(&mut self.out, days);
             }
             tag::TIME => {
                 let flags = r.tz_flags()?;
@@ -310,41 +265,37 @@ impl<'a> JsonWriter<'a> {
                 if micros >= MICROS_PER_DAY as u64 {
                     return Err(DecodeError::OutOfRange { offset, what: "time of day" }.into());
                 }
-                self.clock_value("$time", r, flags, offset, |out| clock::write_clock(micros, out))?;
+                let (zone, fold) = Self::zone(r, flags, offset)?;
+                grammar::time(&mut self.out, micros, &zone, fold);
             }
             tag::TIMEDELTA => {
                 let (days, seconds, micros) = (r.zigzag()?, r.varint()?, r.varint()?);
                 if !clock::timedelta_in_range(days, seconds, micros) {
                     return Err(DecodeError::OutOfRange { offset, what: "timedelta" }.into());
                 }
-                let _ = write!(self.out, "{{\"$timedelta\":[{days},{seconds},{micros}]}}");
+                grammar::timedelta(&mut self.out, days, seconds, micros);
             }
             tag::DECIMAL => {
                 let text = r.str()?;
                 if !is_decimal_text(text) {
                     return Err(DecodeError::OutOfRange { offset, what: "decimal" }.into());
                 }
-                self.tagged_str("$decimal", text);
+                grammar::decimal(&mut self.out, text);
             }
             tag::UUID => {
-                let mut text = String::new();
-                clock::write_uuid(&r.array::<16>()?, &mut text);
-                self.tagged_str("$uuid", &text);
+                grammar::uuid(&mut self.out, &r.array::<16>()?);
             }
             tag::ENUM => {
                 let descriptor = r.u32_varint()?;
                 let type_name = &self.entry(descriptor)?.type_name;
-                self.out.push_str("{\"$enum\":");
+                grammar::enum_opening(&mut self.out);
                 self.class_name(type_name);
-                self.out.push_str(",\"$member\":");
-                string(&mut self.out, r.str()?);
-                self.out.push('}');
+                grammar::enum_member(&mut self.out, r.str()?);
             }
             tag::OBJECT => {
                 let entry = self.entry(r.u32_varint()?)?;
                 let (persistent, type_name, names) = (entry.persistent, &entry.type_name, &entry.fields);
-                self.open_memo();
-                self.key(if persistent { "$persistent" } else { "$type" });
+                self.open_memo(if persistent { Tag::Persistent } else { Tag::Type });
                 self.class_name(type_name);
                 self.fields(r, names, depth + 1)?;
                 self.out.push('}');
@@ -352,10 +303,9 @@ impl<'a> JsonWriter<'a> {
             tag::SUBCLASS => {
                 let entry = self.entry(r.u32_varint()?)?;
                 let (type_name, names) = (&entry.type_name, &entry.fields);
-                self.open_memo();
-                self.key("$subclass");
+                self.open_memo(Tag::Subclass);
                 self.class_name(type_name);
-                self.out.push_str(",\"$base\":");
+                grammar::subclass_base(&mut self.out);
                 let base_offset = r.position();
                 // A BYTEARRAY base: text documents carry subclasses of bytearray (section 3 of
                 // docs/TEXT_FORMATS.md).
@@ -373,21 +323,11 @@ impl<'a> JsonWriter<'a> {
                     return Err(DecodeError::BadBackRef { offset, index }.into());
                 }
                 self.found.insert(index);
-                self.out.push_str("{\"$ref\":");
-                push_u64(&mut self.out, index);
-                self.out.push('}');
+                grammar::reference(&mut self.out, index);
             }
             tag::REF => return Err(mapping("a stream holds no references to stored objects")),
             other => return Err(DecodeError::UnknownTag { offset, tag: other }.into()),
         }
         Ok(())
-    }
-
-    fn base64(&mut self, tag: &str, bytes: &[u8]) {
-        self.out.push('{');
-        self.key(tag);
-        self.out.push('"');
-        base64::encode(bytes, &mut self.out);
-        self.out.push_str("\"}");
     }
 }
