@@ -9,8 +9,8 @@
 
 use std::ops::Range;
 
-use super::{Compression, Container, Frame, Header, StreamError, StreamTable};
-use crate::format::{DecodeError, Reader, Writer};
+use super::{Compression, Container, Frame, StreamError, StreamTable};
+use crate::format::{DecodeError, Writer};
 
 /// Archives have one version; their values never share strings.
 pub const ARCHIVE_VERSION: u8 = 1;
@@ -119,12 +119,9 @@ impl<'a> Archive<'a> {
     /// Reads the header, section, table and index of archive `data`, whose payload, if
     /// compressed, may inflate to at most `max_size` bytes.
     pub fn read(data: &'a [u8], max_size: usize) -> Result<Archive<'a>, StreamError> {
-        let header = Header::read(data, &ARCHIVE)?;
-        let section = header.body(max_size)?;
-        let mut r = Reader::new(&section);
-        let table = StreamTable::read(&mut r, ARCHIVE_VERSION).map_err(|error| StreamError::Body { part: "archive descriptor table", error })?;
-        let index = ArchiveIndex::new(&section, r.position(), header.flags)?;
-        Ok(Archive { section, table, index })
+        let opened = super::Opened::read(data, &ARCHIVE, max_size, "archive descriptor table")?;
+        let index = ArchiveIndex::new(&opened.payload, opened.table_end, opened.header.flags)?;
+        Ok(Archive { section: opened.payload, table: opened.table, index })
     }
 
     /// The bytes of value `k` (`k < len`).

@@ -243,17 +243,36 @@ impl<'a> Stream<'a> {
     /// Reads the header, payload and table of stream `data`, whose payload, if compressed, may
     /// inflate to at most `max_size` bytes.
     pub fn read(data: &'a [u8], max_size: usize) -> Result<Stream<'a>, StreamError> {
-        let header = Header::read(data, &STREAM)?;
-        let body = header.body(max_size)?;
-        let mut r = Reader::new(&body);
-        let table = StreamTable::read(&mut r, header.version).map_err(|error| StreamError::Body { part: "stream descriptor table", error })?;
-        let value_start = r.position();
-        Ok(Stream { version: header.version, body, table, value_start })
+        let opened = Opened::read(data, &STREAM, max_size, "stream descriptor table")?;
+        Ok(Stream { version: opened.header.version, body: opened.payload, table: opened.table, value_start: opened.table_end })
     }
 
     /// The bytes of the value.
     pub fn value(&self) -> &[u8] {
         &self.body[self.value_start..]
+    }
+}
+
+/// What streams and archives start alike: the header, the payload (decompressed) and the
+/// descriptor table at its start.
+struct Opened<'a> {
+    header: Header<'a>,
+    payload: Cow<'a, [u8]>,
+    table: StreamTable,
+    /// Where the table ends in the payload.
+    table_end: usize,
+}
+
+impl<'a> Opened<'a> {
+    /// Reads container `kind` from `data`, its payload inflating to at most `max_size` bytes;
+    /// `table_part` names its table in errors.
+    fn read(data: &'a [u8], kind: &Container, max_size: usize, table_part: &'static str) -> Result<Opened<'a>, StreamError> {
+        let header = Header::read(data, kind)?;
+        let payload = header.body(max_size)?;
+        let mut r = Reader::new(&payload);
+        let table = StreamTable::read(&mut r, header.version).map_err(|error| StreamError::Body { part: table_part, error })?;
+        let table_end = r.position();
+        Ok(Opened { header, payload, table, table_end })
     }
 }
 
