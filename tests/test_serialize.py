@@ -506,17 +506,41 @@ def test_seed_001_shape_is_under_56_bytes_per_object() -> None:
     [2**70, True, "lone \udc80 surrogate", 7, Tagged([1]), (1,), None, 1.0],
     ids=["bigint", "bool", "surrogates", "int-for-float", "list-subclass", "tuple", "none", "float-for-str"],
 )
-def test_values_that_do_not_fit_the_field_kinds_keep_their_types(odd: Any) -> None:
+@pytest.mark.parametrize("in_list", [True, False], ids=["object-list", "objects"])
+def test_values_that_do_not_fit_the_field_kinds_keep_their_types(odd: Any, in_list: bool) -> None:
     """The field kinds come from the first object of a descriptor; a later object with a value of
-    another type (even a subclass, or an int where a float was) is written tagged, as an OBJECT."""
+    another type (even a subclass, or an int where a float was) is written tagged, as an OBJECT,
+    whether it is an item of a list of objects or a value of its own."""
     first = Point(1.5, "text")
     first.items = [1]  # type: ignore[attr-defined]
     later = Point(odd, odd)
     later.items = odd  # type: ignore[attr-defined]
-    graph = [first, later, Point(2.5, "x")]
+    objects = [first, later, Point(2.5, "x")]
+    graph: Any = objects if in_list else dict(zip("abc", objects))
     loaded = copal.loads(copal.dumps(graph))
     assert_same(graph, loaded)
-    assert [type(v) for v in vars(loaded[1]).values()] == [type(odd)] * 3
+    assert [type(v) for v in vars(loaded[1] if in_list else loaded["b"]).values()] == [type(odd)] * 3
+
+
+@pytest.mark.parametrize("odd", [2**70, "lone \udc80 surrogate"], ids=["bigint", "surrogates"])
+@pytest.mark.parametrize("in_list", [True, False], ids=["object-list", "objects"])
+def test_a_value_of_its_kinds_type_without_its_form_undoes_the_typed_body(odd: Any, in_list: bool) -> None:
+    """An int beyond 64 bits or a str with lone surrogates has the type of an INT or STR field
+    but not its form: the object is written as an OBJECT, and what its typed body had written
+    before that value (a string taking a slot of the shared strings) is undone, so the strings
+    after it still refer to the right slots."""
+    def point(x: str, y: Any, n: Any) -> Point:
+        made = Point(x, y)
+        made.n = n  # type: ignore[attr-defined]
+        return made
+
+    first = point("first-text", "a", 1)
+    later = point("text-before", odd if isinstance(odd, str) else "b", odd if isinstance(odd, int) else 2)
+    after = [point("text-before", "b", 3), point("first-text", "a", 4)]
+    objects = [first, later, *after]
+    graph: Any = objects if in_list else {"first": first, "later": later, "after": after}
+    loaded = copal.loads(copal.dumps(graph))
+    assert_same(graph, loaded)
 
 
 def test_objects_met_twice_keep_their_identity() -> None:

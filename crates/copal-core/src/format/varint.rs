@@ -2,12 +2,22 @@
 
 pub const MAX_VARINT_LEN: usize = 10;
 
+#[inline]
 pub fn write_varint(out: &mut Vec<u8>, mut value: u64) {
+    // Room for the longest varint is made once, not checked for every byte.
+    out.reserve(MAX_VARINT_LEN);
+    let start = out.len();
+    let spare = &mut out.spare_capacity_mut()[..MAX_VARINT_LEN];
+    let mut written = 0;
     while value >= 0x80 {
-        out.push((value as u8) | 0x80);
+        spare[written].write((value as u8) | 0x80);
         value >>= 7;
+        written += 1;
     }
-    out.push(value as u8);
+    spare[written].write(value as u8);
+    // SAFETY: the `written + 1` bytes after the end were just initialised, within the capacity
+    // reserved above (a u64 takes at most MAX_VARINT_LEN bytes).
+    unsafe { out.set_len(start + written + 1) };
 }
 
 /// The number of bytes `write_varint` writes for `value`.

@@ -372,6 +372,16 @@ impl WrittenStrings {
     #[inline]
     fn field_texts(&mut self, field: ObjectField) -> &mut FieldTexts {
         let (descriptor, index) = (field.descriptor as usize, field.index as usize);
+        if self.fields.get(descriptor).is_some_and(|of_descriptor| index < of_descriptor.len()) {
+            return &mut self.fields[descriptor][index];
+        }
+        self.new_field_texts(field)
+    }
+
+    /// `field_texts` of a field met for the first time in this body.
+    #[cold]
+    fn new_field_texts(&mut self, field: ObjectField) -> &mut FieldTexts {
+        let (descriptor, index) = (field.descriptor as usize, field.index as usize);
         if self.fields.len() <= descriptor {
             self.fields.resize_with(descriptor + 1, Vec::new);
         }

@@ -248,7 +248,7 @@ impl<'s> Encoder<'s> {
                     None => this.sink.field_kinds(descriptor).filter(|kinds| !kinds.is_empty()),
                 };
                 let Some(kinds) = kinds else { return Ok(false) };
-                if !this.fits_kinds(fields.py(), held, &kinds)? {
+                if !this.fits_kinds(fields.py(), held, &kinds) {
                     return Ok(false);
                 }
                 if typed.is_none() {
@@ -258,8 +258,7 @@ impl<'s> Encoder<'s> {
                 }
                 // It takes its memo slot, without an identity-map entry: nothing else holds it.
                 this.next_memo += 1;
-                at(this.typed_fields(descriptor, &fields, held, &kinds, depth + 1), || format!("[{written}]"))?;
-                Ok(true)
+                at(this.typed_fields(descriptor, &fields, held, &kinds, depth + 1), || format!("[{written}]"))
             })?;
             if !fitted {
                 return Ok(self.abandon(list, mark, written));
@@ -375,7 +374,7 @@ impl<'s> Encoder<'s> {
     /// item (it takes a memo or string slot, or is a back-reference to one).
     fn repeat_of(&self, item: &Bound<'_, PyAny>) -> Option<Repeat> {
         let ptr = item.as_ptr();
-        // SAFETY: `ptr` is a live object; only its type is read (see `has_kind`).
+        // SAFETY: `ptr` is a live object; only its type is read (see `has_type_of_kind`).
         if unsafe { ffi::PyUnicode_CheckExact(ptr) } != 0 {
             // SAFETY: checked just above.
             let s = unsafe { item.cast_unchecked::<PyString>() };

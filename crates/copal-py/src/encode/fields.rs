@@ -19,33 +19,41 @@ use super::{at, Encoder, Failure, Step, MAX_DEPTH};
 /// exact types only, since a subclass would be read back as its base type.
 pub fn field_kind_of(v: &Bound<'_, PyAny>) -> PyResult<FieldKind> {
     for kind in [FieldKind::Str, FieldKind::Int, FieldKind::Float, FieldKind::List] {
-        if has_kind(v, kind)? {
+        if has_type_of_kind(v.as_ptr(), kind) && has_form_of_kind(v, kind)? {
             return Ok(kind);
         }
     }
     Ok(FieldKind::Any)
 }
 
-/// Whether `v` can be written in a field of `kind` (a kind other than `Any`): `field_kind_of`'s
-/// test of that one kind. Each test compares the value's type pointer by the C API's exact
-/// checks: pyo3's `cast_exact` takes and drops a reference to the type object it compares
-/// with when the test fails, two writes to a shared line per test and value.
-fn has_kind(v: &Bound<'_, PyAny>, kind: FieldKind) -> PyResult<bool> {
-    let ptr = v.as_ptr();
-    // SAFETY: `ptr` is a live object; only its type is read, and the unchecked cast follows
-    // the check of its type.
+/// Whether the type of `v` is the exact type of the values of `kind` (a kind other than
+/// `Any`), compared by type pointer as the C API's exact checks do: the test of every value of
+/// an object written as a TYPED_OBJECT. pyo3's `cast_exact` would take and drop a reference to
+/// the type object it compares with when the test fails, two writes to a shared line per test.
+#[inline]
+fn has_type_of_kind(v: *mut ffi::PyObject, kind: FieldKind) -> bool {
+    // SAFETY: `v` is a live object; only its type is read.
     unsafe {
-        Ok(match kind {
-            // Strings with lone surrogates have no UTF-8 form (they are STR_SURROGATES).
-            FieldKind::Str => ffi::PyUnicode_CheckExact(ptr) != 0 && utf8_text(v.cast_unchecked::<PyString>())?.is_some(),
-            // An int too big for i64 is Any, also when the OverflowError saying so could not be
-            // made.
-            FieldKind::Int => ffi::PyLong_CheckExact(ptr) != 0 && v.extract::<i64>().is_ok(),
-            FieldKind::Float => ffi::PyFloat_CheckExact(ptr) != 0,
-            FieldKind::List => ffi::PyList_CheckExact(ptr) != 0,
+        match kind {
+            FieldKind::Str => ffi::PyUnicode_CheckExact(v) != 0,
+            FieldKind::Int => ffi::PyLong_CheckExact(v) != 0,
+            FieldKind::Float => ffi::PyFloat_CheckExact(v) != 0,
+            FieldKind::List => ffi::PyList_CheckExact(v) != 0,
             FieldKind::Any => false,
-        })
+        }
     }
+}
+
+/// Whether `v`, whose type is that of `kind`'s values, has the form of `kind`: the values of
+/// those types that do not are strs with lone surrogates (they are STR_SURROGATES) and ints
+/// beyond 64 bits (also when the OverflowError saying so could not be made).
+fn has_form_of_kind(v: &Bound<'_, PyAny>, kind: FieldKind) -> PyResult<bool> {
+    Ok(match kind {
+        // SAFETY: the caller checked that `v` is a str.
+        FieldKind::Str => utf8_text(unsafe { v.cast_unchecked::<PyString>() })?.is_some(),
+        FieldKind::Int => v.extract::<i64>().is_ok(),
+        FieldKind::Float | FieldKind::List | FieldKind::Any => true,
+    })
 }
 
 /// The fields of an object being written, in order: an instance dict (or a stored state), or
@@ -290,27 +298,47 @@ impl<'s> Encoder<'s> {
     /// The fields of an object, `held`, as an OBJECT, or as a TYPED_OBJECT when its descriptor
     /// has field kinds that its values fit.
     pub(super) fn object_fields<'py>(&mut self, descriptor: u32, fields: &impl FieldSource<'py>, held: Held, depth: usize) -> Step {
-        match self.sink.field_kinds(descriptor) {
-            Some(kinds) if self.fits_kinds(fields.py(), held, &kinds)? => {
-                self.w.u8(tag::TYPED_OBJECT);
-                self.w.varint(u64::from(descriptor));
-                self.typed_fields(descriptor, fields, held, &kinds, depth)
+        if let Some(kinds) = self.sink.field_kinds(descriptor).filter(|kinds| self.fits_kinds(fields.py(), held, kinds)) {
+            let mark = self.mark();
+            self.w.u8(tag::TYPED_OBJECT);
+            self.w.varint(u64::from(descriptor));
+            if self.typed_fields(descriptor, fields, held, &kinds, depth)? {
+                return Ok(());
             }
-            _ => {
-                self.w.u8(tag::OBJECT);
-                self.w.varint(u64::from(descriptor));
-                self.held_fields(fields, held, depth)
-            }
+            self.rewind(mark);
         }
+        self.w.u8(tag::OBJECT);
+        self.w.varint(u64::from(descriptor));
+        self.held_fields(fields, held, depth)
     }
 
-    /// The fields `held` of a TYPED_OBJECT of `descriptor`, whose values fit `kinds`
-    /// (`fits_kinds`), each in the form of its kind.
-    pub(super) fn typed_fields<'py>(&mut self, descriptor: u32, fields: &impl FieldSource<'py>, held: Held, kinds: &[FieldKind], depth: usize) -> Step {
-        self.each_held(fields, held, |this, index, key, value| {
+    /// The fields `held` of a TYPED_OBJECT of `descriptor`, whose values have the types of
+    /// `kinds` (`fits_kinds`), each in the form of its kind. False, with the fields before it
+    /// written, at a value that has its kind's type but not its form (`has_form_of_kind`): the
+    /// caller undoes the object and writes it otherwise.
+    pub(super) fn typed_fields<'py>(
+        &mut self,
+        descriptor: u32,
+        fields: &impl FieldSource<'py>,
+        held: Held,
+        kinds: &[FieldKind],
+        depth: usize,
+    ) -> Result<bool, Failure> {
+        let py = fields.py();
+        for (index, &kind) in kinds.iter().enumerate().take(held.len) {
+            let (name, value) = self.held_field(py, held, index);
             let field = ObjectField { descriptor, index: index as u32 };
-            at(this.typed_value(value, kinds[index], field, depth + 1), || format!(".{key}"))
-        })
+            if !at(self.typed_value(&value, kind, field, depth + 1), || format!(".{}", &*name))? {
+                return Ok(false);
+            }
+        }
+        // Writing strs, ints and floats of exact types runs no Python code that could change
+        // the object (nor does reading their UTF-8 form, or a failed conversion, which
+        // returned above).
+        if kinds.iter().any(|kind| matches!(kind, FieldKind::Any | FieldKind::List)) {
+            self.check_unchanged(fields, held)?;
+        }
+        Ok(true)
     }
 
     /// Reads the fields of `fields` once, holding a reference to each name and value, and
@@ -350,18 +378,11 @@ impl<'s> Encoder<'s> {
         unsafe { (Borrowed::from_ptr(py, name), Borrowed::from_ptr(py, value)) }
     }
 
-    /// Whether every value of `held` has the kind of its field, so that the object can be
-    /// written as a TYPED_OBJECT of these `kinds`.
-    pub(super) fn fits_kinds(&self, py: Python<'_>, held: Held, kinds: &[FieldKind]) -> PyResult<bool> {
-        if held.len != kinds.len() {
-            return Ok(false);
-        }
-        for (index, &kind) in kinds.iter().enumerate() {
-            if kind != FieldKind::Any && !has_kind(&self.held_field(py, held, index).1, kind)? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+    /// Whether every value of `held` has the type of its field's kind, so that the object can be
+    /// written as a TYPED_OBJECT of these `kinds` (`typed_fields` checks their forms).
+    pub(super) fn fits_kinds(&self, py: Python<'_>, held: Held, kinds: &[FieldKind]) -> bool {
+        held.len == kinds.len()
+            && kinds.iter().enumerate().all(|(index, &kind)| kind == FieldKind::Any || has_type_of_kind(self.held_field(py, held, index).1.as_ptr(), kind))
     }
 
     /// Calls `write` with the index, name and value of each field of `held`, read from `fields`.
@@ -379,6 +400,12 @@ impl<'s> Encoder<'s> {
             let (name, value) = self.held_field(py, held, index);
             write(self, index, &name, &value)?;
         }
+        self.check_unchanged(fields, held)
+    }
+
+    /// Refuses an object whose attributes were added or removed since `held` was read from
+    /// `fields` (by Python code run while its values were written).
+    fn check_unchanged<'py>(&self, fields: &impl FieldSource<'py>, held: Held) -> Step {
         let mut after_last = held.after_last;
         if fields.count() != held.len || fields.next_field(&mut after_last).is_some() {
             return Err(Failure::Unsupported { path: vec![], reason: "its attributes changed while it was being written".into() });
@@ -386,23 +413,20 @@ impl<'s> Encoder<'s> {
         Ok(())
     }
 
-    /// `v`, the value of `field`, in the form of its kind.
-    fn typed_value(&mut self, v: &Bound<'_, PyAny>, kind: FieldKind, field: ObjectField, depth: usize) -> Step {
+    /// `v`, the value of `field`, in the form of its kind: false, with nothing written, if it
+    /// has its kind's type but not its form (`has_form_of_kind`).
+    fn typed_value(&mut self, v: &Bound<'_, PyAny>, kind: FieldKind, field: ObjectField, depth: usize) -> Result<bool, Failure> {
         if depth > MAX_DEPTH {
             return Err(Failure::Unsupported { path: vec![], reason: format!("values nested deeper than {MAX_DEPTH} levels") });
         }
         match kind {
             FieldKind::Any => self.value(v, depth)?,
-            FieldKind::Int => self.w.zigzag(v.extract::<i64>()?),
+            FieldKind::Int => match v.extract::<i64>() {
+                Ok(int) => self.w.zigzag(int),
+                Err(_) => return Ok(false),
+            },
             FieldKind::Float => self.w.f64(v.extract::<f64>()?),
-            FieldKind::Str => {
-                let s = v.cast::<PyString>().map_err(PyErr::from)?;
-                // `fits_kinds` saw a UTF-8 str here, and the value is held (`with_fields`): this
-                // only fails if a caller skipped the test.
-                if !self.shared_string(s, StringForm::Typed, Some(field))? {
-                    return Err(Failure::Unsupported { path: vec![], reason: "a string field changed while it was being written".into() });
-                }
-            }
+            FieldKind::Str => return Ok(self.shared_string(v.cast::<PyString>().map_err(PyErr::from)?, StringForm::Typed, Some(field))?),
             FieldKind::List => {
                 let list = v.cast::<PyList>().map_err(PyErr::from)?;
                 self.mutable = true;
@@ -416,7 +440,7 @@ impl<'s> Encoder<'s> {
                 }
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The fields of `fields` as the values of an OBJECT (or a SUBCLASS).

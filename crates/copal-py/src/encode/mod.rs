@@ -328,7 +328,7 @@ impl<'s> Encoder<'s> {
             return Err(Failure::Unsupported { path: vec![], reason: format!("values nested deeper than {MAX_DEPTH} levels") });
         }
         // The most frequent types first, each an exact type-pointer comparison by the C API's
-        // checks (see `has_kind`: a failed `cast_exact` writes to the type object twice).
+        // checks (see `has_type_of_kind`: a failed `cast_exact` writes to the type object twice).
         let ptr = v.as_ptr();
         let w = &mut self.w;
         // SAFETY: `ptr` is a live object; each unchecked cast follows the check of its type.
