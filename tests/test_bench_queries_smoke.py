@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from copal.bench.queries import QUERIES, person_row
+from copal.bench.query_data import QUERIES, person_row
 
 REPO = Path(__file__).resolve().parents[1]
 PEOPLE = 2000

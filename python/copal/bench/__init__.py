@@ -12,7 +12,11 @@ Run them with ``copal bench`` (or ``python benchmarks/whitepaper.py``); see
   classes of each system, importable so that fresh processes can load them;
 - :mod:`copal.bench.runner`: fresh-process orchestration, table, JSON, chart.
 
-``copal bench --suite queries`` is :mod:`copal.bench.queries`; ``copal bench --suite codecs``
+``copal bench --suite queries`` is :mod:`copal.bench.queries` (options, stores, workers) over
+:mod:`copal.bench.query_data` (the queries and the people), :mod:`copal.bench.query_systems`
+(one adapter per system), :mod:`copal.bench.query_worker` (the worker),
+:mod:`copal.bench.query_report` (summary, targets, table, chart) and
+:mod:`copal.bench.query_models` (the classes); ``copal bench --suite codecs``
 (the serialization seed experiments) is :mod:`copal.bench.codec_report` (options, tables,
 checks, plot) over :mod:`copal.bench.codec_seeds` (the experiments),
 :mod:`copal.bench.codecs` (one adapter per library) and :mod:`copal.bench.codec_models`

@@ -87,6 +87,18 @@ def usable_systems(
     return systems, skipped
 
 
+def dist_version(*names: str) -> str | None:
+    """The version of the first of the distributions ``names`` that is installed, or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in names:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
 def package_versions(sources: Iterable[Callable[[], dict[str, str]]]) -> dict[str, str]:
     """The package versions each source reports; a source that fails adds nothing (metadata
     must never break a run)."""

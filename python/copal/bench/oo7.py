@@ -57,6 +57,7 @@ from copal.bench.oo7_data import (
 )
 from copal.bench.oo7_systems import OO7_SYSTEMS as OO7_SYSTEMS  # the runner's --systems
 from copal.bench.oo7_systems import OPERATIONS
+from copal.bench.tables import format_bytes, format_duration
 from copal.bench.workers import COPAL_DIR, last_line, run_worker, worker_env
 
 DEFAULT_HOT = 5
@@ -247,8 +248,6 @@ def summarize(config: OO7Config, raw: dict[str, Any], systems: list[str]) -> dic
 
 def format_table(summary: dict[str, Any], systems: list[str], labels: dict[str, str]) -> str:
     """The Markdown table of one configuration: cold and hot medians by system, with ratios."""
-    from copal.bench.queries import format_duration
-    from copal.bench.runner import format_bytes
 
     config = CONFIGS[summary["name"]]
     ratio_of = summary["ratio_of"]

@@ -26,7 +26,7 @@ from importlib import import_module
 from time import perf_counter
 from typing import Any, Callable, ClassVar
 
-from copal.bench.environment import copal_unavailable, missing_module
+from copal.bench.environment import copal_unavailable, dist_version, missing_module
 from copal.bench.oo7_data import (
     CONFIGS,
     Q2_PERCENT,
@@ -289,15 +289,6 @@ class OO7System:
         raise NotImplementedError
 
 
-def _dist_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
-
-
 class CopalOO7(OO7System):
     """copal, embedded store, as its tutorial teaches: persistent classes, plain lists inside
     objects, declared indexes, ``tx.query``, a ``with db.transaction() as tx:`` block per
@@ -324,7 +315,7 @@ class CopalOO7(OO7System):
 
     @classmethod
     def versions(cls) -> dict[str, str]:
-        version = _dist_version("copaldb")
+        version = dist_version("copaldb")
         return {"copal": version} if version else {}
 
     def build(self, dir: str, blueprint: ModuleSpec) -> int:
@@ -455,7 +446,7 @@ class ZODBOO7(OO7System):
     def versions(cls) -> dict[str, str]:
         out = {}
         for dist in ("ZODB", "persistent", "BTrees"):
-            version = _dist_version(dist)
+            version = dist_version(dist)
             if version:
                 out[dist] = version
         return out

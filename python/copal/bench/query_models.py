@@ -8,7 +8,7 @@ A ``Person`` has ``name``, ``email`` (unique), ``age``, ``city`` and a reference
 - ``CopalPerson`` / ``CopalAddress``: :class:`copal.Persistent`, indexes declared with
   ``__copal_indexes__`` (unique ``email``, ``age``);
 - ``ZPerson`` / ``ZAddress``: ``persistent.Persistent`` for ZODB (the indexes are BTrees
-  kept by :mod:`copal.bench.queries`);
+  kept by :mod:`copal.bench.query_systems`);
 - ``SAPerson`` / ``SAAddress``: SQLAlchemy declarative classes mapped onto the same SQLite
   tables as the ``sqlite`` system (``address`` a lazy relationship).
 

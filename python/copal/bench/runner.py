@@ -34,6 +34,7 @@ from copal.bench import codec_report, oo7, queries, transactions
 from copal.bench.charts import NO_MATPLOTLIB, finish, log_bars, pyplot
 from copal.bench.environment import package_versions, run_metadata, usable_systems
 from copal.bench.systems import DEFAULT_SYSTEMS, SYSTEMS, System
+from copal.bench.tables import format_bytes
 from copal.bench.whitepaper import WORKLOADS, Workload, target_serial
 from copal.bench.workers import COPAL_DIR, last_line, run_worker, worker_env
 
@@ -325,12 +326,6 @@ def format_seconds(t: float) -> str:
     if t >= 0.01:
         return f"{t:.3f} s"
     return f"{t:.2g} s"
-
-
-def format_bytes(b: float) -> str:
-    if b >= 1e6:
-        return f"{b / 1e6:.1f} MB"
-    return f"{b / 1e3:.1f} kB"
 
 
 def _cell(value: str | None, ratio: float | None) -> str:

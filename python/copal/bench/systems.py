@@ -37,7 +37,7 @@ from time import perf_counter
 from types import ModuleType
 from typing import Any, ClassVar, Iterable
 
-from copal.bench.environment import dir_size, missing_module
+from copal.bench.environment import dir_size, dist_version, missing_module
 from copal.bench.whitepaper import RELATIONS_PER_COLLECTION, psertest_time, sertest_time
 
 PICKLE_PROTOCOL = 5
@@ -152,17 +152,6 @@ class System:
         raise NotImplementedError
 
 
-def _dist_version(*names: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for name in names:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            continue
-    return None
-
-
 # --------------------------------------------------------------------------- PostgreSQL
 
 
@@ -231,7 +220,7 @@ class CopalSystem(System):
 
     @classmethod
     def versions(cls) -> dict[str, str]:
-        v = _dist_version("copaldb", "copal")
+        v = dist_version("copaldb", "copal")
         return {"copal": v} if v else {}
 
     def location(self, dir: str, key: str) -> str:
@@ -347,7 +336,7 @@ class ZODBSystem(System):
     def versions(cls) -> dict[str, str]:
         out = {}
         for dist in ("ZODB", "persistent", "BTrees", "transaction"):
-            v = _dist_version(dist)
+            v = dist_version(dist)
             if v:
                 out[dist] = v
         return out
@@ -431,7 +420,7 @@ class RelStorageSystem(ZODBSystem):
     @classmethod
     def versions(cls) -> dict[str, str]:
         out = super().versions()
-        v = _dist_version("RelStorage")
+        v = dist_version("RelStorage")
         if v:
             out["RelStorage"] = v
         return out
@@ -662,7 +651,7 @@ class SqliteDictSystem(_KeyValueSystem):
         import sqlite3
 
         out = {"sqlite3_lib": sqlite3.sqlite_version}
-        v = _dist_version("sqlitedict")
+        v = dist_version("sqlitedict")
         if v:
             out["sqlitedict"] = v
         return out

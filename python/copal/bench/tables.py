@@ -13,6 +13,22 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 
+def format_duration(t: float) -> str:
+    """A time in µs, ms or s with three significant digits."""
+    if t < 1e-3:
+        return f"{t * 1e6:.3g} µs"
+    if t < 1:
+        return f"{t * 1e3:.3g} ms"
+    return f"{t:.3g} s"
+
+
+def format_bytes(b: float) -> str:
+    """A size in kB or MB with one decimal."""
+    if b >= 1e6:
+        return f"{b / 1e6:.1f} MB"
+    return f"{b / 1e3:.1f} kB"
+
+
 def target_rows(targets: Iterable[dict[str, Any]]) -> list[str]:
     """A blank line, then a table of the ``targets``: each one's ``target`` and ``result``, and
     whether it is ``met`` (``n/a`` where a run it needs is missing, a bold **no** where not)."""

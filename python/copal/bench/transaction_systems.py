@@ -109,7 +109,7 @@ class TxSystem:
 
     @classmethod
     def versions(cls) -> dict[str, str]:
-        from copal.bench.queries import QUERY_SYSTEMS
+        from copal.bench.query_systems import QUERY_SYSTEMS
 
         return QUERY_SYSTEMS[cls.name].versions()
 

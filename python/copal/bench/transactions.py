@@ -68,7 +68,7 @@ from typing import Any, Callable, TextIO
 
 from copal.bench.charts import NO_MATPLOTLIB, finish, log_bars, pyplot
 from copal.bench.environment import package_versions, run_metadata, usable_systems
-from copal.bench.tables import target_rows
+from copal.bench.tables import format_duration, target_rows
 from copal.bench.transaction_systems import BLOCK, CONTROL, EXTRA, LOOKUP_POOL, OPERATIONS, SEED, WARMUP
 from copal.bench.transaction_systems import TX_SYSTEMS as TX_SYSTEMS  # the runner's --systems
 from copal.bench.workers import COPAL_DIR, last_line, run_worker, worker_env
@@ -257,7 +257,6 @@ def evaluate_targets(operations: list[dict[str, Any]], cached_sizes: list[int]) 
 def format_table(summary: dict[str, Any], systems: list[str], labels: dict[str, str]) -> str:
     """The Markdown table: per operation, each system's median (p90) at each cache size, its
     growth, the ratios copal / ZODB, copal's objects encoded; then the targets."""
-    from copal.bench.queries import format_duration
 
     cached_sizes: list[int] = summary["cached"]
     sizes = set(summary["objects"].values())
