@@ -235,19 +235,15 @@ pub fn set_item<'py>(dict: &Bound<'py, PyDict>, key: &str, value: impl ToPython<
 
 /// The int of `data`, a little-endian two's-complement integer.
 pub fn int_from_le_bytes<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    // CPython 3.13 made the conversion public; 3.11 and 3.12 have it under its former name.
+    // CPython 3.13 made the conversion public; before it, `int.from_bytes` (ints past 64 bits
+    // are rare enough in records not to need the private function of 3.11 and 3.12).
     #[cfg(all(Py_3_13, not(any(Py_LIMITED_API, PyPy))))]
     {
         // SAFETY: `data` is valid for its length; the buffer is read as a little-endian signed
         // integer (no Py_ASNATIVEBYTES_UNSIGNED_BUFFER flag).
         made(py, unsafe { ffi::PyLong_FromNativeBytes(data.as_ptr().cast(), data.len(), ffi::Py_ASNATIVEBYTES_LITTLE_ENDIAN) })
     }
-    #[cfg(not(any(Py_3_13, Py_LIMITED_API, PyPy)))]
-    {
-        // SAFETY: `data` is valid for its length; little-endian (1) and signed (1).
-        made(py, unsafe { ffi::_PyLong_FromByteArray(data.as_ptr(), data.len(), 1, 1) })
-    }
-    #[cfg(any(Py_LIMITED_API, PyPy))]
+    #[cfg(not(all(Py_3_13, not(any(Py_LIMITED_API, PyPy)))))]
     {
         let kwargs = dict(py)?;
         kwargs.set_item(str(py, "signed")?, true)?;

@@ -31,6 +31,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
 use crate::classes::keys_are;
+use crate::cpython::class_attribute;
 use crate::decode::DecodeInfo;
 use crate::hashing::IntMap;
 
@@ -161,23 +162,6 @@ pub fn check_inert(class: &Bound<'_, PyType>, info: &DecodeInfo) -> PyResult<Opt
         drop(unfiled);
     }
     Ok(outcome_is_fixed.then_some(stamp))
-}
-
-/// The attribute `name` of `class` as found along its MRO, without calling anything (no
-/// metaclass `__getattribute__`, no descriptor).
-fn class_attribute<'py>(class: &Bound<'py, PyType>, name: &Bound<'py, PyString>) -> Option<Bound<'py, PyAny>> {
-    // SAFETY: `class` is a live type and `name` a str; the GIL is held. _PyType_Lookup returns a
-    // borrowed reference or null, never with an exception set.
-    unsafe {
-        let found = _PyType_Lookup(class.as_type_ptr(), name.as_ptr());
-        Bound::from_borrowed_ptr_or_opt(class.py(), found)
-    }
-}
-
-extern "C" {
-    // Exported by every CPython copal supports (3.11 to 3.14), though not part of the limited
-    // API, so pyo3 does not declare it.
-    fn _PyType_Lookup(class: *mut ffi::PyTypeObject, name: *mut ffi::PyObject) -> *mut ffi::PyObject;
 }
 
 #[cfg(Py_3_12)]

@@ -422,7 +422,9 @@ impl WrittenStrings {
     pub fn write_references(&mut self, out: &mut Vec<u8>, form: StringForm, slot: u64, count: usize) {
         let start = out.len();
         form.write_reference(out, slot);
-        repeat_tail(out, out.len() - start, count - 1);
+        if count > 1 {
+            repeat_tail(out, out.len() - start, count - 1);
+        }
         match (u32::try_from(out.len()), u32::try_from(slot), WithForm::new(count, form)) {
             (Ok(_), Ok(slot), Some(count)) if !self.abandoned => {
                 self.references.push(LoggedReference { start: start as u32, slot, count });

@@ -20,6 +20,8 @@
 //!   (crate::prefetch); none where the layout is not known.
 //! - `ADDS_REFERENCES_AT_ONCE` and `add_references`: whether a run of references to one object
 //!   is counted in one write, and the count itself (list_builder.rs).
+//! - `class_attribute`: an attribute of a class along its MRO, without running code; on 3.11
+//!   through the type lookup it keeps private, which also assigns the class a version tag.
 //!
 //! A new version's module implements the same items, tested on that version, and takes its own
 //! cfg from build.rs; `portable` stays the fallback for the rest.
@@ -35,6 +37,6 @@ mod portable;
 use portable as version;
 
 pub use version::{
-    add_references, hints, made_dict, Changed, DictTable, FieldSlots, Holder, InstanceValues, MadeDict, OwnArray, ValuesFields,
+    add_references, class_attribute, hints, made_dict, Changed, DictTable, FieldSlots, Holder, InstanceValues, MadeDict, OwnArray, ValuesFields,
     ADDS_REFERENCES_AT_ONCE,
 };

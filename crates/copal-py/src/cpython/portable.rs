@@ -6,7 +6,7 @@
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyType};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
 use crate::dict_items::{Cursor, Next};
 
@@ -140,5 +140,30 @@ pub unsafe fn add_references(object: *mut ffi::PyObject, count: ffi::Py_ssize_t)
     for _ in 0..count {
         // SAFETY: the caller's guarantee, one reference at a time.
         unsafe { ffi::Py_INCREF(object) };
+    }
+}
+
+/// The attribute `name` of `class` as found along its MRO, without calling anything (no
+/// metaclass `__getattribute__`, no descriptor): the first dict of the MRO's classes that has
+/// it, read through `PyType_GetDict` (which also gives the dicts of static types).
+pub fn class_attribute<'py>(class: &Bound<'py, PyType>, name: &Bound<'py, PyString>) -> Option<Bound<'py, PyAny>> {
+    let py = class.py();
+    // SAFETY: `class` is a live type, whose `tp_mro` is null (not ready) or a tuple of types it
+    // holds; each dict is a new reference. A failed item lookup (an error from the hash of
+    // `name`, a str, cannot happen) counts as not found.
+    unsafe {
+        let mro = (*class.as_type_ptr()).tp_mro;
+        if mro.is_null() {
+            return None;
+        }
+        let mro = Bound::from_borrowed_ptr(py, mro).cast_into_unchecked::<PyTuple>();
+        for base in mro.iter() {
+            let dict = Bound::from_owned_ptr_or_opt(py, ffi::PyType_GetDict(base.as_ptr().cast()))?;
+            let mut found = std::ptr::null_mut();
+            if ffi::PyDict_GetItemRef(dict.as_ptr(), name.as_ptr(), &mut found) > 0 {
+                return Some(Bound::from_owned_ptr(py, found));
+            }
+        }
+        None
     }
 }

@@ -9,13 +9,16 @@
 //! - `tables`: the JSON writer's and the encoder's reads of instance values and dict tables.
 //! - `hints`: cache hints for the fields of instances read a few items ahead.
 //! - `refcounts`: references counted several at a time, for the list builder.
+//! - `lookup`: attributes of classes along their MRO, by the type lookup 3.11 keeps private.
 
 mod field_slots;
 pub mod hints;
 mod layout;
+mod lookup;
 mod refcounts;
 mod tables;
 
 pub use field_slots::FieldSlots;
+pub use lookup::class_attribute;
 pub use refcounts::{add_references, ADDS_REFERENCES_AT_ONCE};
 pub use tables::{made_dict, Changed, DictTable, Holder, InstanceValues, MadeDict, OwnArray, ValuesFields};
