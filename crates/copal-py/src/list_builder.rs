@@ -11,6 +11,10 @@
 //! makes it: its length is the number of items stored so far and the room is past its end, as
 //! in any list CPython over-allocated. Python code may change it meanwhile; each `push` reads
 //! its length and room again, and appends as Python would when there is no room left.
+//!
+//! On the free-threaded build another thread may read the list while it is filled, through
+//! the memo or Python code run meanwhile, and the list's own lock orders its writes: the list is
+//! filled with `PyList_Append` there, never by writing its fields.
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
@@ -29,7 +33,7 @@ impl<'py> ListBuilder<'py> {
     /// which the items it claims must come from.
     pub fn with_capacity(py: Python<'py>, capacity: usize) -> PyResult<Self> {
         let uncounted = (std::ptr::null_mut(), 0);
-        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+        #[cfg(not(any(Py_LIMITED_API, PyPy, Py_GIL_DISABLED)))]
         {
             use pyo3::ffi;
             // SAFETY: PyList_New returns a new list of `capacity` null items, or null with an
@@ -43,7 +47,7 @@ impl<'py> ListBuilder<'py> {
                 Ok(ListBuilder { list, uncounted })
             }
         }
-        #[cfg(any(Py_LIMITED_API, PyPy))]
+        #[cfg(any(Py_LIMITED_API, PyPy, Py_GIL_DISABLED))]
         {
             let _ = capacity;
             Ok(ListBuilder { list: PyList::empty(py), uncounted })
@@ -94,7 +98,7 @@ impl<'py> ListBuilder<'py> {
     where
         'py: 'a,
     {
-        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+        #[cfg(not(any(Py_LIMITED_API, PyPy, Py_GIL_DISABLED)))]
         if cpython::ADDS_REFERENCES_AT_ONCE {
             let list = self.list.as_ptr().cast::<pyo3::ffi::PyListObject>();
             // SAFETY: as in `store`, places from the list's length up to `allocated` are room;
@@ -143,7 +147,7 @@ impl<'py> ListBuilder<'py> {
     /// Stores the reference `item` in the list's next place if it has room, or hands it back.
     #[inline]
     fn store(&mut self, item: *mut pyo3::ffi::PyObject) -> Result<(), *mut pyo3::ffi::PyObject> {
-        #[cfg(not(any(Py_LIMITED_API, PyPy)))]
+        #[cfg(not(any(Py_LIMITED_API, PyPy, Py_GIL_DISABLED)))]
         {
             let list = self.list.as_ptr().cast::<pyo3::ffi::PyListObject>();
             // SAFETY: `list` is a live list (owned by `self.list`). While its length is below
