@@ -236,6 +236,25 @@ def test_add_and_delete_refuse_objects_of_another_database(store: Any, tmp_path:
         other.close()
 
 
+def test_queries_refuse_operands_of_another_database(store: Any, tmp_path: Any) -> None:
+    # The foreign object's oid is that of this database's own Item: compared by oid, it would
+    # match the Holder of an unrelated object.
+    db = store.open()
+    other = copal.open(tmp_path / "other")
+    try:
+        for each in (other, db):
+            with each.transaction() as tx:
+                tx.root["holder"] = Holder(item=Item("item"))
+        with other.transaction() as otx:
+            foreign = otx.root["holder"].item
+            with db.transaction() as tx:
+                assert tx.root["holder"].item._p_oid == foreign._p_oid
+                with pytest.raises(TypeError, match="another connection or database"):
+                    tx.query(Holder).where(item=foreign).count()
+    finally:
+        other.close()
+
+
 # Queries.
 
 

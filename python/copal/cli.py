@@ -305,11 +305,19 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    report = _on_database(args.db, lambda db: db.verify())
+    from .errors import CorruptRecordError
+
+    try:
+        report = _on_database(args.db, lambda db: db.verify())
+    except CorruptRecordError as damaged:
+        # A store too damaged to open (a table or its root missing) is what verify looks for:
+        # a problem found, reported as the others are.
+        report = {"problems": [str(damaged)]}
     if args.json:
         _print_json(report)
     else:
-        print(f"{report['records']} records, {report['references']} references, {report['index_entries']} index entries")
+        if "records" in report:
+            print(f"{report['records']} records, {report['references']} references, {report['index_entries']} index entries")
         for problem in report["problems"]:
             print(f"problem: {problem}")
         print("OK" if not report["problems"] else f"{len(report['problems'])} problem(s) found")

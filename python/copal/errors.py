@@ -53,7 +53,8 @@ class ConflictError(CopalError):
 
 
 class CorruptRecordError(CopalError):
-    """Stored bytes could not be decoded: the record or descriptor is damaged or not copal data."""
+    """Stored bytes could not be decoded: the record or descriptor is damaged or not copal data;
+    or the database itself is damaged: a table it needs, or its root's table, is missing."""
 
 
 class SchemaError(CopalError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Iterable, TypeVar
 
@@ -31,9 +32,11 @@ class Transaction:
     objects this one changed since it read them; then nothing of this transaction is written.
 
     Without ``with``, end it with :meth:`commit` or :meth:`abort`: until then it keeps its
-    snapshot (the embedded store cannot reuse the pages that snapshot reads) and one connection
-    of the database. Once :meth:`commit` returns or raises, the transaction has ended: after a
-    failed commit nothing of it was written, and the next attempt is a new transaction
+    snapshot (the embedded store cannot reuse the pages that snapshot reads, and the snapshot
+    holds one of its reader slots) and one connection of the database. A transaction dropped
+    before its end is aborted, with a ``ResourceWarning``, as an unclosed file is closed. Once
+    :meth:`commit` returns or raises, the transaction has ended: after a failed commit nothing
+    of it was written, and the next attempt is a new transaction
     (:meth:`Database.run <copal.Database.run>` makes them for you). Its objects then belong to no
     transaction: reading them still works, changing one raises ``RuntimeError``.
 
@@ -58,9 +61,11 @@ class Transaction:
     def __init__(self, db: Database, conn: _core.Connection, readonly: bool = False) -> None:
         self._db = db
         self._conn: _core.Connection = conn
-        self._active = True
+        # Active once its snapshot is taken: a transaction that could not begin holds nothing.
+        self._active = False
         self.readonly = readonly
         self.tid_seen: int = conn.begin(readonly)
+        self._active = True
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -134,6 +139,21 @@ class Transaction:
             self._conn.end(aborted)
         finally:
             self._db._release(self._conn)
+
+    def __del__(self) -> None:
+        # A transaction dropped before its end would hold its snapshot (an LMDB reader slot, a
+        # PostgreSQL connection) and its connection for the rest of the process: it is aborted,
+        # with a ResourceWarning, as an unclosed file is closed.
+        # Aborted before the warning, which a warnings filter may turn into an exception.
+        if getattr(self, "_active", False):
+            self.abort()
+            warnings.warn(
+                "a copal transaction was dropped without commit() or abort(); it was aborted. "
+                "Use `with db.transaction() as tx:` to end transactions",
+                ResourceWarning,
+                stacklevel=2,
+                source=self,
+            )
 
     def __enter__(self) -> Transaction:
         return self

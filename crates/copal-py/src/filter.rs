@@ -4,6 +4,7 @@
 //! its variants. Operand values stay Python objects until a query runs: their encoding depends
 //! on the database (its descriptors, its objects).
 
+use copal_core::format::Limits;
 use copal_core::query::{CmpOp, Path};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -22,14 +23,55 @@ pub enum FilterNode {
 }
 
 /// An immutable filter tree; `copal.Expr` wraps one.
+///
+/// Invariant: `depth` (the levels of `and`, `or` and `not` above the deepest condition) is at
+/// most the decoders' `max_depth` (`copal_core::format::Limits`). Every walk of a filter (into a
+/// core query, `explain`, dropping it) recurses once per level, so a tree nested deeper is
+/// refused as it is made, before any walk could run off the end of the stack.
 #[pyclass(frozen, module = "copal._core")]
 pub struct Filter {
     pub node: FilterNode,
+    depth: usize,
 }
 
 impl From<FilterNode> for Filter {
+    /// A condition (a leaf: nothing nested in it).
     fn from(node: FilterNode) -> Filter {
-        Filter { node }
+        Filter { node, depth: 0 }
+    }
+}
+
+impl Filter {
+    /// `node`, an `and`, `or` or `not`, one level above the filters it holds; refused past the
+    /// depth limit.
+    fn nesting(node: FilterNode) -> PyResult<Filter> {
+        let items = match &node {
+            FilterNode::All(items) | FilterNode::Any(items) => items.as_slice(),
+            FilterNode::Not(item) => std::slice::from_ref(item),
+            _ => &[],
+        };
+        let depth = 1 + items.iter().map(|item| item.get().depth).max().unwrap_or(0);
+        let limit = Limits::default().max_depth;
+        if depth > limit {
+            return Err(PyValueError::new_err(format!(
+                "query filter nested deeper than {limit} levels of and/or/not; combine the conditions \
+                 in fewer levels (copal.field(...).in_() for many alternatives)"
+            )));
+        }
+        Ok(Filter { node, depth })
+    }
+
+    /// `items`, with the items of each one that is itself an `and` (`or`: `pick`) in its place:
+    /// `a & b & c` is one `and` of three conditions, however many conditions a program chains.
+    fn flattened(py: Python<'_>, items: Vec<Py<Filter>>, pick: fn(&FilterNode) -> Option<&Vec<Py<Filter>>>) -> Vec<Py<Filter>> {
+        let mut flat = Vec::with_capacity(items.len());
+        for item in items {
+            match pick(&item.get().node) {
+                Some(inner) => flat.extend(inner.iter().map(|each| each.clone_ref(py))),
+                None => flat.push(item),
+            }
+        }
+        flat
     }
 }
 
@@ -92,20 +134,28 @@ impl Filter {
 
     /// Every one of `items` holds.
     #[staticmethod]
-    fn all_of(items: Vec<Py<Filter>>) -> Filter {
-        FilterNode::All(items).into()
+    pub(crate) fn all_of(py: Python<'_>, items: Vec<Py<Filter>>) -> PyResult<Filter> {
+        let items = Filter::flattened(py, items, |node| match node {
+            FilterNode::All(inner) => Some(inner),
+            _ => None,
+        });
+        Filter::nesting(FilterNode::All(items))
     }
 
     /// At least one of `items` holds.
     #[staticmethod]
-    fn any_of(items: Vec<Py<Filter>>) -> Filter {
-        FilterNode::Any(items).into()
+    fn any_of(py: Python<'_>, items: Vec<Py<Filter>>) -> PyResult<Filter> {
+        let items = Filter::flattened(py, items, |node| match node {
+            FilterNode::Any(inner) => Some(inner),
+            _ => None,
+        });
+        Filter::nesting(FilterNode::Any(items))
     }
 
     /// `item` does not hold.
     #[staticmethod]
-    fn negate(item: Py<Filter>) -> Filter {
-        FilterNode::Not(item).into()
+    fn negate(item: Py<Filter>) -> PyResult<Filter> {
+        Filter::nesting(FilterNode::Not(item))
     }
 
     /// The filter as `explain()` shows it.

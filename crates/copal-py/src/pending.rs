@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use copal_core::format::{decode_value, DecodeError, DescriptorSource, Reader, Value};
 use copal_core::query::Pending;
 use copal_core::store::Catalog;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
 
@@ -129,13 +129,8 @@ impl Sink for OverlaySink<'_> {
 
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
         let p = PersistentBase::of(obj)?;
+        p.check_own(self.jar, "referenced")?;
         if p.state() != UNSAVED {
-            if !p.is_jar(self.jar) {
-                return Err(PyTypeError::new_err(
-                    "a persistent object of another connection or database cannot be referenced; \
-                     copy it or load it in this transaction",
-                ));
-            }
             return p.oid().ok_or_else(|| PyRuntimeError::new_err("stored object without oid"));
         }
         let address = obj.as_ptr() as usize;

@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-use pyo3::exceptions::{PyAttributeError, PyRuntimeError};
+use pyo3::exceptions::{PyAttributeError, PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
@@ -83,6 +83,19 @@ impl PersistentBase {
 
     pub fn is_jar(&self, jar: &Py<Connection>) -> bool {
         self.jar.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|j| j.is(jar))
+    }
+
+    /// Refuses a stored object of a connection other than `jar` (of this database or another):
+    /// its oid names an unrelated object there. `what` completes "cannot be": what the caller
+    /// does with it. A new object belongs to no connection yet and passes.
+    pub fn check_own(&self, jar: &Py<Connection>, what: &str) -> PyResult<()> {
+        if self.state() == UNSAVED || self.is_jar(jar) {
+            return Ok(());
+        }
+        Err(PyTypeError::new_err(format!(
+            "a persistent object of another connection or database cannot be {what}; \
+             load it in this transaction or copy it"
+        )))
     }
 
     pub fn set_state(&self, state: u8) {

@@ -158,7 +158,7 @@ impl QueryObject {
         let node = match nodes.len() {
             0 => return Ok(slf.clone()),
             1 => nodes.pop().expect("one node"),
-            _ => Py::new(py, Filter::from(FilterNode::All(nodes)))?,
+            _ => Py::new(py, Filter::all_of(py, nodes)?)?,
         };
         Bound::new(py, QueryObject { node, ..this.with(py) })
     }

@@ -17,6 +17,10 @@ pub enum StoreError {
     /// The database's layout (LMDB store format, PostgreSQL schema version) is one this copal
     /// cannot use: written by a newer copal, or older and in need of `copal upgrade`.
     Incompatible { message: String },
+    /// The database's own structure is damaged: a table it needs, or its root record, is
+    /// missing. copal reports such a store and never initialises it again, which would hide
+    /// its data.
+    Damaged { message: String },
     /// The database has no room for more classes or objects of a class.
     Exhausted { message: String },
     /// A commit would store two objects with the same key in a unique index.
@@ -36,6 +40,7 @@ impl fmt::Display for StoreError {
             },
             Self::Corrupt { what, source } => write!(f, "corrupt {what}: {source}"),
             Self::Storage { message } | Self::Incompatible { message } | Self::Exhausted { message } => f.write_str(message),
+            Self::Damaged { message } => write!(f, "damaged database: {message}; nothing was changed: restore it from a backup"),
             Self::UniqueViolation { index, oid, other } => write!(
                 f,
                 "object {oid:#x} has the same key as object {other:#x} in unique index {index}; \
@@ -53,6 +58,13 @@ impl From<heed::Error> for StoreError {
             heed::Error::Mdb(heed::MdbError::MapFull) => {
                 "the database map is full (map_size reached); nothing of this transaction was written. \
                  Reopen with a larger map_size"
+                    .to_owned()
+            }
+            heed::Error::Mdb(heed::MdbError::ReadersFull) => {
+                "LMDB: every reader slot of the database is taken (MDB_READERS_FULL): the processes using it \
+                 hold as many open transactions as it has slots. End each transaction (a `with \
+                 db.transaction()` block does), close Databases no longer used, or stop the process that \
+                 holds them; the slots of processes that have exited are freed when the database is next opened"
                     .to_owned()
             }
             heed::Error::Io(io) if io.raw_os_error() == Some(28) => {

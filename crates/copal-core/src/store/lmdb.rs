@@ -34,6 +34,7 @@ use crate::format::{
 };
 
 use record_tables::{migrate_shared_records, record_table_name, too_many_classes, RecordTables, MAX_RECORD_TABLES};
+use table_names::{fixed_table, missing_root_table, FIXED_TABLES};
 #[cfg(test)]
 use record_tables::SHARED_RECORDS;
 
@@ -43,8 +44,6 @@ const META_FORMAT: &[u8] = b"format";
 /// Format 2: one record table per class. Format 1 (one shared `records` table) is migrated.
 pub(crate) const STORE_FORMAT: u32 = 2;
 const SHARED_RECORDS_FORMAT: u32 = 1;
-/// `descriptors`, `log`, `meta`, `index_defs`, `index_entries`.
-const FIXED_TABLES: u32 = 5;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreOptions {
@@ -166,7 +165,7 @@ impl LmdbBackend {
     fn open(path: &Path, options: &StoreOptions) -> Result<LmdbBackend, StoreError> {
         let mut env_options = EnvOpenOptions::new().read_txn_without_tls();
         // One more than the tables of format 2, for the shared table of a format-1 store.
-        let max_dbs = FIXED_TABLES + MAX_RECORD_TABLES as u32 + 1;
+        let max_dbs = (FIXED_TABLES.len() + MAX_RECORD_TABLES + 1) as u32;
         env_options.map_size(options.map_size).max_readers(options.max_readers).max_dbs(max_dbs);
         if !options.durable {
             // SAFETY: NO_SYNC only changes when LMDB calls fsync; it does not affect memory safety.
@@ -177,16 +176,14 @@ impl LmdbBackend {
         let env = unsafe { env_options.open(path) }?;
         env.clear_stale_readers()?;
         let mut wtxn = env.write_txn()?;
-        let tables = Tables {
-            main: env.open_database(&wtxn, None)?.ok_or_else(|| StoreError::Storage {
-                message: format!("{}: LMDB has no unnamed database", path.display()),
-            })?,
-            descriptors: env.create_database(&mut wtxn, Some("descriptors"))?,
-            log: env.create_database(&mut wtxn, Some("log"))?,
-            meta: env.create_database(&mut wtxn, Some("meta"))?,
-            index_defs: env.create_database(&mut wtxn, Some("index_defs"))?,
-            index_entries: env.create_database(&mut wtxn, Some("index_entries"))?,
-        };
+        let main: Table = env.open_database(&wtxn, None)?.ok_or_else(|| StoreError::Storage {
+            message: format!("{}: LMDB has no unnamed database", path.display()),
+        })?;
+        // Only a new environment gets its tables created (the invariant of `table_names`).
+        let new = main.is_empty(&wtxn)?;
+        let [descriptors, log, meta, index_defs, index_entries] =
+            FIXED_TABLES.map(|name| fixed_table(&env, &mut wtxn, main, name, new));
+        let tables = Tables { main, descriptors: descriptors?, log: log?, meta: meta?, index_defs: index_defs?, index_entries: index_entries? };
         let mut records = RecordTables::default();
         let found = tables.meta.get(&wtxn, META_FORMAT)?;
         let found_format = match found {
@@ -194,6 +191,11 @@ impl LmdbBackend {
             Some(bytes) => bytes.try_into().map(u32::from_be_bytes).unwrap_or(u32::MAX),
         };
         match found {
+            None if !new => {
+                return Err(StoreError::Damaged {
+                    message: format!("{} has committed data but its meta table holds no store format", path.display()),
+                })
+            }
             None => {
                 let root = Descriptor {
                     id: ROOT_DESCRIPTOR,
@@ -224,6 +226,9 @@ impl LmdbBackend {
             }
         }
         records.open_listed(&env, tables.main, &wtxn)?;
+        if records.get(ROOT_CLASS).is_none() {
+            return Err(missing_root_table(&env, &wtxn, main));
+        }
         // Committed even when nothing was written: LMDB closes database handles opened in a
         // transaction that aborts.
         wtxn.commit()?;
@@ -700,5 +705,6 @@ impl DescriptorTable for LmdbWrite<'_> {
 }
 
 mod record_tables;
+mod table_names;
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,7 @@ mod error;
 mod index;
 mod inspect;
 mod lmdb;
+mod pg_columns;
 mod pg_pool;
 mod pg_schema;
 mod pg_settings;

@@ -10,6 +10,7 @@
 use postgres::{Client, SimpleQueryRow};
 
 use super::error::StoreError;
+use super::pg_columns::column;
 use super::postgres::{bytea_literal, parse_text_column, simple_results, simple_rows, sql_oid};
 use super::{MigrationReport, META_TID};
 use crate::format::{encode_root_record, Descriptor, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID, ROOT_TYPE_NAME};
@@ -74,6 +75,35 @@ fn create_history() -> String {
         .to_owned()
 }
 
+/// The tables of the current schema version: a database at that version lacking one is
+/// damaged (`check_tables`).
+const TABLES: [&str; 8] = [
+    "copal_meta",
+    "copal_records",
+    "copal_descriptors",
+    "copal_log",
+    "copal_index_defs",
+    "copal_index_entries",
+    "copal_settings",
+    "copal_schema_history",
+];
+
+/// Refuses a database at the current schema version that lacks some of its tables
+/// (`StoreError::Damaged`, naming them): open and verify check it, since every later statement
+/// on a missing table would fail with PostgreSQL's own error.
+pub(crate) fn check_tables(client: &mut Client, location: &str) -> Result<(), StoreError> {
+    let names: Vec<&str> = TABLES.to_vec();
+    let rows = client.query_typed(
+        "SELECT name FROM unnest($1::text[]) AS name WHERE to_regclass(name) IS NULL",
+        &[(&names, postgres::types::Type::TEXT_ARRAY)],
+    )?;
+    let missing = rows.iter().map(|row| column(row, 0, "unnest")).collect::<Result<Vec<String>, StoreError>>()?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::Damaged { message: format!("{location} has copal's tables but lacks {}", missing.join(", ")) })
+}
+
 /// The copal tables in the current schema, sorted (one column, the table name).
 const COPAL_TABLES: &str = "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() \
      AND tablename LIKE 'copal\\_%' ORDER BY tablename";
@@ -131,7 +161,7 @@ pub(crate) fn prepare(client: &mut Client, location: &str, goal: Goal) -> Result
 
 fn try_prepare(client: &mut Client, location: &str, goal: Goal) -> Result<MigrationReport, StoreError> {
     // The usual case, an open of a current database, takes no lock and writes nothing.
-    let mut from = stored_version(client)?;
+    let mut from = stored_version(client, location)?;
     check_version(from, location, goal)?;
     // A new database is created in one round trip: the whole migration in one transaction.
     let mut begin = "BEGIN; ";
@@ -183,13 +213,20 @@ fn try_prepare(client: &mut Client, location: &str, goal: Goal) -> Result<Migrat
 }
 
 /// The schema version stored in the database (0: no copal tables), read without a lock.
-fn stored_version(client: &mut Client) -> Result<i64, StoreError> {
-    let exists: bool = client.query_typed_one("SELECT to_regclass('copal_meta') IS NOT NULL", &[])?.get(0);
-    if !exists {
+fn stored_version(client: &mut Client, location: &str) -> Result<i64, StoreError> {
+    let row = client.query_typed_one("SELECT to_regclass('copal_meta') IS NOT NULL, to_regclass('copal_records') IS NOT NULL", &[])?;
+    let (meta, records): (bool, bool) = (column(&row, 0, "pg_class")?, column(&row, 1, "pg_class")?);
+    if !meta && records {
+        // Creating the tables again would fail on the rows they hold, or hide them.
+        return Err(StoreError::Damaged {
+            message: format!("{location} holds copal_records but no copal_meta (the schema version and the last tid)"),
+        });
+    }
+    if !meta {
         return Ok(0);
     }
     let rows = client.query_typed("SELECT value FROM copal_meta WHERE key = $1", &[(&META_FORMAT, postgres::types::Type::BYTEA)])?;
-    Ok(rows.first().map_or(0, |row| row.get(0)))
+    Ok(rows.first().map(|row| column(row, 0, "copal_meta")).transpose()?.unwrap_or(0))
 }
 
 fn check_version(version: i64, location: &str, goal: Goal) -> Result<(), StoreError> {

@@ -36,6 +36,7 @@ use postgres::error::SqlState;
 use postgres::{Client, Row, SimpleQueryMessage, SimpleQueryRow, Statement};
 
 use super::error::StoreError;
+use super::pg_columns::column;
 use super::pg_pool::{Pool, PoolLimits, Slot};
 use super::pg_schema::{self, Goal};
 use super::{Backend, DescriptorTable, IdVisitor, MigrationReport, SettingVisitor, Store, META_TID};
@@ -132,8 +133,8 @@ fn from_sql_oid(value: i64) -> Oid {
 }
 
 /// Visits `(id, value)` rows of the descriptors or index definitions table.
-fn visit_id_rows(rows: &[Row], visit: IdVisitor<'_>) -> Result<(), StoreError> {
-    rows.iter().try_for_each(|row| visit(row.get::<_, i64>(0) as u32, row.get(1)))
+fn visit_id_rows(rows: &[Row], table: &str, visit: IdVisitor<'_>) -> Result<(), StoreError> {
+    rows.iter().try_for_each(|row| visit(column::<i64>(row, 0, table)? as u32, column(row, 1, table)?))
 }
 
 fn values<'a>(params: &Params<'a>) -> Vec<&'a (dyn ToSql + Sync)> {
@@ -208,7 +209,7 @@ impl Conn {
 
     fn meta_u64(&mut self, key: &[u8]) -> Result<Option<u64>, StoreError> {
         let rows = self.query("SELECT value FROM copal_meta WHERE key = $1", &[(&key, Type::BYTEA)])?;
-        Ok(rows.first().map(|row| row.get::<_, i64>(0) as u64))
+        rows.first().map(|row| Ok(column::<i64>(row, 0, "copal_meta")? as u64)).transpose()
     }
 
     /// Calls `visit(key, value)` for the settings whose key starts with `prefix`.
@@ -221,14 +222,14 @@ impl Conn {
             None => self.query("SELECT key, value FROM copal_settings WHERE key >= $1 ORDER BY key", &[(&prefix, Type::BYTEA)])?,
         };
         for row in rows {
-            visit(row.get::<_, &[u8]>(0), row.get::<_, &[u8]>(1))?;
+            visit(column(&row, 0, "copal_settings")?, column(&row, 1, "copal_settings")?)?;
         }
         Ok(())
     }
 
     fn get(&mut self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
         let rows = self.query("SELECT value FROM copal_records WHERE oid = $1", &[(&sql_oid(oid), Type::INT8)])?;
-        Ok(rows.into_iter().next().map(|row| row.get(0)))
+        rows.first().map(|row| column(row, 0, "copal_records")).transpose()
     }
 
     /// The records of `oids` (in any order), and perhaps some between them, in one round trip.
@@ -311,8 +312,8 @@ fn scan_records(
     loop {
         let rows = fetch(from, last)?;
         for row in &rows {
-            let oid = from_sql_oid(row.get(0));
-            if !visit(oid, row.get(1))? {
+            let oid = from_sql_oid(column(row, 0, "copal_records")?);
+            if !visit(oid, column(row, 1, "copal_records")?)? {
                 return Ok(());
             }
             from = oid;
@@ -338,7 +339,7 @@ fn scan_entries(
     loop {
         let rows = fetch(&lo, hi.as_deref(), descending)?;
         for row in &rows {
-            if !visit(row.get(0))? {
+            if !visit(column(row, 0, "copal_index_entries")?)? {
                 return Ok(());
             }
         }
@@ -346,7 +347,7 @@ fn scan_entries(
         if (rows.len() as i64) < PAGE {
             return Ok(());
         }
-        let last: Vec<u8> = last.get(0);
+        let last: Vec<u8> = column(last, 0, "copal_index_entries")?;
         if descending {
             hi = Some(last);
         } else {
@@ -366,14 +367,18 @@ pub(crate) fn open(url: &str, durable: bool, limits: PoolLimits, log_retention: 
     let location = without_password(url);
     let pool = Arc::new(Pool::new(url, durable, limits)?);
     let (conn, descriptors) = pool.start(None, |conn, _| {
-        if let Some(descriptors) = descriptors_if_current(conn)? {
-            return Ok(descriptors);
-        }
-        // A new database gets its tables here; an older or newer schema is refused.
-        pg_schema::prepare(&mut conn.client, &location, Goal::Create)?;
-        descriptors_if_current(conn)?.ok_or_else(|| StoreError::Storage {
-            message: format!("the copal tables in {location} changed while they were opened: open them again"),
-        })
+        let descriptors = match descriptors_if_current(conn)? {
+            Some(descriptors) => descriptors,
+            None => {
+                // A new database gets its tables here; an older or newer schema is refused.
+                pg_schema::prepare(&mut conn.client, &location, Goal::Create)?;
+                descriptors_if_current(conn)?.ok_or_else(|| StoreError::Storage {
+                    message: format!("the copal tables in {location} changed while they were opened: open them again"),
+                })?
+            }
+        };
+        pg_schema::check_tables(&mut conn.client, &location)?;
+        Ok(descriptors)
     })?;
     pool.give_back(conn, false);
     let store = Store::without_catalog(Backend::Postgres(PgBackend { pool, location }), log_retention);
@@ -394,7 +399,10 @@ fn descriptors_if_current(conn: &mut Conn) -> Result<Option<Vec<Row>>, StoreErro
         Err(error) if error.code() == Some(&SqlState::UNDEFINED_TABLE) => return Ok(None),
         Err(error) => return Err(error.into()),
     };
-    let current = rows.first().is_some_and(|row| row.get::<_, i64>(0) == pg_schema::SCHEMA_VERSION);
+    let current = match rows.first() {
+        Some(row) => column::<i64>(row, 0, "copal_meta")? == pg_schema::SCHEMA_VERSION,
+        None => false,
+    };
     Ok(current.then_some(rows))
 }
 
@@ -404,8 +412,8 @@ struct DescriptorRows(Vec<Row>);
 impl DescriptorTable for DescriptorRows {
     fn descriptors_after(&self, known: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
         for row in &self.0 {
-            if let Some(id) = row.get::<_, Option<i64>>(1).filter(|&id| id > i64::from(known)) {
-                visit(id as u32, row.get(2))?;
+            if let Some(id) = column::<Option<i64>>(row, 1, "copal_descriptors")?.filter(|&id| id > i64::from(known)) {
+                visit(id as u32, column(row, 2, "copal_descriptors")?)?;
             }
         }
         Ok(())
@@ -438,6 +446,13 @@ impl PgBackend {
         &self.location
     }
 
+    /// Refuses a database that lacks some of copal's tables (`pg_schema::check_tables`).
+    pub(crate) fn check_tables(&self) -> Result<(), StoreError> {
+        let (conn, ()) = self.pool.start(None, |conn, _| pg_schema::check_tables(&mut conn.client, &self.location))?;
+        self.pool.give_back(conn, false);
+        Ok(())
+    }
+
     /// Bytes used by copal's tables (with their indexes and TOAST data).
     pub(crate) fn disk_size(&self) -> Result<u64, StoreError> {
         let (conn, size) = self.pool.start(None, |conn, _| {
@@ -446,7 +461,7 @@ impl PgBackend {
                  WHERE c.relname LIKE 'copal\\_%' AND c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace",
                 &[],
             )?;
-            Ok(row.get::<_, Option<i64>>(0))
+            column::<Option<i64>>(&row, 0, "pg_class")
         })?;
         self.pool.give_back(conn, false);
         Ok(size.unwrap_or(0) as u64)
@@ -520,7 +535,11 @@ impl PgRead {
         const BATCH: usize = 10_000;
         for (chunk_no, chunk) in oids.chunks(BATCH).enumerate() {
             let rows = self.with(|conn| conn.records_near(chunk)).map_err(&failed)?;
-            let found: HashMap<Oid, &[u8]> = rows.iter().map(|row| (from_sql_oid(row.get(0)), row.get(1))).collect();
+            let found = rows
+                .iter()
+                .map(|row| Ok((from_sql_oid(column(row, 0, "copal_records")?), column(row, 1, "copal_records")?)))
+                .collect::<Result<HashMap<Oid, &[u8]>, StoreError>>()
+                .map_err(&failed)?;
             for (i, &oid) in chunk.iter().enumerate() {
                 let value = found.get(&oid).ok_or_else(|| missing(oid))?;
                 visit(chunk_no * BATCH + i, oid, value)?;
@@ -546,12 +565,12 @@ impl PgRead {
                 &[(&sql_oid(first), Type::INT8), (&sql_oid(end - 1), Type::INT8)],
             )
         })?;
-        Ok(rows.first().map_or(0, |row| row.get::<_, i64>(0) as u64))
+        Ok(rows.first().map(|row| column::<i64>(row, 0, "copal_records")).transpose()?.unwrap_or(0) as u64)
     }
 
     pub(crate) fn first_logged(&self) -> Result<Option<u64>, StoreError> {
         let rows = self.with(|conn| conn.query("SELECT min(tid) FROM copal_log", &[]))?;
-        Ok(rows.first().and_then(|row| row.get::<_, Option<i64>>(0)).map(|tid| tid as u64))
+        Ok(rows.first().map(|row| column::<Option<i64>>(row, 0, "copal_log")).transpose()?.flatten().map(|tid| tid as u64))
     }
 
     pub(crate) fn log_entries(
@@ -564,7 +583,7 @@ impl PgRead {
         let rows = self.with(|conn| {
             conn.query("SELECT tid, oids FROM copal_log WHERE tid >= $1 AND tid <= $2 ORDER BY tid", &[(&from, Type::INT8), (&to, Type::INT8)])
         })?;
-        rows.iter().try_for_each(|row| visit(row.get::<_, i64>(0) as u64, row.get(1)))
+        rows.iter().try_for_each(|row| visit(column::<i64>(row, 0, "copal_log")? as u64, column(row, 1, "copal_log")?))
     }
 
     pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {
@@ -584,7 +603,7 @@ impl PgRead {
 
 impl DescriptorTable for PgRead {
     fn descriptors_after(&self, known: u32, visit: IdVisitor<'_>) -> Result<(), StoreError> {
-        visit_id_rows(&self.with(|conn| conn.descriptors_after(known))?, visit)
+        visit_id_rows(&self.with(|conn| conn.descriptors_after(known))?, "copal_descriptors", visit)
     }
 }
 
@@ -752,7 +771,9 @@ impl PgWrite {
             let rows = self.with(|conn| conn.records_near(chunk))?;
             self.known.extend(chunk.iter().map(|&oid| (oid, None)));
             // Rows between the wanted ones are kept too: they are as current as the others.
-            self.known.extend(rows.iter().map(|row| (from_sql_oid(row.get(0)), Some(row.get(1)))));
+            for row in &rows {
+                self.known.insert(from_sql_oid(column(row, 0, "copal_records")?), Some(column(row, 1, "copal_records")?));
+            }
         }
         Ok(())
     }
@@ -818,7 +839,7 @@ impl PgWrite {
                 &[(&first, Type::INT8), (&last, Type::INT8)],
             )
         })?;
-        Ok(rows.first().map(|row| from_sql_oid(row.get(0))))
+        Ok(rows.first().map(|row| column(row, 0, "copal_records")).transpose()?.map(from_sql_oid))
     }
 
     /// Buffers the stored value of `oid`. A `fresh` oid has no row yet (nor a buffered or
@@ -939,6 +960,17 @@ impl PgWrite {
             Err(error) => {
                 // A statement before COMMIT failed: the transaction is still open, aborted.
                 self.pool.give_back(conn, true);
+                let db = error.as_db_error();
+                if db.is_some_and(|db| db.code() == &SqlState::UNIQUE_VIOLATION && db.constraint() == Some("copal_log_pkey")) {
+                    // The tid this commit took follows copal_meta's, which the log has passed.
+                    return Err(StoreError::Damaged {
+                        message: format!(
+                            "copal_log already holds transaction {}: the last tid in copal_meta is behind \
+                             the commit log, so every commit would reuse a tid",
+                            self.began.last_tid
+                        ),
+                    });
+                }
                 Err(error.into())
             }
         }
@@ -999,7 +1031,7 @@ impl DescriptorTable for PgWrite {
         if known >= *read_after {
             return visit_ids(read, known, visit);
         }
-        visit_id_rows(&self.with(|conn| conn.descriptors_after(known))?, visit)
+        visit_id_rows(&self.with(|conn| conn.descriptors_after(known))?, "copal_descriptors", visit)
     }
 }
 

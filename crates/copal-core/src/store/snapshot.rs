@@ -211,6 +211,18 @@ impl Snapshot {
         Ok(Some(oids))
     }
 
+    /// The first tid the commit log holds past this snapshot's last tid: None in a sound store,
+    /// whose last tid is that of the newest log entry.
+    pub(crate) fn logged_after_last_tid(&self) -> Result<Option<u64>, StoreError> {
+        let mut found = None;
+        // The log's tids are PostgreSQL bigints there: i64::MAX is the highest.
+        with_read!(&self.read, r => r.log_entries(self.tid.saturating_add(1), i64::MAX as u64, |tid, _| {
+            found = found.or(Some(tid));
+            Ok(())
+        }))?;
+        Ok(found)
+    }
+
     /// The index definitions of this snapshot.
     pub fn index_defs(&self) -> Result<&[Arc<IndexDef>], StoreError> {
         if let Some(defs) = self.index_defs.get() {

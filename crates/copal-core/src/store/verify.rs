@@ -9,8 +9,8 @@ use super::checksum::unseal;
 use super::error::StoreError;
 use super::index::entry_key;
 use super::snapshot::Snapshot;
-use super::Store;
-use crate::format::{decode_record_state, Oid, Value};
+use super::{Backend, Store};
+use crate::format::{decode_record_state, Oid, Value, ROOT_OID};
 
 #[derive(Debug, Default, Clone)]
 pub struct VerifyReport {
@@ -53,13 +53,35 @@ fn collect_refs(value: &Value, out: &mut Vec<Oid>) {
 }
 
 impl Store {
+    /// Checks the whole store. Its structure comes first: a store lacking a table copal needs
+    /// has that one problem reported, since nothing else of it reads.
     pub fn verify(self: &Arc<Self>) -> Result<VerifyReport, StoreError> {
+        let mut report = VerifyReport::default();
+        // The embedded store's tables are checked when it opens (`lmdb::table_names`); an open
+        // PostgreSQL database can lose a table to anyone's DROP TABLE.
+        if let Backend::Postgres(pg) = &self.backend {
+            match pg.check_tables() {
+                Err(damaged @ StoreError::Damaged { .. }) => {
+                    report.problem(damaged.to_string());
+                    return Ok(report);
+                }
+                other => other?,
+            }
+        }
         let snapshot = Snapshot::new(self)?;
         snapshot.all_descriptors()?;
         let defs = snapshot.index_defs()?.to_vec();
-        let mut report = VerifyReport::default();
         if let Some(unfinished) = super::transfer::unfinished_import(&snapshot)? {
             report.problem(unfinished);
+        }
+        if snapshot.raw_value(ROOT_OID)?.is_none() {
+            report.problem(format!("the root record (object {ROOT_OID:#x}) is missing: the named roots are lost"));
+        }
+        if let Some(tid) = snapshot.logged_after_last_tid()? {
+            report.problem(format!(
+                "the commit log holds transaction {tid}, past the last tid ({}): every commit would reuse a tid",
+                snapshot.tid()
+            ));
         }
         let mut oids = HashSet::new();
         let mut references: Vec<(Oid, Oid)> = Vec::new();

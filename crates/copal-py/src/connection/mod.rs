@@ -204,17 +204,12 @@ impl Connection {
 
     /// `obj` as a persistent object that is new or of this connection (`what`: what the
     /// caller does with it, for the error): an object of another connection or database is
-    /// refused, as referencing one is.
+    /// refused by the check that refuses referencing one (`PersistentBase::check_own`).
     fn own_object<'a>(&self, slf: &Bound<'_, Self>, obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a PersistentBase> {
         let p = PersistentBase::of(obj).map_err(|_| {
             PyTypeError::new_err(format!("only copal.Persistent objects can be {what}, not {}", obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()))
         })?;
-        if p.state() != UNSAVED && !p.is_jar(&slf.clone().unbind()) {
-            return Err(PyTypeError::new_err(format!(
-                "a persistent object of another connection or database cannot be {what} here; \
-                 load it in this transaction"
-            )));
-        }
+        p.check_own(&slf.clone().unbind(), what)?;
         Ok(p)
     }
 }

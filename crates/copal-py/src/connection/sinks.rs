@@ -62,7 +62,9 @@ impl Sink for ReadOnlySink<'_> {
     }
 
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-        PersistentBase::of(obj)?.oid().ok_or_else(|| {
+        let p = PersistentBase::of(obj)?;
+        p.check_own(&self.conn.self_ref(obj.py())?, "a query operand")?;
+        p.oid().ok_or_else(|| {
             PyTypeError::new_err("a query cannot compare with an object that is not stored yet")
         })
     }
@@ -122,13 +124,8 @@ impl Sink for CommitSink<'_, '_> {
     fn reference(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
         let py = obj.py();
         let p = PersistentBase::of(obj)?;
+        p.check_own(&self.jar, "referenced")?;
         if p.state() != UNSAVED {
-            if !p.is_jar(&self.jar) {
-                return Err(PyTypeError::new_err(
-                    "a persistent object of another connection or database cannot be referenced; \
-                     copy it or load it in this transaction",
-                ));
-            }
             return p.oid().ok_or_else(|| PyRuntimeError::new_err("stored object without oid"));
         }
         let dict = crate::encode::stored_state(obj)?;

@@ -7,6 +7,7 @@ use std::ops::Bound;
 use heed::types::Bytes;
 use heed::{Env, PutFlags, RoTxn, RwTxn, WithoutTls};
 
+use super::table_names::missing;
 use super::Table;
 use crate::format::{class_extent, make_oid, oid_class, ClassNo, Oid};
 use crate::store::error::StoreError;
@@ -14,7 +15,7 @@ use crate::store::read_u64_key;
 
 /// The format-1 table that held every record.
 pub(super) const SHARED_RECORDS: &str = "records";
-const RECORD_TABLE_PREFIX: &str = "records/";
+pub(super) const RECORD_TABLE_PREFIX: &str = "records/";
 
 /// How many classes may have stored records. LMDB sizes every transaction by its `max_dbs`
 /// (LMDB zeroes about 50 bytes per possible table at each transaction begin: 0.7 µs for 1,024
@@ -75,9 +76,9 @@ impl RecordTables {
             let class = record_table_class(&name)?;
             if self.get(class).is_none() {
                 let name = std::str::from_utf8(&name).unwrap_or_default();
-                let table = env.open_database(txn, Some(name))?.ok_or_else(|| StoreError::Storage {
-                    message: format!("the record table {name} is listed but cannot be opened"),
-                })?;
+                let table = env
+                    .open_database(txn, Some(name))?
+                    .ok_or_else(|| missing(env, txn, main, name, "records, listed but not found: the list is out of order"))?;
                 self.insert(class, table);
             }
         }

@@ -205,3 +205,29 @@ fn a_store_of_an_unknown_format_is_refused_untouched() {
     let error = open(&path, StoreOptions::default()).err().expect("a format-9 store is refused");
     assert!(matches!(error, StoreError::Incompatible { .. }), "{error}");
 }
+
+/// Opens the store at `path`, commits a record, and then removes the table `name` as damage to
+/// LMDB's list of tables would: the list no longer holds its name.
+fn store_without_table(path: &Path, name: &str) {
+    let store = open(path, StoreOptions::default()).unwrap();
+    add_records(&store, &[2], 1, 1);
+    let env = &backend(&store).env;
+    let mut wtxn = env.write_txn().unwrap();
+    let table: Table = env.open_database(&wtxn, Some(name)).unwrap().unwrap();
+    // SAFETY: no transaction of the store runs, and the store is dropped before it opens again.
+    unsafe { table.remove(&mut wtxn) }.unwrap();
+    wtxn.commit().unwrap();
+}
+
+#[test]
+fn a_store_missing_a_table_is_reported_damaged_and_left_unwritten() {
+    for name in ["meta", "descriptors", "records/1"] {
+        let path = temp_dir(&format!("damaged-{}", name.replace('/', "-")));
+        store_without_table(&path, name);
+        let before = std::fs::read(path.join("data.mdb")).unwrap();
+        let error = open(&path, StoreOptions::default()).err().expect("a damaged store is refused");
+        assert!(matches!(error, StoreError::Damaged { .. }), "{name}: {error}");
+        assert!(error.to_string().contains(&format!("no table {name}")), "{error}");
+        assert!(std::fs::read(path.join("data.mdb")).unwrap() == before, "{name}: the open wrote to the store");
+    }
+}
