@@ -2,8 +2,18 @@
 
 pub const MAX_VARINT_LEN: usize = 10;
 
-#[inline]
-pub fn write_varint(out: &mut Vec<u8>, mut value: u64) {
+#[inline(always)]
+pub fn write_varint(out: &mut Vec<u8>, value: u64) {
+    // Most varints of a body (tags' lengths, counts, small ints, slots) take one byte.
+    if value < 0x80 {
+        out.push(value as u8);
+    } else {
+        write_long_varint(out, value);
+    }
+}
+
+/// `write_varint` of a value of two bytes or more.
+fn write_long_varint(out: &mut Vec<u8>, mut value: u64) {
     // Room for the longest varint is made once, not checked for every byte.
     out.reserve(MAX_VARINT_LEN);
     let start = out.len();
