@@ -160,7 +160,7 @@ pub fn class_attribute<'py>(class: &Bound<'py, PyType>, name: &Bound<'py, PyStri
         for base in mro.iter() {
             let dict = Bound::from_owned_ptr_or_opt(py, ffi::PyType_GetDict(base.as_ptr().cast()))?;
             let mut found = std::ptr::null_mut();
-            if ffi::PyDict_GetItemRef(dict.as_ptr(), name.as_ptr(), &mut found) > 0 {
+            if ffi::compat::PyDict_GetItemRef(dict.as_ptr(), name.as_ptr(), &mut found) > 0 {
                 return Some(Bound::from_owned_ptr(py, found));
             }
         }
