@@ -333,6 +333,9 @@ class _Reader:
         self.field_count(descriptor, at)
         if count and depth + 1 > MAX_DEPTH:
             raise self.fail("TooDeep")
+        if count and not self.descriptors[descriptor]:
+            # Objects without fields take no bytes: the length rule does not bound their count.
+            raise self.fail("LengthTooLarge", at, "objects without fields")
         items = []
         for _ in range(count):
             self.slots.append(True)

@@ -1422,6 +1422,8 @@ def _invalid() -> dict[str, tuple[bytes, str]]:
     point = table(entry(f"{VECTOR_MODULE}.VPoint", ["x", "y"]))
     typed = point + b"\x03\x07"  # version 3: x is an INT, y a STR
     listed = table(entry(f"{VECTOR_MODULE}.VPoint", ["x"])) + b"\x0b"  # version 3: x is a LIST
+    no_fields = table(entry(f"{VECTOR_MODULE}.VPoint", []))  # version 3: no kinds
+    listed_no_fields = table(entry(f"{VECTOR_MODULE}.VPoint", ["x"]), entry(f"{VECTOR_MODULE}.VPoint", [])) + b"\x0b"
     gz = gzip.compress(table() + b"\x00", mtime=0)
     vtuple = table(entry(f"{VECTOR_MODULE}.VTuple", []))
     vint, vfloat, vstr = (table(entry(f"{VECTOR_MODULE}.{name}", [])) for name in ("VInt", "VFloat", "VStr"))
@@ -1482,6 +1484,9 @@ def _invalid() -> dict[str, tuple[bytes, str]]:
         "typed_str_slot_not_taken": (stream(typed + b"\x1c\x00\x02\x01", version=3), "BadBackRef"),
         "typed_str_bad_utf8": (stream(typed + b"\x1c\x00\x02\x02\xff", version=3), "BadUtf8"),
         "object_list_count_too_large": (stream(typed + b"\x1d\x05\x00\x02\x02a", version=3), "LengthTooLarge"),
+        # Objects without fields take no bytes: the length rule does not bound a count of them.
+        "object_list_of_objects_without_fields": (stream(no_fields + b"\x1d\x01\x00", version=3), "LengthTooLarge"),
+        "typed_list_of_objects_without_fields": (stream(listed_no_fields + b"\x1c\x00\x05\x01", version=3), "LengthTooLarge"),
         "object_list_unknown_descriptor": (stream(typed + b"\x1d\x01\x01\x02\x02a", version=3), "UnknownDescriptor"),
         "object_list_truncated": (stream(typed + b"\x1d\x02\x00\x02\x02a", version=3), "Truncated"),
         "typed_list_reserved_form": (stream(listed + b"\x1c\x00\x03", version=3), "OutOfRange"),

@@ -16,8 +16,10 @@ use std::cell::Cell;
 use std::path::Path;
 
 use copal_core::format::{
-    decode_record_state, decode_value, Descriptor, DescriptorSource, FieldReader, Reader, RecordHeader, Writer,
+    decode_record_state, decode_value, decode_value_with, Descriptor, DescriptorSource, FieldReader, Reader, RecordHeader, ValueForms,
+    Writer,
 };
+use copal_core::stream::value_forms;
 use copal_core::text::{json, xml, Body, TableEntry, TextError};
 use copal_core::{DecodeError, Value};
 
@@ -114,17 +116,18 @@ fn encode(value: &Value) -> Vec<u8> {
 
 /// The checks of fuzz target `value`.
 fn check_value(data: &[u8]) {
-    check_value_against(data, &Table);
+    check_value_against(data, &Table, ValueForms::RECORD);
 }
 
-/// The checks of fuzz target `value`, against the descriptors of `table`.
-fn check_value_against(data: &[u8], table: &dyn DescriptorSource) {
+/// The checks of fuzz target `value`, against the descriptors of `table`, reading `forms`
+/// (typed objects re-encode as the longer tagged values they stand for).
+fn check_value_against(data: &[u8], table: &dyn DescriptorSource, forms: ValueForms) {
     let mut r = Reader::new(data);
-    let Ok(value) = decode_value(&mut r, table) else { return };
+    let Ok(value) = decode_value_with(&mut r, table, forms) else { return };
     let bytes = encode(&value);
-    assert!(bytes.len() <= r.position(), "re-encoding grew");
+    assert!(forms.typed_objects || bytes.len() <= r.position(), "re-encoding grew");
     let mut r2 = Reader::new(&bytes);
-    let again = decode_value(&mut r2, table).expect("re-encoded value decodes");
+    let again = decode_value_with(&mut r2, table, forms).expect("re-encoded value decodes");
     assert!(r2.is_empty() && same(&value, &again), "round trip changed {value:?} into {again:?}");
     assert_eq!(encode(&again), bytes, "encoding is not canonical");
 }
@@ -206,12 +209,13 @@ fn record_corpus_replays() {
 #[path = "../fuzz/src/containers.rs"]
 mod containers;
 
-/// What a container check hands each value it reads, with the container's table.
-type ValueCheck<'a> = &'a dyn Fn(&[u8], &copal_core::stream::StreamTable);
+/// What a container check hands each value it reads, with the container's table and the value
+/// forms it reads.
+type ValueCheck<'a> = &'a dyn Fn(&[u8], &copal_core::stream::StreamTable, ValueForms);
 
 /// A container check within the targets' allocation bound.
 fn check_container(data: &[u8], check: fn(&[u8], ValueCheck<'_>)) {
-    let ((), peak) = peak_allocation(|| check(data, &|bytes, table| check_value_against(bytes, table)));
+    let ((), peak) = peak_allocation(|| check(data, &|bytes, table, forms| check_value_against(bytes, table, forms)));
     let bound = containers::container_bound(data.len());
     assert!(peak <= bound, "reading {} bytes allocated {peak} bytes at once (bound {bound})", data.len());
 }
@@ -438,6 +442,10 @@ fn nesting_limits_hold_for_every_container() {
 
 const NESTINGS: [&str; 8] = ["0b01", "0c01", "0e01", "0f01", "0d0100", "1803", "19050b01", "1806"];
 
+/// Nestings of stream values (version 4, fields of kind ANY): TYPED_OBJECTs of descriptor 2,
+/// OBJECT_LISTs of one object of it, superseded tuples, SUBCLASS values of superseded bases.
+const STREAM_NESTINGS: [&str; 4] = ["1c02", "1d0102", "1e01", "19021e01"];
+
 fn on_stack(bytes: usize, f: impl FnOnce() + Send + 'static) {
     let thread = std::thread::Builder::new().stack_size(bytes).spawn(f).expect("spawn");
     if let Err(panic) = thread.join() {
@@ -516,6 +524,30 @@ fn nested_claims(open: u8, size: usize) -> Vec<u8> {
     data
 }
 
+/// Objects of a descriptor without fields take no bytes, so OBJECT_LISTs of them (stream
+/// version 3), each claiming all the input left, described objects quadratic in the input: a
+/// list of 16,000 such lists in 64 KiB would have been a billion objects. Each list is refused
+/// (`LengthTooLarge`) before any of its objects is made (found by review, docs/FUZZING.md F9).
+#[test]
+fn object_lists_of_objects_without_fields_are_refused() {
+    let forms = ValueForms { typed_objects: true, ..ValueForms::RECORD };
+    let size = 1 << 16;
+    let varint4 = |n: usize| (0..4).map(move |i| ((n >> (7 * i)) & 0x7f) as u8 | if i < 3 { 0x80 } else { 0 });
+    // A LIST of as many OBJECT_LISTs (tag, count, descriptor 7) as fit, each claiming the rest.
+    let lists = (size - 5) / 6;
+    let mut data = vec![0x0b];
+    data.extend(varint4(lists));
+    for _ in 0..lists {
+        data.push(0x1d);
+        data.extend(varint4(size - data.len() - 4));
+        data.push(7);
+    }
+    data.resize(size, 0);
+    let (result, peak) = peak_allocation(|| decode_value_with(&mut Reader::new(&data), &Table, forms));
+    assert!(matches!(result, Err(DecodeError::LengthTooLarge { offset: 6, .. })), "{result:?}");
+    assert!(peak <= 64 * data.len(), "{peak} bytes for a {}-byte value", data.len());
+}
+
 /// The same input through a record (its one field), which `decode_record_state` reads the same
 /// way.
 #[test]
@@ -591,7 +623,9 @@ fn allocation_meter_sees_proportional_use_for_valid_input() {
 /// level in an unoptimized build, so 256 levels of SUBCLASS-of-list nesting (`19 05 0b 01` x 256,
 /// then NONEs) overflowed the stack and aborted the process. Values without contents are now read
 /// outside the recursive frames (2.5 to 4 KB per level unoptimized: the test passes on a 1 MiB
-/// stack, not on 640 KiB). Runs itself in a child process, so that an overflow fails this test
+/// stack, not on 640 KiB). The nestings of stream values (`STREAM_NESTINGS`, through typed
+/// objects, object lists and superseded copies) recurse through more functions per level and are
+/// held to the same stack. Runs itself in a child process, so that an overflow fails this test
 /// only instead of aborting the whole test binary.
 #[test]
 fn deep_nesting_fits_a_default_thread_stack() {
@@ -600,6 +634,10 @@ fn deep_nesting_fits_a_default_thread_stack() {
             for open in NESTINGS {
                 let data = from_hex(&(open.repeat(256) + &"00".repeat(4 * 256 + 1)));
                 let _ = decode_value(&mut Reader::new(&data), &Table);
+            }
+            for open in STREAM_NESTINGS {
+                let data = from_hex(&(open.repeat(256) + &"00".repeat(4 * 256 + 1)));
+                let _ = decode_value_with(&mut Reader::new(&data), &Table, value_forms(4));
             }
         });
         return;

@@ -1,12 +1,18 @@
-//! The format test vectors (docs/FORMAT.md section 12) against copal's Rust codec.
+//! The format test vectors (docs/FORMAT.md section 12) and the stream test vectors
+//! (docs/STREAM.md section 9) against copal's Rust codec.
 //!
 //! Every valid vector must decode (`decode_value`, `decode_record_state`, `Descriptor::decode`)
 //! to its tagged JSON and re-encode (`Value::encode`, `RecordHeader::write`, `Descriptor::encode`)
 //! to its bytes; every invalid vector must fail with its `DecodeError` kind. The vectors are read
-//! from `tests/vectors/vectors.txt`, the tab-separated form of `tests/vectors/vectors.json`, so
-//! that this test needs no JSON parser: it serializes decoded values to the same compact JSON
-//! (sorted keys, ASCII escapes, as Python's `json.dumps(sort_keys=True, ensure_ascii=True)`)
-//! and compares text.
+//! from `tests/vectors/vectors.txt`, the tab-separated form of `tests/vectors/vectors.json`: this
+//! test serializes decoded values to the same compact JSON (sorted keys, ASCII escapes, as
+//! Python's `json.dumps(sort_keys=True, ensure_ascii=True)`) and compares text.
+//!
+//! Every valid stream vector (`tests/vectors/stream_vectors*.json`, versions 1 to 4) must read
+//! (`Stream::read`) to its version, descriptor table and body, and its value decode
+//! (`Stream::decode_value`) to its tagged JSON; every invalid one must fail with its error kind,
+//! in the container or in the value. Those files are read with `JsonText`, which writes their
+//! members back in the compact form above.
 //!
 //! A vector with a Rust `known_issue` (FORMAT.md section 11) must still fail its check; when it
 //! passes, this test fails so that the marker is removed from vectors.json.
@@ -21,6 +27,8 @@ use copal_core::format::{
     decode_record_state, decode_value, oid_class, oid_seq, Descriptor, DescriptorSource, Reader, RecordHeader, TzInfo,
     Writer, FORMAT_VERSION,
 };
+use copal_core::format::decode_value_with;
+use copal_core::stream::{value_forms, Stream, DEFAULT_MAX_SIZE};
 use copal_core::{DecodeError, Value};
 
 const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/vectors.txt");
@@ -127,7 +135,7 @@ thread_local! {
 /// Runs a decoder, turning a panic into the outcome "panic" (corrupt input must never panic,
 /// FORMAT.md section 9). Such panics are reported in one line instead of a backtrace; panics of
 /// the test's own assertions keep the default report.
-fn guarded(f: impl FnOnce() -> Outcome) -> Outcome {
+fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
         let default = std::panic::take_hook();
@@ -245,11 +253,23 @@ fn write_value(out: &mut String, value: &Value) {
         Value::BackRef(index) => {
             let _ = write!(out, "{{\"backref\":{index}}}");
         }
+        Value::StrRef(slot) => {
+            let _ = write!(out, "{{\"strref\":{slot}}}");
+        }
+        Value::SupersededTuple { items, by } => superseded(out, "superseded_tuple", items, *by),
+        Value::SupersededFrozenSet { items, by } => superseded(out, "superseded_frozenset", items, *by),
         // `Value` is not `#[non_exhaustive]` today; this arm keeps a new variant from compiling
         // silently into a wrong comparison if it becomes so.
         #[allow(unreachable_patterns)]
         other => panic!("no tagged JSON form for {other:?}"),
     }
+}
+
+/// A superseded copy: `{"superseded_tuple": {"by": k, "items": [...]}}` (docs/STREAM.md section 5).
+fn superseded(out: &mut String, tag: &str, items: &[Value], by: u32) {
+    let _ = write!(out, "{{\"{tag}\":{{\"by\":{by},\"items\":");
+    write_list(out, items);
+    out.push_str("}}");
 }
 
 fn tagged(out: &mut String, tag: &str, body: impl FnOnce(&mut String)) {
@@ -509,4 +529,269 @@ fn bigint_decimal_conversion() {
     assert_eq!(bigint_decimal(&[0xff]), "-1");
     assert_eq!(bigint_decimal(&[0, 0, 0, 0, 0, 0, 0, 0x80, 0]), "9223372036854775808");
     assert_eq!(bigint_decimal(&[0, 0, 0, 0, 0, 0, 0, 0, 0x80]), "-2361183241434822606848");
+}
+
+// -- the stream vectors (docs/STREAM.md section 9) --------------------------------------------------
+
+const STREAM_VECTOR_FILES: [&str; 3] = ["stream_vectors.json", "stream_vectors_v1.json", "stream_vectors_v2.json"];
+
+/// Invalid vectors of the frozen files that newer readers read: streams of `None` in the next
+/// version (docs/STREAM.md section 9).
+const READ_BY_NEWER_READERS: [(&str, &str); 2] = [("stream_vectors_v1.json", "version_2"), ("stream_vectors_v2.json", "version_3")];
+
+/// A JSON value of a vector file, as Python's `json` wrote it: numbers, `true`, `false` and
+/// `null` are kept as their text.
+enum Json {
+    Literal(String),
+    Str(String),
+    List(Vec<Json>),
+    Object(Vec<(String, Json)>),
+}
+
+impl Json {
+    fn get(&self, key: &str) -> &Json {
+        let Json::Object(members) = self else { panic!("not an object: {key}") };
+        members.iter().find(|(k, _)| k == key).map(|(_, v)| v).unwrap_or_else(|| panic!("no member {key}"))
+    }
+
+    fn text(&self) -> &str {
+        match self {
+            Json::Str(text) | Json::Literal(text) => text,
+            _ => panic!("not a string or a literal"),
+        }
+    }
+
+    fn items(&self) -> &[Json] {
+        let Json::List(items) = self else { panic!("not a list") };
+        items
+    }
+
+    /// The compact JSON of this value with sorted keys, as `json` writes a decoded value.
+    fn compact(&self, out: &mut String) {
+        match self {
+            Json::Literal(text) => out.push_str(text),
+            Json::Str(text) => write_string(out, text),
+            Json::List(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    item.compact(out);
+                }
+                out.push(']');
+            }
+            Json::Object(members) => {
+                let mut sorted: Vec<&(String, Json)> = members.iter().collect();
+                sorted.sort_by(|a, b| a.0.cmp(&b.0));
+                out.push('{');
+                for (i, (key, value)) in sorted.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_string(out, key);
+                    out.push(':');
+                    value.compact(out);
+                }
+                out.push('}');
+            }
+        }
+    }
+}
+
+/// A reader of the JSON of the vector files (well-formed, written by Python's `json`).
+/// Panics on anything else: it reads the test's own data.
+struct JsonText<'a> {
+    text: &'a [u8],
+    at: usize,
+}
+
+impl JsonText<'_> {
+    fn parse(text: &str) -> Json {
+        let mut reader = JsonText { text: text.as_bytes(), at: 0 };
+        let value = reader.value();
+        reader.ws();
+        assert_eq!(reader.at, text.len(), "text after the JSON value");
+        value
+    }
+
+    fn ws(&mut self) {
+        while self.text.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+            self.at += 1;
+        }
+    }
+
+    /// Past `byte` if it is next.
+    fn eat(&mut self, byte: u8) -> bool {
+        self.ws();
+        let found = self.text.get(self.at) == Some(&byte);
+        self.at += usize::from(found);
+        found
+    }
+
+    /// The items or members up to `close`, each read by `item`.
+    fn sequence<T>(&mut self, close: u8, mut item: impl FnMut(&mut Self) -> T) -> Vec<T> {
+        let mut out = Vec::new();
+        if self.eat(close) {
+            return out;
+        }
+        loop {
+            out.push(item(self));
+            if self.eat(close) {
+                return out;
+            }
+            assert!(self.eat(b','), "malformed JSON at byte {}", self.at);
+        }
+    }
+
+    fn value(&mut self) -> Json {
+        self.ws();
+        if self.eat(b'{') {
+            return Json::Object(self.sequence(b'}', |r| {
+                let key = r.string();
+                assert!(r.eat(b':'), "no colon at byte {}", r.at);
+                (key, r.value())
+            }));
+        }
+        if self.eat(b'[') {
+            return Json::List(self.sequence(b']', Self::value));
+        }
+        if self.text[self.at] == b'"' {
+            return Json::Str(self.string());
+        }
+        let start = self.at;
+        while self.text.get(self.at).is_some_and(|b| !b",]} \n".contains(b)) {
+            self.at += 1;
+        }
+        Json::Literal(String::from_utf8(self.text[start..self.at].to_vec()).expect("ASCII"))
+    }
+
+    fn string(&mut self) -> String {
+        assert!(self.eat(b'"'), "no string at byte {}", self.at);
+        let mut units: Vec<u16> = Vec::new();
+        loop {
+            let byte = self.text[self.at];
+            self.at += 1;
+            let unit = match byte {
+                b'"' => return String::from_utf16(&units).expect("valid UTF-16"),
+                b'\\' => {
+                    let escape = self.text[self.at];
+                    self.at += 1;
+                    match escape {
+                        b'u' => {
+                            let hex = std::str::from_utf8(&self.text[self.at..self.at + 4]).expect("ASCII");
+                            self.at += 4;
+                            u16::from_str_radix(hex, 16).expect("hex escape")
+                        }
+                        b'n' => 0x0a,
+                        b'r' => 0x0d,
+                        b't' => 0x09,
+                        b'b' => 0x08,
+                        b'f' => 0x0c,
+                        other => u16::from(other),
+                    }
+                }
+                b' '..=b'~' => u16::from(byte),
+                // A character beyond ASCII, as UTF-8 (the file is written without `ensure_ascii`).
+                _ => {
+                    let text = std::str::from_utf8(&self.text[self.at - 1..]).expect("UTF-8");
+                    let c = text.chars().next().expect("a character");
+                    self.at += c.len_utf8() - 1;
+                    units.extend(c.encode_utf16(&mut [0; 2]).iter());
+                    continue;
+                }
+            };
+            units.push(unit);
+        }
+    }
+}
+
+fn stream_vectors(file: &str) -> Json {
+    let path = format!("{}/../../tests/vectors/{file}", env!("CARGO_MANIFEST_DIR"));
+    JsonText::parse(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}")))
+}
+
+/// The descriptor table of a stream as the vector files list it (kinds from version 3 on).
+fn table_json(stream: &Stream<'_>) -> String {
+    let mut out = String::from("[");
+    for (id, entry) in stream.table.entries.iter().enumerate() {
+        if id > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"fields\":[");
+        for (i, field) in entry.fields.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_string(&mut out, field);
+        }
+        let _ = write!(out, "],\"flags\":{}", u8::from(entry.persistent));
+        if let Some(kinds) = stream.table.kinds.get(id) {
+            let kinds: Vec<String> = kinds.iter().map(|kind| kind.byte().to_string()).collect();
+            let _ = write!(out, ",\"kinds\":[{}]", kinds.join(","));
+        }
+        out.push_str(",\"type\":");
+        write_string(&mut out, &entry.type_name);
+        out.push('}');
+    }
+    out.push(']');
+    out
+}
+
+/// What reading stream `bytes` gives: its version, table and tagged JSON value, or the error
+/// kind of the container or the value ("panic" if a reader panicked). A value read must
+/// re-encode (typed objects as the tagged values they stand for) to bytes that decode, with the
+/// forms of its version, to the same value.
+fn read_stream(bytes: &[u8]) -> Result<(u8, String, String), String> {
+    guarded(|| {
+        let stream = Stream::read(bytes, DEFAULT_MAX_SIZE).map_err(|e| e.kind().to_owned())?;
+        let value = stream.decode_value().map_err(|e| e.kind().to_owned())?;
+        let mut w = Writer::new();
+        value.encode(&mut w);
+        let mut r = Reader::new(&w.buf);
+        let again = decode_value_with(&mut r, &stream.table, value_forms(stream.version));
+        if again.as_ref() != Ok(&value) || !r.is_empty() {
+            return Err(format!("re-encoded as {}, which decodes to {again:?}", to_hex(&w.buf)));
+        }
+        Ok((stream.version, table_json(&stream), json(&value)))
+    })
+}
+
+#[test]
+fn stream_vectors_decode_to_their_json_or_fail_with_their_kind() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for file in STREAM_VECTOR_FILES {
+        let vectors = stream_vectors(file);
+        for vector in vectors.get("valid").items() {
+            let name = vector.get("name").text();
+            let outcome = read_stream(&from_hex(vector.get("hex").text()));
+            // The frozen file of version 1 names no version.
+            let version = if let Json::Object(members) = vector { members.iter().find(|(k, _)| k == "version") } else { None };
+            let version = version.map_or(1, |(_, v)| v.text().parse().expect("a version"));
+            let (mut table, mut value) = (String::new(), String::new());
+            vector.get("descriptors").compact(&mut table);
+            vector.get("value").compact(&mut value);
+            if outcome != Ok((version, table.clone(), value.clone())) {
+                failures.push(format!("{file} {name}: read as {outcome:?}\n  expected version {version}, table {table}, value {value}"));
+            }
+            checked += 1;
+        }
+        for vector in vectors.get("invalid").items() {
+            let name = vector.get("name").text();
+            let outcome = read_stream(&from_hex(vector.get("hex").text()));
+            let expected = if READ_BY_NEWER_READERS.contains(&(file, name)) { Ok("null") } else { Err(vector.get("error").text()) };
+            let ok = match (&outcome, expected) {
+                (Ok((_, _, value)), Ok(expected)) => value == expected,
+                (Err(kind), Err(expected)) => kind == expected,
+                _ => false,
+            };
+            if !ok {
+                failures.push(format!("{file} {name}: read as {outcome:?}, expected {expected:?}"));
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 150, "only {checked} stream vectors read");
+    assert!(failures.is_empty(), "{} stream vector(s) failed:\n{}", failures.len(), failures.join("\n"));
 }

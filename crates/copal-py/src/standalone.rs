@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
 use copal_core::format::{DecodeError, FieldKind, Reader, TzInfo, Writer};
-use copal_core::stream::{compression, Compression, Container, Frame, Header, StreamTable, COPIES_AND_SCALAR_SUBCLASSES_VERSION, SHARED_STRINGS_VERSION, STREAM, TYPED_OBJECTS_VERSION};
+use copal_core::stream::{compression, value_forms, Compression, Container, Frame, Header, StreamTable, COPIES_AND_SCALAR_SUBCLASSES_VERSION, STREAM, TYPED_OBJECTS_VERSION};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -477,7 +477,7 @@ pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>
 
 /// The object graph of a stream body (docs/STREAM.md section 4) of stream `version`.
 pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], version: u8) -> PyResult<Bound<'py, PyAny>> {
-    decode_body_of(py, body, version, version >= COPIES_AND_SCALAR_SUBCLASSES_VERSION)
+    decode_body_of(py, body, version, value_forms(version).bytearray_bases)
 }
 
 /// The object graph of the body a text document transcodes to (docs/TEXT_FORMATS.md section 3),
@@ -502,7 +502,8 @@ fn decode_body_of<'py>(py: Python<'py>, body: &[u8], version: u8, bytearray_base
 
 /// The value of a stream body of `version` after its table, whose `entries` were read.
 fn decode_value<'py>(py: Python<'py>, entries: &[Entry], r: &mut Reader<'_>, version: u8, bytearray_bases: bool) -> PyResult<Bound<'py, PyAny>> {
-    let shares_strings = version >= SHARED_STRINGS_VERSION;
+    let forms = value_forms(version);
+    let shares_strings = forms.shared_strings;
     let registry = crate::hooks::registry_for_decoding(py)?;
     let resolver = StreamResolver::new(registry, entries);
     let what = || "stream".to_owned();
@@ -518,8 +519,8 @@ fn decode_value<'py>(py: Python<'py>, entries: &[Entry], r: &mut Reader<'_>, ver
     if shares_strings {
         decoder.share_strings();
     }
-    decoder.typed_objects = version >= TYPED_OBJECTS_VERSION;
-    decoder.version_4_values = version >= COPIES_AND_SCALAR_SUBCLASSES_VERSION;
+    decoder.typed_objects = forms.typed_objects;
+    decoder.version_4_values = forms.copies_and_scalar_bases;
     decoder.bytearray_bases = bytearray_bases;
     decoder.standalone(r)
 }

@@ -11,5 +11,5 @@ use copal_core_fuzz::{bounded_to, check_value_bytes};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    bounded_to(container_bound(data.len()), || check_archive(data, |bytes, table| check_value_bytes(bytes, table)));
+    bounded_to(container_bound(data.len()), || check_archive(data, |bytes, table, forms| check_value_bytes(bytes, table, forms)));
 });

@@ -8,7 +8,7 @@
 
 #![no_main]
 
-use copal_core::format::{decode_value, Reader};
+use copal_core::format::{decode_value, Reader, ValueForms};
 use copal_core_fuzz::{bounded, check_value_round_trip, Table};
 use libfuzzer_sys::fuzz_target;
 
@@ -18,5 +18,5 @@ fuzz_target!(|data: &[u8]| {
     let consumed = r.position();
     assert!(consumed >= 1 && consumed <= data.len());
 
-    check_value_round_trip(&value, consumed, &Table);
+    check_value_round_trip(&value, consumed, &Table, ValueForms::RECORD);
 });

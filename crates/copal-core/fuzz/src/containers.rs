@@ -2,9 +2,9 @@
 //! tests/fuzz_regressions.rs also runs on the committed corpora (it includes this file): they
 //! use copal-core alone.
 
-use copal_core::format::Writer;
+use copal_core::format::{ValueForms, Writer};
 use copal_core::stream::archive::{write_archive, Archive};
-use copal_core::stream::{Compression, Frame, Header, Stream, StreamTable, STREAM};
+use copal_core::stream::{value_forms, Compression, Frame, Header, Stream, StreamTable, STREAM};
 
 /// The `max_size` the targets read with: a payload inflates to at most this many bytes.
 pub const MAX_SIZE: usize = 1 << 20;
@@ -24,8 +24,8 @@ const VALUES_READ: usize = 256;
 
 /// Reads `data` as a stream: it returns (never panics); an accepted stream's body, framed again
 /// with the same compression, reads back to the same version, table and body; `value` is given
-/// the value of a version 1 stream (which copal-core's value decoder reads) and its table.
-pub fn check_stream(data: &[u8], value: impl Fn(&[u8], &StreamTable)) {
+/// the stream's value, its table and the value forms of its version.
+pub fn check_stream(data: &[u8], value: impl Fn(&[u8], &StreamTable, ValueForms)) {
     let Ok(stream) = Stream::read(data, MAX_SIZE) else { return };
     assert!(stream.body.len() <= MAX_SIZE);
     let flags = Header::read(data, &STREAM).expect("read once").flags;
@@ -37,22 +37,21 @@ pub fn check_stream(data: &[u8], value: impl Fn(&[u8], &StreamTable)) {
         Err(e) => panic!("a stream written again does not read: {e}"),
     };
     assert_eq!((again.version, &again.table, &again.body[..]), (stream.version, &stream.table, &stream.body[..]));
-    if stream.version == 1 {
-        value(stream.value(), &stream.table);
-    }
+    value(stream.value(), &stream.table, value_forms(stream.version));
 }
 
 /// Reads `data` as an archive: opening it and reading its values' ranges returns (never
 /// panics); the values an accepted archive yields, written into a new archive with its table,
-/// read back the same; `value` is given each value and the table.
-pub fn check_archive(data: &[u8], value: impl Fn(&[u8], &StreamTable)) {
+/// read back the same; `value` is given each value, the table and the value forms of archives
+/// (those of stream version 1).
+pub fn check_archive(data: &[u8], value: impl Fn(&[u8], &StreamTable, ValueForms)) {
     let Ok(archive) = Archive::read(data, MAX_SIZE) else { return };
     let (mut values, mut ends) = (Vec::new(), Vec::new());
     for k in 0..archive.index.len().min(VALUES_READ) {
         let Ok(bytes) = archive.value(k) else { return };
         values.extend_from_slice(bytes);
         ends.push(values.len());
-        value(bytes, &archive.table);
+        value(bytes, &archive.table, value_forms(1));
     }
     let mut table = Writer::new();
     copal_core::text::write_table(&mut table, &archive.table.entries);

@@ -1,7 +1,7 @@
 //! Shared pieces of the cargo-fuzz targets (docs/FUZZING.md): the fixed descriptor table the
 //! decoders run against, and a NaN-aware equality of decoded values for the round-trip checks.
 
-use copal_core::format::{decode_value, DescriptorSource, Reader, Writer};
+use copal_core::format::{decode_value_with, DescriptorSource, Reader, ValueForms, Writer};
 
 pub mod containers;
 use copal_core::{DecodeError, Value};
@@ -84,14 +84,15 @@ pub fn bounded_to<T>(bound: usize, f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// The checks of the `value` target on a value decoded from `consumed` bytes: it re-encodes to
-/// bytes that decode completely to an equal value (floats bit for bit), in no more bytes, and
-/// that re-encode to themselves.
-pub fn check_value_round_trip<D: DescriptorSource + ?Sized>(value: &Value, consumed: usize, descriptors: &D) {
+/// The checks of the `value` target on a value decoded with `forms` from `consumed` bytes: it
+/// re-encodes to bytes that decode completely to an equal value (floats bit for bit), in no more
+/// bytes (unless `forms` has typed objects, which re-encode as the longer tagged OBJECT and LIST
+/// values they stand for), and that re-encode to themselves.
+pub fn check_value_round_trip<D: DescriptorSource + ?Sized>(value: &Value, consumed: usize, descriptors: &D, forms: ValueForms) {
     let bytes = encode(value);
-    assert!(bytes.len() <= consumed, "re-encoding grew from {consumed} to {} bytes", bytes.len());
+    assert!(forms.typed_objects || bytes.len() <= consumed, "re-encoding grew from {consumed} to {} bytes", bytes.len());
     let mut r = Reader::new(&bytes);
-    let again = match decode_value(&mut r, descriptors) {
+    let again = match decode_value_with(&mut r, descriptors, forms) {
         Ok(v) => v,
         Err(e) => panic!("re-encoded value does not decode: {e:?}\nvalue: {value:?}\nbytes: {bytes:02x?}"),
     };
@@ -193,11 +194,11 @@ pub fn canonical_body(body: &[u8]) -> Option<Vec<u8>> {
     Some(new.encode())
 }
 
-/// Decodes `bytes` with the core's value decoder against `descriptors`; a value it accepts must
-/// pass `check_value_round_trip`.
-pub fn check_value_bytes<D: DescriptorSource + ?Sized>(bytes: &[u8], descriptors: &D) {
+/// Decodes `bytes` with the core's value decoder against `descriptors`, reading `forms`; a value
+/// it accepts must pass `check_value_round_trip`.
+pub fn check_value_bytes<D: DescriptorSource + ?Sized>(bytes: &[u8], descriptors: &D, forms: ValueForms) {
     let mut r = Reader::new(bytes);
-    if let Ok(value) = decode_value(&mut r, descriptors) {
-        check_value_round_trip(&value, r.position(), descriptors);
+    if let Ok(value) = decode_value_with(&mut r, descriptors, forms) {
+        check_value_round_trip(&value, r.position(), descriptors, forms);
     }
 }

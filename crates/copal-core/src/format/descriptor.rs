@@ -3,6 +3,7 @@
 //! descriptor id and positional field values.
 
 use super::error::DecodeError;
+use super::field_kind::FieldKind;
 use super::oid::ClassNo;
 use super::reader::Reader;
 use super::writer::Writer;
@@ -47,6 +48,20 @@ impl Descriptor {
 /// Where decoders look up descriptors by id (the store's catalog, or a standalone stream's table).
 pub trait DescriptorSource {
     fn field_count(&self, id: u32) -> Result<usize, DecodeError>;
+
+    /// The field kinds of descriptor `id` (docs/STREAM.md section 4), which the fields of its
+    /// TYPED_OBJECT values take the forms of: a stream table of version 3 or later has them. A
+    /// field without a kind is a tagged value.
+    fn field_kinds(&self, _id: u32) -> &[FieldKind] {
+        &[]
+    }
+
+    /// Whether descriptors `a` and `b` name the same type, as a superseded SUBCLASS copy and the
+    /// value it stands for must (docs/STREAM.md section 5). Ids are the same type; a stream table
+    /// also compares type names.
+    fn same_type(&self, a: u32, b: u32) -> bool {
+        a == b
+    }
 }
 
 #[cfg(test)]

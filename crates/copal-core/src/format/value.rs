@@ -1,6 +1,13 @@
 //! Self-describing values (docs/FORMAT.md section "Values"): a language-neutral tree decoder used
-//! by Rust readers, query evaluation, the CLI and the format test vectors. (The Python binding
-//! decodes the same bytes straight into Python objects, with the same `Reader` primitives.)
+//! by Rust readers, query evaluation, the CLI and the format test vectors, and, with the forms
+//! of `ValueForms` (stream_forms.rs), by the readers of streams of every version. (The Python
+//! binding decodes the same bytes straight into Python objects, with the same `Reader`
+//! primitives.)
+
+mod stream_forms;
+
+pub use stream_forms::ValueForms;
+use stream_forms::Made;
 
 use super::descriptor::DescriptorSource;
 use super::error::DecodeError;
@@ -38,8 +45,20 @@ pub enum Value {
     Enum { descriptor: u32, member: String },
     Ref(Oid),
     Object { descriptor: u32, fields: Vec<Value> },
+    /// A SUBCLASS value: `base` is a container (LIST, TUPLE, SET, FROZENSET, DICT), or in a
+    /// stream of version 4 a superseded copy, a scalar value or a BYTEARRAY (docs/STREAM.md
+    /// section 5), without a memo slot of its own.
     Subclass { descriptor: u32, base: Box<Value>, fields: Vec<Value> },
     BackRef(u32),
+    /// The string of an earlier string slot of a stream (STRREF, or a STR field of a
+    /// TYPED_OBJECT that refers to a slot: docs/STREAM.md section 5). Kept as the reference, as
+    /// a `BackRef` is.
+    StrRef(u32),
+    /// A tuple written again inside its own items (SUPERSEDED_TUPLE, docs/STREAM.md section 5):
+    /// the copy's items, and the memo slot `by` of the copy whose value it is.
+    SupersededTuple { items: Vec<Value>, by: u32 },
+    /// SUPERSEDED_FROZENSET: `SupersededTuple` for a frozenset.
+    SupersededFrozenSet { items: Vec<Value>, by: u32 },
 }
 
 const MICROS_PER_DAY: u64 = 86_400_000_000;
@@ -47,21 +66,26 @@ const MAX_TIMEDELTA_DAYS: u64 = 999_999_999;
 
 struct Walk<'s, D: DescriptorSource + ?Sized> {
     descriptors: &'s D,
+    /// The values read: those of records, or of a stream of some version (`ValueForms`).
+    forms: ValueForms,
     memo_slots: u64,
+    /// The STR values read so far (with `forms.shared_strings`, what a STRREF may refer to).
+    string_slots: u64,
+    /// With `forms.copies_and_scalar_bases`, what each memo slot's value is, as far as a
+    /// superseded copy's slot must match it (`Made`); empty otherwise.
+    made: Vec<Made>,
     /// The memo slot whose value `memo_value` wants, and that value once decoded.
     wanted: Option<u64>,
     captured: Option<Value>,
-    /// Memo slots of tuples and frozensets whose items are being read: a back-reference to one
-    /// of them would make a value contain itself before it exists.
+    /// Memo slots of tuples and frozensets whose items are being read, and of superseded copies
+    /// whose slot is not read yet: a back-reference to one of them would make a value contain
+    /// itself before it exists.
     unfinished: Vec<u64>,
-    /// Whether a SUBCLASS may have a BYTEARRAY base: in the bodies of text documents only
-    /// (docs/TEXT_FORMATS.md section 3), never in a record.
-    bytearray_base: bool,
 }
 
 impl<'s, D: DescriptorSource + ?Sized> Walk<'s, D> {
-    fn new(descriptors: &'s D) -> Self {
-        Walk { descriptors, memo_slots: 0, wanted: None, captured: None, unfinished: Vec::new(), bytearray_base: false }
+    fn new(descriptors: &'s D, forms: ValueForms) -> Self {
+        Walk { descriptors, forms, memo_slots: 0, string_slots: 0, made: Vec::new(), wanted: None, captured: None, unfinished: Vec::new() }
     }
 }
 
@@ -78,13 +102,13 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
         let t = r.u8()?;
         let slot = self.memo_slots;
         if tag::takes_memo_slot(t) {
-            self.memo_slots += 1;
+            self.take_slot();
         }
         let value = match t {
             tag::LIST => self.items(r, depth).map(Value::List),
-            tag::TUPLE => self.unfinished_items(r, depth, slot).map(Value::Tuple),
+            tag::TUPLE => self.unfinished_items(r, depth, slot, Made::Tuple).map(Value::Tuple),
             tag::SET => self.items(r, depth).map(Value::Set),
-            tag::FROZENSET => self.unfinished_items(r, depth, slot).map(Value::FrozenSet),
+            tag::FROZENSET => self.unfinished_items(r, depth, slot, Made::FrozenSet).map(Value::FrozenSet),
             tag::DICT => self.pairs(r, depth).map(Value::Dict),
             tag::OBJECT => {
                 let (descriptor, count) = self.descriptor_fields(r)?;
@@ -92,8 +116,16 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
             }
             tag::SUBCLASS => {
                 let (descriptor, count) = self.descriptor_fields(r)?;
-                let base = Box::new(self.subclass_base(r, depth, slot)?);
+                let base = Box::new(self.subclass_base(r, depth, slot, descriptor)?);
                 self.fields(r, count, depth + 1).map(|fields| Value::Subclass { descriptor, base, fields })
+            }
+            tag::TYPED_OBJECT | tag::OBJECT_LIST if self.forms.typed_objects => {
+                self.take_slot();
+                self.typed_value(r, t, depth)
+            }
+            tag::SUPERSEDED_TUPLE | tag::SUPERSEDED_FROZENSET if self.forms.copies_and_scalar_bases => {
+                self.take_slot();
+                self.superseded(r, t, depth, slot, None)
             }
             _ => self.scalar(r, t),
         }?;
@@ -109,6 +141,29 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
         if self.captured.is_none() {
             self.captured = Some(value.clone());
         }
+    }
+
+    /// Takes the next memo slot.
+    fn take_slot(&mut self) {
+        self.memo_slots += 1;
+        if self.forms.copies_and_scalar_bases {
+            self.made.push(Made::Other);
+        }
+    }
+
+    /// Records what the value of memo slot `slot` is (with `forms.copies_and_scalar_bases`).
+    fn made(&mut self, slot: u64, made: Made) {
+        if let Some(entry) = self.made.get_mut(slot as usize) {
+            *entry = made;
+        }
+    }
+
+    /// The value of a back-reference to memo slot `index`, read at `offset`.
+    fn backref(&self, offset: usize, index: u64) -> Result<Value, DecodeError> {
+        if index >= self.memo_slots || self.unfinished.contains(&index) {
+            return Err(DecodeError::BadBackRef { offset, index });
+        }
+        Ok(Value::BackRef(index as u32))
     }
 
     /// The descriptor id of an OBJECT or SUBCLASS and its field count.
@@ -136,7 +191,18 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
             }
             tag::FLOAT => Value::Float(r.f64()?),
             tag::COMPLEX => Value::Complex(r.f64()?, r.f64()?),
-            tag::STR => Value::Str(r.str()?.to_owned()),
+            tag::STR => {
+                let text = r.str()?.to_owned();
+                self.string_slots += 1;
+                Value::Str(text)
+            }
+            tag::STRREF if self.forms.shared_strings => {
+                let index = r.varint()?;
+                if index >= self.string_slots {
+                    return Err(DecodeError::BadBackRef { offset, index });
+                }
+                Value::StrRef(index as u32)
+            }
             tag::STR_SURROGATES => {
                 let bytes = r.length_prefixed()?;
                 if !is_generalized_utf8(bytes) {
@@ -191,13 +257,10 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
                 self.descriptors.field_count(descriptor)?;
                 Value::Enum { descriptor, member: r.str()?.to_owned() }
             }
-            tag::REF => Value::Ref(read_ref(r)?),
+            tag::REF if self.forms.references => Value::Ref(read_ref(r)?),
             tag::BACKREF => {
                 let index = r.varint()?;
-                if index >= self.memo_slots || self.unfinished.contains(&index) {
-                    return Err(DecodeError::BadBackRef { offset, index });
-                }
-                Value::BackRef(index as u32)
+                self.backref(offset, index)?
             }
             other => return Err(DecodeError::UnknownTag { offset, tag: other }),
         })
@@ -205,6 +268,11 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
 
     fn items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<Value>, DecodeError> {
         let count = r.length(1)?;
+        self.counted_items(r, count, depth)
+    }
+
+    /// `count` items (the count already read and checked), each at `depth + 1`.
+    fn counted_items(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Result<Vec<Value>, DecodeError> {
         let mut items = Vec::with_capacity(count.min(PREALLOCATE_MAX));
         for _ in 0..count {
             items.push(self.value(r, depth + 1)?);
@@ -212,10 +280,12 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
         Ok(items)
     }
 
-    fn unfinished_items(&mut self, r: &mut Reader<'_>, depth: usize, slot: u64) -> Result<Vec<Value>, DecodeError> {
+    /// The items of the tuple or frozenset of memo slot `slot`, which is then `made`.
+    fn unfinished_items(&mut self, r: &mut Reader<'_>, depth: usize, slot: u64, made: Made) -> Result<Vec<Value>, DecodeError> {
         self.unfinished.push(slot);
         let items = self.items(r, depth);
         self.unfinished.pop();
+        self.made(slot, made);
         items
     }
 
@@ -238,18 +308,19 @@ impl<D: DescriptorSource + ?Sized> Walk<'_, D> {
         Ok(fields)
     }
 
-    /// The built-in part of a SUBCLASS value: a container tag (or BYTEARRAY, `bytearray_base`)
-    /// and its body, without a memo slot of its own (the subclass instance already took one).
-    fn subclass_base(&mut self, r: &mut Reader<'_>, depth: usize, slot: u64) -> Result<Value, DecodeError> {
+    /// The built-in part of the SUBCLASS value of descriptor `descriptor` in memo slot `slot`:
+    /// a container tag and its body, without a memo slot of its own (the subclass instance
+    /// already took one), or a base of `forms` (stream_forms.rs).
+    fn subclass_base(&mut self, r: &mut Reader<'_>, depth: usize, slot: u64, descriptor: u32) -> Result<Value, DecodeError> {
         let offset = r.position();
-        Ok(match r.u8()? {
+        let t = r.u8()?;
+        Ok(match t {
             tag::LIST => Value::List(self.items(r, depth)?),
-            tag::TUPLE => Value::Tuple(self.unfinished_items(r, depth, slot)?),
+            tag::TUPLE => Value::Tuple(self.unfinished_items(r, depth, slot, Made::Subclass { descriptor, base: t })?),
+            tag::FROZENSET => Value::FrozenSet(self.unfinished_items(r, depth, slot, Made::Subclass { descriptor, base: t })?),
             tag::SET => Value::Set(self.items(r, depth)?),
-            tag::FROZENSET => Value::FrozenSet(self.unfinished_items(r, depth, slot)?),
             tag::DICT => Value::Dict(self.pairs(r, depth)?),
-            tag::BYTEARRAY if self.bytearray_base => Value::ByteArray(r.length_prefixed()?.to_vec()),
-            other => return Err(DecodeError::UnknownTag { offset, tag: other }),
+            _ => return self.stream_subclass_base(r, t, offset, depth, slot, descriptor),
         })
     }
 }
@@ -266,13 +337,19 @@ pub(crate) fn read_ref(r: &mut Reader<'_>) -> Result<Oid, DecodeError> {
 
 /// Decodes one value (memo slots counted from this value).
 pub fn decode_value<D: DescriptorSource + ?Sized>(r: &mut Reader<'_>, descriptors: &D) -> Result<Value, DecodeError> {
-    Walk::new(descriptors).value(r, 0)
+    decode_value_with(r, descriptors, ValueForms::RECORD)
+}
+
+/// Decodes one value as `decode_value` does, reading the stream forms `forms` too (a stream's
+/// value: `stream::Stream::decode_value`).
+pub fn decode_value_with<D: DescriptorSource + ?Sized>(r: &mut Reader<'_>, descriptors: &D, forms: ValueForms) -> Result<Value, DecodeError> {
+    Walk::new(descriptors, forms).value(r, 0)
 }
 
 /// Decodes the value of the body of a text document (docs/TEXT_FORMATS.md section 3): as
 /// `decode_value`, and a SUBCLASS may also have a BYTEARRAY base (docs/STREAM.md section 5).
 pub(crate) fn decode_document_value<D: DescriptorSource + ?Sized>(r: &mut Reader<'_>, descriptors: &D) -> Result<Value, DecodeError> {
-    Walk { bytearray_base: true, ..Walk::new(descriptors) }.value(r, 0)
+    decode_value_with(r, descriptors, ValueForms { bytearray_bases: true, ..ValueForms::RECORD })
 }
 
 /// Decodes a whole record: its header and one value per field of its descriptor.
@@ -283,7 +360,7 @@ pub fn decode_record_state<D: DescriptorSource + ?Sized>(
     let mut r = Reader::new(data);
     let header = RecordHeader::read(&mut r)?;
     let count = descriptors.field_count(header.descriptor)?;
-    let fields = Walk::new(descriptors).fields(&mut r, count, 0)?;
+    let fields = Walk::new(descriptors, ValueForms::RECORD).fields(&mut r, count, 0)?;
     r.expect_end()?;
     Ok((header, fields))
 }
@@ -298,7 +375,7 @@ pub fn memo_value<D: DescriptorSource + ?Sized>(
 ) -> Result<Option<Value>, DecodeError> {
     let mut r = Reader::new(record);
     r.bytes(state_start)?;
-    let mut walk = Walk::new(descriptors);
+    let mut walk = Walk::new(descriptors, ValueForms::RECORD);
     walk.wanted = Some(slot);
     while !r.is_empty() && walk.captured.is_none() {
         walk.value(&mut r, 0)?;
@@ -318,7 +395,7 @@ impl<'a, 's, D: DescriptorSource + ?Sized> FieldReader<'a, 's, D> {
     pub fn new(record: &'a [u8], state_start: usize, descriptors: &'s D) -> Result<Self, DecodeError> {
         let mut reader = Reader::new(record);
         reader.bytes(state_start)?;
-        Ok(FieldReader { reader, walk: Walk::new(descriptors) })
+        Ok(FieldReader { reader, walk: Walk::new(descriptors, ValueForms::RECORD) })
     }
 
     pub fn next_value(&mut self) -> Result<Value, DecodeError> {
@@ -540,6 +617,12 @@ impl Value {
                 w.u8(tag::BACKREF);
                 w.varint(u64::from(*index));
             }
+            Value::StrRef(slot) => {
+                w.u8(tag::STRREF);
+                w.varint(u64::from(*slot));
+            }
+            Value::SupersededTuple { items, by } => superseded_copy(w, tag::SUPERSEDED_TUPLE, items, *by),
+            Value::SupersededFrozenSet { items, by } => superseded_copy(w, tag::SUPERSEDED_FROZENSET, items, *by),
         }
     }
 
@@ -596,127 +679,10 @@ fn tagged_items(w: &mut Writer, t: u8, items: &[Value]) {
     items.iter().for_each(|v| v.encode(w));
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    struct OneField;
-    impl DescriptorSource for OneField {
-        fn field_count(&self, id: u32) -> Result<usize, DecodeError> {
-            if id == 5 { Ok(1) } else { Err(DecodeError::UnknownDescriptor { id }) }
-        }
-    }
-
-    fn round_trip(v: Value) {
-        let mut w = Writer::new();
-        v.encode(&mut w);
-        let mut r = Reader::new(&w.buf);
-        assert_eq!(decode_value(&mut r, &OneField).unwrap(), v);
-        assert!(r.is_empty());
-    }
-
-    #[test]
-    fn values_round_trip() {
-        round_trip(Value::List(vec![
-            Value::None,
-            Value::Int(-5),
-            Value::BigInt(vec![0, 0, 0, 0, 0, 0, 0, 0, 1]),
-            Value::Str("héllo".into()),
-            Value::Dict(vec![(Value::Str("k".into()), Value::Tuple(vec![Value::Bool(true)]))]),
-            Value::DateTime { micros: -1, tz: TzInfo::Offset(3_600_000_000), fold: true },
-            Value::Time { micros: 5, tz: TzInfo::Named("Europe/Paris".into()), fold: false },
-            Value::TimeDelta { days: -3, seconds: 4, micros: 5 },
-            Value::Ref(make_oid(4, 99)),
-            Value::Object { descriptor: 5, fields: vec![Value::BackRef(0)] },
-        ]));
-    }
-
-    #[test]
-    fn skipping_and_reusing_buffers_read_the_same_fields() {
-        let fields = [
-            Value::Str("first".into()),
-            Value::Int(-7),
-            Value::List(vec![Value::Str("in a list".into())]),
-            Value::Float(2.5),
-            Value::Bytes(vec![0, 1, 2]),
-            Value::Str("last".into()),
-            // Points at the list: skipping the list must still number its memo slot.
-            Value::BackRef(0),
-        ];
-        let mut w = Writer::new();
-        fields.iter().for_each(|v| v.encode(&mut w));
-        for (wanted, expected) in fields.iter().enumerate() {
-            let mut reader = FieldReader::new(&w.buf, 0, &OneField).unwrap();
-            (0..wanted).try_for_each(|_| reader.skip_value()).unwrap();
-            // A slot holding a value of another kind, or a longer string, is overwritten.
-            let mut slot = if wanted % 2 == 0 { Value::Str("a longer previous string".into()) } else { Value::None };
-            reader.next_value_into(&mut slot).unwrap();
-            assert_eq!(&slot, expected);
-        }
-        let mut reader = FieldReader::new(&w.buf, 0, &OneField).unwrap();
-        assert!(reader.next_str_is(b"first").unwrap());
-        assert!(!reader.next_str_is(b"-7").unwrap()); // an int, not a string
-        reader.skip_value().unwrap();
-        reader.skip_value().unwrap();
-        reader.skip_value().unwrap();
-        assert!(!reader.next_str_is(b"las").unwrap());
-        let mut reader = FieldReader::new(&w.buf[..w.buf.len() - 1], 0, &OneField).unwrap();
-        (0..fields.len() - 1).try_for_each(|_| reader.skip_value()).unwrap();
-        assert!(matches!(reader.skip_value(), Err(DecodeError::Truncated { .. })));
-    }
-
-    #[test]
-    fn memo_values_are_the_values_back_references_stand_for() {
-        let shared = Value::List(vec![Value::Int(1), Value::Str("x".into())]);
-        let fields = [
-            Value::Str("s".into()),
-            Value::Dict(vec![(Value::Str("k".into()), shared.clone())]),
-            Value::BackRef(1),
-        ];
-        let mut w = Writer::new();
-        fields.iter().for_each(|v| v.encode(&mut w));
-        assert_eq!(memo_value(&w.buf, 0, &OneField, 1).unwrap(), Some(shared));
-        assert!(matches!(memo_value(&w.buf, 0, &OneField, 0).unwrap(), Some(Value::Dict(_))));
-        assert_eq!(memo_value(&w.buf, 0, &OneField, 2).unwrap(), None);
-    }
-
-    /// A SUBCLASS of base BYTEARRAY (one field, a BACKREF to the instance) is a value of text
-    /// documents' bodies, and an unknown base in a record's.
-    #[test]
-    fn a_bytearray_base_is_read_in_documents_only() {
-        let bytes = [tag::SUBCLASS, 5, tag::BYTEARRAY, 2, b'a', b'b', tag::BACKREF, 0];
-        let expected = Value::Subclass { descriptor: 5, base: Box::new(Value::ByteArray(b"ab".to_vec())), fields: vec![Value::BackRef(0)] };
-        assert_eq!(decode_document_value(&mut Reader::new(&bytes), &OneField), Ok(expected));
-        assert_eq!(decode_value(&mut Reader::new(&bytes), &OneField), Err(DecodeError::UnknownTag { offset: 2, tag: tag::BYTEARRAY }));
-        assert!(matches!(decode_document_value(&mut Reader::new(&bytes[..5]), &OneField), Err(DecodeError::LengthTooLarge { .. })));
-    }
-
-    #[test]
-    fn backref_must_point_backwards() {
-        let bytes = [tag::LIST, 1, tag::BACKREF, 1];
-        assert!(matches!(decode_value(&mut Reader::new(&bytes), &OneField), Err(DecodeError::BadBackRef { .. })));
-    }
-
-    #[test]
-    fn deep_nesting_is_rejected() {
-        let mut bytes = vec![];
-        for _ in 0..5000 {
-            bytes.extend([tag::LIST, 1]);
-        }
-        bytes.push(tag::NONE);
-        assert!(matches!(decode_value(&mut Reader::new(&bytes), &OneField), Err(DecodeError::TooDeep { .. })));
-    }
-
-    #[test]
-    fn unknown_descriptor_is_an_error() {
-        let bytes = [tag::OBJECT, 9];
-        assert_eq!(decode_value(&mut Reader::new(&bytes), &OneField), Err(DecodeError::UnknownDescriptor { id: 9 }));
-    }
-
-    #[test]
-    fn numbers_compare_across_types() {
-        assert!(Value::Int(1).query_eq(&Value::Float(1.0)));
-        assert!(Value::Bool(true).query_eq(&Value::Int(1)));
-        assert!(!Value::Int(1).query_eq(&Value::Str("1".into())));
-    }
+fn superseded_copy(w: &mut Writer, t: u8, items: &[Value], by: u32) {
+    tagged_items(w, t, items);
+    w.varint(u64::from(by));
 }
+
+#[cfg(test)]
+mod tests;

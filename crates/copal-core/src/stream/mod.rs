@@ -5,8 +5,9 @@
 //! of them (archive.rs).
 //!
 //! This module owns the bytes around the values: headers, compression and its limits, the field
-//! kinds after a table and the archive index. The values are read by `format::decode_value`
-//! (version 1) or by the binding's decoder, which builds objects from them.
+//! kinds after a table and the archive index. The values of every version are read by
+//! `format::decode_value_with` with the forms of their version (`value_forms`,
+//! `Stream::decode_value`), or by the binding's decoder, which builds objects from them.
 
 pub mod archive;
 pub mod compression;
@@ -16,7 +17,7 @@ use std::fmt;
 
 pub use compression::{Codec, Compression, InflateError, LevelError, DEFAULT_MAX_SIZE};
 
-use crate::format::{read_field_kinds, DecodeError, DescriptorSource, FieldKind, Reader, Writer};
+use crate::format::{decode_value_with, read_field_kinds, DecodeError, DescriptorSource, FieldKind, Reader, Value, ValueForms, Writer};
 use crate::text::TableEntry;
 
 /// The first bytes of every stream (docs/STREAM.md section 2).
@@ -33,6 +34,19 @@ pub const COPIES_AND_SCALAR_SUBCLASSES_VERSION: u8 = 4;
 pub const STREAM_VERSION: u8 = COPIES_AND_SCALAR_SUBCLASSES_VERSION;
 
 const FLAGS_OFFSET: usize = STREAM_MAGIC.len() + 1;
+
+/// The value forms of a stream of `version` (docs/STREAM.md sections 5 and 8); an archive's
+/// values are those of version 1 (section 10).
+pub fn value_forms(version: u8) -> ValueForms {
+    let copies = version >= COPIES_AND_SCALAR_SUBCLASSES_VERSION;
+    ValueForms {
+        references: false,
+        shared_strings: version >= SHARED_STRINGS_VERSION,
+        typed_objects: version >= TYPED_OBJECTS_VERSION,
+        copies_and_scalar_bases: copies,
+        bytearray_bases: copies,
+    }
+}
 
 /// What distinguishes the two containers that share the header layout of docs/STREAM.md
 /// section 2: streams and archives (section 10).
@@ -222,10 +236,19 @@ impl StreamTable {
     }
 }
 
-/// The table's descriptors by id, for `format::decode_value` of version 1 values.
+/// The table's descriptors by id, with their field kinds, for `format::decode_value_with`.
 impl DescriptorSource for StreamTable {
     fn field_count(&self, id: u32) -> Result<usize, DecodeError> {
         self.entries.get(id as usize).map(|entry| entry.fields.len()).ok_or(DecodeError::UnknownDescriptor { id })
+    }
+
+    fn field_kinds(&self, id: u32) -> &[FieldKind] {
+        self.kinds.get(id as usize).map_or(&[], Vec::as_slice)
+    }
+
+    fn same_type(&self, a: u32, b: u32) -> bool {
+        let type_name = |id: u32| self.entries.get(id as usize).map(|entry| &entry.type_name);
+        a == b || (type_name(a).is_some() && type_name(a) == type_name(b))
     }
 }
 
@@ -250,6 +273,18 @@ impl<'a> Stream<'a> {
     /// The bytes of the value.
     pub fn value(&self) -> &[u8] {
         &self.body[self.value_start..]
+    }
+
+    /// Decodes the value, with the forms of the stream's version; nothing may follow it.
+    /// Error offsets count from the start of the body.
+    pub fn decode_value(&self) -> Result<Value, StreamError> {
+        let mut r = Reader::new(&self.body);
+        let value = r.bytes(self.value_start).and_then(|_| {
+            let value = decode_value_with(&mut r, &self.table, value_forms(self.version))?;
+            r.expect_end()?;
+            Ok(value)
+        });
+        value.map_err(|error| StreamError::Body { part: "stream value", error })
     }
 }
 

@@ -5,7 +5,8 @@
 use super::archive::{index_bytes, write_archive, Archive, ARCHIVE, WIDE_OFFSETS};
 use super::compression::{GZIP, LZ4, NONE, ZSTD};
 use super::*;
-use crate::format::{decode_value, DescriptorSource, Value};
+use crate::format::{decode_value, tag, DescriptorSource, Value};
+use crate::text::{write_table, TableEntry};
 
 const VECTORS: &str = include_str!("../../../../tests/vectors/stream_vectors.json");
 
@@ -194,4 +195,64 @@ fn damaged_indexes_are_errors() {
     assert_eq!(error.to_string(), "corrupt archive: the index gives value 0 the bytes 0..3, outside the values (1..5)");
     // No room for the count.
     assert_eq!(Archive::read(&section(&[]), DEFAULT_MAX_SIZE).unwrap_err().kind(), "Truncated");
+}
+
+/// The stream of `version` whose table has the plain `entries` (type name and fields, every
+/// field of kind ANY from version 3 on) and whose value is `value`.
+fn stream_of(version: u8, entries: &[(&str, &[&str])], value: &[u8]) -> Vec<u8> {
+    let table: Vec<TableEntry> = entries
+        .iter()
+        .map(|(type_name, fields)| TableEntry { persistent: false, type_name: (*type_name).to_owned(), fields: fields.iter().map(|f| (*f).to_owned()).collect() })
+        .collect();
+    let mut body = Writer::new();
+    write_table(&mut body, &table);
+    if version >= TYPED_OBJECTS_VERSION {
+        table.iter().for_each(|entry| entry.fields.iter().for_each(|_| body.u8(FieldKind::Any.byte())));
+    }
+    body.bytes(value);
+    Frame::new(&STREAM, version, 0, &[&body.buf], Compression::NONE).unwrap().to_vec()
+}
+
+fn decoded(stream: &[u8]) -> Result<Value, &'static str> {
+    Stream::read(stream, DEFAULT_MAX_SIZE).unwrap().decode_value().map_err(|e| e.kind())
+}
+
+/// A superseded SUBCLASS copy stands for a SUBCLASS of its type: of another descriptor with the
+/// same type name (one class, two field lists), not of another type.
+#[test]
+fn a_superseded_subclass_copy_stands_for_a_subclass_of_its_type_name() {
+    // SUBCLASS 0 (slot 0), base SUPERSEDED_TUPLE of 1 item: a list (slot 1) holding SUBCLASS 1
+    // (slot 2) of base TUPLE holding a BACKREF to the list; the copy is slot 2's; field `a` None.
+    let value = [
+        &[tag::SUBCLASS, 0, tag::SUPERSEDED_TUPLE, 1, tag::LIST, 1, tag::SUBCLASS, 1, tag::TUPLE, 1, tag::BACKREF, 1][..],
+        &[tag::NONE, 2, tag::NONE],
+    ]
+    .concat();
+    let same_type = stream_of(4, &[("m.T", &["a"]), ("m.T", &["b"])], &value);
+    let Value::Subclass { base, .. } = decoded(&same_type).unwrap() else { panic!("not a subclass") };
+    assert!(matches!(*base, Value::SupersededTuple { by: 2, .. }), "{base:?}");
+    assert_eq!(decoded(&stream_of(4, &[("m.T", &["a"]), ("m.U", &["b"])], &value)), Err("BadBackRef"));
+    // In version 3, the copy is an unknown SUBCLASS base.
+    assert_eq!(decoded(&stream_of(3, &[("m.T", &["a"]), ("m.T", &["b"])], &value)), Err("UnknownTag"));
+}
+
+/// The STR base of a SUBCLASS is no STR value of the stream: it takes no string slot, so a
+/// STRREF after it refers to none; a STR value does take one.
+#[test]
+fn a_str_base_takes_no_string_slot() {
+    let base_then_strref = [tag::LIST, 2, tag::SUBCLASS, 0, tag::STR, 1, b's', tag::STRREF, 0];
+    assert_eq!(decoded(&stream_of(4, &[("m.S", &[])], &base_then_strref)), Err("BadBackRef"));
+    let str_then_strref = [tag::LIST, 2, tag::STR, 1, b's', tag::STRREF, 0];
+    let expected = Value::List(vec![Value::Str("s".into()), Value::StrRef(0)]);
+    assert_eq!(decoded(&stream_of(2, &[], &str_then_strref)), Ok(expected));
+    assert_eq!(decoded(&stream_of(1, &[], &str_then_strref)), Err("UnknownTag"));
+}
+
+/// What follows the value, and a value that ends early, are errors of the value, with
+/// offsets counted from the start of the body.
+#[test]
+fn a_stream_value_ends_the_body() {
+    let error = Stream::read(&stream_of(4, &[], &[tag::NONE, tag::NONE]), DEFAULT_MAX_SIZE).unwrap().decode_value().unwrap_err();
+    assert_eq!(error, StreamError::Body { part: "stream value", error: DecodeError::TrailingBytes { offset: 2 } });
+    assert_eq!(decoded(&stream_of(4, &[], &[tag::SUPERSEDED_TUPLE, 0])), Err("Truncated"));
 }

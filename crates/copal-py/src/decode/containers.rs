@@ -52,7 +52,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                     }
                     ListHead::Objects(count) => {
                         let count = r.fitting_length(offset, count, 1)?;
-                        self.object_list(r, count, depth)?
+                        self.object_list(r, count, offset, depth)?
                     }
                     ListHead::Backref(index) => self.backref(index, offset)?,
                 }
@@ -130,9 +130,11 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         Ok(read)
     }
 
-    /// The body of an OBJECT_LIST after its count: the descriptor id, then `count` TYPED_OBJECT
-    /// bodies, each taking its memo slot after the list's.
-    pub(super) fn object_list(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Out<'py> {
+    /// The body of an OBJECT_LIST after its count, read at `offset`: the descriptor id, then
+    /// `count` TYPED_OBJECT bodies, each taking its memo slot after the list's. Objects of a
+    /// descriptor without fields take no bytes, which the length rule then does not bound: a
+    /// count of them is refused (docs/STREAM.md section 5).
+    pub(super) fn object_list(&mut self, r: &mut Reader<'_>, count: usize, offset: usize, depth: usize) -> Out<'py> {
         let mut list = self.new_list(count)?;
         self.memo.push(Some(list.list().clone().into_any()));
         let id = r.u32_varint()?;
@@ -142,6 +144,9 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         // The descriptor and class are looked up once for all the objects (and checked even
         // for none, as the id of an OBJECT is).
         let target = self.object_target(id)?;
+        if target.info.fields.is_empty() && count > 0 {
+            return Err(DecodeError::LengthTooLarge { offset, length: count as u64 }.into());
+        }
         for _ in 0..count {
             let (start, own_slot) = (self.expanded, self.memo.len());
             let item = self.object_of(r, id, &target, true, depth + 1)?;

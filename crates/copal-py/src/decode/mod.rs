@@ -366,7 +366,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             tag::OBJECT_LIST if self.typed_objects => {
                 let count = r.length(1)?;
-                self.object_list(r, count, depth)?
+                self.object_list(r, count, offset + 1, depth)?
             }
             tag::DICT => {
                 let dict = allocation::dict(py)?;

@@ -242,6 +242,10 @@ impl<'a> XmlWriter<'a> {
                 self.out.push_str("</enum>");
             }
             Value::Ref(_) => return Err(mapping("a stream holds no references to stored objects")),
+            // The body of a document is read without the forms of streams of version 2 on.
+            Value::StrRef(_) | Value::SupersededTuple { .. } | Value::SupersededFrozenSet { .. } => {
+                return Err(mapping("a document holds no shared strings or superseded copies"))
+            }
             Value::Object { descriptor, fields } => {
                 let entry = self.entry(*descriptor)?;
                 self.open_memo("object");
