@@ -327,6 +327,50 @@ def test_commands_refuse_a_database_that_does_not_exist(tmp_path: Path) -> None:
     out = _copal("info", str(tmp_path / "typo"))
     assert out.returncode == 3 and out.stderr.strip() == f"copal info: error: no database at {tmp_path / 'typo'}"
     assert not (tmp_path / "typo").exists()
+    (tmp_path / "empty").mkdir()
+    for command in ("info", "ls", "verify"):
+        out = _copal(command, str(tmp_path / "empty"))
+        assert out.returncode == 3 and out.stderr.strip() == f"copal {command}: error: no database at {tmp_path / 'empty'}"
+        assert list((tmp_path / "empty").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        (["show", "-1"], 2, "is not an object id"),
+        (["show", str(2**64)], 2, "is not an object id"),
+        (["query", "test_cli.Person", "--limit", "-1"], 2, "is not a count from 1 to 2**32"),
+        (["ls", "test_cli.Person", "--limit", str(2**64)], 2, "is not a count from 1 to 2**32"),
+        (["query", "test_cli.Person", "--where", "age == " + "9" * 4301], 2, "has too many digits"),
+        (["query", "test_cli.Person", "--where", "not " * 1000 + "age == 1"], 2, "nested deeper than 128 levels"),
+        (["query", "test_cli.Person", "--where", "(" * 400 + "age == 1" + ")" * 400], 2, "nested deeper than 128 levels"),
+    ],
+)
+def test_bad_arguments_are_one_line_usage_errors(tmp_path: Path, args: list[str], status: int, message: str) -> None:
+    _people(tmp_path / "db")
+    out = subprocess.run([sys.executable, "-m", "copal", args[0], str(tmp_path / "db"), *args[1:]], capture_output=True, text=True, timeout=20)
+    # argparse's errors follow the usage line.
+    assert out.returncode == status and message in out.stderr.strip().splitlines()[-1], out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith(f"copal {args[0]}: error: ") and "Traceback" not in out.stderr
+
+
+class Huge(Persistent):
+    def __init__(self) -> None:
+        self.n = 2**20000
+
+
+def test_an_integer_longer_than_python_prints_is_a_one_line_error(tmp_path: Path) -> None:
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        tx.root["huge"] = Huge()
+    with db.transaction() as tx:
+        oid = tx.root["huge"]._p_oid
+    db.close()
+    for args in (["show", str(tmp_path / "db"), hex(oid)], ["query", str(tmp_path / "db"), "test_cli.Huge"]):
+        out = _copal(*args)
+        assert out.returncode == 3 and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.startswith(f"copal {args[0]}: error: object {hex(oid)} cannot be shown: ")
+        assert len(out.stderr.strip().splitlines()) == 1
 
 
 def test_init_and_upgrade_of_an_embedded_database(tmp_path: Path) -> None:

@@ -40,6 +40,10 @@ def test_filters_parse_into_query_filters(text: str, parsed: str) -> None:
         ("a == 1 ; b", "unexpected character ';'"),
         ("name startswith 3", "startswith takes a string"),
         ("__import__('os')", "expected a comparison"),
+        ("a == " + "9" * 4301, "the number at column 6 has too many digits"),
+        ("not " * 1000 + "a == 1", "nested deeper than 128 levels of 'not' and parentheses, at column 513"),
+        ("(" * 400 + "a == 1" + ")" * 400, "nested deeper than 128 levels of 'not' and parentheses, at column 129"),
+        ("a == 1 or b == 1 and (" * 128 + "c == 1 or d == 1 and e == 1" + ")" * 128, "nested deeper than 256 levels of and/or/not"),
     ],
 )
 def test_malformed_filters_are_refused_with_the_place(text: str, message: str) -> None:

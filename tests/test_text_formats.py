@@ -361,6 +361,9 @@ def test_xml_accepts_a_declaration_comments_and_whitespace() -> None:
         ('<!DOCTYPE copal [<!ENTITY e "x">]><copal version="1"><none/></copal>', "DTD"),
         ('<copal version="1"><str>&e;</str></copal>', "unknown reference"),
         ('<copal version="1"><list id="1"><list id="1"/></list></copal>', "twice"),
+        ('<copal version="1"><str>&#0;</str></copal>', "XML 1.0 does not allow"),
+        ('<copal version="1"><str>&#1;</str></copal>', "XML 1.0 does not allow"),
+        ('<?xml-stylesheet href="a.xsl"?><copal version="1"><none/></copal>', "processing instructions"),
     ],
 )
 def test_malformed_xml_documents_are_corrupt(text: str, message: str) -> None:

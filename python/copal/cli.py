@@ -42,11 +42,12 @@ def _is_url(location: str) -> bool:
 
 
 def _open(path: str, *, create: bool = False) -> Database:
-    """Opens the database at `path`; a directory that does not exist is an error unless the
-    command creates databases (``copal import``), so that a typo does not create one."""
+    """Opens the database at `path`; a directory that holds none (missing, or without LMDB's
+    data file) is an error unless the command creates databases (``copal import``), so that a
+    typo does not create one."""
     import copal
 
-    if not create and not _is_url(path) and not os.path.exists(path):
+    if not create and not _is_url(path) and not os.path.isfile(os.path.join(path, "data.mdb")):
         raise CommandError(f"no database at {path}")
     return copal.open(path, progress=copal.ProgressBar())
 
@@ -84,9 +85,23 @@ def _oid_text(oid: int) -> str:
 
 def _parse_oid(text: str) -> int:
     try:
-        return int(text, 16) if text.lower().startswith("0x") else int(text)
+        oid = int(text, 16) if text.lower().startswith("0x") else int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an object id (0x1000000000003 or a decimal number)") from None
+        oid = -1
+    if not 0 <= oid < 1 << 64:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an object id (0x1000000000003 or a decimal number below 2**64)")
+    return oid
+
+
+def _limit(text: str) -> int:
+    """A ``--limit``: a count from 1 to 2**32."""
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= 1 << 32:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a count from 1 to 2**32")
+    return limit
 
 
 # -- values as `copal show` prints them --------------------------------------------------------
@@ -149,7 +164,11 @@ def _record(db: Database, oid: int) -> dict[str, Any]:
     text = _core.record_json(db._store, oid)
     if text is None:
         raise CommandError(f"there is no object {_oid_text(oid)}")
-    document: dict[str, Any] = _with_class_names(json.loads(text))["value"]
+    try:
+        parsed = json.loads(text)
+    except ValueError as e:  # an integer longer than Python converts (sys.set_int_max_str_digits)
+        raise CommandError(f"object {_oid_text(oid)} cannot be shown: {e}") from None
+    document: dict[str, Any] = _with_class_names(parsed)["value"]
     return document
 
 
@@ -502,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
         "extent, in oid order): oid, type and record size in bytes.",
     )
     ls.add_argument("--type", dest="type_name", metavar="TYPE", help="a stored type name (copal schema lists them)")
-    ls.add_argument("--limit", type=int, default=100, help="list at most this many objects (default 100)")
+    ls.add_argument("--limit", type=_limit, default=100, help="list at most this many objects (default 100)")
     show = _command(
         commands,
         "show",
@@ -532,7 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     query.add_argument("type_name", metavar="TYPE", help="a stored type name (copal schema lists them)")
     query.add_argument("--where", metavar="FILTER", help="the filter (default: every object)")
-    query.add_argument("--limit", type=int, default=100, help="print at most this many objects (default 100)")
+    query.add_argument("--limit", type=_limit, default=100, help="print at most this many objects (default 100)")
     query.add_argument("--count", action="store_true", help="print how many objects match instead")
     _command(commands, "verify", "check records, references and indexes; exit status 1 on problems", "copal verify bank.copal", "copal verify bank.copal --json")
     _command(

@@ -41,6 +41,8 @@ _TOKEN = re.compile(
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"}
 _CONSTANTS = {"True": True, "False": False, "None": None}
 _KEYWORDS = {"and", "or", "not", "in", "is", "startswith", *_CONSTANTS}
+#: Levels of `not` and parentheses a filter may nest.
+MAX_NESTING = 128
 
 
 def _unquote(text: str) -> str:
@@ -62,12 +64,17 @@ class _Parser:
             assert kind is not None
             value: Any = match.group(kind)
             if kind == "number":
-                value = float(value) if any(c in value for c in ".eE") else int(value)
+                try:
+                    value = float(value) if any(c in value for c in ".eE") else int(value)
+                except ValueError:  # more digits than Python converts (sys.set_int_max_str_digits)
+                    raise FilterSyntaxError(f"the number at column {match.start(kind) + 1} has too many digits") from None
             elif kind == "string":
                 value = _unquote(value)
             self.tokens.append((kind, value, match.start(kind) + 1))
             at = match.end()
         self.at = 0
+        #: The levels of `not` and parentheses open where the parser is.
+        self.depth = 0
 
     def peek(self) -> tuple[str, Any, int] | None:
         return self.tokens[self.at] if self.at < len(self.tokens) else None
@@ -101,13 +108,21 @@ class _Parser:
         return items[0] if len(items) == 1 else Filter.all_of(items)
 
     def neg(self) -> Filter:
+        token = self.peek()
+        if token is None or token[1] not in ("not", "(") or token[0] not in ("name", "op"):
+            return self.test()
+        # Each level is a few Python frames: bounded well below the interpreter's recursion limit.
+        if self.depth == MAX_NESTING:
+            raise FilterSyntaxError(f"nested deeper than {MAX_NESTING} levels of 'not' and parentheses, at column {token[2]}")
+        self.depth += 1
         if self.accept("not"):
-            return Filter.negate(self.neg())
-        if self.accept("("):
+            inner = Filter.negate(self.neg())
+        else:
+            self.expect("(")
             inner = self.expr()
             self.expect(")")
-            return inner
-        return self.test()
+        self.depth -= 1
+        return inner
 
     def path(self) -> list[str]:
         names = [self.name()]
@@ -165,7 +180,10 @@ def parse_filter(text: str) -> Filter:
     parser = _Parser(text)
     if not parser.tokens:
         return Filter.everything()
-    node = parser.expr()
+    try:
+        node = parser.expr()
+    except ValueError as e:  # a filter nested deeper than a query takes, refused as it is built
+        raise FilterSyntaxError(str(e)) from None
     if parser.peek() is not None:
         raise parser.fail("'and', 'or' or the end of the filter")
     return node

@@ -32,8 +32,12 @@ pub fn dumps_text_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>, format: &st
     let (name, write, _) = codec(format)?;
     // Text has no shared strings (docs/TEXT_FORMATS.md): the body is written without them.
     let body = encode_body(py, obj, false)?.parts.concat();
-    // The body was just written by the encoder, so it always transcodes; a failure is a bug.
-    let text = py.detach(|| write(&body)).map_err(|e| PyRuntimeError::new_err(format!("{name} transcoding failed: {e}")))?;
+    // The body was just written by the encoder, so it always decodes: a value the format has no
+    // form for (a name holding a character XML cannot carry) is the caller's, anything else a bug.
+    let text = py.detach(|| write(&body)).map_err(|e| match e {
+        TextError::Mapping { message } => PyValueError::new_err(format!("cannot write the value as {name}: {message}")),
+        e => PyRuntimeError::new_err(format!("{name} transcoding failed: {e}")),
+    })?;
     Ok(allocation::bytes(py, text.as_bytes())?.cast_into::<PyBytes>()?)
 }
 

@@ -1,6 +1,9 @@
 //! Decimal text of BIGINT values (minimal little-endian two's complement bytes, docs/FORMAT.md
 //! section 6), so that integers of any size are plain JSON numbers.
 
+use crate::format::Limits;
+use crate::text::{mapping, TextError};
+
 /// The bases of the limbs: binary (a number's own) and decimal (nine digits per limb).
 const BINARY: u64 = 1 << 32;
 const DECIMAL: u64 = 1_000_000_000;
@@ -85,16 +88,29 @@ fn decimal_chunks_directly(limbs: &[u32]) -> Vec<u32> {
 }
 
 /// The minimal two's complement little-endian bytes of decimal `text` (an optional `-`, then
-/// ASCII digits), or None if it is not such a number.
-pub fn from_decimal(text: &str) -> Option<Vec<u8>> {
+/// ASCII digits); None if it is not such a number, and an error if it is longer than a BIGINT
+/// may be (docs/FORMAT.md section 6.1). The length is bounded from the digit count before any
+/// conversion, whose time grows faster than the length: a document of a few kilobytes, once
+/// decompressed, holds millions of digits.
+pub fn from_decimal(text: &str) -> Result<Option<Vec<u8>>, TextError> {
+    from_decimal_within(text, Limits::default().max_bigint_bytes)
+}
+
+/// `from_decimal` with a BIGINT of at most `max_bytes`.
+fn from_decimal_within(text: &str, max_bytes: usize) -> Result<Option<Vec<u8>>, TextError> {
     let (negative, digits) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
     };
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+        return Ok(None);
     }
-    let limbs = magnitude(digits.as_bytes(), &mut Vec::new());
+    let significant = digits.trim_start_matches('0');
+    if significant.len() > max_digits(max_bytes) {
+        return Err(out_of_range(significant.len(), max_bytes));
+    }
+    let significant = if significant.is_empty() { "0" } else { significant };
+    let limbs = magnitude(significant.as_bytes(), &mut Vec::new());
     let mut bytes: Vec<u8> = limbs.iter().flat_map(|l| l.to_le_bytes()).collect();
     bytes.push(0); // room for the sign bit
     if negative {
@@ -109,7 +125,27 @@ pub fn from_decimal(text: &str) -> Option<Vec<u8>> {
             break;
         }
     }
-    Some(bytes)
+    if bytes.len() > max_bytes {
+        return Err(out_of_range(significant.len(), max_bytes));
+    }
+    Ok(Some(bytes))
+}
+
+/// The most significant digits a BIGINT of `max_bytes` can have, or at most one more: 10^(d-1)
+/// needs more than (d - 1) x log2(10) bits, and 3.321928 is below log2(10), so d digits with
+/// (d - 1) x 3.321928 >= 8 x `max_bytes` cannot fit (one bit holds the sign). The exact bound
+/// is left to the byte count after conversion.
+fn max_digits(max_bytes: usize) -> usize {
+    const MILLIONTHS_OF_BITS_PER_DIGIT: u128 = 3_321_928;
+    let bits = 8 * max_bytes as u128;
+    (bits * 1_000_000).div_ceil(MILLIONTHS_OF_BITS_PER_DIGIT) as usize
+}
+
+fn out_of_range(digits: usize, max_bytes: usize) -> TextError {
+    mapping(format!(
+        "integer size out of range: an integer of {digits} digits is longer than a BIGINT may be ({max_bytes} bytes, about {} digits)",
+        max_digits(max_bytes)
+    ))
 }
 
 /// Digits up to which `magnitude` converts directly; longer numbers are split in two.
@@ -283,16 +319,52 @@ mod tests {
     fn round_trips() {
         for text in ["0", "1", "-1", "127", "128", "-128", "-129", "9223372036854775808", "-9223372036854775809",
             "340282366920938463463374607431768211456", "-1000000000000000000000000000000"] {
-            let bytes = from_decimal(text).unwrap();
+            let bytes = from_decimal(text).unwrap().unwrap();
             assert_eq!(to_decimal(&bytes), text);
         }
-        assert_eq!(from_decimal("128").unwrap(), vec![0x80, 0x00]);
-        assert_eq!(from_decimal("-128").unwrap(), vec![0x80]);
-        assert_eq!(from_decimal("-129").unwrap(), vec![0x7F, 0xFF]);
-        assert_eq!(from_decimal("2x"), None);
-        assert_eq!(from_decimal("0000000000000000000000000000000001").unwrap(), vec![0x01]);
-        assert_eq!(from_decimal("-000000000").unwrap(), vec![0x00]);
-        assert_eq!(from_decimal("-"), None);
+        assert_eq!(from_decimal("128").unwrap().unwrap(), vec![0x80, 0x00]);
+        assert_eq!(from_decimal("-128").unwrap().unwrap(), vec![0x80]);
+        assert_eq!(from_decimal("-129").unwrap().unwrap(), vec![0x7F, 0xFF]);
+        assert_eq!(from_decimal("2x"), Ok(None));
+        assert_eq!(from_decimal("0000000000000000000000000000000001").unwrap().unwrap(), vec![0x01]);
+        assert_eq!(from_decimal("-000000000").unwrap().unwrap(), vec![0x00]);
+        assert_eq!(from_decimal("-"), Ok(None));
+    }
+
+    /// The largest integers a BIGINT of a given size holds (2^(8 x size - 1) - 1 and its
+    /// negation minus one) convert; one past either is refused, and so is one more digit than
+    /// either, whatever its leading zeros.
+    #[test]
+    fn integers_beyond_the_bigint_limit_are_refused() {
+        for max_bytes in [1, 2, 9, 64, 1000] {
+            let mut largest = vec![0xFF; max_bytes];
+            largest[max_bytes - 1] = 0x7F;
+            let mut smallest = vec![0; max_bytes];
+            smallest[max_bytes - 1] = 0x80;
+            for bytes in [largest, smallest] {
+                let text = to_decimal(&bytes);
+                assert_eq!(from_decimal_within(&text, max_bytes), Ok(Some(bytes.clone())));
+                let digits = text.trim_start_matches('-').len();
+                assert!(digits <= max_digits(max_bytes) && max_digits(max_bytes) <= digits + 1, "{max_bytes} bytes");
+                // 2^(8 x size - 1) ends in 2, 4, 6 or 8: one past either bound ends in 1 more.
+                let past = format!("{}{}", &text[..text.len() - 1], char::from(text.as_bytes()[text.len() - 1] + 1));
+                let longer = format!("{}000{}1", if bytes[max_bytes - 1] == 0x80 { "-" } else { "" }, "1".repeat(max_digits(max_bytes)));
+                for text in [past, longer] {
+                    let Err(TextError::Mapping { message }) = from_decimal_within(&text, max_bytes) else { panic!("{text} converts") };
+                    assert!(message.starts_with("integer size out of range"), "{message}");
+                }
+            }
+        }
+    }
+
+    /// Millions of digits are refused before any conversion, at once; leading zeros do not
+    /// count.
+    #[test]
+    fn millions_of_digits_are_refused_at_once() {
+        let start = std::time::Instant::now();
+        assert!(from_decimal(&"9".repeat(10_000_000)).is_err());
+        assert!(start.elapsed() < std::time::Duration::from_secs(1), "refusing took {:?}", start.elapsed());
+        assert_eq!(from_decimal(&format!("-{}1", "0".repeat(10_000_000))), Ok(Some(vec![0xFF])));
     }
 
     /// Pseudo-random decimal digits (a fixed linear congruential sequence).
@@ -331,9 +403,9 @@ mod tests {
             for limbs in [limbs.clone(), vec![u32::MAX; len], { let mut one = vec![0; len]; one.push(1); one }] {
                 assert_eq!(decimal_chunks(trim(&limbs), &mut Vec::new()), decimal_chunks_directly(&limbs), "{len} limbs");
             }
-            assert_eq!(to_decimal(&from_decimal(&text).unwrap()), text);
+            assert_eq!(to_decimal(&from_decimal(&text).unwrap().unwrap()), text);
             let negative = format!("-{text}");
-            assert_eq!(to_decimal(&from_decimal(&negative).unwrap()), negative);
+            assert_eq!(to_decimal(&from_decimal(&negative).unwrap().unwrap()), negative);
         }
     }
 
@@ -382,11 +454,11 @@ mod tests {
             for text in ["9".repeat(len), format!("1{}", "0".repeat(len - 1)), (0..len).map(|i| char::from(b'0' + (i * 7 % 10) as u8)).collect()] {
                 let text = text.trim_start_matches('0');
                 let text = if text.is_empty() { "0" } else { text };
-                assert_eq!(from_decimal(text).unwrap(), slow(text), "{text}");
-                assert_eq!(to_decimal(&from_decimal(text).unwrap()), text);
+                assert_eq!(from_decimal(text).unwrap().unwrap(), slow(text), "{text}");
+                assert_eq!(to_decimal(&from_decimal(text).unwrap().unwrap()), text);
                 let negative = format!("-{text}");
                 let expected = if text == "0" { "0".to_owned() } else { negative.clone() };
-                assert_eq!(to_decimal(&from_decimal(&negative).unwrap()), expected);
+                assert_eq!(to_decimal(&from_decimal(&negative).unwrap().unwrap()), expected);
             }
         }
     }

@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 
 use super::body_out::{BodyOut, ObjectFields};
-use super::xml::{float, from_xml, name_length, unescape, Build, Element, MAX_XML_DEPTH, XML_VERSION};
+use super::xml::{declaration_length, float, from_xml, name_length, unescape, Build, Element, MAX_XML_ATTRIBUTES, MAX_XML_DEPTH, XML_VERSION};
 use super::{body_of, Body, ClassNumbers, TableEntry, TextError};
 use crate::format::tag;
 
@@ -96,10 +96,8 @@ impl<'a> Transcoder<'a> {
     /// The body's table and value.
     fn document(mut self) -> Option<(Vec<TableEntry>, Vec<u8>)> {
         self.skip_ws();
-        if self.rest().starts_with("<?xml") {
-            self.at += self.rest().find("?>")? + 2;
-            self.skip_ws();
-        }
+        self.at += declaration_length(self.rest())?;
+        self.skip_ws();
         self.skip("<")?;
         let (name, complete) = self.start_tag()?;
         if name != "copal" || complete || !matches!(self.attrs.as_slice(), [("version", v)] if v == XML_VERSION) {
@@ -147,7 +145,7 @@ impl<'a> Transcoder<'a> {
             let end = self.rest().find(quote)?;
             let raw = &self.rest()[..end];
             self.at += end + 1;
-            if raw.contains('<') || self.attrs.iter().any(|(k, _)| *k == key) {
+            if raw.contains('<') || self.attrs.len() == MAX_XML_ATTRIBUTES || self.attrs.iter().any(|(k, _)| *k == key) {
                 return None;
             }
             self.attrs.push((key, escaped(raw)?));

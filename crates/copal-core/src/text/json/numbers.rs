@@ -153,7 +153,7 @@ pub(in crate::text) fn number(text: &str) -> Result<Value, TextError> {
     if let Ok(i) = text.parse::<i64>() {
         return Ok(Value::Int(i));
     }
-    bigint::from_decimal(text).map(Value::BigInt).ok_or_else(|| mapping(format!("bad number {text}")))
+    bigint::from_decimal(text)?.map(Value::BigInt).ok_or_else(|| mapping(format!("bad number {text}")))
 }
 
 pub(super) fn special_float(text: &str) -> Result<f64, TextError> {

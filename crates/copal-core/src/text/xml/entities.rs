@@ -1,7 +1,7 @@
 //! Entity and character references: the escaping of text and attribute values as they are
 //! written, and the replacing of references as they are read.
 
-use std::fmt::Write as _;
+use crate::text::{mapping, TextError};
 
 /// Characters XML 1.0 allows in a document (its production `Char`), minus carriage returns,
 /// which parsers turn into line feeds unless escaped (copal escapes them).
@@ -17,10 +17,12 @@ pub(super) fn is_plain_text(s: &str) -> bool {
 
 /// Text or attribute content: markup characters as entities, and tab, line feed and carriage
 /// return as character references (attribute-value normalization would turn them into spaces).
-pub(super) fn escape_into(out: &mut String, s: &str) {
+/// A character XML 1.0 does not allow, even as a reference, is an error (strings holding one are
+/// written in base64 instead; names and enum members have no other form in XML).
+pub(super) fn escape_into(out: &mut String, s: &str) -> Result<(), TextError> {
     if is_plain_text(s) {
         out.push_str(s);
-        return;
+        return Ok(());
     }
     for c in s.chars() {
         match c {
@@ -32,11 +34,12 @@ pub(super) fn escape_into(out: &mut String, s: &str) {
             '\n' => out.push_str("&#10;"),
             '\r' => out.push_str("&#13;"),
             c if !is_xml_char(c) => {
-                let _ = write!(out, "&#{};", c as u32);
+                return Err(mapping(format!("{s:?} holds U+{:04X}, which XML 1.0 cannot carry (JSON can)", c as u32)));
             }
             c => out.push(c),
         }
     }
+    Ok(())
 }
 
 /// Character data with its entity and character references replaced.
@@ -65,7 +68,11 @@ pub(in crate::text) fn unescape(raw: &str) -> Result<String, &'static str> {
                 } else {
                     None
                 };
-                code.and_then(char::from_u32).ok_or("unknown reference")?
+                let c = code.and_then(char::from_u32).ok_or("unknown reference")?;
+                if !is_xml_char(c) {
+                    return Err("a character reference to a character XML 1.0 does not allow");
+                }
+                c
             }
         };
         out.push(c);

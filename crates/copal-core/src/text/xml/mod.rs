@@ -17,7 +17,7 @@ pub use tree::from_xml;
 pub use writer::{to_xml, value_to_xml};
 
 pub(super) use entities::unescape;
-pub(super) use parser::{name_length, Element};
+pub(super) use parser::{declaration_length, name_length, Element};
 pub(super) use tree::{float, Build};
 
 /// The version of the XML mapping, written as the `version` attribute of the root.
@@ -26,3 +26,8 @@ pub const XML_VERSION: &str = "1";
 /// Element nesting allowed on input: a value of depth 256 (FORMAT.md's limit) takes at most two
 /// element levels per value level (`<field>` around a value), plus the root.
 pub(super) const MAX_XML_DEPTH: usize = 2 * 256 + 8;
+
+/// Attributes allowed on one element on input. copal's elements carry at most three, and every
+/// attribute read is compared with those before it: a bound keeps hostile start tags (tens of
+/// thousands of attributes) linear.
+pub(super) const MAX_XML_ATTRIBUTES: usize = 8;

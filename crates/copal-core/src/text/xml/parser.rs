@@ -2,7 +2,7 @@
 //! (xml_body.rs) reads too.
 
 use super::entities::unescape;
-use super::MAX_XML_DEPTH;
+use super::{MAX_XML_ATTRIBUTES, MAX_XML_DEPTH};
 use crate::text::TextError;
 
 /// A parsed element: its name, attributes, child elements and text (character data outside
@@ -43,10 +43,7 @@ impl Parser<'_> {
     /// The prolog: an optional XML declaration, comments and whitespace.
     pub(super) fn prolog(&mut self) -> Result<(), TextError> {
         self.ws();
-        if self.rest().starts_with("<?xml") {
-            let end = self.rest().find("?>").ok_or_else(|| self.fail("unterminated XML declaration"))?;
-            self.at += end + 2;
-        }
+        self.at += declaration_length(self.rest()).ok_or_else(|| self.fail("unterminated XML declaration"))?;
         self.misc()
     }
 
@@ -102,6 +99,9 @@ impl Parser<'_> {
                 let value = unescape(raw).map_err(|m| self.fail(m))?;
                 if attrs.iter().any(|(k, _)| *k == key) {
                     return Err(self.fail("an attribute appears twice"));
+                }
+                if attrs.len() == MAX_XML_ATTRIBUTES {
+                    return Err(self.fail(&format!("more than {MAX_XML_ATTRIBUTES} attributes on one element")));
                 }
                 attrs.push((key, value));
                 self.at += end + 1;
@@ -160,6 +160,16 @@ impl Parser<'_> {
                 }
             }
         }
+    }
+}
+
+/// The length of the XML declaration at the start of `text` (`<?xml`, white space, and all up
+/// to `?>`): 0 if there is none, None if it is unterminated. A processing instruction whose
+/// target only starts with `xml` (`<?xml-stylesheet ...?>`) is not one.
+pub(in crate::text) fn declaration_length(text: &str) -> Option<usize> {
+    match text.strip_prefix("<?xml") {
+        Some(rest) if rest.starts_with([' ', '\t', '\n', '\r']) => rest.find("?>").map(|end| "<?xml".len() + end + 2),
+        _ => Some(0),
     }
 }
 

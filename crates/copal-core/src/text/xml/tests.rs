@@ -64,3 +64,57 @@ fn malformed_documents_are_errors() {
     let deep = format!("<copal version=\"1\">{}{}</copal>", "<list>".repeat(10_000), "</list>".repeat(10_000));
     assert!(matches!(from_xml(&deep), Err(TextError::Syntax { .. })));
 }
+
+/// XML 1.0 allows no character references to control characters other than tab, line feed and
+/// carriage return, nor to U+FFFE and U+FFFF; `<?xml-stylesheet?>` is a processing
+/// instruction, not a declaration. Both readers refuse them.
+#[test]
+fn characters_and_instructions_xml_forbids_are_refused() {
+    for bad in [
+        "<copal version=\"1\"><str>&#0;</str></copal>",
+        "<copal version=\"1\"><str>a&#1;</str></copal>",
+        "<copal version=\"1\"><str>&#x1F;</str></copal>",
+        "<copal version=\"1\"><str>&#xFFFE;</str></copal>",
+        "<copal version=\"1\"><enum type=\"m.E&#2;\">A</enum></copal>",
+        "<?xml-stylesheet href=\"a.xsl\"?><copal version=\"1\"><none/></copal>",
+        "<?xml version=\"1.0\"?><?xml-stylesheet href=\"a.xsl\"?><copal version=\"1\"><none/></copal>",
+        "<?xmlversion=\"1.0\"?><copal version=\"1\"><none/></copal>",
+    ] {
+        assert!(xml_body::transcode(bad).is_none(), "{bad}");
+        assert!(matches!(from_xml(bad), Err(TextError::Syntax { .. })), "{bad}");
+    }
+    let text = "<?xml version=\"1.0\"?>\n<copal version=\"1\"><str>&#9;&#10;&#13;&#x10FFFF;</str></copal>";
+    assert_eq!(from_xml(text).unwrap().value, Value::Str("\t\n\r\u{10FFFF}".into()));
+}
+
+/// Names and enum members holding such characters have no XML form: writing them is an error,
+/// not a document no reader accepts.
+#[test]
+fn names_xml_cannot_carry_are_not_written() {
+    let table = |name: &str, field: &str| vec![TableEntry { persistent: false, type_name: name.into(), fields: vec![field.into()] }];
+    let object = Value::Object { descriptor: 0, fields: vec![Value::None] };
+    for (value, table) in [
+        (object.clone(), table("m.\u{1}", "x")),
+        (object, table("m.P", "x\u{0}")),
+        (Value::Enum { descriptor: 0, member: "\u{FFFF}".into() }, table("m.E", "x")),
+    ] {
+        let Err(TextError::Mapping { message }) = to_xml(&Body { table, value }.encode()) else { panic!("written") };
+        assert!(message.contains("XML 1.0 cannot carry"), "{message}");
+    }
+}
+
+/// An element may carry at most `MAX_XML_ATTRIBUTES` attributes: 80,000 are refused at once,
+/// not compared with each other.
+#[test]
+fn many_attributes_are_refused_at_once() {
+    let attrs: String = (0..80_000).map(|i| format!(" a{i}=\"1\"")).collect();
+    let text = format!("<copal version=\"1\"><none{attrs}/></copal>");
+    let start = std::time::Instant::now();
+    assert!(xml_body::transcode(&text).is_none());
+    let Err(TextError::Syntax { message, .. }) = from_xml(&text) else { panic!("read") };
+    assert!(message.contains("more than 8 attributes"), "{message}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(1), "{:?}", start.elapsed());
+    let eight: String = (0..MAX_XML_ATTRIBUTES).map(|i| format!(" a{i}=\"1\"")).collect();
+    let Err(TextError::Mapping { message }) = from_xml(&format!("<copal version=\"1\"><none{eight}/></copal>")) else { panic!("read") };
+    assert!(message.contains("unexpected attribute"), "{message}");
+}

@@ -87,7 +87,7 @@ impl Build {
             "false" => Value::Bool(false),
             "int" => match text.parse::<i64>() {
                 Ok(i) => Value::Int(i),
-                Err(_) => Value::BigInt(bigint::from_decimal(text).ok_or_else(|| bad("an integer"))?),
+                Err(_) => Value::BigInt(bigint::from_decimal(text)?.ok_or_else(|| bad("an integer"))?),
             },
             "float" => Value::Float(float(text).ok_or_else(|| bad("a float"))?),
             "complex" => {

@@ -80,10 +80,11 @@ impl<'a> XmlWriter<'a> {
         }
     }
 
-    fn text_element(&mut self, name: &str, text: &str) {
+    fn text_element(&mut self, name: &str, text: &str) -> Result<(), TextError> {
         self.start(name);
-        escape_into(&mut self.out, text);
+        escape_into(&mut self.out, text)?;
         self.end(name);
+        Ok(())
     }
 
     // `<name>` and `</name>`, without `write!`'s formatting machinery: they are most of the
@@ -122,18 +123,19 @@ impl<'a> XmlWriter<'a> {
         }
     }
 
-    fn attr(&mut self, name: &str, value: &str) {
+    fn attr(&mut self, name: &str, value: &str) -> Result<(), TextError> {
         self.out.push(' ');
         self.out.push_str(name);
         self.out.push_str("=\"");
-        escape_into(&mut self.out, value);
+        escape_into(&mut self.out, value)?;
         self.out.push('"');
+        Ok(())
     }
 
-    fn clock(&mut self, name: &str, mut text: String, tz: &TzInfo, fold: bool) {
+    fn clock(&mut self, name: &str, mut text: String, tz: &TzInfo, fold: bool) -> Result<(), TextError> {
         let _ = write!(self.out, "<{name}");
         if let TzInfo::Named(zone) = tz {
-            self.attr("zone", zone);
+            self.attr("zone", zone)?;
         }
         if fold {
             self.out.push_str(" fold=\"1\"");
@@ -142,12 +144,13 @@ impl<'a> XmlWriter<'a> {
             clock::write_offset(*micros, &mut text);
         }
         let _ = write!(self.out, ">{text}</{name}>");
+        Ok(())
     }
 
     fn fields(&mut self, names: &[String], values: &[Value]) -> Result<(), TextError> {
         for (name, value) in names.iter().zip(values) {
             self.out.push_str("<field");
-            self.attr("name", name);
+            self.attr("name", name)?;
             self.out.push('>');
             self.value(value)?;
             self.out.push_str("</field>");
@@ -185,7 +188,7 @@ impl<'a> XmlWriter<'a> {
             }
             Value::Str(s) => {
                 if is_plain_text(s) || s.chars().all(is_xml_char) {
-                    self.text_element("str", s);
+                    self.text_element("str", s)?;
                 } else {
                     // XML 1.0 cannot hold these characters even as references.
                     self.out.push_str("<str base64=\"1\">");
@@ -212,33 +215,33 @@ impl<'a> XmlWriter<'a> {
             Value::DateTime { micros, tz, fold } => {
                 let mut text = String::new();
                 clock::write_datetime(*micros, &mut text);
-                self.clock("datetime", text, tz, *fold);
+                self.clock("datetime", text, tz, *fold)?;
             }
             Value::Date { days } => {
                 let mut text = String::new();
                 clock::write_date(*days, &mut text);
-                self.text_element("date", &text);
+                self.text_element("date", &text)?;
             }
             Value::Time { micros, tz, fold } => {
                 let mut text = String::new();
                 clock::write_clock(*micros, &mut text);
-                self.clock("time", text, tz, *fold);
+                self.clock("time", text, tz, *fold)?;
             }
             Value::TimeDelta { days, seconds, micros } => {
                 let _ = write!(self.out, "<timedelta days=\"{days}\" seconds=\"{seconds}\" microseconds=\"{micros}\"/>");
             }
-            Value::Decimal(text) => self.text_element("decimal", text),
+            Value::Decimal(text) => self.text_element("decimal", text)?,
             Value::Uuid(bytes) => {
                 let mut text = String::new();
                 clock::write_uuid(bytes, &mut text);
-                self.text_element("uuid", &text);
+                self.text_element("uuid", &text)?;
             }
             Value::Enum { descriptor, member } => {
                 let type_name = &self.entry(*descriptor)?.type_name;
                 self.out.push_str("<enum");
-                self.attr("type", type_name);
+                self.attr("type", type_name)?;
                 self.out.push('>');
-                escape_into(&mut self.out, member);
+                escape_into(&mut self.out, member)?;
                 self.out.push_str("</enum>");
             }
             Value::Ref(_) => return Err(mapping("a stream holds no references to stored objects")),
@@ -249,7 +252,7 @@ impl<'a> XmlWriter<'a> {
             Value::Object { descriptor, fields } => {
                 let entry = self.entry(*descriptor)?;
                 self.open_memo("object");
-                self.attr("type", &entry.type_name);
+                self.attr("type", &entry.type_name)?;
                 if entry.persistent {
                     self.out.push_str(" persistent=\"1\"");
                 }
@@ -260,7 +263,7 @@ impl<'a> XmlWriter<'a> {
             Value::Subclass { descriptor, base, fields } => {
                 let entry = self.entry(*descriptor)?;
                 self.open_memo("subclass");
-                self.attr("type", &entry.type_name);
+                self.attr("type", &entry.type_name)?;
                 self.out.push('>');
                 self.in_base = true;
                 self.value(base)?;
