@@ -19,6 +19,15 @@ from . import _core
 
 _NOT_FOUND: Any = object()
 
+# A class's MRO, namespace and names, read through ``type``'s own descriptors (C code) rather
+# than attribute lookup, so that no metaclass ``__getattribute__`` runs while copal inspects a
+# class (docs/explanation/safety.md).
+_mro_of: Any = type.__dict__["__mro__"].__get__
+_namespace_of: Any = type.__dict__["__dict__"].__get__
+_name_of: Any = type.__dict__["__name__"].__get__
+_qualname_of: Any = type.__dict__["__qualname__"].__get__
+_module_of: Any = type.__dict__["__module__"].__get__
+
 
 def stored_slots(cls: type) -> tuple[tuple[str, Any], ...]:
     """(attribute name, member descriptor) of every slot of ``cls``'s instances, bases first.
@@ -33,13 +42,13 @@ def stored_slots(cls: type) -> tuple[tuple[str, Any], ...]:
     slots: list[tuple[str, Any]] = []
     # Members that no __slots__ declares (os.stat_result's fields, say) are their type's to
     # fill, not slots.
-    for klass in reversed(cls.__mro__):
+    for klass in reversed(_mro_of(cls)):
         for name, member in _own_slots(klass):
             found = _class_attribute(cls, name)
             if found is not member:
                 raise TypeError(
-                    f"cannot store instances of {cls.__module__}.{cls.__qualname__}: its slot {name!r} "
-                    f"(declared by {klass.__qualname__}) is shadowed by {type(found).__name__} "
+                    f"cannot store instances of {_module_of(cls)}.{_qualname_of(cls)}: its slot {name!r} "
+                    f"(declared by {_qualname_of(klass)}) is shadowed by {_name_of(type(found))} "
                     f"{name!r}, so copal cannot tell where the value lives; rename one of them"
                 )
             slots.append((name, member))
@@ -62,7 +71,7 @@ def _slot_value(obj: Any, member: Any) -> Any:
 
 def _own_slots(klass: type) -> list[tuple[str, Any]]:
     """The member descriptors ``klass`` itself made for its ``__slots__``, in declared order."""
-    namespace = klass.__dict__
+    namespace = _namespace_of(klass)
     if "__slots__" not in namespace:
         return []
     members = {
@@ -72,7 +81,7 @@ def _own_slots(klass: type) -> list[tuple[str, Any]]:
     }
     declared = namespace.get("__slots__", ())
     names = [declared] if isinstance(declared, str) else list(declared) if isinstance(declared, (tuple, list, dict)) else []
-    ordered = [mangled for name in names if (mangled := _mangle(klass.__name__, name)) in members]
+    ordered = [mangled for name in names if (mangled := _mangle(_name_of(klass), name)) in members]
     # Members the declaration no longer lists (it was an iterator, now spent) follow in the
     # order the class statement made them.
     ordered += [name for name in members if name not in ordered]
@@ -80,9 +89,10 @@ def _own_slots(klass: type) -> list[tuple[str, Any]]:
 
 
 def _class_attribute(cls: type, name: str) -> Any:
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
+    for klass in _mro_of(cls):
+        namespace = _namespace_of(klass)
+        if name in namespace:
+            return namespace[name]
     return _NOT_FOUND
 
 

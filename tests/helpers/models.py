@@ -187,3 +187,29 @@ class Hooked(enum.Enum):
 
 #: Callbacks for `Hooked`, each run once, by the next read of a member's ``_name_``.
 HOOKED_CALLBACKS: list[Callable[[], None]] = []
+
+
+class Watched(type):
+    """A metaclass that records every attribute looked up on its classes while ``armed``: copal
+    must inspect classes through ``type``'s own slots and descriptors, running no metaclass code."""
+
+    armed = False
+    looked_up: list[str] = []
+
+    def __getattribute__(cls, name: str) -> Any:
+        if type.__getattribute__(Watched, "armed"):
+            Watched.looked_up.append(name)
+        return super().__getattribute__(name)
+
+
+class WatchedPlain(metaclass=Watched):
+    def __init__(self, x: Any) -> None:
+        self.x = x
+
+
+class WatchedSlots(metaclass=Watched):
+    __slots__ = ("__hidden", "y")
+
+    def __init__(self, y: Any) -> None:
+        self.__hidden = 1
+        self.y = y

@@ -300,9 +300,12 @@ pub(super) fn has_slots(class: &Bound<'_, PyType>) -> PyResult<bool> {
 }
 
 /// Decoding creates plain instances with `object.__new__`, which runs no user code; classes
-/// with their own `__new__` are therefore not stored by value.
+/// with their own `__new__` are therefore not stored by value. Read from the type's `tp_new`
+/// slot (a `__new__` in a class statement sets it; one that is `object.__new__` leaves the
+/// inherited one), not by attribute lookup, so that no metaclass code runs.
 pub fn new_is_object_new(class: &Bound<'_, PyType>) -> PyResult<bool> {
-    let py = class.py();
-    let name = crate::allocation::interned!(py, "__new__")?;
-    Ok(class.getattr(name)?.is(pytypes::object_type(py)?.getattr(name)?))
+    // SAFETY: reading the `tp_new` slot of two live type objects. Both are CPython's own
+    // function addresses, compared as addresses.
+    let (new, object_new) = unsafe { ((*class.as_type_ptr()).tp_new, (*std::ptr::addr_of!(ffi::PyBaseObject_Type)).tp_new) };
+    Ok(new.map(|f| f as usize) == object_new.map(|f| f as usize))
 }
