@@ -363,3 +363,25 @@ def test_memory_does_not_grow_with_the_number_of_objects(tmp_path: Path, format:
     # 100,000 more records of ~230 bytes: 23 MB more if either side held them all (76 MB
     # measured with the import as one transaction).
     assert growth[120_000] - growth[20_000] < 8_000, growth
+
+
+@pytest.mark.parametrize(
+    "first_line",
+    [
+        '<?xml version="1.0"?><!DOCTYPE copal-export [<!ENTITY e "x">]>',
+        '<?xml version="1.0"?> <copal-export version="1">',
+        '<?xml-stylesheet href="a.xsl"?>',
+    ],
+    ids=["declaration-and-doctype", "declaration-and-more", "not-a-declaration"],
+)
+def test_an_xml_export_whose_first_line_is_more_than_a_declaration_is_refused(tmp_path: Path, first_line: str) -> None:
+    """Line 1 of an XML export is an XML declaration alone or the export element: anything else
+    there (a document type declaration with its entities, say) is refused, not skipped."""
+    data = _exported(tmp_path / "source", accounts=2, format="xml")
+    lines = data.decode().split("\n")
+    assert lines[0].startswith("<?xml ") or lines[0].startswith("<copal-export")
+    body = lines[1:] if lines[0].startswith("<?xml ") else lines
+    with copal.open(tmp_path / "target") as target:
+        with pytest.raises(copal.CorruptRecordError, match="first line|starts with"):
+            target.import_from(io.BytesIO("\n".join([first_line, *body]).encode()))
+        target.import_from(io.BytesIO('<?xml version="1.0" encoding="utf-8"?>\n'.encode() + "\n".join(body).encode()))

@@ -348,10 +348,12 @@ impl EntryReader for TextReader<'_> {
             return Err(malformed(format!("data follows {XML_CLOSE}")));
         }
         if xml && !self.opened {
-            let opening = match line.starts_with("<?xml") {
-                // An XML declaration may precede the export element on its own line.
-                true => self.next_line()?.unwrap_or_default(),
-                false => line,
+            let opening = match xml::declaration_length(&line) {
+                // An XML declaration may precede the export element on its own line, and
+                // nothing else may (a document type declaration, say).
+                Some(0) => line,
+                Some(length) if length == line.trim_end().len() => self.next_line()?.unwrap_or_default(),
+                _ => return Err(malformed(format!("an XML export's first line is an XML declaration or {XML_OPEN}"))),
             };
             if opening != XML_OPEN {
                 return Err(malformed(format!("an XML export starts with {XML_OPEN}")));

@@ -17,7 +17,8 @@ pub use tree::from_xml;
 pub use writer::{to_xml, value_to_xml};
 
 pub(super) use entities::unescape;
-pub(super) use parser::{declaration_length, name_length, Element};
+pub(crate) use parser::declaration_length;
+pub(super) use parser::{name_length, Element};
 pub(super) use tree::{float, Build};
 
 /// The version of the XML mapping, written as the `version` attribute of the root.

@@ -166,7 +166,7 @@ impl Parser<'_> {
 /// The length of the XML declaration at the start of `text` (`<?xml`, white space, and all up
 /// to `?>`): 0 if there is none, None if it is unterminated. A processing instruction whose
 /// target only starts with `xml` (`<?xml-stylesheet ...?>`) is not one.
-pub(in crate::text) fn declaration_length(text: &str) -> Option<usize> {
+pub(crate) fn declaration_length(text: &str) -> Option<usize> {
     match text.strip_prefix("<?xml") {
         Some(rest) if rest.starts_with([' ', '\t', '\n', '\r']) => rest.find("?>").map(|end| "<?xml".len() + end + 2),
         _ => Some(0),
