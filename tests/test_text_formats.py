@@ -375,3 +375,14 @@ def test_deep_xml_is_refused_without_crashing() -> None:
     text = '<copal version="1">' + "<list>" * 100_000 + "</list>" * 100_000 + "</copal>"
     with pytest.raises(CorruptRecordError, match="nested too deeply"):
         copal.loads(text)
+
+
+@pytest.mark.parametrize("format", ["json", "xml"])
+@pytest.mark.parametrize("cut", [3, 4], ids=["end-mark-cut", "end-mark-missing"])
+def test_an_lz4_document_without_its_frame_end_is_corrupt(format: str, cut: int) -> None:
+    """A text document's LZ4 frame must end with its end mark: the decoder alone takes the end of
+    the input for the end of the frame, so a document cut there would load."""
+    data = copal.dumps({"a": [1, 2, 3]}, format=format, compress="lz4")  # type: ignore[arg-type]
+    assert copal.loads(data) == {"a": [1, 2, 3]}
+    with pytest.raises(copal.CorruptRecordError, match="end mark"):
+        copal.loads(data[:-cut])

@@ -289,7 +289,12 @@ pub fn decompress(code: u8, payload: &[u8], max_size: usize) -> Result<Cow<'_, [
             decoder.window_log_max(window_log(max_size)).map_err(invalid)?;
             inflate(codec, decoder, max_size)?
         }
-        Codec::Lz4 => inflate(codec, lz4_flex::frame::FrameDecoder::new(payload), max_size)?,
+        Codec::Lz4 => {
+            let body = inflate(codec, lz4_flex::frame::FrameDecoder::new(payload), max_size)?;
+            // The decoder takes the end of the input inside a frame for the frame's end.
+            lz4_frames_end(payload).map_err(|detail| InflateError::Invalid { codec, detail: detail.into() })?;
+            body
+        }
         Codec::Gzip => {
             let mut decoder = flate2::bufread::GzDecoder::new(payload);
             let body = inflate(codec, &mut decoder, max_size)?;
@@ -300,6 +305,48 @@ pub fn decompress(code: u8, payload: &[u8], max_size: usize) -> Result<Cow<'_, [
         }
     };
     Ok(Cow::Owned(body))
+}
+
+/// Checks that `payload`, which the LZ4 decoder read without error, is whole frames: each ends
+/// with its end mark (and content checksum, if its flags announce one), the last at the end of
+/// the payload. Skippable frames are skipped; a legacy frame has no end mark and runs to the
+/// end.
+fn lz4_frames_end(payload: &[u8]) -> Result<(), &'static str> {
+    const LEGACY_MAGIC: u32 = 0x184C_2102;
+    let truncated = "the LZ4 frame ends before its end mark";
+    let u32_at = |at: usize| payload.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    let mut at = 0;
+    while at < payload.len() {
+        let magic = u32_at(at).ok_or(truncated)?;
+        if magic == LEGACY_MAGIC {
+            return Ok(());
+        }
+        if magic & 0xFFFF_FFF0 == 0x184D_2A50 {
+            let skipped = u32_at(at + 4).ok_or(truncated)? as usize;
+            at = at.checked_add(8 + skipped).filter(|&end| end <= payload.len()).ok_or(truncated)?;
+            continue;
+        }
+        if magic != u32::from_le_bytes(LZ4_MAGIC) {
+            return Err("bytes follow the LZ4 frames");
+        }
+        let flags = *payload.get(at + 4).ok_or(truncated)?;
+        let (block_checksum, content_size, content_checksum, dictionary) = (flags & 0x10 != 0, flags & 0x08 != 0, flags & 0x04 != 0, flags & 0x01 != 0);
+        // Magic, flags, block descriptor, the optional content size and dictionary id, header checksum.
+        at += 4 + 2 + if content_size { 8 } else { 0 } + if dictionary { 4 } else { 0 } + 1;
+        loop {
+            let block = u32_at(at).ok_or(truncated)?;
+            at += 4;
+            if block == 0 {
+                break;
+            }
+            let len = (block & 0x7FFF_FFFF) as usize + if block_checksum { 4 } else { 0 };
+            at = at.checked_add(len).filter(|&end| end <= payload.len()).ok_or(truncated)?;
+        }
+        if content_checksum {
+            at = Some(at + 4).filter(|&end| end <= payload.len()).ok_or(truncated)?;
+        }
+    }
+    Ok(())
 }
 
 /// The largest zstd window (as a base-2 logarithm) a payload bounded by `max_size` may use: the
@@ -363,10 +410,17 @@ mod tests {
             let payload = compressed(code);
             let cut = decompress(code, &payload[..payload.len() / 2], usize::MAX);
             assert!(matches!(cut, Err(InflateError::Invalid { .. })), "{code}: {cut:?}");
-            if code != LZ4 {
-                // A frame that ends without its checksum (LZ4's end mark carries no data).
-                let cut = decompress(code, &payload[..payload.len() - 3], usize::MAX);
-                assert!(matches!(cut, Err(InflateError::Invalid { .. })), "{code}: {cut:?}");
+            // A frame that ends without its checksum, or (LZ4) without its end mark.
+            let cut = decompress(code, &payload[..payload.len() - 3], usize::MAX);
+            assert!(matches!(cut, Err(InflateError::Invalid { .. })), "{code}: {cut:?}");
+            if code == LZ4 {
+                let cut = decompress(code, &payload[..payload.len() - 4], usize::MAX);
+                let detail = "the LZ4 frame ends before its end mark".to_string();
+                assert_eq!(cut, Err(InflateError::Invalid { codec: Codec::Lz4, detail }));
+                // A skippable frame after the data frame is skipped.
+                let mut skippable = payload.clone();
+                skippable.extend_from_slice(&[0x50, 0x2A, 0x4D, 0x18, 2, 0, 0, 0, 7, 7]);
+                assert_eq!(decompress(code, &skippable, usize::MAX).unwrap(), DATA);
             }
         }
         let mut gzip = compressed(GZIP);
