@@ -19,6 +19,7 @@ mod pg_columns;
 mod pg_pool;
 mod pg_schema;
 mod pg_settings;
+mod pg_write;
 mod postgres;
 mod schema;
 mod setup;
