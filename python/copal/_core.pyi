@@ -120,6 +120,7 @@ class Store:
         durable: bool = True,
         max_connections: int | None = None,
         pool_timeout: float | None = None,
+        readonly: bool = False,
     ) -> None: ...
     @staticmethod
     def init(location: str) -> dict[str, Any]: ...

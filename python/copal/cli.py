@@ -41,20 +41,21 @@ def _is_url(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
-def _open(path: str, *, create: bool = False) -> Database:
+def _open(path: str, *, create: bool = False, readonly: bool = False) -> Database:
     """Opens the database at `path`; a directory that holds none (missing, or without LMDB's
     data file) is an error unless the command creates databases (``copal import``), so that a
-    typo does not create one."""
+    typo does not create one. Commands that only read open an embedded store `readonly`, so
+    that they work on read-only media and cannot write."""
     import copal
 
     if not create and not _is_url(path) and not os.path.isfile(os.path.join(path, "data.mdb")):
         raise CommandError(f"no database at {path}")
-    return copal.open(path, progress=copal.ProgressBar())
+    return copal.open(path, progress=copal.ProgressBar(), readonly=readonly and not _is_url(path))
 
 
-def _on_database(path: str, work: Callable[[Database], T], *, create: bool = False) -> T:
+def _on_database(path: str, work: Callable[[Database], T], *, create: bool = False, readonly: bool = False) -> T:
     """Opens the database at `path`, runs `work` on it and closes it."""
-    db = _open(path, create=create)
+    db = _open(path, create=create, readonly=readonly)
     try:
         return work(db)
     finally:
@@ -208,7 +209,7 @@ def _info(args: argparse.Namespace) -> int:
         with db.transaction() as tx:
             return {"location": db.location, "disk_bytes": db.disk_size(), "last_tid": tx.tid_seen, "roots": sorted(map(str, tx.root.keys()))}
 
-    info = _on_database(args.db, work)
+    info = _on_database(args.db, work, readonly=True)
     if args.json:
         _print_json(info)
     else:
@@ -248,13 +249,13 @@ def _roots(db: Database) -> list[dict[str, Any]]:
 
 def _ls(args: argparse.Namespace) -> int:
     if args.type_name is None:
-        roots = _on_database(args.db, _roots)
+        roots = _on_database(args.db, _roots, readonly=True)
         if args.json:
             _print_json(roots)
         else:
             _table([[r["name"], r["oid"] or "-", r["type"], r.get("size", r.get("value"))] for r in roots], ["ROOT", "OID", "TYPE", "SIZE/VALUE"])
         return EXIT_OK
-    objects = _on_database(args.db, lambda db: _extent(db, args.type_name, args.limit))
+    objects = _on_database(args.db, lambda db: _extent(db, args.type_name, args.limit), readonly=True)
     if args.json:
         _print_json(objects)
         return EXIT_OK
@@ -265,7 +266,7 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    document = _on_database(args.db, lambda db: _record(db, args.oid))
+    document = _on_database(args.db, lambda db: _record(db, args.oid), readonly=True)
     record = document["record"]
     type_name = record["$persistent"]
     fields = dict(_members(record))
@@ -307,7 +308,7 @@ def _query(args: argparse.Namespace) -> int:
             conn.close()
         return [_record(db, oid) for oid in oids]
 
-    found = _on_database(args.db, work)
+    found = _on_database(args.db, work, readonly=True)
     if args.count:
         print(json.dumps({"count": found}) if args.json else found)
         return EXIT_OK
@@ -327,7 +328,7 @@ def _verify(args: argparse.Namespace) -> int:
     from .errors import CorruptRecordError
 
     try:
-        report = _on_database(args.db, lambda db: db.verify())
+        report = _on_database(args.db, lambda db: db.verify(), readonly=True)
     except CorruptRecordError as damaged:
         # A store too damaged to open (a table or its root missing) is what verify looks for:
         # a problem found, reported as the others are.
@@ -391,7 +392,7 @@ def _gc_schema(args: argparse.Namespace) -> int:
 
 def _backup(args: argparse.Namespace) -> int:
     # The location, not the argument: a URL's password stays out of the terminal and the logs.
-    location, size = _on_database(args.db, lambda db: (db.location, db.backup(args.dest)))
+    location, size = _on_database(args.db, lambda db: (db.location, db.backup(args.dest)), readonly=True)
     if args.json:
         print(json.dumps({"dest": args.dest, "bytes": size}))
     else:
@@ -426,7 +427,7 @@ def _export(args: argparse.Namespace) -> int:
         except ValueError as e:  # a compression level out of range
             raise UsageError(str(e)) from None
 
-    report = _on_database(args.db, work)
+    report = _on_database(args.db, work, readonly=True)
     if args.json:
         print(json.dumps(report), file=sys.stderr if args.output is None else sys.stdout)
     elif args.output is not None:

@@ -47,10 +47,12 @@ class Database:
         progress: Progress | None = None,
         max_connections: int | None = None,
         pool_timeout: float | None = None,
+        readonly: bool = False,
     ) -> None:
         self.path = os.fspath(path)
-        if map_size is not None and _is_postgresql_url(self.path):
-            raise ValueError("map_size applies to the embedded store only, not to a PostgreSQL database")
+        for name, given in (("map_size", map_size is not None), ("readonly", readonly)):
+            if given and _is_postgresql_url(self.path):
+                raise ValueError(f"{name} applies to the embedded store only, not to a PostgreSQL database")
         for name, value in (("max_connections", max_connections), ("pool_timeout", pool_timeout)):
             if value is not None and not _is_postgresql_url(self.path):
                 raise ValueError(f"{name} applies to a PostgreSQL database only, not to the embedded store")
@@ -58,7 +60,8 @@ class Database:
             raise ValueError(f"max_connections must be at least 1, not {max_connections}")
         self.cache_size = cache_size
         self._progress: Progress = progress if progress is not None else ProgressBar()
-        self._store = _core.Store(self.path, map_size, durable, max_connections, pool_timeout)
+        self._store = _core.Store(self.path, map_size, durable, max_connections, pool_timeout, readonly)
+        self.readonly = readonly
         self._pool: list[_core.Connection] = []
         self._all: list[_core.Connection] = []
         self._lock = threading.Lock()
@@ -76,6 +79,8 @@ class Database:
 
             with db.transaction(readonly=True) as tx:
                 names = [p.name for p in tx.query(Person).where(city="Oslo")]
+
+        Every transaction of a Database opened with ``readonly=True`` is read-only.
         """
         if self._closed:
             raise RuntimeError("the database is closed")
@@ -87,7 +92,7 @@ class Database:
                 self._all.append(conn)
         try:
             self._sync_indexes(conn)
-            return Transaction(self, conn, readonly)
+            return Transaction(self, conn, readonly or self.readonly)
         except BaseException:
             # Also when the transaction could not start (its snapshot failed): the connection
             # goes back to the pool rather than being lost to it.
@@ -97,7 +102,8 @@ class Database:
     def _sync_indexes(self, conn: _core.Connection) -> None:
         # Before the transaction's snapshot is taken, so that its queries see complete indexes.
         # Removed-field declarations are stored alongside, for `copal gc --schema`.
-        if self._indexes_synced_for == registry_generation[0]:
+        # A read-only store is left as it is: its queries use the indexes it holds.
+        if self._indexes_synced_for == registry_generation[0] or self.readonly:
             return
         declared, removed_indexes = declared_indexes(conn.index_keys)
         removals = declared_removals()
@@ -353,6 +359,7 @@ def open(
     progress: Progress | None = None,
     max_connections: int | None = None,
     pool_timeout: float | None = None,
+    readonly: bool = False,
 ) -> Database:
     """Opens (creating if absent) the embedded database in directory ``path``, or the database
     on a PostgreSQL server when ``path`` is a ``postgresql://`` (or ``postgres://``) URL: copal's
@@ -386,12 +393,20 @@ def open(
             starts while all are in use waits for one to be given back.
         pool_timeout: PostgreSQL only: how many seconds a transaction waits for a connection
             when ``max_connections`` are in use (default 30) before it raises StorageError.
+        readonly: embedded store only: opens an existing database for reading alone (LMDB's
+            ``MDB_RDONLY``), so that it opens on read-only media (a mounted backup, a snapshot).
+            Nothing is created or written: the directory must hold a database of this copal's
+            format, every transaction is read-only (changes raise
+            :class:`~copal.ReadOnlyError`), and declared indexes the database lacks are not
+            built. LMDB still records its readers in ``lock.mdb`` where it can write it; on a
+            read-only file system it does without.
 
     Raises:
         StorageError: the directory or the server cannot be used; the directory is open in this
             process with other ``durable`` or ``map_size``; no PostgreSQL connection was free
-            within ``pool_timeout``.
-        ValueError: ``map_size`` given for a PostgreSQL database, ``max_connections`` or
+            within ``pool_timeout``; ``readonly`` and the directory holds no database.
+        ReadOnlyError: something was to be written through a Database opened ``readonly``.
+        ValueError: ``map_size`` or ``readonly`` given for a PostgreSQL database, ``max_connections`` or
             ``pool_timeout`` for the embedded store, or out of range.
 
     >>> db = copal.open("bank.copal")   # doctest: +SKIP
@@ -405,6 +420,7 @@ def open(
         progress=progress,
         max_connections=max_connections,
         pool_timeout=pool_timeout,
+        readonly=readonly,
     )
 
 

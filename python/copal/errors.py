@@ -118,8 +118,10 @@ class DatabaseNotEmpty(CopalError):
 
 class ReadOnlyError(CopalError):
     """A read-only transaction (``db.transaction(readonly=True)``) was asked to change something:
-    an attribute of a persistent object, ``tx.add`` or ``tx.delete``. Nothing was changed; make
-    the change in a read-write transaction."""
+    an attribute of a persistent object, ``tx.add`` or ``tx.delete``; or something was to be
+    written through a Database opened with ``copal.open(path, readonly=True)`` (a commit,
+    an import, maintenance). Nothing was changed; make the change in a read-write transaction
+    of a Database opened without ``readonly``."""
 
 
 # The binding raises these classes; it is handed them here and never imports this module.

@@ -49,7 +49,7 @@ pub struct Store {
 #[pymethods]
 impl Store {
     #[new]
-    #[pyo3(signature = (path, map_size=None, durable=true, max_connections=None, pool_timeout=None))]
+    #[pyo3(signature = (path, map_size=None, durable=true, max_connections=None, pool_timeout=None, readonly=false))]
     fn open(
         py: Python<'_>,
         path: String,
@@ -57,8 +57,9 @@ impl Store {
         durable: bool,
         max_connections: Option<usize>,
         pool_timeout: Option<f64>,
+        readonly: bool,
     ) -> PyResult<Self> {
-        let mut options = StoreOptions { durable, ..StoreOptions::default() };
+        let mut options = StoreOptions { durable, read_only: readonly, ..StoreOptions::default() };
         if let Some(size) = map_size {
             options.map_size = size;
         }

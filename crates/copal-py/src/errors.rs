@@ -74,6 +74,7 @@ pub fn store_error_with(error: StoreError, message: String) -> PyErr {
         // The object being written first, then the one already holding the key.
         StoreError::UniqueViolation { index, oid, other } => UniqueViolation::new_err((message, index, (oid, other))),
         StoreError::Corrupt { .. } | StoreError::Damaged { .. } => CorruptRecordError::new_err(message),
+        StoreError::ReadOnly { .. } => ReadOnlyError::new_err(message),
         // A store layout this copal cannot use is about the database, not the application's
         // classes: StorageError on both stores (docs/reference/errors.md).
         StoreError::Storage { .. } | StoreError::Exhausted { .. } | StoreError::Incompatible { .. } => {

@@ -328,10 +328,9 @@ fn check_in_transaction(slf: &Bound<'_, PersistentBase>) -> PyResult<()> {
             "cannot change {}: the transaction that loaded it has ended; change it in a transaction (with db.transaction() as tx: ...)",
             slf.repr()?
         ))),
-        Some(jar) if jar.get().is_readonly() => Err(crate::errors::ReadOnlyError::new_err(format!(
-            "cannot change {}: the transaction is read-only; change it in a read-write transaction (with db.transaction() as tx: ...)",
-            slf.repr()?
-        ))),
+        Some(jar) if jar.get().is_readonly() => {
+            Err(crate::errors::ReadOnlyError::new_err(format!("cannot change {}: {}", slf.repr()?, jar.get().why_readonly())))
+        }
         _ => Ok(()),
     }
 }

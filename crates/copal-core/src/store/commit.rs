@@ -98,8 +98,12 @@ impl<'s> Commit<'s> {
                 Write::Postgres(Box::new(PgWrite::begin(pg, Some(*read), known_descriptors)?))
             }
             (Backend::Postgres(pg), _) => Write::Postgres(Box::new(PgWrite::begin(pg, None, known_descriptors)?)),
-            // LMDB's read transaction ends here, before the write transaction starts.
-            (Backend::Lmdb(lmdb), _) => Write::Lmdb(LmdbWrite::begin(lmdb)?),
+            // LMDB's read transaction ends here, before the write transaction starts (a
+            // transaction still running would keep the map from being enlarged: lmdb/map_users.rs).
+            (Backend::Lmdb(lmdb), ending) => {
+                drop(ending);
+                Write::Lmdb(LmdbWrite::begin(lmdb)?)
+            }
         };
         store.refresh_catalog(&write)?;
         let last_tid = with_write!(&write, w => w.meta_u64(META_TID))?.unwrap_or(0);

@@ -1,4 +1,5 @@
 use std::fmt;
+use std::path::Path;
 
 use crate::format::{DecodeError, Oid};
 
@@ -25,6 +26,8 @@ pub enum StoreError {
     Exhausted { message: String },
     /// A commit would store two objects with the same key in a unique index.
     UniqueViolation { index: String, oid: Oid, other: Oid },
+    /// A commit was begun on a store opened read-only (`StoreOptions::read_only`), at `location`.
+    ReadOnly { location: String },
 }
 
 impl fmt::Display for StoreError {
@@ -45,6 +48,11 @@ impl fmt::Display for StoreError {
                 f,
                 "object {oid:#x} has the same key as object {other:#x} in unique index {index}; \
                  nothing of this transaction was written"
+            ),
+            Self::ReadOnly { location } => write!(
+                f,
+                "{location} is open read-only (readonly=True): nothing can be written through it; open it \
+                 without readonly to change it"
             ),
         }
     }
@@ -67,11 +75,105 @@ impl From<heed::Error> for StoreError {
                  holds them; the slots of processes that have exited are freed when the database is next opened"
                     .to_owned()
             }
-            heed::Error::Io(io) if io.raw_os_error() == Some(28) => {
-                "no space left on device; nothing of this transaction was written".to_owned()
-            }
+            heed::Error::Io(io) if io.raw_os_error() == Some(ENOSPC) => NO_SPACE.to_owned(),
             other => format!("LMDB: {other}"),
         };
         StoreError::Storage { message }
+    }
+}
+
+const EIO: i32 = 5;
+const ENOSPC: i32 = 28;
+const NO_SPACE: &str = "no space left on device; nothing of this transaction was written. Free space on the \
+    file system that holds the database, then run the transaction again";
+
+/// Below this many bytes available, a failed write is taken for a full file system.
+pub(crate) const NEARLY_FULL: u64 = 1 << 20;
+
+/// Whether LMDB's `error` from writing is a full file system, given the bytes `available` to
+/// unprivileged users on it (None: unknown). LMDB reports a short write, which is how a full
+/// disk usually shows, as EIO, so an EIO counts as a full disk when almost nothing is left.
+pub(crate) fn out_of_space(error: &heed::Error, available: Option<u64>) -> bool {
+    match error {
+        heed::Error::Io(io) => match io.raw_os_error() {
+            Some(ENOSPC) => true,
+            Some(EIO) => available.is_some_and(|bytes| bytes < NEARLY_FULL),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// The bytes available to unprivileged users on the file system holding `path` (None: not known
+/// on this platform, or `statvfs` failed).
+pub(crate) fn available_space(path: &Path) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        let mut stats = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+        // SAFETY: `path` is NUL-terminated and `stats` is writable memory of the type statvfs
+        // fills; it is read only after statvfs reports success.
+        let stats = unsafe {
+            if libc::statvfs(path.as_ptr(), stats.as_mut_ptr()) != 0 {
+                return None;
+            }
+            stats.assume_init()
+        };
+        #[allow(clippy::unnecessary_cast)] // The field types differ between platforms.
+        Some(stats.f_bavail as u64 * stats.f_frsize as u64)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+/// The error of an LMDB write to the environment in directory `path`: a full file system is
+/// said so, whichever way LMDB reports it.
+pub(crate) fn write_error(error: heed::Error, path: &Path) -> StoreError {
+    let available = matches!(&error, heed::Error::Io(io) if io.raw_os_error() == Some(EIO)).then(|| available_space(path)).flatten();
+    write_error_with(error, available)
+}
+
+fn write_error_with(error: heed::Error, available: Option<u64>) -> StoreError {
+    if out_of_space(&error, available) {
+        return StoreError::Storage { message: NO_SPACE.to_owned() };
+    }
+    error.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os_error(code: i32) -> heed::Error {
+        heed::Error::Io(std::io::Error::from_raw_os_error(code))
+    }
+
+    #[test]
+    fn an_input_output_error_on_a_full_file_system_is_no_space() {
+        for available in [0, NEARLY_FULL - 1] {
+            let message = write_error_with(os_error(EIO), Some(available)).to_string();
+            assert!(message.starts_with("no space left on device"), "{message}");
+        }
+        assert!(write_error_with(os_error(ENOSPC), None).to_string().starts_with("no space left on device"));
+    }
+
+    #[test]
+    fn an_input_output_error_with_space_left_stays_one() {
+        for available in [Some(NEARLY_FULL), Some(u64::MAX), None] {
+            let message = write_error_with(os_error(EIO), available).to_string();
+            assert!(message.starts_with("LMDB: Input/output error"), "{message}");
+        }
+    }
+
+    #[test]
+    fn available_space_reads_the_file_system() {
+        if cfg!(unix) {
+            assert!(available_space(Path::new(".")).is_some());
+        }
+        assert_eq!(available_space(Path::new("/no/such/directory/anywhere")), None);
     }
 }

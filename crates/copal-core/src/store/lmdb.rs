@@ -28,13 +28,12 @@ use heed::{Database, Env, EnvOpenOptions, PutFlags, RoTxn, RwTxn, WithoutTls};
 
 use super::error::StoreError;
 use super::{read_u32_key, read_u64_key, Backend, DescriptorTable, IdVisitor, SettingVisitor, Store, META_TID};
-use crate::format::{
-    encode_root_record, oid_class, ClassNo, Descriptor, Oid, ROOT_CLASS, ROOT_DESCRIPTOR,
-    ROOT_OID, ROOT_TYPE_NAME,
-};
+use crate::format::{oid_class, ClassNo, Oid};
 
-use record_tables::{migrate_shared_records, record_table_name, too_many_classes, RecordTables, MAX_RECORD_TABLES};
-use table_names::{fixed_table, missing_root_table, FIXED_TABLES};
+use record_tables::{record_table_name, too_many_classes, RecordTables, MAX_RECORD_TABLES};
+pub(crate) use data_file::DATA_FILE;
+use map_users::{MapUse, MapUsers};
+use table_names::FIXED_TABLES;
 #[cfg(test)]
 use record_tables::SHARED_RECORDS;
 
@@ -60,11 +59,15 @@ pub struct StoreOptions {
     /// A PostgreSQL store's connections: how many may be open at once, how long a transaction
     /// waits for one. Unused by the embedded store.
     pub pool: super::PoolLimits,
+    /// Opens an existing embedded store for reading only (LMDB's MDB_RDONLY): nothing is created
+    /// or written, so it opens on read-only media, and every commit fails with
+    /// `StoreError::ReadOnly`.
+    pub read_only: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { map_size: 1 << 40, max_readers: 1022, durable: true, log_retention: 100_000, pool: Default::default() }
+        StoreOptions { map_size: 1 << 40, max_readers: 1022, durable: true, log_retention: 100_000, pool: Default::default(), read_only: false }
     }
 }
 
@@ -77,13 +80,14 @@ impl StoreOptions {
     /// values.
     fn first_difference(&self, other: &StoreOptions) -> Option<(&'static str, String, String)> {
         // `pool` is PostgreSQL's only: an embedded store has no connections to limit.
-        let StoreOptions { map_size, max_readers, durable, log_retention, pool: _ } = self;
+        let StoreOptions { map_size, max_readers, durable, log_retention, pool: _, read_only } = self;
         let pairs = [
             ("map_size", map_size.to_string(), other.map_size.to_string()),
             ("max_readers", max_readers.to_string(), other.max_readers.to_string()),
             // Spelled as the Python argument is (`copal.open(path, durable=False)`).
             ("durable", python_bool(*durable), python_bool(other.durable)),
             ("log_retention", log_retention.to_string(), other.log_retention.to_string()),
+            ("readonly", python_bool(*read_only), python_bool(other.read_only)),
         ];
         pairs.into_iter().find(|(_, mine, theirs)| mine != theirs)
     }
@@ -112,6 +116,8 @@ pub(crate) struct LmdbBackend {
     /// of a process at once, and a write transaction may create a table at any point until it
     /// ends.
     opening: Mutex<()>,
+    /// Counts this process's transactions, so that the map is replaced only while none runs.
+    map_users: MapUsers,
     path: PathBuf,
     /// The store format the directory held when this process opened it (0: none, created), for
     /// `copal upgrade` to report a migration done by the open.
@@ -130,9 +136,21 @@ fn open_stores() -> &'static Mutex<HashMap<PathBuf, Weak<Store>>> {
 }
 
 pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<Arc<Store>, StoreError> {
-    std::fs::create_dir_all(path).map_err(|e| StoreError::Storage {
-        message: format!("cannot create database directory {}: {e}", path.display()),
-    })?;
+    // A read-only open creates nothing: the directory and its data file must exist.
+    if options.read_only {
+        if !path.join(DATA_FILE).is_file() {
+            return Err(StoreError::Storage {
+                message: format!(
+                    "{} holds no copal database (no {DATA_FILE}), and a read-only open creates none",
+                    path.display()
+                ),
+            });
+        }
+    } else {
+        std::fs::create_dir_all(path).map_err(|e| StoreError::Storage {
+            message: format!("cannot create database directory {}: {e}", path.display()),
+        })?;
+    }
     let canonical = path.canonicalize().map_err(|e| StoreError::Storage {
         message: format!("cannot resolve {}: {e}", path.display()),
     })?;
@@ -163,84 +181,49 @@ pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<Arc<Store>, Sto
 
 impl LmdbBackend {
     fn open(path: &Path, options: &StoreOptions) -> Result<LmdbBackend, StoreError> {
+        // LMDB maps the file and trusts its meta pages: a file shorter than they say faults
+        // (SIGBUS) on the first read past its end.
+        data_file::check_length(&path.join(DATA_FILE))?;
         let mut env_options = EnvOpenOptions::new().read_txn_without_tls();
         // One more than the tables of format 2, for the shared table of a format-1 store.
         let max_dbs = (FIXED_TABLES.len() + MAX_RECORD_TABLES + 1) as u32;
         env_options.map_size(options.map_size).max_readers(options.max_readers).max_dbs(max_dbs);
+        let mut flags = heed::EnvFlags::empty();
         if !options.durable {
-            // SAFETY: NO_SYNC only changes when LMDB calls fsync; it does not affect memory safety.
-            unsafe { env_options.flags(heed::EnvFlags::NO_SYNC) };
+            flags |= heed::EnvFlags::NO_SYNC;
         }
+        if options.read_only {
+            flags |= heed::EnvFlags::READ_ONLY;
+        }
+        // SAFETY: NO_SYNC only changes when LMDB calls fsync, and READ_ONLY refuses write
+        // transactions; neither affects memory safety.
+        unsafe { env_options.flags(flags) };
         // SAFETY: copal is the only writer of this directory's files, always through LMDB's own
         // locking; nothing truncates or rewrites the map behind LMDB's back.
         let env = unsafe { env_options.open(path) }?;
         env.clear_stale_readers()?;
-        let mut wtxn = env.write_txn()?;
-        let main: Table = env.open_database(&wtxn, None)?.ok_or_else(|| StoreError::Storage {
-            message: format!("{}: LMDB has no unnamed database", path.display()),
-        })?;
-        // Only a new environment gets its tables created (the invariant of `table_names`).
-        let new = main.is_empty(&wtxn)?;
-        let [descriptors, log, meta, index_defs, index_entries] =
-            FIXED_TABLES.map(|name| fixed_table(&env, &mut wtxn, main, name, new));
-        let tables = Tables { main, descriptors: descriptors?, log: log?, meta: meta?, index_defs: index_defs?, index_entries: index_entries? };
-        let mut records = RecordTables::default();
-        let found = tables.meta.get(&wtxn, META_FORMAT)?;
-        let found_format = match found {
-            None => 0,
-            Some(bytes) => bytes.try_into().map(u32::from_be_bytes).unwrap_or(u32::MAX),
-        };
-        match found {
-            None if !new => {
-                return Err(StoreError::Damaged {
-                    message: format!("{} has committed data but its meta table holds no store format", path.display()),
-                })
-            }
-            None => {
-                let root = Descriptor {
-                    id: ROOT_DESCRIPTOR,
-                    class_no: ROOT_CLASS,
-                    type_name: ROOT_TYPE_NAME.to_owned(),
-                    fields: vec!["data".to_owned()],
-                };
-                tables.descriptors.put(&mut wtxn, &ROOT_DESCRIPTOR.to_be_bytes()[..], &root.encode()[..])?;
-                let root_value = super::checksum::seal(&encode_root_record(0));
-                let root_table: Table = env.create_database(&mut wtxn, Some(&record_table_name(ROOT_CLASS)))?;
-                root_table.put(&mut wtxn, &ROOT_OID.to_be_bytes()[..], &root_value[..])?;
-                tables.meta.put(&mut wtxn, META_FORMAT, &STORE_FORMAT.to_be_bytes()[..])?;
-                tables.meta.put(&mut wtxn, META_TID, &0u64.to_be_bytes()[..])?;
-            }
-            Some(bytes) if bytes == STORE_FORMAT.to_be_bytes() => {}
-            Some(bytes) if bytes == SHARED_RECORDS_FORMAT.to_be_bytes() => {
-                migrate_shared_records(&env, &mut wtxn, &mut records)?;
-                tables.meta.put(&mut wtxn, META_FORMAT, &STORE_FORMAT.to_be_bytes()[..])?;
-            }
-            Some(_) => {
-                return Err(StoreError::Incompatible {
-                    message: format!(
-                        "{} has store format {found_format}, which this copal (format {STORE_FORMAT}) cannot read: \
-                         use the copal release that wrote it, or a later one",
-                        path.display()
-                    ),
-                })
-            }
-        }
-        records.open_listed(&env, tables.main, &wtxn)?;
-        if records.get(ROOT_CLASS).is_none() {
-            return Err(missing_root_table(&env, &wtxn, main));
-        }
-        // Committed even when nothing was written: LMDB closes database handles opened in a
-        // transaction that aborts.
-        wtxn.commit()?;
+        let (tables, records, found_format) =
+            if options.read_only { Self::read_tables(&env, path)? } else { Self::prepare_tables(&env, path)? };
         Ok(LmdbBackend {
             env,
             tables,
             records: RwLock::new(Arc::new(records)),
             opening: Mutex::new(()),
+            map_users: MapUsers::default(),
             path: path.to_owned(),
             found_format,
             options: options.clone(),
         })
+    }
+
+    /// The error of a failed write to this environment (`super::error::write_error`).
+    fn write_error(&self, error: heed::Error) -> StoreError {
+        super::error::write_error(error, &self.path)
+    }
+
+    /// Whether the store was opened read-only (`StoreOptions::read_only`).
+    pub(crate) fn read_only(&self) -> bool {
+        self.options.read_only
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -272,7 +255,7 @@ impl LmdbBackend {
     /// caller holds the `opening` lock.
     fn open_new_record_tables(&self, _opening: &MutexGuard<'_, ()>) -> Result<(), StoreError> {
         let mut records = RecordTables::clone(&self.record_tables());
-        let txn = self.env.read_txn()?;
+        let (_user, txn) = self.map_users.begin(&self.env, || self.env.read_txn())?;
         records.open_listed(&self.env, self.tables.main, &txn)?;
         // Committed, so that the handles it opened stay open for every later transaction.
         txn.commit()?;
@@ -360,9 +343,11 @@ impl Tables {
 /// A snapshot's LMDB read transaction. It keeps its own handle on the environment, so it may
 /// outlive any borrow of the store.
 pub(crate) struct LmdbRead {
+    // Field order is load-bearing: `txn` ends before `_user` lets the map be replaced.
     txn: RoTxn<'static, WithoutTls>,
     tables: Tables,
     records: Arc<RecordTables>,
+    _user: MapUse,
 }
 
 impl LmdbRead {
@@ -370,15 +355,15 @@ impl LmdbRead {
         loop {
             // Taken before the transaction begins (the invariant of `RecordTables`).
             let records = backend.record_tables();
-            let txn = backend.env.clone().static_read_txn()?;
+            let (user, txn) = backend.map_users.begin(&backend.env, || backend.env.clone().static_read_txn())?;
             if backend.tables.main.len(&txn)? <= records.tables_seen {
-                return Ok(LmdbRead { txn, tables: backend.tables, records });
+                return Ok(LmdbRead { txn, tables: backend.tables, records, _user: user });
             }
             // Another process created record tables. A reader never waits for the `opening`
             // lock: a write transaction holds it while its thread may need the GIL that this
             // one holds. The writer opens every committed table as it begins, so by the time
             // the lock is busy the tables this view lacks are open or about to be.
-            drop(txn);
+            drop((txn, user));
             match backend.opening.try_lock() {
                 Ok(opening) => backend.open_new_record_tables(&opening)?,
                 Err(TryLockError::Poisoned(poisoned)) => backend.open_new_record_tables(&poisoned.into_inner())?,
@@ -524,6 +509,7 @@ pub(crate) struct LmdbWrite<'s> {
     opened_tables: bool,
     backend: &'s LmdbBackend,
     _opening: MutexGuard<'s, ()>,
+    _user: MapUse,
 }
 
 impl<'s> LmdbWrite<'s> {
@@ -531,16 +517,27 @@ impl<'s> LmdbWrite<'s> {
     pub(crate) fn begin(backend: &'s LmdbBackend) -> Result<LmdbWrite<'s>, StoreError> {
         // Held for the whole transaction: it may create a record table at any point, and no
         // other transaction may open tables between its begin and its end.
+        if backend.read_only() {
+            return Err(StoreError::ReadOnly { location: backend.path.display().to_string() });
+        }
         let opening = backend.lock_opening();
         loop {
             let records = backend.record_tables();
-            let txn = backend.env.write_txn()?;
+            let (user, txn) = backend.map_users.begin(&backend.env, || backend.env.write_txn())?;
             if backend.tables.main.len(&txn)? <= records.tables_seen {
-                return Ok(LmdbWrite { txn, tables: backend.tables, records, opened_tables: false, backend, _opening: opening });
+                return Ok(LmdbWrite {
+                    txn,
+                    tables: backend.tables,
+                    records,
+                    opened_tables: false,
+                    backend,
+                    _opening: opening,
+                    _user: user,
+                });
             }
             // Tables created by another process are opened (and published) outside this
             // transaction, so that snapshots begun while it runs find them open.
-            drop(txn);
+            drop((txn, user));
             backend.open_new_record_tables(&opening)?;
         }
     }
@@ -553,7 +550,7 @@ impl<'s> LmdbWrite<'s> {
         if self.records.count >= MAX_RECORD_TABLES {
             return Err(too_many_classes());
         }
-        let table = self.backend.env.create_database(&mut self.txn, Some(&record_table_name(class)))?;
+        let table = self.backend.env.create_database(&mut self.txn, Some(&record_table_name(class))).map_err(|e| self.backend.write_error(e))?;
         Arc::make_mut(&mut self.records).insert(class, table);
         self.opened_tables = true;
         Ok(table)
@@ -564,7 +561,7 @@ impl<'s> LmdbWrite<'s> {
     }
 
     pub(crate) fn put_meta_u64(&mut self, key: &[u8], value: u64) -> Result<(), StoreError> {
-        Ok(self.tables.meta.put(&mut self.txn, key, &value.to_be_bytes()[..])?)
+        self.tables.meta.put(&mut self.txn, key, &value.to_be_bytes()[..]).map_err(|e| self.backend.write_error(e))
     }
 
     pub(crate) fn setting(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
@@ -574,9 +571,9 @@ impl<'s> LmdbWrite<'s> {
     /// Sets (`Some`) or removes (`None`) the setting `key`.
     pub(crate) fn put_setting(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
         match value {
-            Some(value) => self.tables.meta.put(&mut self.txn, key, value)?,
+            Some(value) => self.tables.meta.put(&mut self.txn, key, value).map_err(|e| self.backend.write_error(e))?,
             None => {
-                self.tables.meta.delete(&mut self.txn, key)?;
+                self.tables.meta.delete(&mut self.txn, key).map_err(|e| self.backend.write_error(e))?;
             }
         }
         Ok(())
@@ -608,15 +605,15 @@ impl<'s> LmdbWrite<'s> {
             match table.put_with_flags(&mut self.txn, PutFlags::APPEND, &key, value) {
                 // Fresh ids written out of allocation order are not past the last key.
                 Err(heed::Error::Mdb(heed::MdbError::KeyExist)) => {}
-                result => return Ok(result?),
+                result => return result.map_err(|e| self.backend.write_error(e)),
             }
         }
-        Ok(table.put(&mut self.txn, &key, value)?)
+        table.put(&mut self.txn, &key, value).map_err(|e| self.backend.write_error(e))
     }
 
     pub(crate) fn delete_record(&mut self, oid: Oid) -> Result<(), StoreError> {
         if let Some(table) = self.records.get(oid_class(oid)) {
-            table.delete(&mut self.txn, &oid.to_be_bytes())?;
+            table.delete(&mut self.txn, &oid.to_be_bytes()).map_err(|e| self.backend.write_error(e))?;
         }
         Ok(())
     }
@@ -631,7 +628,7 @@ impl<'s> LmdbWrite<'s> {
     }
 
     pub(crate) fn put_descriptor(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
-        Ok(self.tables.descriptors.put(&mut self.txn, &id.to_be_bytes(), bytes)?)
+        self.tables.descriptors.put(&mut self.txn, &id.to_be_bytes(), bytes).map_err(|e| self.backend.write_error(e))
     }
 
     pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {
@@ -639,23 +636,23 @@ impl<'s> LmdbWrite<'s> {
     }
 
     pub(crate) fn put_index_def(&mut self, id: u32, bytes: &[u8]) -> Result<(), StoreError> {
-        Ok(self.tables.index_defs.put(&mut self.txn, &id.to_be_bytes(), bytes)?)
+        self.tables.index_defs.put(&mut self.txn, &id.to_be_bytes(), bytes).map_err(|e| self.backend.write_error(e))
     }
 
     /// Removes index `id`: its definition and all its entries.
     pub(crate) fn drop_index(&mut self, id: u32) -> Result<(), StoreError> {
-        self.tables.index_defs.delete(&mut self.txn, &id.to_be_bytes())?;
+        self.tables.index_defs.delete(&mut self.txn, &id.to_be_bytes()).map_err(|e| self.backend.write_error(e))?;
         let (lo, hi) = (id.to_be_bytes(), (id + 1).to_be_bytes());
-        self.tables.index_entries.delete_range(&mut self.txn, &key_range(&lo, &hi))?;
+        self.tables.index_entries.delete_range(&mut self.txn, &key_range(&lo, &hi)).map_err(|e| self.backend.write_error(e))?;
         Ok(())
     }
 
     pub(crate) fn put_entry(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        Ok(self.tables.index_entries.put(&mut self.txn, key, &[][..])?)
+        self.tables.index_entries.put(&mut self.txn, key, &[][..]).map_err(|e| self.backend.write_error(e))
     }
 
     pub(crate) fn delete_entry(&mut self, key: &[u8]) -> Result<(), StoreError> {
-        self.tables.index_entries.delete(&mut self.txn, key)?;
+        self.tables.index_entries.delete(&mut self.txn, key).map_err(|e| self.backend.write_error(e))?;
         Ok(())
     }
 
@@ -669,7 +666,7 @@ impl<'s> LmdbWrite<'s> {
     }
 
     pub(crate) fn put_log(&mut self, tid: u64, entry: &[u8]) -> Result<(), StoreError> {
-        Ok(self.tables.log.put(&mut self.txn, &tid.to_be_bytes(), entry)?)
+        self.tables.log.put(&mut self.txn, &tid.to_be_bytes(), entry).map_err(|e| self.backend.write_error(e))
     }
 
     /// Drops the log entries of tids below `cutoff`.
@@ -686,7 +683,7 @@ impl<'s> LmdbWrite<'s> {
         if opened_tables {
             Arc::make_mut(&mut records).tables_seen = backend.tables.main.len(&txn)?;
         }
-        txn.commit()?;
+        txn.commit().map_err(|e| backend.write_error(e))?;
         if opened_tables {
             backend.publish(records);
         }
@@ -704,6 +701,9 @@ impl DescriptorTable for LmdbWrite<'_> {
     }
 }
 
+mod data_file;
+mod map_users;
+mod open_tables;
 mod record_tables;
 mod table_names;
 #[cfg(test)]

@@ -140,6 +140,11 @@ impl Store {
         }
     }
 
+    /// Whether the store was opened read-only (`StoreOptions::read_only`): every commit fails.
+    pub fn read_only(&self) -> bool {
+        matches!(&self.backend, Backend::Lmdb(lmdb) if lmdb.read_only())
+    }
+
     /// Size in bytes of the database's files.
     pub fn disk_size(&self) -> Result<u64, StoreError> {
         match &self.backend {

@@ -195,11 +195,21 @@ impl Connection {
     /// Refuses `what` in a read-only transaction.
     fn check_writable(&self, what: &str) -> PyResult<()> {
         if self.is_readonly() {
-            return Err(crate::errors::ReadOnlyError::new_err(format!(
-                "cannot {what} in a read-only transaction; use db.transaction() (read-write) for changes"
-            )));
+            return Err(crate::errors::ReadOnlyError::new_err(format!("cannot {what}: {}", self.why_readonly())));
         }
         Ok(())
+    }
+
+    /// Why the running transaction is read-only, and what to do instead: every transaction on a
+    /// store opened read-only is.
+    pub(crate) fn why_readonly(&self) -> String {
+        match self.store.get() {
+            Ok(store) if store.read_only() => format!(
+                "{} is open read-only (copal.open(..., readonly=True)); open it without readonly for changes",
+                store.location()
+            ),
+            _ => "the transaction is read-only; use a read-write transaction (with db.transaction() as tx: ...)".to_owned(),
+        }
     }
 
     /// `obj` as a persistent object that is new or of this connection (`what`: what the

@@ -23,7 +23,12 @@ pub(super) fn fixed_table(env: &Env<WithoutTls>, wtxn: &mut RwTxn<'_>, main: Tab
     if create {
         return Ok(env.create_database(wtxn, Some(name))?);
     }
-    env.open_database::<Bytes, Bytes>(wtxn, Some(name))?.ok_or_else(|| missing(env, wtxn, main, name, "a table every store holds"))
+    open_fixed_table(env, wtxn, main, name)
+}
+
+/// Opens the fixed table `name` of an initialised environment.
+pub(super) fn open_fixed_table(env: &Env<WithoutTls>, txn: &RoTxn<'_>, main: Table, name: &str) -> Result<Table, StoreError> {
+    env.open_database::<Bytes, Bytes>(txn, Some(name))?.ok_or_else(|| missing(env, txn, main, name, "a table every store holds"))
 }
 
 /// The error of an initialised environment whose list of tables lacks `name` (`role`: what the

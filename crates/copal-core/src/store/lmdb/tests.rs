@@ -7,7 +7,9 @@ use heed::types::Bytes;
 use heed::{Database, EnvOpenOptions};
 
 use super::*;
-use crate::format::{class_extent, make_oid};
+use crate::format::{
+    class_extent, encode_root_record, make_oid, Descriptor, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID, ROOT_TYPE_NAME,
+};
 use crate::store::checksum::seal;
 use crate::store::{Commit, Snapshot};
 
