@@ -13,7 +13,7 @@ import platform
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 
 def dir_size(path: Path, skip: Callable[[str], bool] = lambda name: False) -> int:
@@ -40,6 +40,25 @@ def missing_module(modules: Iterable[str]) -> str | None:
         if spec is None:
             return f"{module} is not installed (pip install 'copaldb[bench]')"
     return None
+
+
+class Adapter:
+    """What every suite's adapters of a system share: ``name`` (the ``--systems`` name),
+    ``label`` (the column title) and ``modules`` (what must be importable to run it)."""
+
+    name: ClassVar[str]
+    label: ClassVar[str]
+    modules: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this system cannot run here (a missing package), or None."""
+        return missing_module(cls.modules)
+
+    @classmethod
+    def versions(cls) -> dict[str, str]:
+        """Versions of the packages this system uses, for the results' metadata."""
+        return {}
 
 
 def importable(module: str, *names: str) -> bool:

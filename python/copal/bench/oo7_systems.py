@@ -24,9 +24,9 @@ import os
 from dataclasses import dataclass
 from importlib import import_module
 from time import perf_counter
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable
 
-from copal.bench.environment import copal_unavailable, dist_version, missing_module
+from copal.bench.environment import Adapter, copal_unavailable, dist_version
 from copal.bench.oo7_data import (
     CONFIGS,
     Q2_PERCENT,
@@ -211,26 +211,14 @@ def make_module(blueprint: ModuleSpec, classes: Classes) -> tuple[Any, list[Any]
 # --------------------------------------------------------------------------- systems
 
 
-class OO7System:
+class OO7System(Adapter):
     """Base class of the adapters: ``build`` creates the database (open to close); ``open`` and
     ``close`` frame the operations, each of which is one transaction returning its count."""
 
-    name: ClassVar[str]
-    label: ClassVar[str]
-    modules: ClassVar[tuple[str, ...]]
 
     def __init__(self, config: OO7Config, options: dict[str, Any]) -> None:
         self.config = config
         self.options = options
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        """Why this system cannot run here (a missing package), or None."""
-        return missing_module(cls.modules)
-
-    @classmethod
-    def versions(cls) -> dict[str, str]:
-        return {}
 
     def build(self, dir: str, blueprint: ModuleSpec) -> int:
         raise NotImplementedError

@@ -12,7 +12,7 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any, ClassVar
 
-from copal.bench.environment import dist_version, missing_module
+from copal.bench.environment import Adapter, dist_version
 from copal.bench.query_data import batches, person_row
 
 
@@ -22,7 +22,7 @@ def _import(name: str) -> Any:
     return importlib.import_module(name)
 
 
-class QuerySystem:
+class QuerySystem(Adapter):
     """Base class of the adapters.
 
     ``load(dir, n)`` fills a store and returns the seconds it took (rows are generated outside
@@ -31,20 +31,8 @@ class QuerySystem:
     (objects whose ``.name`` was touched, or a count).
     """
 
-    name: ClassVar[str]
-    label: ClassVar[str]
-    modules: ClassVar[tuple[str, ...]]
     #: The store it queries (SQLAlchemy shares the sqlite system's file).
     store: ClassVar[str]
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        """Why this system cannot run here (a missing package), or None."""
-        return missing_module(cls.modules)
-
-    @classmethod
-    def versions(cls) -> dict[str, str]:
-        return {}
 
     def load(self, dir: str, n: int) -> float:
         raise NotImplementedError

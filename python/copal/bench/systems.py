@@ -37,7 +37,7 @@ from time import perf_counter
 from types import ModuleType
 from typing import Any, ClassVar, Iterable
 
-from copal.bench.environment import dir_size, dist_version, missing_module
+from copal.bench.environment import Adapter, dir_size, dist_version
 from copal.bench.whitepaper import RELATIONS_PER_COLLECTION, psertest_time, sertest_time
 
 PICKLE_PROTOCOL = 5
@@ -92,7 +92,7 @@ def grow(roots: Iterable[Any], pserclass: Any) -> None:
             collection.add_relation(pserclass(psertest_time(serial, j)))
 
 
-class System:
+class System(Adapter):
     """Base class of the adapters.
 
     Subclasses set ``name`` (the ``--systems`` name), ``label`` (the column
@@ -101,22 +101,9 @@ class System:
     :meth:`size`.
     """
 
-    name: ClassVar[str]
-    label: ClassVar[str]
-    modules: ClassVar[tuple[str, ...]]
 
     def __init__(self, store: str | None = None) -> None:
         self.store = store
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        """Why this system cannot run here (a missing package), or None."""
-        return missing_module(cls.modules)
-
-    @classmethod
-    def versions(cls) -> dict[str, str]:
-        """Versions of the packages this system uses, for the results' metadata."""
-        return {}
 
     def size(self, dir: str, key: str) -> int | None:
         """On-disk size in bytes of the store, or None when it cannot be measured."""

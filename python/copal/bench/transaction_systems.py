@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
 from time import perf_counter
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable
 
-from copal.bench.environment import copal_unavailable, dir_size, missing_module
+from copal.bench.environment import Adapter, copal_unavailable, dir_size
 from copal.bench.whitepaper import peak_rss_kb
 from copal.bench.workers import run_and_report
 
@@ -93,19 +93,11 @@ def update_targets(cached: int, count: int) -> list[tuple[int, int]]:
 # --------------------------------------------------------------------------- systems
 
 
-class TxSystem:
+class TxSystem(Adapter):
     """Base class of the adapters. ``build`` creates the database (open to close), ``open``
     opens it again with an object cache of ``cache_objects``, ``warm`` loads the first
     ``cached`` items; each operation is one transaction."""
 
-    name: ClassVar[str]
-    label: ClassVar[str]
-    modules: ClassVar[tuple[str, ...]]
-
-    @classmethod
-    def unavailable(cls) -> str | None:
-        """Why this system cannot run here (a missing package), or None."""
-        return missing_module(cls.modules)
 
     @classmethod
     def versions(cls) -> dict[str, str]:

@@ -176,7 +176,7 @@ pub(super) struct Conn {
 
 impl Conn {
     /// The prepared statement of `sql`, preparing it on its second run; None on its first.
-    pub(super) fn prepared(&mut self, sql: &'static str, params: &Params<'_>) -> Result<Option<Statement>, StoreError> {
+    fn prepared(&mut self, sql: &'static str, params: &Params<'_>) -> Result<Option<Statement>, StoreError> {
         match self.statements.get_mut(sql) {
             None => {
                 self.statements.insert(sql, None);
@@ -212,7 +212,7 @@ impl Conn {
     }
 
     /// Calls `visit(key, value)` for the settings whose key starts with `prefix`.
-    pub(super) fn settings(&mut self, prefix: &[u8], visit: SettingVisitor<'_>) -> Result<(), StoreError> {
+    fn settings(&mut self, prefix: &[u8], visit: SettingVisitor<'_>) -> Result<(), StoreError> {
         let rows = match super::prefix_end(prefix) {
             Some(end) => self.query(
                 "SELECT key, value FROM copal_settings WHERE key >= $1 AND key < $2 ORDER BY key",
@@ -497,7 +497,7 @@ impl PgRead {
         self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
     }
 
-    pub(super) fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let mut guard = self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match guard.as_mut() {
             Some(conn) => f(conn),
