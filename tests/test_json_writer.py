@@ -26,7 +26,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 import copal  # noqa: E402
 from copal import PersistentList, _core  # noqa: E402
 from helpers import other_models  # noqa: E402
-from helpers.compare import has_made_dict  # noqa: E402
+from helpers.compare import READS_INSTANCE_VALUES, has_made_dict  # noqa: E402
 from helpers.models import Color, FrozenKey, Item, Level, Node, Point, Tagged, TaggedDict, Vector  # noqa: E402
 from helpers.strategies import value_graphs, values  # noqa: E402
 from test_roundtrip import BERLIN, CONTAINERS, SCALARS  # noqa: E402
@@ -37,8 +37,8 @@ def transcoded(value: Any) -> bytes:
     return _core.dumps_text_raw(value, "json")
 
 
-#: Whether the writer reads dict tables and instance attributes in place (CPython 3.11,
-#: crates/copal-py/src/cpython/v3_11/): it then sees what changes while it writes, and leaves
+#: Whether the writer reads dict tables and made dicts in place (CPython 3.11,
+#: crates/copal-py/src/cpython/tables.rs): it then sees what changes while it writes, and leaves
 #: some graphs to the transcoder that it writes itself elsewhere (by `PyDict_Next`).
 READS_IN_PLACE = sys.version_info[:2] == (3, 11) and sys.implementation.name == "cpython"
 
@@ -359,17 +359,17 @@ def test_version_1_documents_are_still_read(name: str) -> None:
 
 
 # --------------------------------------------------------------------------- instance attributes
-# CPython 3.11 keeps an instance's attributes in an inline values array until its __dict__ is
-# asked for, and the dict then made takes the array over; the writer and the binary encoder read
-# that array in both cases (crates/copal-py/src/cpython/v3_11/tables.rs) and fall back to the dict
-# otherwise. Every state must give the transcoder's document.
+# CPython 3.11 to 3.13 keep an instance's attributes in a values array until its __dict__ is
+# asked for, and the dict then made takes the array over (3.11, 3.12) or shares it (3.13); the
+# writer and the binary encoder read that array (crates/copal-py/src/cpython/tables.rs) and fall
+# back to the dict otherwise. Every state must give the transcoder's document.
 
 
 def _points(n: int) -> list[Point]:
     return [Point(i, f"p{i}") for i in range(n)]
 
 
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="inline values are read on CPython 3.11 only")
+@pytest.mark.skipif(not READS_INSTANCE_VALUES, reason="values arrays are read on CPython 3.11 to 3.13 only")
 def test_writing_an_instance_does_not_make_its_dict() -> None:
     points = _points(3)
     assert not any(has_made_dict(point) for point in points)

@@ -42,7 +42,7 @@ import copal  # noqa: E402
 import reference_decoder as rd  # noqa: E402
 from copal import CorruptRecordError, Persistent, PersistentDict, PersistentList, SchemaError  # noqa: E402
 from helpers.c_classes import class_made_by_c  # noqa: E402
-from helpers.compare import assert_same, has_made_dict  # noqa: E402
+from helpers.compare import READS_INSTANCE_VALUES, assert_same, has_made_dict  # noqa: E402
 from helpers.fuzz_alloc_limit import zstd_zeros  # noqa: E402
 from helpers.models import (  # noqa: E402
     HOOKED_CALLBACKS, Color, Holder, Hooked, Item, Level, Node, Point, Tagged, TaggedDict, Vector,
@@ -1852,10 +1852,10 @@ def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change
         HOOKED_CALLBACKS.clear()
 
 
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="inline values are read on CPython 3.11 only")
+@pytest.mark.skipif(not READS_INSTANCE_VALUES, reason="values arrays are read on CPython 3.11 to 3.13 only")
 def test_encoding_an_instance_does_not_make_its_dict() -> None:
-    """CPython 3.11 keeps an instance's attributes in an inline values array until its
-    ``__dict__`` is asked for; the encoder reads them there (cpython/v3_11/tables.rs ``ValuesFields``)
+    """CPython 3.11 to 3.13 keep an instance's attributes in a values array until its
+    ``__dict__`` is asked for; the encoder reads them there (cpython/tables.rs ``ValuesFields``)
     instead of having a dict made for every object it writes."""
     points = [Point(i, f"p{i}") for i in range(3)]
     assert not any(has_made_dict(point) for point in points)

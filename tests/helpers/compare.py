@@ -18,6 +18,7 @@ import enum
 import gc
 import math
 import sys
+import sysconfig
 import uuid
 from typing import Any
 
@@ -136,6 +137,14 @@ def _same_tzinfo(e: Any, a: Any, path: str, when: datetime.datetime | None) -> N
         assert e == a, f"{path}: tzinfo {a!r}, expected {e!r}"
     if when is not None:
         assert e.utcoffset(when) == a.utcoffset(when), f"{path}: utcoffset differs"
+
+
+#: Whether the encoders read an instance's attributes where CPython keeps them (its values array,
+#: crates/copal-py/src/cpython/) without having its ``__dict__`` made: CPython 3.11 to 3.13 with
+#: the GIL.
+READS_INSTANCE_VALUES = (
+    sys.implementation.name == "cpython" and (3, 11) <= sys.version_info[:2] <= (3, 13) and not sysconfig.get_config_var("Py_GIL_DISABLED")
+)
 
 
 def has_made_dict(obj: Any) -> bool:

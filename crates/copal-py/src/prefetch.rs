@@ -3,8 +3,9 @@
 //!
 //! Writing 100,000 objects, the JSON writer spent much of its time waiting for memory: the first
 //! read of each item, of its dict (made once something asked for its `__dict__`, as orjson and
-//! msgspec do), of its values array (CPython 3.11 keeps an instance's fields in an array apart
-//! from the object, which a made dict takes over) and of each field's value. Each of these reads
+//! msgspec do), of its values array (CPython 3.11 and 3.12 keep an instance's fields in an array
+//! apart from the object, which a made dict takes over; 3.13 keeps them in the object, their
+//! insertion order a few lines further) and of each field's value. Each of these reads
 //! needs the one before, so the processor cannot start them early by itself. `ahead` asks for
 //! them a few items ahead, one level per item, each level from lines asked for one item
 //! before: the object four items ahead, its dict or values array three ahead, a dict's values
@@ -31,7 +32,7 @@ pub(crate) fn line<T>(address: *const T) {
 
 /// The lines of an object's start, and of the two pointers before its GC header, where an
 /// instance with a managed dict keeps its values array (on CPython 3.11:
-/// cpython/v3_11/layout.rs `values_pointer`).
+/// cpython/v3_11/instance.rs `values_pointer`).
 #[inline(always)]
 fn object(obj: *mut ffi::PyObject) {
     line(obj);

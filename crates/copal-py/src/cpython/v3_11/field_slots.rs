@@ -15,7 +15,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 
-use super::layout;
+use super::instance;
+use crate::cpython::dict_layout;
 
 /// Where the fields of one descriptor go in the instances of one class, valid while the class's
 /// key table and version tag are those recorded (a change to the class, such as a property
@@ -44,9 +45,9 @@ impl FieldSlots {
         // SAFETY: reading the flags, version tag and (for heap types) cached keys of a live type
         // with the GIL held; the key table is live while the type holds it.
         unsafe {
-            let keys = layout::shared_keys(ty)?;
-            let entry_count = usize::try_from((*keys).nentries).ok()?.min(layout::SHARED_KEYS_MAX_SIZE);
-            let entries = layout::unicode_entries(keys);
+            let keys = dict_layout::shared_keys(ty)?;
+            let entry_count = usize::try_from((*keys).nentries).ok()?.min(dict_layout::SHARED_KEYS_MAX_SIZE);
+            let entries = dict_layout::unicode_entries(keys);
             let slots = fields
                 .iter()
                 .map(|field| {
@@ -108,7 +109,7 @@ impl FieldSlots {
             {
                 return false;
             }
-            let values = *layout::values_pointer(obj);
+            let values = *instance::values_pointer(obj);
             if values.is_null() {
                 return false;
             }
@@ -116,7 +117,7 @@ impl FieldSlots {
             let old = *target;
             *target = value.clone().into_ptr();
             if old.is_null() {
-                layout::add_to_insertion_order(values, slot);
+                instance::add_to_insertion_order(values, slot);
             } else {
                 ffi::Py_DECREF(old);
             }

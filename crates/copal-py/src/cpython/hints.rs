@@ -1,11 +1,13 @@
-//! Cache hints for the fields of CPython 3.11 instances a few items ahead of the JSON writer
-//! and the binary encoder (crate::prefetch `ahead`): where an instance keeps its fields (its
-//! values array or its made dict), a made dict's values array, and the first field values,
-//! found through the layouts of `layout`. Elsewhere `cpython::portable` gives no hints.
+//! Cache hints for the fields of instances a few items ahead of the JSON writer and the binary
+//! encoder (crate::prefetch `ahead`): where an instance keeps its fields (its values array and
+//! their insertion order, or its made dict), a made dict's values array, and the first field
+//! values, found through the version's `instance` layout. Elsewhere `cpython::no_tables` gives
+//! no hints.
 
 use pyo3::ffi;
 
-use super::layout::{self, DictKeys};
+use super::dict_layout::{self, DictKeys};
+use super::instance;
 use crate::prefetch::line;
 
 /// The fields asked for at most: enough for most classes, and a bounded cost for the others.
@@ -13,7 +15,7 @@ const FIELDS: usize = 8;
 
 /// Where an instance keeps its fields.
 enum Fields {
-    /// Its values array (its dict was never made).
+    /// Its own values array (no dict took it over).
     Values(*mut *mut ffi::PyObject),
     /// Its dict.
     Dict(*mut ffi::PyDictObject),
@@ -25,30 +27,32 @@ enum Fields {
 /// `obj` must be a live object.
 #[inline(always)]
 unsafe fn fields(obj: *mut ffi::PyObject) -> Option<Fields> {
-    // SAFETY: `obj` is live; the pointers before it are read only once its type has a
-    // managed dict, as `tables` reads them; a dict pointer that is not null is its dict.
+    // SAFETY: `obj` is live; its layout is read as `tables` reads it, the dict pointer only
+    // once its type has a managed dict; a dict pointer that is not null is its dict.
     unsafe {
-        if !layout::has_managed_dict(ffi::Py_TYPE(obj)) {
-            return None;
-        }
-        let values = *layout::values_pointer(obj);
-        if !values.is_null() {
+        if let Some(values) = instance::own_values(obj) {
             return Some(Fields::Values(values));
         }
-        let dict = *layout::dict_pointer(obj);
+        if !dict_layout::has_managed_dict(ffi::Py_TYPE(obj)) {
+            return None;
+        }
+        let dict = instance::made_dict_pointer(obj);
         (!dict.is_null()).then(|| Fields::Dict(dict.cast()))
     }
 }
 
-/// Where `obj` keeps its fields: its values array, or its made dict.
+/// Where `obj` keeps its fields: its values array and their order, or its made dict.
 ///
 /// # Safety
 /// `obj` must be a live object.
 #[inline(always)]
 pub unsafe fn dict_or_values(obj: *mut ffi::PyObject) {
-    // SAFETY: the caller's guarantee.
+    // SAFETY: the caller's guarantee; `values` is a live array.
     match unsafe { fields(obj) } {
-        Some(Fields::Values(values)) => line(values),
+        Some(Fields::Values(values)) => {
+            line(values);
+            line(unsafe { instance::order_address(values) });
+        }
         Some(Fields::Dict(dict)) => line(dict),
         None => {}
     }
@@ -80,14 +84,16 @@ pub unsafe fn field_values(obj: *mut ffi::PyObject) {
     // way); a field not set is a null pointer, a harmless hint.
     unsafe {
         let (values, keys) = match fields(obj) {
-            Some(Fields::Values(values)) => match layout::shared_keys(ffi::Py_TYPE(obj)) {
+            Some(Fields::Values(values)) => match dict_layout::shared_keys(ffi::Py_TYPE(obj)) {
                 Some(keys) => (values, keys),
                 None => return,
             },
-            Some(Fields::Dict(dict)) => ((*dict).ma_values.cast::<*mut ffi::PyObject>(), (*dict).ma_keys.cast_const().cast::<DictKeys>()),
-            None => return,
+            Some(Fields::Dict(dict)) if !(*dict).ma_values.is_null() => {
+                (instance::array_of((*dict).ma_values), (*dict).ma_keys.cast_const().cast::<DictKeys>())
+            }
+            _ => return,
         };
-        if values.is_null() || (*keys).kind != layout::KEYS_SPLIT {
+        if (*keys).kind != dict_layout::KEYS_SPLIT {
             return;
         }
         let count = usize::try_from((*keys).nentries).unwrap_or(0).min(FIELDS);

@@ -1,13 +1,13 @@
-//! The items of a dict, or the fields of an instance, read straight from CPython 3.11's tables
-//! (the layouts of `layout`): an instance's values array (its own, or its made dict's) and the
-//! tables of dicts of str keys, in the order `PyDict_Next` gives them. The JSON writer
-//! (json_writer.rs) and the binary encoder (encode/fields.rs) read them through the cursors of
-//! dict_items.rs; elsewhere `cpython::portable` finds none of these, and they read
-//! `PyDict_Next`.
+//! The items of a dict, or the fields of an instance, read straight from the tables of CPython
+//! 3.11, 3.12 and 3.13 (the key tables of `dict_layout`, the values arrays of the version's
+//! `instance`): an instance's values array (its own, or its made dict's) and the tables of
+//! dicts of str keys, in the order `PyDict_Next` gives them. The JSON writer (json_writer.rs)
+//! and the binary encoder (encode/fields.rs) read them through the cursors of dict_items.rs;
+//! elsewhere `cpython::no_tables` finds none of these, and they read `PyDict_Next`.
 //!
-//! Reading the structures spares the readers an instance's `__dict__`, which CPython 3.11 makes
-//! on first request (an allocation per object, and a larger object from then on), and a
-//! `PyDict_Next` call per item of a plain dict.
+//! Reading the structures spares the readers an instance's `__dict__`, which CPython makes on
+//! first request (an allocation per object, a separate object to fetch from memory for every
+//! read from then on), and a `PyDict_Next` call per item of a plain dict.
 //!
 //! Python code run while a value is written (an enum's `_name_`, say) may change the dict or
 //! the instance being read. Before each item, the reads check that what they read is unchanged
@@ -17,7 +17,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::layout::{self, DictKeys, UnicodeEntry};
+use super::dict_layout::{self, DictKeys, UnicodeEntry};
+use super::instance;
 use crate::dict_items::{Cursor, Next};
 
 /// The values array of an instance with a managed dict, kept as `H` says (`Holder`),
@@ -65,7 +66,7 @@ impl SharedKeys {
     /// `keys` must be a live table of unicode entries (`KEYS_UNICODE` or `KEYS_SPLIT`).
     unsafe fn of(keys: *const DictKeys) -> Self {
         // SAFETY: the caller's guarantee; the count is never negative.
-        unsafe { SharedKeys { entries: layout::unicode_entries(keys), count: usize::try_from((*keys).nentries).unwrap_or(0) } }
+        unsafe { SharedKeys { entries: dict_layout::unicode_entries(keys), count: usize::try_from((*keys).nentries).unwrap_or(0) } }
     }
 }
 
@@ -115,18 +116,16 @@ impl Holder for OwnArray {
         // SAFETY: the caller's guarantee. The values pointer is read only once the type
         // has a managed dict (`shared_keys`); the key table is read while the type holds it.
         unsafe {
-            let keys = layout::shared_keys(ffi::Py_TYPE(ptr))?;
-            let values = *layout::values_pointer(ptr);
-            (!values.is_null()).then(|| Inline { holder: OwnArray, values, keys: SharedKeys::of(keys) })
+            let keys = dict_layout::shared_keys(ffi::Py_TYPE(ptr))?;
+            let values = instance::own_values(ptr)?;
+            Some(Inline { holder: OwnArray, values, keys: SharedKeys::of(keys) })
         }
     }
 
     #[inline(always)]
     unsafe fn holds(&self, obj: *mut ffi::PyObject, values: *mut *mut ffi::PyObject) -> bool {
-        // SAFETY: `find` found that the type has a managed dict, and an instance with
-        // inline values cannot change type (assigning `__class__` makes its dict first,
-        // which this test then sees).
-        unsafe { *layout::values_pointer(obj) == values }
+        // SAFETY: `find` found `values` in `obj` (see `instance::holds_own_values`).
+        unsafe { instance::holds_own_values(obj, values) }
     }
 }
 
@@ -137,17 +136,20 @@ impl Holder for MadeDict {
         // managed dict; the dict is live while the instance holds it, and its tables while
         // it holds them.
         unsafe {
-            if !layout::has_managed_dict(ffi::Py_TYPE(ptr)) {
+            if !instance::VERSIONED_DICTS || !dict_layout::has_managed_dict(ffi::Py_TYPE(ptr)) {
                 return None;
             }
-            let dict = *layout::dict_pointer(ptr);
+            let dict = instance::made_dict_pointer(ptr);
             if dict.is_null() || ffi::PyDict_CheckExact(dict) == 0 {
                 return None;
             }
             let mp = dict.cast::<ffi::PyDictObject>();
-            let (keys, values) = ((*mp).ma_keys.cast::<DictKeys>(), (*mp).ma_values.cast::<*mut ffi::PyObject>());
-            (!values.is_null() && (*keys).kind == layout::KEYS_SPLIT)
-                .then(|| Inline { holder: MadeDict { dict, version: (*mp).ma_version_tag }, values, keys: SharedKeys::of(keys) })
+            let (keys, values) = ((*mp).ma_keys.cast::<DictKeys>(), (*mp).ma_values);
+            (!values.is_null() && (*keys).kind == dict_layout::KEYS_SPLIT).then(|| Inline {
+                holder: MadeDict { dict, version: version_tag(mp) },
+                values: instance::array_of(values),
+                keys: SharedKeys::of(keys),
+            })
         }
     }
 
@@ -156,7 +158,7 @@ impl Holder for MadeDict {
         // SAFETY: the instance's type has a managed dict (`find`), and a type assigned to
         // `__class__` since has the same layout (`compatible_for_assignment`), so the dict
         // pointer is where it was; a dict it still points to is live.
-        unsafe { *layout::dict_pointer(obj) == self.dict && (*self.dict.cast::<ffi::PyDictObject>()).ma_version_tag == self.version }
+        unsafe { instance::made_dict_pointer(obj) == self.dict && version_tag(self.dict.cast()) == self.version }
     }
 }
 
@@ -172,7 +174,7 @@ impl<H: Holder> Inline<H> {
             if !self.holder.holds(obj, self.values) {
                 return Err(Changed);
             }
-            Ok(layout::inserted_count(self.values))
+            Ok(instance::inserted_count(self.values))
         }
     }
 
@@ -192,7 +194,7 @@ impl<H: Holder> Inline<H> {
             if position >= self.count(obj)? {
                 return Ok(None);
             }
-            let index = layout::inserted_index(self.values, position);
+            let index = instance::inserted_index(self.values, position);
             if index >= self.keys.count {
                 // A name added to the class's key table since reading began.
                 return Err(Changed);
@@ -254,7 +256,7 @@ impl<'a, 'py, H: Holder> ValuesFields<'a, 'py, H> {
             let count = self.count()?;
             fields.reserve(count);
             for position in 0..count {
-                let index = layout::inserted_index(values, position);
+                let index = instance::inserted_index(values, position);
                 if index >= keys.count {
                     return Err(Changed);
                 }
@@ -275,7 +277,7 @@ pub fn made_dict<'py>(obj: Borrowed<'_, 'py, PyAny>) -> Option<Bound<'py, PyDict
         if (*ffi::Py_TYPE(ptr)).tp_flags & ffi::Py_TPFLAGS_MANAGED_DICT == 0 {
             return None;
         }
-        let dict = *layout::dict_pointer(ptr);
+        let dict = instance::made_dict_pointer(ptr);
         (!dict.is_null() && ffi::PyDict_CheckExact(dict) != 0).then(|| Bound::from_borrowed_ptr(obj.py(), dict).cast_into_unchecked())
     }
 }
@@ -301,8 +303,7 @@ impl<'py, H: Holder> Cursor<'py> for InstanceValues<'_, 'py, H> {
 /// entry. Its keys are exact strs.
 pub struct DictTable<'a, 'py> {
     dict: Borrowed<'a, 'py, PyDict>,
-    /// The dict is unchanged while its version tag is: PEP 509 (in force up to 3.11) has
-    /// every change of a dict give it a new version, from a counter that never repeats.
+    /// The dict is unchanged while its version tag is (`instance::VERSIONED_DICTS`).
     version: u64,
     table: Table,
     /// The next position in the insertion order (split tables) or in the entries.
@@ -318,20 +319,23 @@ enum Table {
 
 impl<'a, 'py> DictTable<'a, 'py> {
     pub fn of(dict: Borrowed<'a, 'py, PyDict>) -> Option<Self> {
+        if !instance::VERSIONED_DICTS {
+            return None;
+        }
         let mp = dict.as_ptr().cast::<ffi::PyDictObject>();
         // SAFETY: `dict` is a live dict and the GIL is held; its key table (never null) and
         // values array (null for a combined table) are live while it holds them.
         unsafe {
             let keys = (*mp).ma_keys.cast::<DictKeys>();
-            let values = (*mp).ma_values.cast::<*mut ffi::PyObject>();
-            let table = if !values.is_null() && (*keys).kind == layout::KEYS_SPLIT {
-                Table::Split { values, keys: SharedKeys::of(keys) }
-            } else if values.is_null() && (*keys).kind == layout::KEYS_UNICODE {
+            let values = (*mp).ma_values;
+            let table = if !values.is_null() && (*keys).kind == dict_layout::KEYS_SPLIT {
+                Table::Split { values: instance::array_of(values), keys: SharedKeys::of(keys) }
+            } else if values.is_null() && (*keys).kind == dict_layout::KEYS_UNICODE {
                 Table::Combined(SharedKeys::of(keys))
             } else {
                 return None;
             };
-            Some(DictTable { dict, version: (*mp).ma_version_tag, table, position: 0 })
+            Some(DictTable { dict, version: version_tag(mp), table, position: 0 })
         }
     }
 
@@ -352,15 +356,15 @@ impl<'py> Cursor<'py> for DictTable<'_, 'py> {
         // are bounded by the current insertion count or the entry count, and indices by the
         // entry count, so every read is within them.
         unsafe {
-            if (*self.dict.as_ptr().cast::<ffi::PyDictObject>()).ma_version_tag != self.version {
+            if version_tag(self.dict.as_ptr().cast()) != self.version {
                 return Next::Changed;
             }
             let (key, value) = match self.table {
                 Table::Split { values, keys } => {
-                    if self.position >= layout::inserted_count(values) {
+                    if self.position >= instance::inserted_count(values) {
                         return Next::End;
                     }
-                    let index = layout::inserted_index(values, self.position);
+                    let index = instance::inserted_index(values, self.position);
                     if index >= keys.count {
                         return Next::Changed;
                     }
@@ -380,6 +384,20 @@ impl<'py> Cursor<'py> for DictTable<'_, 'py> {
             };
             item(self.dict.py(), key, value)
         }
+    }
+}
+
+/// The version tag of `dict` (PEP 509), read only where `instance::VERSIONED_DICTS` says each
+/// change of a dict, and each new dict, takes a new one.
+///
+/// # Safety
+/// `dict` must be a live dict.
+#[inline(always)]
+unsafe fn version_tag(dict: *const ffi::PyDictObject) -> u64 {
+    // SAFETY: the caller's guarantee.
+    #[allow(deprecated)]
+    unsafe {
+        (*dict).ma_version_tag
     }
 }
 
