@@ -27,7 +27,8 @@ from copal import CorruptRecordError, SchemaError  # noqa: E402
 from helpers.compare import assert_same  # noqa: E402
 from helpers.fuzz_alloc_limit import zstd_zeros  # noqa: E402
 from helpers.models import Color, Item, Point, Tagged  # noqa: E402
-from test_serialize import VPoint, _varint, varint  # noqa: E402
+from helpers.stream_bytes import varint  # noqa: E402
+from test_stream_vectors import VPoint, _varint  # noqa: E402
 
 ARCHIVE_MAGIC = b"CPA1"
 

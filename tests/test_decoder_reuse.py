@@ -23,7 +23,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 
 import copal  # noqa: E402
 from copal.errors import CorruptRecordError  # noqa: E402
-from test_serialize import entry, stream, table, varint  # noqa: E402
+from helpers.stream_bytes import entry, stream, table, varint  # noqa: E402
 
 MODULE = "copal_decoder_reuse_test_module"
 

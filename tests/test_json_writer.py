@@ -30,7 +30,8 @@ from helpers.compare import READS_INSTANCE_VALUES, has_made_dict  # noqa: E402
 from helpers.models import Color, FrozenKey, Item, Level, Node, Point, Tagged, TaggedDict, Vector  # noqa: E402
 from helpers.strategies import value_graphs, values  # noqa: E402
 from test_roundtrip import BERLIN, CONTAINERS, SCALARS  # noqa: E402
-from test_serialize import Perm, _node_cycle, _twice  # noqa: E402
+from test_serialize import _node_cycle, _twice  # noqa: E402
+from test_stream_vectors import Perm  # noqa: E402
 
 
 def transcoded(value: Any) -> bytes:

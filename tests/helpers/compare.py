@@ -139,6 +139,12 @@ def _same_tzinfo(e: Any, a: Any, path: str, when: datetime.datetime | None) -> N
         assert e.utcoffset(when) == a.utcoffset(when), f"{path}: utcoffset differs"
 
 
+def persistent_state(obj: Any) -> dict[str, Any]:
+    """The stored attributes of persistent `obj`: all but volatile (``_v_``) and persistence
+    (``_p_``) ones."""
+    return {k: v for k, v in vars(obj).items() if not k.startswith(("_v_", "_p_"))}
+
+
 #: Whether the encoders read an instance's attributes where CPython keeps them (its values array,
 #: crates/copal-py/src/cpython/) without having its ``__dict__`` made: CPython 3.11 to 3.13 with
 #: the GIL.
