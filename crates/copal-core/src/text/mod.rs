@@ -288,22 +288,36 @@ pub fn write_table(w: &mut Writer, table: &[TableEntry]) {
 }
 
 /// The class names a document has met, numbered in the order they were first met
-/// (docs/TEXT_FORMATS.md section 2.1), as the JSON and XML readers number them.
+/// (docs/TEXT_FORMATS.md section 2.1): how the JSON and XML readers number them, and how the
+/// writers (the transcoder's and the binding's) decide between a name and its number.
 #[derive(Default)]
-pub(crate) struct ClassNumbers {
+pub struct ClassNumbers {
     names: Vec<String>,
     numbers: Positions<String>,
 }
 
 impl ClassNumbers {
     /// The number of the class named `name`, the next one if it is new.
-    pub(crate) fn number(&mut self, name: &str) -> usize {
+    pub fn number(&mut self, name: &str) -> usize {
+        self.number_or_new(name).unwrap_or_else(|number| number)
+    }
+
+    /// `Ok` with the number of the class named `name` if the document named it before, else
+    /// `Err` with the number it takes now: a writer writes the number in the first case and
+    /// the name in the second.
+    pub fn number_or_new(&mut self, name: &str) -> Result<usize, usize> {
         if let Some(number) = self.numbers.find(&self.names, |known| known == name, || name.to_owned()) {
-            return number;
+            return Ok(number);
         }
         self.names.push(name.to_owned());
         self.numbers.added(&self.names, String::clone);
-        self.names.len() - 1
+        Err(self.names.len() - 1)
+    }
+
+    /// Forgets the names numbered `len` and after, which the next names take again.
+    pub fn truncate(&mut self, len: usize) {
+        self.names.truncate(len);
+        self.numbers.truncate(len);
     }
 
     /// The name of class `number`, which `number` gave.

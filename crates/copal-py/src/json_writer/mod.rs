@@ -20,14 +20,13 @@ mod containers;
 mod objects;
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use copal_core::format::calendar::{days_from_civil, MICROS_PER_DAY};
 use copal_core::format::{is_decimal_text, TzInfo};
 use copal_core::text::json::grammar::{self, Tag};
 use copal_core::text::json::{float, push_i64, string};
-use copal_core::text::TextOut;
+use copal_core::text::{ClassNumbers, TextOut};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{
@@ -131,7 +130,7 @@ struct JsonWriter<'py> {
     form_classes: Vec<Py<PyType>>,
     /// The numbers of the class names written in the document so far, by name: two classes
     /// can have the same name, and then share its number.
-    class_numbers: HashMap<String, u64>,
+    class_numbers: ClassNumbers,
     /// The classes whose `number` is set, to forget at the start of a document.
     named: Vec<Rc<ClassName>>,
     keys: KeyCache,
@@ -153,7 +152,7 @@ impl<'py> JsonWriter<'py> {
             recent_forms: std::array::from_fn(|_| Form::Transcoded),
             next_recent: 0,
             form_classes: Vec::new(),
-            class_numbers: HashMap::new(),
+            class_numbers: ClassNumbers::default(),
             named: Vec::new(),
             keys: KeyCache::default(),
         }
@@ -163,7 +162,7 @@ impl<'py> JsonWriter<'py> {
         self.out.truncate(0);
         self.seen.clear();
         self.next_slot = 0;
-        self.class_numbers.clear();
+        self.class_numbers.truncate(0);
         for class in self.named.drain(..) {
             class.number.set(None);
         }

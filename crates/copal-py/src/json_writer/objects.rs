@@ -3,7 +3,6 @@
 //! objects' opening.
 
 use std::cell::{Cell, RefCell};
-use std::collections::hash_map::Entry;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -90,18 +89,17 @@ impl<'py> JsonWriter<'py> {
     /// A class not named yet in this document by way of this form: its name, or the number of
     /// another class of the same name.
     fn name_class(&mut self, class: &Rc<ClassName>) {
-        let next = self.class_numbers.len() as u64;
-        let number = match self.class_numbers.entry(class.name.clone()) {
-            Entry::Occupied(known) => {
-                push_u64(&mut self.out, *known.get());
-                *known.get()
+        let number = match self.class_numbers.number_or_new(&class.name) {
+            Ok(known) => {
+                push_u64(&mut self.out, known as u64);
+                known
             }
-            Entry::Vacant(new) => {
+            Err(new) => {
                 push_piece(&mut self.out, &class.quoted);
-                *new.insert(next)
+                new
             }
         };
-        class.number.set(Some(number));
+        class.number.set(Some(number as u64));
         self.named.push(Rc::clone(class));
     }
 

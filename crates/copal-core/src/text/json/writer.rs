@@ -7,7 +7,7 @@ use super::numbers::{float, push_i64, push_u64};
 use super::strings::{escaped_key, string};
 use crate::format::calendar::MICROS_PER_DAY;
 use crate::format::{is_decimal_text, tag, DecodeError, Reader, TzInfo, MAX_DAY, MIN_DAY};
-use crate::text::{bigint, clock, mapping, Positions, TableEntry, TextError};
+use crate::text::{bigint, clock, mapping, ClassNumbers, TableEntry, TextError};
 
 /// The JSON document of a stream body (docs/STREAM.md section 4), written straight from its
 /// bytes: no value tree is built, so writing allocates little beyond the output.
@@ -31,14 +31,14 @@ fn write_document(table: &[TableEntry], mut r: Reader<'_>) -> Result<String, Tex
     // Only values that back-references point to get a `"$id"`, and which those are is known
     // at the end: the first pass writes the document assuming there are none (the usual case)
     // and collects them; a second pass writes the ids if there were any.
-    let mut w = JsonWriter { out: String::with_capacity(body_len * 2 + 32), table, targets: HashSet::new(), found: HashSet::new(), slot: 0, in_base: false, mixed: HashSet::new(), classes: Vec::new(), class_positions: Positions::default() };
+    let mut w = JsonWriter { out: String::with_capacity(body_len * 2 + 32), table, targets: HashSet::new(), found: HashSet::new(), slot: 0, in_base: false, mixed: HashSet::new(), classes: ClassNumbers::default() };
     w.document(&mut r)?;
     r.expect_end()?;
     if w.found.is_empty() {
         return Ok(w.out);
     }
     let mut r = values;
-    let mut w = JsonWriter { out: String::with_capacity(w.out.len() + 32), table, targets: std::mem::take(&mut w.found), found: HashSet::new(), slot: 0, in_base: false, mixed: std::mem::take(&mut w.mixed), classes: Vec::new(), class_positions: Positions::default() };
+    let mut w = JsonWriter { out: String::with_capacity(w.out.len() + 32), table, targets: std::mem::take(&mut w.found), found: HashSet::new(), slot: 0, in_base: false, mixed: std::mem::take(&mut w.mixed), classes: ClassNumbers::default() };
     w.document(&mut r)?;
     Ok(w.out)
 }
@@ -58,8 +58,7 @@ struct JsonWriter<'a> {
     /// Offsets of dicts found to have a key that is not a string (see `dict`).
     mixed: HashSet<usize>,
     /// The class names written so far, by number (docs/TEXT_FORMATS.md section 2.1).
-    classes: Vec<&'a str>,
-    class_positions: Positions<&'a str>,
+    classes: ClassNumbers,
 }
 
 impl<'a> JsonWriter<'a> {
@@ -93,14 +92,10 @@ impl<'a> JsonWriter<'a> {
 
     /// A class name: its number if the document named it before, else the name, which takes
     /// the next number.
-    fn class_name(&mut self, name: &'a str) {
-        match self.class_positions.find(&self.classes, |known| *known == name, || name) {
-            Some(number) => push_u64(&mut self.out, number as u64),
-            None => {
-                self.classes.push(name);
-                self.class_positions.added(&self.classes, |name| *name);
-                string(&mut self.out, name);
-            }
+    fn class_name(&mut self, name: &str) {
+        match self.classes.number_or_new(name) {
+            Ok(number) => push_u64(&mut self.out, number as u64),
+            Err(_) => string(&mut self.out, name),
         }
     }
 
@@ -184,7 +179,6 @@ impl<'a> JsonWriter<'a> {
             // The classes named in the text taken back are named again, in the order of the
             // text that replaces it.
             self.classes.truncate(classes);
-            self.class_positions.truncate(classes);
         }
         self.open_memo(Tag::Dict);
         self.out.push('[');
