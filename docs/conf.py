@@ -82,9 +82,10 @@ smartquotes = False
 
 
 def _public_bases(app: object, name: str, obj: object, options: object, bases: list[type]) -> None:
-    """Keeps the bases a reader can use: "Bases: object" says nothing, and the Rust class behind
-    copal.Persistent (copal._core.PersistentBase) is not a public name."""
-    bases[:] = [base for base in bases if base is not object and base.__module__ != "copal._core"]
+    """Keeps the bases a reader can use: "Bases: object" says nothing, the Rust class behind
+    copal.Persistent (copal._core.PersistentBase) is not a public name, and the awaitable
+    methods of Database and Transaction (copal.aio) are documented on those classes."""
+    bases[:] = [base for base in bases if base is not object and base.__module__ not in ("copal._core", "copal.aio")]
 
 
 def setup(app: Any) -> None:

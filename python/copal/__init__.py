@@ -12,6 +12,7 @@ in Rust over the raw records.
 
 from .database import Database, init, open, upgrade
 from .errors import (
+    BlockingReadWarning,
     ConflictError,
     CopalError,
     CorruptRecordError,
@@ -55,6 +56,7 @@ __all__ = [
     "DatabaseNotEmpty",
     "ReadOnlyError",
     "StorageError",
+    "BlockingReadWarning",
     "ProgressBar",
     "dumps",
     "loads",

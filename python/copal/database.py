@@ -8,6 +8,7 @@ import threading
 from typing import Any, Callable, Iterable, TypeVar
 
 from . import _core
+from .aio import AsyncDatabase
 from .errors import ConflictError, SchemaError
 from .evolution import declared_removals
 from .indexes import declared_indexes
@@ -26,7 +27,7 @@ _log = logging.getLogger("copal")
 DEFAULT_CACHE_SIZE = 100_000
 
 
-class Database:
+class Database(AsyncDatabase):
     """An open copal database. Share one per process between threads.
 
     Made by :func:`copal.open`, which takes the same arguments. Close it with :meth:`close`,
@@ -81,9 +82,17 @@ class Database:
                 names = [p.name for p in tx.query(Person).where(city="Oslo")]
 
         Every transaction of a Database opened with ``readonly=True`` is read-only.
+
+        In a coroutine, use ``async with db.transaction() as tx:``: made while an event loop
+        runs, the transaction starts when it is entered, in a worker thread, so that the loop
+        never waits for it (docs/howto/async.md).
         """
         if self._closed:
             raise RuntimeError("the database is closed")
+        return Transaction(self, readonly or self.readonly)
+
+    def _connection(self) -> _core.Connection:
+        """A connection for a transaction that starts: an idle one of the pool, or a new one."""
         with self._lock:
             if self._pool:
                 conn = self._pool.pop()
@@ -92,12 +101,10 @@ class Database:
                 self._all.append(conn)
         try:
             self._sync_indexes(conn)
-            return Transaction(self, conn, readonly or self.readonly)
         except BaseException:
-            # Also when the transaction could not start (its snapshot failed): the connection
-            # goes back to the pool rather than being lost to it.
             self._release(conn)
             raise
+        return conn
 
     def _sync_indexes(self, conn: _core.Connection) -> None:
         # Before the transaction's snapshot is taken, so that its queries see complete indexes.
@@ -149,14 +156,19 @@ class Database:
             except ConflictError as conflict:
                 tx.abort()
                 attempt += 1
-                if attempt > retries:
-                    raise
-                with self._lock:
-                    self._retries += 1
-                _log.info("retry %d of %d of %s after a conflict: %s", attempt, retries, _name_of(work), conflict)
+                self._retry_after(conflict, attempt, retries, work)
             except BaseException:
                 tx.abort()
                 raise
+
+    def _retry_after(self, conflict: ConflictError, attempt: int, retries: int, work: Callable[..., Any]) -> None:
+        """Counts and logs the ``attempt``-th retry of ``work`` after ``conflict`` (:meth:`run`,
+        :meth:`arun`); raises the conflict when the ``retries`` are used up."""
+        if attempt > retries:
+            raise conflict
+        with self._lock:
+            self._retries += 1
+        _log.info("retry %d of %d of %s after a conflict: %s", attempt, retries, _name_of(work), conflict)
 
     def stats(self) -> dict[str, int]:
         """This Database object's counters since it was opened: records_read,
@@ -307,6 +319,7 @@ class Database:
             self._all.clear()
             self._store.close()
             self._closed = True
+        self._stop_start_threads()
 
     def _release(self, conn: _core.Connection) -> None:
         with self._lock:

@@ -24,6 +24,7 @@ __all__ = [
     "StorageError",
     "DatabaseNotEmpty",
     "ReadOnlyError",
+    "BlockingReadWarning",
 ]
 
 
@@ -124,5 +125,21 @@ class ReadOnlyError(CopalError):
     of a Database opened without ``readonly``."""
 
 
-# The binding raises these classes; it is handed them here and never imports this module.
+class BlockingReadWarning(RuntimeWarning):
+    """A transaction entered with ``async with`` on a PostgreSQL database read the store on the
+    event loop's thread: touching an object not loaded yet (a ghost), or a call without ``await``
+    (``tx.get``, ``query.first()``, ``for obj in query``). The read was made, and the loop
+    waited for its round trip to the server. Load what the coroutine touches with the awaitable
+    calls (``await tx.aload_closure(objects)``, ``await tx.aget(oid)``, ``await
+    query.aall()``, ``async for``), or make the warning an error to find such reads::
+
+        warnings.simplefilter("error", copal.BlockingReadWarning)
+
+    The embedded store never warns: a read there is a copy from memory-mapped pages, which
+    takes microseconds. See docs/howto/async.md.
+    """
+
+
+# The binding raises the error classes; it is handed them here (it takes the ones it names,
+# crates/copal-py/src/hooks.rs ERROR_NAMES) and never imports this module.
 _core.install_hooks(errors={name: globals()[name] for name in __all__})

@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Iterable, TypeVar
 
 from . import _core
+from .aio import AsyncTransaction, event_loop_running
 from .persistent import Persistent, PersistentDict
 from .query import Query
 
@@ -18,7 +19,7 @@ __all__ = ["Transaction"]
 T = TypeVar("T")
 
 
-class Transaction:
+class Transaction(AsyncTransaction):
     """A unit of work on a :class:`~copal.Database`; use it as a context manager.
 
     It reads one consistent snapshot of the database (it never sees part of another
@@ -52,19 +53,37 @@ class Transaction:
     transaction loaded or touched, and an abort turns only those (and the objects it changed)
     back into ghosts; other cached objects stay loaded.
 
+    A transaction made while an event loop runs (in a coroutine) starts when it is entered:
+    ``async with`` starts it in a worker thread, a plain ``with`` or its first use starts it
+    there and then. Its awaitable methods (:meth:`aget`, :meth:`acommit`, ...) run their work
+    in worker threads (docs/howto/async.md).
+
     Attributes:
         tid_seen: The number of the last transaction committed when this one began: the
             snapshot it reads. A later commit of another transaction is invisible to it.
         readonly: Whether this transaction refuses changes.
     """
 
-    def __init__(self, db: Database, conn: _core.Connection, readonly: bool = False) -> None:
+    def __init__(self, db: Database, readonly: bool = False) -> None:
         self._db = db
-        self._conn: _core.Connection = conn
-        # Active once its snapshot is taken: a transaction that could not begin holds nothing.
+        # Pending until it starts; active from then until its end.
+        self._pending = True
         self._active = False
         self.readonly = readonly
-        self.tid_seen: int = conn.begin(readonly)
+        if not event_loop_running():
+            self._start()
+
+    def _start(self) -> None:
+        """Takes a connection and begins the snapshot. A transaction that could not start holds
+        nothing: its connection goes back to the pool."""
+        self._pending = False
+        conn = self._db._connection()
+        try:
+            self.tid_seen: int = conn.begin(self.readonly)
+        except BaseException:
+            self._db._release(conn)
+            raise
+        self._conn: _core.Connection = conn
         self._active = True
 
     # -- reading ---------------------------------------------------------------------------
@@ -125,12 +144,15 @@ class Transaction:
 
     def abort(self) -> None:
         """Discards every change and ends the transaction."""
+        self._pending = False
         if self._active:
             self._end(aborted=True)
 
     # -- internals -------------------------------------------------------------------------
     def _check_active(self) -> None:
-        if not self._active:
+        if self._pending:
+            self._start()
+        elif not self._active:
             raise RuntimeError("this transaction has ended; start a new one with db.transaction()")
 
     def _end(self, aborted: bool) -> None:
@@ -156,6 +178,8 @@ class Transaction:
             )
 
     def __enter__(self) -> Transaction:
+        if self._pending:
+            self._start()
         return self
 
     def __exit__(

@@ -2,7 +2,9 @@
 //! it (`first`, `all`, `one`, `exists`, `count`, `oids`, iteration, `explain`) are calls into
 //! Rust, with no Python frame between the program and the engine: a point lookup,
 //! `tx.query(C).where(key=value).first()`, is the hot path of many applications. Conditions
-//! (`copal.Expr`, python/copal/query.py) carry the filter tree that queries take.
+//! (`copal.Expr`, python/copal/query.py) carry the filter tree that queries take. The
+//! awaitable forms (`afirst`, ..., `async for`) hand those same calls to the transaction, which
+//! runs them in a worker thread (python/copal/aio.py).
 
 use std::sync::{Mutex, PoisonError};
 
@@ -14,6 +16,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use crate::allocation::interned;
 use crate::connection::{Connection, ITERATION_BATCH};
 use crate::filter::{checked_path, Filter, FilterNode};
+use crate::list_builder::ListBuilder;
 use crate::query_scope::QueryScope;
 
 /// The stored objects of a class (subclasses included) that satisfy conditions.
@@ -88,6 +91,13 @@ impl QueryObject {
             mode,
         };
         crate::connection::run_query(conn, request)
+    }
+
+    /// `method` of this query run by the transaction in a worker thread: an awaitable
+    /// (`Transaction._in_thread`, python/copal/aio.py).
+    fn in_thread<'py>(slf: &Bound<'py, Self>, method: &str) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        slf.get().tx.bind(py).call_method1(interned!(py, "_in_thread")?, (slf.getattr(method)?,))
     }
 
     fn class_name(&self, py: Python<'_>) -> PyResult<String> {
@@ -244,6 +254,38 @@ impl QueryObject {
         Ok(Results { conn, batch: Mutex::new((first.unbind(), 0)), rest: Mutex::new(rest.into_iter()) })
     }
 
+    /// `await query.afirst()`: `first()`, run in a worker thread while the event loop goes on.
+    fn afirst<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        QueryObject::in_thread(slf, "first")
+    }
+
+    /// `await query.aall()`: `all()`, run in a worker thread while the event loop goes on.
+    fn aall<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        QueryObject::in_thread(slf, "all")
+    }
+
+    /// `await query.aone()`: `one()`, run in a worker thread while the event loop goes on.
+    fn aone<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        QueryObject::in_thread(slf, "one")
+    }
+
+    /// `await query.aexists()`: `exists()`, run in a worker thread while the event loop goes on.
+    fn aexists<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        QueryObject::in_thread(slf, "exists")
+    }
+
+    /// `await query.acount()`: `count()`, run in a worker thread while the event loop goes on.
+    fn acount<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        QueryObject::in_thread(slf, "count")
+    }
+
+    /// `async for obj in query`: the results, a batch at a time, each batch run and built in a
+    /// worker thread (`Transaction._aiter`, python/copal/aio.py).
+    fn __aiter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        slf.get().tx.bind(py).call_method1(interned!(py, "_aiter")?, (slf,))
+    }
+
     /// How the query will run: the index or scan the planner chose, then ordering and paging.
     fn explain(&self, py: Python<'_>) -> PyResult<String> {
         let access: String = self.run(py, "explain", None)?.extract()?;
@@ -302,13 +344,43 @@ impl Results {
                     return list.get_item(*position - 1).map(Some);
                 }
             }
-            let oids: Vec<u64> = self.rest.lock().unwrap_or_else(PoisonError::into_inner).by_ref().take(ITERATION_BATCH).collect();
-            if oids.is_empty() {
+            if !self.load_next(py)? {
                 return Ok(None);
             }
-            // Loading runs Python code (ghosts' classes): no lock is held meanwhile.
-            let loaded = self.conn.get().load_many(py, oids)?;
-            *self.batch.lock().unwrap_or_else(PoisonError::into_inner) = (loaded.unbind(), 0);
         }
+    }
+
+    /// The results of the current batch not consumed yet, or else the next batch, loaded; an
+    /// empty list at the end. `async for` takes one such list per step, in a worker thread.
+    fn next_batch<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        loop {
+            {
+                let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+                let (list, position) = &mut *batch;
+                let list = list.bind(py);
+                if *position < list.len() {
+                    let rest = list.get_slice(*position, list.len());
+                    *position = list.len();
+                    return Ok(rest);
+                }
+            }
+            if !self.load_next(py)? {
+                return ListBuilder::of(py, Vec::new());
+            }
+        }
+    }
+}
+
+impl Results {
+    /// Loads the next batch of results by id into `batch`; false when none is left.
+    fn load_next(&self, py: Python<'_>) -> PyResult<bool> {
+        let oids: Vec<u64> = self.rest.lock().unwrap_or_else(PoisonError::into_inner).by_ref().take(ITERATION_BATCH).collect();
+        if oids.is_empty() {
+            return Ok(false);
+        }
+        // Loading runs Python code (ghosts' classes): no lock is held meanwhile.
+        let loaded = self.conn.get().load_many(py, oids)?;
+        *self.batch.lock().unwrap_or_else(PoisonError::into_inner) = (loaded.unbind(), 0);
+        Ok(true)
     }
 }

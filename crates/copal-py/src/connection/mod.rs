@@ -73,6 +73,11 @@ pub struct Connection {
     loaded: AtomicUsize,
     cache_size: usize,
     me: Guarded<Option<Py<Connection>>>,
+    /// The thread of the event loop that runs the transaction (`PyThread_get_thread_ident`; 0
+    /// when none guards its reads), and what runs before each read of the store on that thread
+    /// (`guard_reads`). Reset when the transaction ends.
+    loop_thread: AtomicU64,
+    on_loop_read: Guarded<Option<Py<PyAny>>>,
 }
 
 impl Connection {
@@ -97,6 +102,8 @@ impl Connection {
             loaded: AtomicUsize::new(0),
             cache_size,
             me: Guarded::new(None),
+            loop_thread: AtomicU64::new(0),
+            on_loop_read: Guarded::new(None),
         }
     }
 
@@ -170,6 +177,7 @@ impl Connection {
     /// Runs `f` on the transaction's snapshot (or, outside a transaction, on a fresh one).
     /// `f` must not call Python code: the snapshot stays locked while it runs.
     fn with_snapshot<T>(&self, f: impl FnOnce(&Snapshot) -> PyResult<T>) -> PyResult<T> {
+        self.before_read()?;
         let current = self.snapshot.lock()?;
         match current.as_ref() {
             Some(snapshot) => f(snapshot),
@@ -180,6 +188,18 @@ impl Connection {
                 f(&snapshot)
             }
         }
+    }
+
+    /// Runs the `guard_reads` hook when the store is about to be read on the guarded thread.
+    fn before_read(&self) -> PyResult<()> {
+        let guarded = self.loop_thread.load(Ordering::Relaxed);
+        if guarded == 0 || guarded != current_thread() {
+            return Ok(());
+        }
+        Python::attach(|py| {
+            let hook = self.on_loop_read.lock()?.as_ref().map(|hook| hook.clone_ref(py));
+            hook.map_or(Ok(()), |hook| hook.call0(py).map(drop))
+        })
     }
 
     /// The store, while the connection is open.
@@ -279,7 +299,19 @@ impl Connection {
             }
         }
         self.readonly.store(false, Ordering::Relaxed);
+        self.loop_thread.store(0, Ordering::Relaxed);
+        self.on_loop_read.lock()?.take();
         self.snapshot.lock()?.take();
+        Ok(())
+    }
+
+    /// Until the running transaction ends, calls `hook()` before each read of the store made on
+    /// the calling thread, an event loop's (python/copal/aio.py): a read there holds the loop.
+    /// Reads made on other threads (the transaction's work handed to worker threads) do not
+    /// call it.
+    fn guard_reads(&self, hook: Py<PyAny>) -> PyResult<()> {
+        *self.on_loop_read.lock()? = Some(hook);
+        self.loop_thread.store(current_thread(), Ordering::Relaxed);
         Ok(())
     }
 
@@ -494,6 +526,7 @@ impl Connection {
 
     /// Drops the cache and the self-reference, so the connection and its objects can be freed.
     fn close(&self) -> PyResult<()> {
+        self.on_loop_read.lock()?.take();
         self.snapshot.lock()?.take();
         self.changed.lock()?.clear();
         self.added.lock()?.clear();
@@ -519,4 +552,11 @@ impl Connection {
     fn commit<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
         commit::commit(slf)
     }
+}
+
+/// The identity of the calling thread, as Python's `threading.get_ident()` gives it.
+fn current_thread() -> u64 {
+    // SAFETY: PyThread_get_thread_ident has no preconditions; it reads the calling thread's id.
+    // A C unsigned long: 64 bits on Linux and macOS, 32 on Windows.
+    unsafe { pyo3::ffi::PyThread_get_thread_ident() as u64 }
 }
