@@ -9,7 +9,9 @@ layout written from the document (values decoded by ``tests/reference_decoder.py
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -136,6 +138,48 @@ def test_archive_file_is_memory_mapped(tmp_path: Path, as_str: bool) -> None:
     archive = copal.Archive(str(path) if as_str else path)
     assert len(archive) == 1000 and archive[-1] == {"row": 999}
     assert archive[500:502] == [{"row": 500}, {"row": 501}]
+
+
+def test_a_mapped_file_cut_while_open_is_corrupt_not_a_crash(tmp_path: Path) -> None:
+    """Another process truncating a mapped archive file (more than 4 MiB: smaller ones are read
+    when opened): the next read is CorruptRecordError (without the size check it is a SIGBUS).
+    Run in a child process, where a crash cannot end the test run. A file that grows stays
+    readable."""
+    path = tmp_path / "rows.cpa"
+    path.write_bytes(copal.pack_many([{"row": i, "pad": "x" * 100} for i in range(50_000)]))
+    assert path.stat().st_size > 4 << 20
+    child = """
+import os, sys
+import copal
+archive = copal.Archive(sys.argv[1])
+assert archive[49999]["row"] == 49999
+with open(sys.argv[1], "ab") as grown:
+    grown.write(b"more")
+assert archive[49998]["row"] == 49998
+os.truncate(sys.argv[1], 4096)
+for read in (lambda: archive[49999], lambda: archive[0], lambda: archive[1:3], lambda: next(iter(archive))):
+    try:
+        read()
+    except copal.CorruptRecordError as error:
+        print(error)
+print("done")
+"""
+    done = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "done" and len(lines) == 5, done.stdout
+    for line in lines[:4]:
+        assert line.startswith("corrupt archive: its file was cut to 4096 bytes while it was open (it had "), line
+
+
+def test_a_small_file_is_read_when_opened(tmp_path: Path) -> None:
+    """An archive file of up to 4 MiB is read into memory when opened: cutting the file
+    afterwards changes nothing for the open archive."""
+    path = tmp_path / "rows.cpa"
+    path.write_bytes(copal.pack_many([{"row": i} for i in range(1000)]))
+    archive = copal.Archive(path)
+    os.truncate(path, 16)
+    assert archive[999] == {"row": 999} and archive[0:2] == [{"row": 0}, {"row": 1}]
 
 
 def test_compressed_archive_file(tmp_path: Path) -> None:

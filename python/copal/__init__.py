@@ -10,7 +10,7 @@ in Rust over the raw records.
 ...     tx.root["accounts"] = copal.PersistentList()
 """
 
-from .database import Database, init, open, upgrade
+from .database import Database, compact, init, open, upgrade
 from .errors import (
     BlockingReadWarning,
     ConflictError,
@@ -35,6 +35,7 @@ __all__ = [
     "open",
     "init",
     "upgrade",
+    "compact",
     "Database",
     "Transaction",
     "Query",

@@ -41,21 +41,26 @@ def _is_url(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
-def _open(path: str, *, create: bool = False, readonly: bool = False) -> Database:
+def _open(path: str, *, create: bool = False, readonly: bool = False, check_pages: bool | None = None) -> Database:
     """Opens the database at `path`; a directory that holds none (missing, or without LMDB's
     data file) is an error unless the command creates databases (``copal import``), so that a
     typo does not create one. Commands that only read open an embedded store `readonly`, so
-    that they work on read-only media and cannot write."""
+    that they work on read-only media and cannot write; `check_pages` is passed to an embedded
+    store (see copal.open)."""
     import copal
 
-    if not create and not _is_url(path) and not os.path.isfile(os.path.join(path, "data.mdb")):
+    if _is_url(path):
+        return copal.open(path, progress=copal.ProgressBar())
+    if not create and not os.path.isfile(os.path.join(path, "data.mdb")):
         raise CommandError(f"no database at {path}")
-    return copal.open(path, progress=copal.ProgressBar(), readonly=readonly and not _is_url(path))
+    return copal.open(path, progress=copal.ProgressBar(), readonly=readonly, check_pages=check_pages)
 
 
-def _on_database(path: str, work: Callable[[Database], T], *, create: bool = False, readonly: bool = False) -> T:
+def _on_database(
+    path: str, work: Callable[[Database], T], *, create: bool = False, readonly: bool = False, check_pages: bool | None = None
+) -> T:
     """Opens the database at `path`, runs `work` on it and closes it."""
-    db = _open(path, create=create, readonly=readonly)
+    db = _open(path, create=create, readonly=readonly, check_pages=check_pages)
     try:
         return work(db)
     finally:
@@ -328,10 +333,12 @@ def _verify(args: argparse.Namespace) -> int:
     from .errors import CorruptRecordError
 
     try:
-        report = _on_database(args.db, lambda db: db.verify(), readonly=True)
+        # The pages of an embedded store are checked before LMDB reads any (copal.open's
+        # check_pages), whatever the size of its file.
+        report = _on_database(args.db, lambda db: db.verify(), readonly=True, check_pages=True)
     except CorruptRecordError as damaged:
-        # A store too damaged to open (a table or its root missing) is what verify looks for:
-        # a problem found, reported as the others are.
+        # A store too damaged to open (damaged pages, a table or its root missing) is what verify
+        # looks for: a problem found, reported as the others are.
         report = {"problems": [str(damaged)]}
     if args.json:
         _print_json(report)
@@ -472,6 +479,22 @@ def _upgrade(args: argparse.Namespace) -> int:
             print(f"  {step}")
     else:
         print(f"{report['location']} is at layout version {report['to_version']}: nothing to do")
+    return EXIT_OK
+
+
+def _compact(args: argparse.Namespace) -> int:
+    import copal
+
+    if _is_url(args.db):
+        raise UsageError("compact applies to the embedded store; PostgreSQL reclaims space with VACUUM")
+    if not os.path.isfile(os.path.join(args.db, "data.mdb")):
+        raise CommandError(f"no database at {args.db}")
+    report = copal.compact(args.db)
+    if args.json:
+        _print_json(report)
+    else:
+        before, after = report["size_before"], report["size_after"]
+        print(f"compacted {report['location']}: {before:,} bytes to {after:,} ({before - after:,} freed)")
     return EXIT_OK
 
 
@@ -655,6 +678,17 @@ def build_parser() -> argparse.ArgumentParser:
         "stop the programs of the older copal first (their next commit fails instead of writing). "
         "An embedded database is migrated by its first open; upgrade reports what that did.",
     )
+    _command(
+        commands,
+        "compact",
+        "shrink an embedded database's file to the pages in use, in place",
+        "copal compact bank.copal",
+        description="Rewrites the data file without its free pages (an LMDB file never shrinks; it "
+        "grows while transactions stay open, docs/howto/tune.md). Refused while any process has the "
+        "database open, since that process would go on using the old file and lose its commits; a "
+        "process that opens the database meanwhile waits until compaction is done. The file is "
+        "checked first, as copal verify checks its pages, and needs free space for its compacted copy.",
+    )
     return parser
 
 
@@ -671,6 +705,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": _import,
     "init": _init,
     "upgrade": _upgrade,
+    "compact": _compact,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any, Callable, Iterable, TypeVar
 
 from . import _core
@@ -18,13 +19,21 @@ from .serialize import Compression, _compression
 from .transaction import Transaction
 from .transfer import ExportFormat, Target, opened
 
-__all__ = ["Database", "open", "init", "upgrade"]
+__all__ = ["Database", "open", "init", "upgrade", "compact"]
 
 R = TypeVar("R")
 
 _log = logging.getLogger("copal")
 
 DEFAULT_CACHE_SIZE = 100_000
+#: Seconds a transaction may stay open before it is logged (``long_transaction_warning``).
+DEFAULT_LONG_TRANSACTION = 60.0
+
+_LONG_TRANSACTIONS = (
+    "While a transaction is open, what later commits replace cannot be reused (the pages of the "
+    "embedded store's file, PostgreSQL's row versions), so the database grows: end transactions "
+    "sooner, or raise long_transaction_warning (docs/howto/tune.md)"
+)
 
 
 class Database(AsyncDatabase):
@@ -49,9 +58,14 @@ class Database(AsyncDatabase):
         max_connections: int | None = None,
         pool_timeout: float | None = None,
         readonly: bool = False,
+        check_pages: bool | None = None,
+        long_transaction_warning: float | None = DEFAULT_LONG_TRANSACTION,
     ) -> None:
         self.path = os.fspath(path)
-        for name, given in (("map_size", map_size is not None), ("readonly", readonly)):
+        if long_transaction_warning is not None and not long_transaction_warning > 0:
+            raise ValueError(f"long_transaction_warning must be seconds > 0 or None, not {long_transaction_warning!r}")
+        embedded_only = (("map_size", map_size is not None), ("readonly", readonly), ("check_pages", check_pages is not None))
+        for name, given in embedded_only:
             if given and _is_postgresql_url(self.path):
                 raise ValueError(f"{name} applies to the embedded store only, not to a PostgreSQL database")
         for name, value in (("max_connections", max_connections), ("pool_timeout", pool_timeout)):
@@ -61,8 +75,13 @@ class Database(AsyncDatabase):
             raise ValueError(f"max_connections must be at least 1, not {max_connections}")
         self.cache_size = cache_size
         self._progress: Progress = progress if progress is not None else ProgressBar()
-        self._store = _core.Store(self.path, map_size, durable, max_connections, pool_timeout, readonly)
+        self._store = _core.Store(self.path, map_size, durable, max_connections, pool_timeout, readonly, check_pages)
         self.readonly = readonly
+        self.long_transaction_warning = long_transaction_warning
+        # The transactions running, by id: when each began (time.monotonic()) and whether it
+        # was reported as long while it ran. Ids only: a dropped transaction must stay
+        # collectable, to be aborted by its __del__.
+        self._running: dict[int, tuple[float, bool]] = {}
         self._pool: list[_core.Connection] = []
         self._all: list[_core.Connection] = []
         self._lock = threading.Lock()
@@ -326,6 +345,31 @@ class Database(AsyncDatabase):
             if not self._closed:
                 self._pool.append(conn)
 
+    def _began(self, tx: Transaction, at: float) -> None:
+        with self._lock:
+            self._running[id(tx)] = (at, False)
+
+    def _ended(self, tx: Transaction, committed: bool) -> None:
+        """Logs the transaction ``tx`` that just ended if it ran longer than
+        ``long_transaction_warning``, and after a commit the transactions still running that
+        have by now (each once while it runs)."""
+        now = time.monotonic()
+        limit = self.long_transaction_warning
+        with self._lock:
+            began, _ = self._running.pop(id(tx))
+            still_running = []
+            if committed and limit is not None:
+                for key, (since, reported) in self._running.items():
+                    if not reported and now - since > limit:
+                        self._running[key] = (since, True)
+                        still_running.append(now - since)
+        if limit is None:
+            return
+        if now - began > limit:
+            _log.warning("a transaction was open for %.1f s (its snapshot: tid %d). %s", now - began, tx.tid_seen, _LONG_TRANSACTIONS)
+        for seconds in still_running:
+            _log.warning("a transaction of this process has been open for %.1f s and still runs. %s", seconds, _LONG_TRANSACTIONS)
+
     # Testing and repair hooks (documented in docs/ARCHITECTURE.md; not part of the stable API).
     def _debug_raw_record(self, oid: int) -> bytes | None:
         record: bytes | None = self._store.raw_record(oid)
@@ -373,6 +417,8 @@ def open(
     max_connections: int | None = None,
     pool_timeout: float | None = None,
     readonly: bool = False,
+    check_pages: bool | None = None,
+    long_transaction_warning: float | None = DEFAULT_LONG_TRANSACTION,
 ) -> Database:
     """Opens (creating if absent) the embedded database in directory ``path``, or the database
     on a PostgreSQL server when ``path`` is a ``postgresql://`` (or ``postgres://``) URL: copal's
@@ -413,14 +459,28 @@ def open(
             :class:`~copal.ReadOnlyError`), and declared indexes the database lacks are not
             built. LMDB still records its readers in ``lock.mdb`` where it can write it; on a
             read-only file system it does without.
+        check_pages: embedded store only: reads every page of the database's trees with
+            ordinary file reads before LMDB reads them through its memory map, so that a damaged
+            file (flipped bytes from a failing disk, a bad copy) raises CorruptRecordError
+            instead of crashing the process. ``None`` (default) checks files up to 16 MiB
+            (a few milliseconds for the largest), ``True`` any file, ``False`` none. ``copal verify``
+            always checks.
+        long_transaction_warning: seconds after which a transaction is reported as long, on the
+            ``copal`` logger at WARNING level: when it ends, and at the first commit of another
+            transaction of this Database after that time while it is still open. An open
+            transaction keeps what later commits replace from being reused, so the database
+            grows (see docs/howto/tune.md). ``None`` reports none.
 
     Raises:
         StorageError: the directory or the server cannot be used; the directory is open in this
             process with other ``durable`` or ``map_size``; no PostgreSQL connection was free
             within ``pool_timeout``; ``readonly`` and the directory holds no database.
         ReadOnlyError: something was to be written through a Database opened ``readonly``.
-        ValueError: ``map_size`` or ``readonly`` given for a PostgreSQL database, ``max_connections`` or
-            ``pool_timeout`` for the embedded store, or out of range.
+        CorruptRecordError: the database is damaged (``check_pages``, or a table it needs is
+            missing).
+        ValueError: ``map_size``, ``readonly`` or ``check_pages`` given for a PostgreSQL
+            database, ``max_connections`` or ``pool_timeout`` for the embedded store, or out of
+            range (as ``long_transaction_warning``).
 
     >>> db = copal.open("bank.copal")   # doctest: +SKIP
     >>> db = copal.open("postgresql://app@db.internal/bank")   # doctest: +SKIP
@@ -434,6 +494,8 @@ def open(
         max_connections=max_connections,
         pool_timeout=pool_timeout,
         readonly=readonly,
+        check_pages=check_pages,
+        long_transaction_warning=long_transaction_warning,
     )
 
 
@@ -480,4 +542,33 @@ def upgrade(location: str | os.PathLike[str]) -> dict[str, Any]:
     {'location': 'postgresql://admin@db.internal/bank', 'from_version': 1, 'to_version': 2, ...}
     """
     report: dict[str, Any] = _core.Store.upgrade(os.fspath(location))
+    return report
+
+
+def compact(location: str | os.PathLike[str]) -> dict[str, Any]:
+    """Rewrites the embedded database in directory ``location`` without its free pages, in
+    place, so that its file shrinks: an LMDB file never shrinks by itself, and grows while
+    transactions stay open (docs/howto/tune.md). See ``copal compact``.
+
+    The database must not be open anywhere: replacing its file under a process that has it open
+    would lose that process's commits, so compaction is refused while any process (this one
+    included) has it open, and a process that opens it during the compaction waits until it is
+    done. The file is checked first (as ``copal verify`` checks pages): a damaged one is left
+    as it is. It needs free space for the compacted copy, which is written beside the file and
+    renamed over it.
+
+    Returns:
+        dict: ``location`` (the directory), ``size_before`` and ``size_after`` (of the data
+        file, in bytes).
+
+    Raises:
+        StorageError: another process (or a Database of this one) has the database open, there
+            is no database at ``location``, it is a PostgreSQL URL (VACUUM reclaims space
+            there), or the copy failed (nothing was changed).
+        CorruptRecordError: the database's file is damaged.
+
+    >>> copal.compact("bank.copal")   # doctest: +SKIP
+    {'location': '/srv/bank.copal', 'size_before': 54329344, 'size_after': 827392}
+    """
+    report: dict[str, Any] = _core.Store.compact(os.fspath(location))
     return report

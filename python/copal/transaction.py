@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Iterable, TypeVar
@@ -83,6 +84,13 @@ class Transaction(AsyncTransaction):
         except BaseException:
             self._db._release(conn)
             raise
+        try:
+            self._db._began(self, time.monotonic())
+        except BaseException:
+            # Not begun after all: its snapshot is let go before the error propagates.
+            conn.end(True)
+            self._db._release(conn)
+            raise
         self._conn: _core.Connection = conn
         self._active = True
 
@@ -161,6 +169,7 @@ class Transaction(AsyncTransaction):
             self._conn.end(aborted)
         finally:
             self._db._release(self._conn)
+            self._db._ended(self, committed=not aborted)
 
     def __del__(self) -> None:
         # A transaction dropped before its end would hold its snapshot (an LMDB reader slot, a

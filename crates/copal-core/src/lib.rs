@@ -9,4 +9,4 @@ pub mod stream;
 pub mod text;
 
 pub use format::{DecodeError, Descriptor, Oid, Value};
-pub use store::{Commit, Snapshot, Store, StoreError, StoreOptions, StoreStats};
+pub use store::{Commit, PageCheck, Snapshot, Store, StoreError, StoreOptions, StoreStats};

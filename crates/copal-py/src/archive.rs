@@ -62,9 +62,63 @@ enum Data {
     /// An uncompressed archive given as bytes: the section is a range of them.
     Bytes(Py<PyBytes>),
     /// An uncompressed archive file, memory-mapped read-only: pages are read when touched.
-    Mapped { buffer: PyBuffer<u8>, _map: Py<PyAny> },
+    Mapped { buffer: PyBuffer<u8>, _map: Py<PyAny>, file: MappedFile },
     /// The decompressed section of a compressed archive.
     Owned(Vec<u8>),
+}
+
+/// Archive files up to this size are read into memory when opened rather than mapped: a read
+/// of the whole file costs less than the check of a mapped file's size before every value
+/// (an `fstat`, about 0.5 µs, twice the decoding of a small value), and a file cut meanwhile
+/// cannot harm a copy.
+const READ_WHOLE_UP_TO: u64 = 4 << 20;
+
+/// The file behind a mapping, for the check of its size before each read.
+///
+/// A page of the mapping past the end of a file that another process truncated is not an
+/// error but a SIGBUS that kills the process. So each read first compares the size of the file
+/// (fstat on a duplicate of the descriptor the map was made from: the same file, even if
+/// its path now names another) with the mapping's; a file cut while a value is being decoded
+/// still faults. Windows refuses to truncate a mapped file, so there is nothing to check.
+struct MappedFile {
+    #[cfg(unix)]
+    file: std::fs::File,
+}
+
+impl MappedFile {
+    /// The file open as descriptor `fd` (which the caller keeps open during the call).
+    fn new(fd: i32) -> PyResult<MappedFile> {
+        #[cfg(unix)]
+        {
+            use std::os::fd::BorrowedFd;
+            // SAFETY: `fd` is open for the duration of this call (the caller's file object
+            // holds it), and the borrow ends with the duplicate made from it.
+            let owned = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+            Ok(MappedFile { file: std::fs::File::from(owned) })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = fd;
+            Ok(MappedFile {})
+        }
+    }
+
+    /// Fails with CorruptRecordError when the file is now shorter than the `mapped` bytes.
+    fn check(&self, mapped: usize) -> PyResult<()> {
+        #[cfg(unix)]
+        {
+            let size = self.file.metadata()?.len();
+            if size < mapped as u64 {
+                return Err(CorruptRecordError::new_err(format!(
+                    "corrupt archive: its file was cut to {size} bytes while it was open (it had {mapped}): \
+                     values can no longer be read from it"
+                )));
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = mapped;
+        Ok(())
+    }
 }
 
 /// The values of an archive written by ``copal.pack_many``, read one at a time.
@@ -76,14 +130,17 @@ enum Data {
 ///
 /// Args:
 ///     source: The archive as bytes (bytearray and memoryview are copied), or the path of an
-///         archive file. An uncompressed file is memory-mapped read-only and its pages are read
-///         when touched; a compressed archive is decompressed as a whole when opened.
+///         archive file. An uncompressed file of more than 4 MiB is memory-mapped read-only and
+///         its pages are read when touched (each read first checks that the file was not cut
+///         meanwhile); a smaller one is read when opened; a compressed archive is decompressed
+///         as a whole when opened.
 ///     max_size: The most bytes a compressed archive may inflate to (``copal.serialize.
 ///         DEFAULT_MAX_SIZE``, 256 MiB, by default).
 ///
 /// Raises:
 ///     CorruptRecordError: The archive is malformed (checked when opened for its header,
-///         descriptor table and index bounds, and when a value is read for that value).
+///         descriptor table and index bounds, and when a value is read for that value), or its
+///         file was truncated while it was open (checked before each read).
 ///     SchemaError: A value names a class that is not imported or may not be rebuilt.
 ///
 /// Example:
@@ -110,6 +167,9 @@ impl Archive {
     }
 
     fn get<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Bound<'py, PyAny>> {
+        if let Data::Mapped { buffer, file, .. } = &self.data {
+            file.check(buffer.len_bytes())?;
+        }
         let section = self.bytes(py);
         let range = self.index.value_range(section, k).map_err(|e| CorruptRecordError::new_err(e.to_string()))?;
         let resolver = StreamResolver::new(self.registry.bind(py).clone(), &self.entries);
@@ -147,7 +207,8 @@ fn bytes_of<'a>(data: &'a Data, py: Python<'a>) -> &'a [u8] {
         // SAFETY: the buffer is a read-only mapping held (with its mmap object) as long as
         // `data`, so the pointer stays valid for `len_bytes` bytes; it is C-contiguous
         // (checked in `new`). Another process truncating the file while it is mapped would
-        // fault on access, as with any memory-mapped file (LMDB has the same rule).
+        // fault on access to the pages cut off: reads check the file's size first
+        // (`MappedFile`).
         Data::Mapped { buffer, .. } => unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const u8, buffer.len_bytes()) },
         Data::Owned(section) => section,
     }
@@ -166,23 +227,29 @@ impl Archive {
             let file = py.import(interned!(py, "builtins")?)?.call_method1(interned!(py, "open")?, (source, interned!(py, "rb")?, 0))?;
             // Unbuffered: only its descriptor is used. The mapping keeps its own handle of the
             // file, so the file is closed once it is made (or failed to be).
-            let map = (|| {
+            let data = (|| {
                 let fileno = file.call_method0(interned!(py, "fileno")?)?;
                 let stat = py.import(interned!(py, "os")?)?.call_method1(interned!(py, "fstat")?, (&fileno,))?;
-                if stat.getattr(interned!(py, "st_size")?)?.extract::<u64>()? == 0 {
+                let size = stat.getattr(interned!(py, "st_size")?)?.extract::<u64>()?;
+                if size == 0 {
                     return Err(CorruptRecordError::new_err("corrupt archive: the file is empty"));
+                }
+                if size <= READ_WHOLE_UP_TO {
+                    // Read at once: no mapping, so nothing to check before each read.
+                    return Ok(Data::Bytes(file.call_method0(interned!(py, "read")?)?.cast_into::<PyBytes>()?.unbind()));
                 }
                 let kwargs = allocation::dict(py)?;
                 kwargs.set_item(interned!(py, "access")?, mmap.getattr(interned!(py, "ACCESS_READ")?)?)?;
-                mmap.getattr(interned!(py, "mmap")?)?.call((fileno, 0), Some(&kwargs))
+                let map = mmap.getattr(interned!(py, "mmap")?)?.call((&fileno, 0), Some(&kwargs))?;
+                let mapped = MappedFile::new(fileno.extract()?)?;
+                let buffer = PyBuffer::<u8>::get(&map)?;
+                if !buffer.is_c_contiguous() {
+                    return Err(PyTypeError::new_err("the memory map is not contiguous"));
+                }
+                Ok(Data::Mapped { buffer, _map: map.unbind(), file: mapped })
             })();
             file.call_method0(interned!(py, "close")?)?;
-            let map = map?;
-            let buffer = PyBuffer::<u8>::get(&map)?;
-            if !buffer.is_c_contiguous() {
-                return Err(PyTypeError::new_err("the memory map is not contiguous"));
-            }
-            Data::Mapped { buffer, _map: map.unbind() }
+            data?
         } else if let Ok(buffer) = PyBuffer::<u8>::get(source) {
             // A mutable buffer (bytearray, memoryview) is copied: Python code running during
             // decoding (hashes of keys) could otherwise change the bytes being decoded.

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 
 use copal_core::store::{MigrationReport, StoreStats};
-use copal_core::{Snapshot, StoreOptions};
+use copal_core::{PageCheck, Snapshot, StoreOptions};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -49,7 +49,8 @@ pub struct Store {
 #[pymethods]
 impl Store {
     #[new]
-    #[pyo3(signature = (path, map_size=None, durable=true, max_connections=None, pool_timeout=None, readonly=false))]
+    #[pyo3(signature = (path, map_size=None, durable=true, max_connections=None, pool_timeout=None, readonly=false, check_pages=None))]
+    #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
         path: String,
@@ -58,8 +59,14 @@ impl Store {
         max_connections: Option<usize>,
         pool_timeout: Option<f64>,
         readonly: bool,
+        check_pages: Option<bool>,
     ) -> PyResult<Self> {
-        let mut options = StoreOptions { durable, read_only: readonly, ..StoreOptions::default() };
+        let check_pages = match check_pages {
+            None => PageCheck::Small,
+            Some(true) => PageCheck::Always,
+            Some(false) => PageCheck::Never,
+        };
+        let mut options = StoreOptions { durable, read_only: readonly, check_pages, ..StoreOptions::default() };
         if let Some(size) = map_size {
             options.map_size = size;
         }
@@ -87,6 +94,18 @@ impl Store {
     fn upgrade<'py>(py: Python<'py>, location: String) -> PyResult<Bound<'py, PyDict>> {
         let report = py.detach(|| copal_core::Store::upgrade(&location)).py_err()?;
         migration_report(py, &report)
+    }
+
+    /// Rewrites the embedded database in directory `location` without its free pages (`copal
+    /// compact`): a dict with its `location`, `size_before` and `size_after`.
+    #[staticmethod]
+    fn compact<'py>(py: Python<'py>, location: String) -> PyResult<Bound<'py, PyDict>> {
+        let report = py.detach(|| copal_core::Store::compact(&location)).py_err()?;
+        let out = allocation::dict(py)?;
+        set_item(&out, "location", &report.location)?;
+        set_item(&out, "size_before", report.size_before)?;
+        set_item(&out, "size_after", report.size_after)?;
+        Ok(out)
     }
 
     /// A new connection (identity map + snapshot) on this store; `registry` maps type names to

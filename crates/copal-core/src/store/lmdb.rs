@@ -31,6 +31,8 @@ use super::{read_u32_key, read_u64_key, Backend, DescriptorTable, IdVisitor, Set
 use crate::format::{oid_class, ClassNo, Oid};
 
 use record_tables::{record_table_name, too_many_classes, RecordTables, MAX_RECORD_TABLES};
+pub use compaction::CompactReport;
+pub use options::{PageCheck, StoreOptions};
 pub(crate) use data_file::DATA_FILE;
 use map_users::{MapUse, MapUsers};
 use table_names::FIXED_TABLES;
@@ -43,55 +45,6 @@ const META_FORMAT: &[u8] = b"format";
 /// Format 2: one record table per class. Format 1 (one shared `records` table) is migrated.
 pub(crate) const STORE_FORMAT: u32 = 2;
 const SHARED_RECORDS_FORMAT: u32 = 1;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoreOptions {
-    /// Address space reserved for the map. The file itself only grows as data is written, so the
-    /// default reserves a terabyte of virtual memory and the database never has to be resized.
-    pub map_size: usize,
-    pub max_readers: u32,
-    /// fsync at every commit (LMDB's default). Without it a machine crash may lose the last
-    /// commits, but never corrupts the database.
-    pub durable: bool,
-    /// How many commits the commit log keeps for cache invalidation; a connection that falls
-    /// further behind drops its whole cache.
-    pub log_retention: u64,
-    /// A PostgreSQL store's connections: how many may be open at once, how long a transaction
-    /// waits for one. Unused by the embedded store.
-    pub pool: super::PoolLimits,
-    /// Opens an existing embedded store for reading only (LMDB's MDB_RDONLY): nothing is created
-    /// or written, so it opens on read-only media, and every commit fails with
-    /// `StoreError::ReadOnly`.
-    pub read_only: bool,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        StoreOptions { map_size: 1 << 40, max_readers: 1022, durable: true, log_retention: 100_000, pool: Default::default(), read_only: false }
-    }
-}
-
-fn python_bool(value: bool) -> String {
-    if value { "True" } else { "False" }.to_owned()
-}
-
-impl StoreOptions {
-    /// The first option whose value differs between `self` and `other`: its name and both
-    /// values.
-    fn first_difference(&self, other: &StoreOptions) -> Option<(&'static str, String, String)> {
-        // `pool` is PostgreSQL's only: an embedded store has no connections to limit.
-        let StoreOptions { map_size, max_readers, durable, log_retention, pool: _, read_only } = self;
-        let pairs = [
-            ("map_size", map_size.to_string(), other.map_size.to_string()),
-            ("max_readers", max_readers.to_string(), other.max_readers.to_string()),
-            // Spelled as the Python argument is (`copal.open(path, durable=False)`).
-            ("durable", python_bool(*durable), python_bool(other.durable)),
-            ("log_retention", log_retention.to_string(), other.log_retention.to_string()),
-            ("readonly", python_bool(*read_only), python_bool(other.read_only)),
-        ];
-        pairs.into_iter().find(|(_, mine, theirs)| mine != theirs)
-    }
-}
 
 /// The fixed table handles of an environment. Handles are plain numbers, so read and write
 /// transactions carry their own copy.
@@ -183,7 +136,8 @@ impl LmdbBackend {
     fn open(path: &Path, options: &StoreOptions) -> Result<LmdbBackend, StoreError> {
         // LMDB maps the file and trusts its meta pages: a file shorter than they say faults
         // (SIGBUS) on the first read past its end.
-        data_file::check_length(&path.join(DATA_FILE))?;
+        let data = path.join(DATA_FILE);
+        data_file::check_length(&data)?;
         let mut env_options = EnvOpenOptions::new().read_txn_without_tls();
         // One more than the tables of format 2, for the shared table of a format-1 store.
         let max_dbs = (FIXED_TABLES.len() + MAX_RECORD_TABLES + 1) as u32;
@@ -198,10 +152,34 @@ impl LmdbBackend {
         // SAFETY: NO_SYNC only changes when LMDB calls fsync, and READ_ONLY refuses write
         // transactions; neither affects memory safety.
         unsafe { env_options.flags(flags) };
-        // SAFETY: copal is the only writer of this directory's files, always through LMDB's own
-        // locking; nothing truncates or rewrites the map behind LMDB's back.
-        let env = unsafe { env_options.open(path) }?;
+        let env = loop {
+            let before = file_identity(&data);
+            // SAFETY: copal is the only writer of this directory's files, always through LMDB's
+            // own locking; nothing truncates or rewrites the map behind LMDB's back (compaction
+            // replaces the file while no process has it open).
+            let env = unsafe { env_options.open(path) }?;
+            // A read-only open opens the data file before it waits for LMDB's lock, which a
+            // compaction holds while it replaces the file (`compaction`): the file opened may
+            // be the one replaced.
+            if !options.read_only || file_identity(&data) == before {
+                break env;
+            }
+            env.prepare_for_closing().wait();
+        };
         env.clear_stale_readers()?;
+        // Before any table is opened, which reads pages through the map; the read transaction
+        // keeps the snapshots walked from being overwritten by other processes' commits.
+        if options.check_pages.applies_to(&data) {
+            let _pin = loop {
+                match env.read_txn() {
+                    // SAFETY: no transaction of this environment runs, and none begins meanwhile
+                    // (it is not published to `open_stores` yet).
+                    Err(heed::Error::Mdb(heed::MdbError::MapResized)) => unsafe { env.resize(0) }?,
+                    begun => break begun?,
+                }
+            };
+            page_walk::check(&data)?;
+        }
         let (tables, records, found_format) =
             if options.read_only { Self::read_tables(&env, path)? } else { Self::prepare_tables(&env, path)? };
         Ok(LmdbBackend {
@@ -234,6 +212,13 @@ impl LmdbBackend {
         &self.env
     }
 
+    /// Walks the data file's pages (`page_walk`) while a read transaction keeps the snapshots
+    /// it reads from being overwritten.
+    pub(crate) fn check_pages(&self) -> Result<page_walk::WalkSummary, StoreError> {
+        let (_user, _pin) = self.map_users.begin(&self.env, || self.env.read_txn())?;
+        page_walk::check(&self.path.join(DATA_FILE))
+    }
+
     pub(crate) fn disk_size(&self) -> Result<u64, StoreError> {
         Ok(self.env.real_disk_size()?)
     }
@@ -261,6 +246,20 @@ impl LmdbBackend {
         txn.commit()?;
         self.publish(Arc::new(records));
         Ok(())
+    }
+}
+
+/// The device and inode of `file` (None where unknown), to tell when it was replaced.
+fn file_identity(file: &Path) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(file).ok().map(|meta| (meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        None
     }
 }
 
@@ -701,9 +700,12 @@ impl DescriptorTable for LmdbWrite<'_> {
     }
 }
 
+mod compaction;
 mod data_file;
 mod map_users;
 mod open_tables;
+mod options;
+mod page_walk;
 mod record_tables;
 mod table_names;
 #[cfg(test)]

@@ -41,7 +41,7 @@ pub use commit::Commit;
 pub use error::StoreError;
 pub use index::{entry_oid, prefix_end, stale_indexes, DeclaredIndex, FieldDefault, IndexDef, RemovedIndex};
 pub use inspect::RecordSummary;
-pub use lmdb::StoreOptions;
+pub use lmdb::{CompactReport, PageCheck, StoreOptions};
 pub use pg_pool::PoolLimits;
 pub use schema::{DescriptorUse, RemovedValues, SchemaGcReport, SchemaSummary};
 pub use setup::MigrationReport;

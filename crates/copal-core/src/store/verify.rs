@@ -57,16 +57,19 @@ impl Store {
     /// has that one problem reported, since nothing else of it reads.
     pub fn verify(self: &Arc<Self>) -> Result<VerifyReport, StoreError> {
         let mut report = VerifyReport::default();
-        // The embedded store's tables are checked when it opens (`lmdb::table_names`); an open
-        // PostgreSQL database can lose a table to anyone's DROP TABLE.
-        if let Backend::Postgres(pg) = &self.backend {
-            match pg.check_tables() {
-                Err(damaged @ StoreError::Damaged { .. }) => {
-                    report.problem(damaged.to_string());
-                    return Ok(report);
-                }
-                other => other?,
+        // The embedded store's pages are walked before anything reads them through LMDB's map
+        // (`lmdb::page_walk`), and its tables are checked when it opens (`lmdb::table_names`);
+        // an open PostgreSQL database can lose a table to anyone's DROP TABLE.
+        let structure = match &self.backend {
+            Backend::Lmdb(lmdb) => lmdb.check_pages().map(drop),
+            Backend::Postgres(pg) => pg.check_tables(),
+        };
+        match structure {
+            Err(damaged @ StoreError::Damaged { .. }) => {
+                report.problem(damaged.to_string());
+                return Ok(report);
             }
+            other => other?,
         }
         let snapshot = Snapshot::new(self)?;
         snapshot.all_descriptors()?;
