@@ -16,6 +16,7 @@ PACKAGE = ROOT / "python" / "copal"
 EXAMPLE_DIRECTORIES = {
     "sertest": [],
     "bank": [],
+    "fastapi_shop": [],
     "migration/v1": [],
     "migration/v2": [],
     "zodb_to_copal": ["--allow-subclassing-any"],
