@@ -12,6 +12,8 @@ Entry point: :func:`main` (``copal bench``, ``python benchmarks/whitepaper.py``)
 ``--suite codecs`` the serialization seed experiments (:mod:`copal.bench.codec_report`),
 ``--suite oo7`` the OO7 benchmark against ZODB (:mod:`copal.bench.oo7`),
 ``--suite transactions`` transaction costs against the cache size (:mod:`copal.bench.transactions`),
+``--suite async`` a FastAPI shop under concurrent clients against SQLAlchemy asyncio and a thread pool
+(:mod:`copal.bench.async_suite`),
 ``--suite all`` the white-paper workloads and the queries (the codec suite, in-process and
 long at full size, runs only when asked for).
 """
@@ -30,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
-from copal.bench import codec_report, oo7, queries, transactions
+from copal.bench import async_suite, codec_report, oo7, queries, transactions
 from copal.bench.charts import NO_MATPLOTLIB, finish, log_bars, pyplot
 from copal.bench.environment import package_versions, run_metadata, usable_systems
 from copal.bench.systems import DEFAULT_SYSTEMS, SYSTEMS, System
@@ -42,7 +44,7 @@ DEFAULT_SCALE = 1000
 DEFAULT_REPS = 3
 DEFAULT_OUT = "bench-results"
 DEFAULT_TIMEOUT = 1800.0
-SUITES = ("whitepaper", "queries", "codecs", "oo7", "transactions", "all")
+SUITES = ("whitepaper", "queries", "codecs", "oo7", "transactions", "async", "all")
 
 #: The module of the workers' entry point (:func:`copal.bench.whitepaper.worker_main`).
 WORKER = "copal.bench.whitepaper"
@@ -424,14 +426,17 @@ def build_parser() -> argparse.ArgumentParser:
             "--suite oo7: the OO7 benchmark (traversals, updates, queries and structural "
             "changes of a CAD design library, cold and hot) against ZODB; with --suite "
             "transactions: the cost of empty, read-only, lookup and one-change transactions with "
-            "an empty and a full object cache, against ZODB; --suite all runs the white-paper "
+            "an empty and a full object cache, against ZODB; with --suite async: a FastAPI "
+            "shop's read and purchase endpoints under concurrent clients, copal's asyncio API "
+            "against SQLAlchemy asyncio (aiosqlite, asyncpg) and sync copal on a thread pool; "
+            "--suite all runs the white-paper "
             "workloads and the queries."
         ),
     )
     parser.add_argument(
         "--suite", choices=SUITES, default="whitepaper",
         help="which benchmark: the white-paper workloads (default), the queries, the codecs, "
-        "OO7, transaction costs against the cache size, or all (white paper and queries)",
+        "OO7, transaction costs against the cache size, the async web shop, or all (white paper and queries)",
     )
     parser.add_argument(
         "--scale", action="append", metavar="N",
@@ -479,6 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     codec_report.add_arguments(parser)
     oo7.add_arguments(parser)
     transactions.add_arguments(parser)
+    async_suite.add_arguments(parser)
     return parser
 
 
@@ -510,9 +516,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     if args.reps < 1:
         parser.error("--reps must be at least 1")
-    if args.suite in ("whitepaper", "codecs", "oo7", "transactions") and args.people is not None:
+    if args.suite in ("whitepaper", "codecs", "oo7", "transactions", "async") and args.people is not None:
         parser.error("--people applies to --suite queries or all")
-    if args.suite in ("queries", "codecs", "oo7", "transactions") and args.scale:
+    if args.suite in ("queries", "codecs", "oo7", "transactions", "async") and args.scale:
         parser.error("--scale applies to --suite whitepaper or all")
     codec_report.validate(args, parser)
 
@@ -523,6 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "codecs": [],  # the codec suite chooses with --codecs
         "oo7": list(oo7.OO7_SYSTEMS),
         "transactions": list(transactions.TX_SYSTEMS),
+        "async": list(async_suite.ASYNC_SYSTEMS),
         "all": list(dict.fromkeys([*SYSTEMS, *queries.QUERY_SYSTEMS])),
     }[args.suite]
     unknown = [s for s in named if s not in known]
@@ -574,6 +581,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = max(status, code)
         if document is not None:
             documents["transactions"] = document
+    if args.suite == "async":
+        code, document = async_suite.run(args, list(dict.fromkeys(named)) or None, report, Progress)
+        status = max(status, code)
+        if document is not None:
+            documents["async"] = document
     if args.suite == "all" and documents:
         _write_json(args, {"suite": "all", **documents})
     elif args.suite in documents:

@@ -37,3 +37,17 @@ def target_rows(targets: Iterable[dict[str, Any]]) -> list[str]:
         met = "n/a" if t["met"] is None else ("yes" if t["met"] else "**no**")
         lines.append(f"| {t['target']} | {t['result']} | {met} |")
     return lines
+
+
+def problem_lines(failures: dict[str, str], skipped: dict[str, str]) -> list[str]:
+    """What a suite prints under its tables: each failed run's error (its first, after a blank
+    line), then why each system it skipped could not run.
+
+    Example:
+        >>> problem_lines({"zodb": "boom"}, {"x": "not installed"})
+        ['', 'zodb failed:', 'boom', 'skipped x: not installed']
+    """
+    lines: list[str] = []
+    for run, error in failures.items():
+        lines += ["", f"{run} failed:", error]
+    return lines + [f"skipped {name}: {reason}" for name, reason in skipped.items()]

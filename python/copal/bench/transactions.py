@@ -68,7 +68,7 @@ from typing import Any, Callable, TextIO
 
 from copal.bench.charts import NO_MATPLOTLIB, finish, log_bars, pyplot
 from copal.bench.environment import package_versions, run_metadata, usable_systems
-from copal.bench.tables import format_duration, target_rows
+from copal.bench.tables import format_duration, problem_lines, target_rows
 from copal.bench.transaction_systems import BLOCK, CONTROL, EXTRA, LOOKUP_POOL, OPERATIONS, SEED, WARMUP
 from copal.bench.transaction_systems import TX_SYSTEMS as TX_SYSTEMS  # the runner's --systems
 from copal.bench.workers import COPAL_DIR, last_line, run_worker, worker_env
@@ -455,13 +455,13 @@ def run(
     )
     print("", file=report)
     print(format_table(summary, systems, labels), file=report)
-    for system, per in reports.items():
-        for cached, rounds in per.items():
-            errors = [r["error"] for r in rounds if not r.get("ok") and not str(r.get("error")).startswith("skipped:")]
-            if errors:
-                print(f"\n{system} cached={cached:,} failed:\n{errors[0]}", file=report)
-    for name, reason in skipped.items():
-        print(f"skipped {name}: {reason}", file=report)
+    failures = {
+        f"{system} cached={cached:,}": errors[0]
+        for system, per in reports.items() for cached, rounds in per.items()
+        if (errors := [r["error"] for r in rounds if not r.get("ok") and not str(r.get("error")).startswith("skipped:")])
+    }
+    for line in problem_lines(failures, skipped):
+        print(line, file=report)
     report.flush()
     print(f"(suite took {time.monotonic() - started:.0f} s)", file=sys.stderr)
 
