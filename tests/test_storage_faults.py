@@ -110,6 +110,37 @@ def test_a_readonly_open_works_on_a_read_only_file_system(tmp_path: Path) -> Non
     assert not (path / "lock.mdb").exists()
 
 
+# A full file system
+
+
+@pytest.mark.skipif(not _read_only_mount_available(), reason="needs a private mount namespace (root, unshare)")
+@pytest.mark.parametrize("free_pages", [0, 24], ids=["full", "nearly-full"])
+def test_a_new_database_on_a_full_file_system_is_refused_and_nothing_is_created(tmp_path: Path, free_pages: int) -> None:
+    """LMDB writes into the map of its lock file: on a full file system a new database died of
+    SIGBUS, or half created failed with an I/O error."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    child = """
+        import os, subprocess, sys, copal
+        where = sys.argv[1]
+        try:
+            copal.open(where + "/db")
+        except copal.StorageError as e:
+            print("open:", e)
+        init = subprocess.run([sys.executable, "-m", "copal", "init", where + "/deeper/db"], capture_output=True, text=True)
+        print("init:", init.returncode, init.stderr.count("\\n"), "no space left on device" in init.stderr)
+        print("left:", sorted(os.listdir(where)))
+    """
+    fill = f"dd if=/dev/zero of={mount}/fill bs=4096 count={64 - free_pages} 2>/dev/null"
+    script = f"mount -t tmpfs -o size=256k tmpfs {mount} && {{ {fill}; true; }} && exec {sys.executable} -c \"$0\" \"$@\""
+    done = subprocess.run(["unshare", "--mount", "sh", "-c", script, textwrap.dedent(child), str(mount)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert "open: no space left on device: a new database needs at least 1024 KiB free" in done.stdout, done.stdout
+    assert "nothing was created" in done.stdout and "init: 3 1 True" in done.stdout, done.stdout
+    assert "left: ['fill']" in done.stdout, done.stdout
+
+
 # Processes with different map sizes
 
 

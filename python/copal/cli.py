@@ -99,6 +99,13 @@ def _parse_oid(text: str) -> int:
     return oid
 
 
+def _size(text: str) -> int:
+    """A ``--max-size``: a number of bytes."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of bytes")
+    return int(text)
+
+
 def _limit(text: str) -> int:
     """A ``--limit``: a count from 1 to 2**32."""
     try:
@@ -444,7 +451,12 @@ def _export(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     source = args.input if args.input is not None else sys.stdin.buffer
-    report = _on_database(args.db, lambda db: db.import_from(source), create=True)
+    max_size: int | None = args.max_size
+
+    def work(db: Database) -> dict[str, Any]:
+        return db.import_from(source) if max_size is None else db.import_from(source, max_size=max_size)
+
+    report = _on_database(args.db, work, create=True)
     if args.json:
         print(json.dumps(report))
     else:
@@ -655,6 +667,7 @@ def build_parser() -> argparse.ArgumentParser:
         "delete it and import again.",
     )
     imp.add_argument("input", nargs="?", help="the export file (default: stdin)")
+    imp.add_argument("--max-size", type=_size, help="the longest entry accepted, in bytes (default 256 MiB)")
     _command(
         commands,
         "init",

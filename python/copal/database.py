@@ -15,7 +15,7 @@ from .evolution import declared_removals
 from .indexes import declared_indexes
 from .persistent import registry, registry_generation, type_name_of
 from .progress import Progress, ProgressBar
-from .serialize import Compression, _compression
+from .serialize import DEFAULT_MAX_SIZE, Compression, _compression
 from .transaction import Transaction
 from .transfer import ExportFormat, Target, opened
 
@@ -301,24 +301,33 @@ class Database(AsyncDatabase):
             message += f"; it stores {', '.join(names[:8])}" + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         return message
 
-    def import_from(self, source: Target, *, progress: Progress | None = None) -> dict[str, Any]:
+    def import_from(self, source: Target, *, max_size: int = DEFAULT_MAX_SIZE, progress: Progress | None = None) -> dict[str, Any]:
         """Reads an export (any format and compression, detected from its first bytes) into
         this database, which must be new (empty): objects keep their ids, references, indexes
         and removed-field declarations, so that the database is the exported one.
 
+        Args:
+            source: a path, or a binary file object.
+            max_size: the longest entry (a record, a line of a JSON or XML export) accepted, in
+                bytes (256 MiB by default), which also bounds what reading a JSON or XML entry
+                takes: the importer's memory stays a small multiple of it, whatever the input
+                (docs/EXPORT.md section 1).
+            progress: ``progress(what, done, total)``; default: the database's.
+
         Raises:
             DatabaseNotEmpty: the database already holds objects, classes or indexes (nothing
                 is written).
-            CorruptRecordError: the input is not a complete, valid export. Records are
-                committed in batches (memory stays constant): if this happens after the first
-                batch, the message says so and the database holds a partial import, which
-                ``copal verify`` reports; delete it and import again.
+            CorruptRecordError: the input is not a complete, valid export, or an entry is
+                longer than ``max_size``. Records are committed in batches (memory stays
+                constant): if this happens after the first batch, the message says so and the
+                database holds a partial import, which ``copal verify`` reports; delete it and
+                import again.
 
         >>> copal.open("copy.copal").import_from("bank.export")   # doctest: +SKIP
         {'records': 1200, 'descriptors': 4, 'indexes': 1, 'tid': 57}
         """
         with opened(source, "rb") as file:
-            report: dict[str, Any] = _core.import_raw(self._store, file, progress or self._progress)
+            report: dict[str, Any] = _core.import_raw(self._store, file, max_size, progress or self._progress)
         return report
 
     def disk_size(self) -> int:

@@ -238,7 +238,7 @@ def _loads_other(data: bytes | bytearray | memoryview | str, max_size: int) -> A
         data = bytes(data)
     code = _FRAME_MAGIC.get(data[:2]) or _FRAME_MAGIC.get(data[:4])
     if code is not None:
-        data = _core.decompress_text_raw(data, code, max_size)
+        return _core.loads_compressed_raw(data, code, max_size)
     first = data.lstrip(_BLANKS.encode())[:1]
     if first in (b"{", b"<"):
         return _core.loads_text_raw(data, "json" if first == b"{" else "xml")

@@ -116,6 +116,9 @@ pub fn stream_error(error: copal_core::stream::StreamError) -> PyErr {
 pub fn text_error(format: &str, error: TextError) -> PyErr {
     match error {
         TextError::Body(e) => corrupt(format!("{format} document"), e),
+        e @ TextError::TooLarge { .. } => CorruptRecordError::new_err(format!(
+            "corrupt {format} document: {e}; pass a larger max_size to loads/load if the document is trusted"
+        )),
         other => CorruptRecordError::new_err(format!("corrupt {format} document: {other}")),
     }
 }
@@ -135,7 +138,7 @@ pub fn transfer_error(error: TransferError, reading: bool) -> PyErr {
         TransferError::Io(_) => pyo3::exceptions::PyOSError::new_err(message),
         TransferError::NotEmpty { .. } => DatabaseNotEmpty::new_err(message),
         TransferError::UnknownType { .. } => SchemaError::new_err(message),
-        TransferError::Malformed { .. } => CorruptRecordError::new_err(message),
+        TransferError::Malformed { .. } | TransferError::BadEntry { .. } => CorruptRecordError::new_err(message),
         _ => CopalError::new_err(message),
     }
 }

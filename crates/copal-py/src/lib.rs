@@ -61,7 +61,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(text::dumps_json_raw, m)?)?;
     m.add_function(wrap_pyfunction!(text::loads_text_raw, m)?)?;
     m.add_function(wrap_pyfunction!(text::compress_text_raw, m)?)?;
-    m.add_function(wrap_pyfunction!(text::decompress_text_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(text::loads_compressed_raw, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::export_raw, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::import_raw, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::record_json, m)?)?;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
-use copal_core::format::{DecodeError, FieldKind, Reader, TzInfo, Writer};
+use copal_core::format::{DecodeError, FieldKind, Reader, TzInfo, ValueForms, Writer};
 use copal_core::stream::{compression, value_forms, Compression, Container, Frame, Header, StreamTable, COPIES_AND_SCALAR_SUBCLASSES_VERSION, STREAM, TYPED_OBJECTS_VERSION};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -302,6 +302,9 @@ impl<'py> Resolver<'py> for StreamResolver<'py, '_> {
         Ok(Some(zone))
     }
 
+    // Called for every object: inlined into both variants of the decoder (bounded or not),
+    // which LLVM no longer does by itself once there are two (1.3% of loading seed 001).
+    #[inline(always)]
     fn instance(&self, py: Python<'py>, id: u32, class: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let entry = &self.entries[id as usize];
         let (info, persistent) = (&entry.table.info, entry.table.persistent);
@@ -466,42 +469,59 @@ pub fn loads<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, max_size: &Bound<'p
 }
 
 /// `copal.loads` of a stream: the object graph of stream `data`, whose payload,
-/// if compressed, may inflate to at most `max_size` bytes.
+/// if compressed, may inflate to at most `max_size` bytes, and its objects take about as much
+/// memory (decode/memory.rs).
 #[pyfunction]
 pub fn loads_raw<'py>(py: Python<'py>, data: &[u8], max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let max_size = checked_max_size(max_size)?;
-    let header = Header::read(data, &STREAM).map_err(stream_error)?;
-    let body = decompress(py, header.flags, header.payload, max_size)?;
-    decode_body(py, &body, header.version)
+    loads_stream(py, data, checked_max_size(max_size)?, None)
 }
 
-/// The object graph of a stream body (docs/STREAM.md section 4) of stream `version`.
-pub(crate) fn decode_body<'py>(py: Python<'py>, body: &[u8], version: u8) -> PyResult<Bound<'py, PyAny>> {
-    decode_body_of(py, body, version, value_forms(version).bytearray_bases)
+/// The object graph of stream `data`, with the bounds of `loads_raw`; `memory` holds its
+/// objects to that many bytes even if the payload is not compressed (the stream was).
+pub(crate) fn loads_stream<'py>(py: Python<'py>, data: &[u8], max_size: usize, memory: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+    let header = Header::read(data, &STREAM).map_err(stream_error)?;
+    let body = decompress(py, header.flags, header.payload, max_size)?;
+    let memory = memory.or(matches!(body, Cow::Owned(_)).then_some(max_size));
+    decode_body_of(py, &body, header.version, value_forms(header.version).bytearray_bases, memory)
 }
 
 /// The object graph of the body a text document transcodes to (docs/TEXT_FORMATS.md section 3),
 /// its descriptor `table` and its `value` apart (joining them copied the value): a version 1
 /// body whose SUBCLASS values may also have a BYTEARRAY base.
-pub(crate) fn decode_document_body<'py>(py: Python<'py>, table: &[copal_core::text::TableEntry], value: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+/// `memory`, if given, bounds the memory of its objects (decode/memory.rs).
+pub(crate) fn decode_document_body<'py>(
+    py: Python<'py>,
+    table: &[copal_core::text::TableEntry],
+    value: &[u8],
+    memory: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
     // Read as a stream's table, from its bytes: the remembered tables (`recent_table`), found
     // by their bytes, spare documents loaded one after another the interning of their field
     // names and the lookup of their classes.
     let mut table_bytes = Writer::new();
     copal_core::text::write_table(&mut table_bytes, table);
     let entries = read_table(&mut Reader::new(&table_bytes.buf), py, 1, "document descriptor table")?;
-    decode_value(py, &entries, &mut Reader::new(value), 1, true)
+    decode_value(py, &entries, &mut Reader::new(value), 1, true, memory)
 }
 
-/// `decode_body`, reading SUBCLASS bases BYTEARRAY if `bytearray_bases`.
-fn decode_body_of<'py>(py: Python<'py>, body: &[u8], version: u8, bytearray_bases: bool) -> PyResult<Bound<'py, PyAny>> {
+/// The object graph of a stream body (docs/STREAM.md section 4) of stream `version`, reading
+/// SUBCLASS bases BYTEARRAY if `bytearray_bases`.
+fn decode_body_of<'py>(py: Python<'py>, body: &[u8], version: u8, bytearray_bases: bool, memory: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
     let mut r = Reader::new(body);
     let entries = read_table(&mut r, py, version, "stream descriptor table")?;
-    decode_value(py, &entries, &mut r, version, bytearray_bases)
+    decode_value(py, &entries, &mut r, version, bytearray_bases, memory)
 }
 
-/// The value of a stream body of `version` after its table, whose `entries` were read.
-fn decode_value<'py>(py: Python<'py>, entries: &[Entry], r: &mut Reader<'_>, version: u8, bytearray_bases: bool) -> PyResult<Bound<'py, PyAny>> {
+/// The value of a stream body of `version` after its table, whose `entries` were read; its
+/// objects are held to `memory` bytes if given.
+fn decode_value<'py>(
+    py: Python<'py>,
+    entries: &[Entry],
+    r: &mut Reader<'_>,
+    version: u8,
+    bytearray_bases: bool,
+    memory: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
     let forms = value_forms(version);
     let shares_strings = forms.shared_strings;
     let registry = crate::hooks::registry_for_decoding(py)?;
@@ -514,9 +534,22 @@ fn decode_value<'py>(py: Python<'py>, entries: &[Entry], r: &mut Reader<'_>, ver
     let mut cache = (!shares_strings).then(|| StringCache::for_input(r.remaining()));
     // Nothing the decoder creates can become garbage before it returns (see gc.rs).
     let _gc = GcPause::new(py);
-    let mut decoder = Decoder::new(py, &resolver, &what);
-    decoder.strings = cache.as_mut();
-    if shares_strings {
+    match memory {
+        None => read_value(Decoder::new(py, &resolver, &what), cache.as_mut(), forms, bytearray_bases, r),
+        Some(max_size) => read_value(Decoder::bounded(py, &resolver, &what, max_size), cache.as_mut(), forms, bytearray_bases, r),
+    }
+}
+
+/// `decoder`, set up for a stream body of `forms`, reading its value from `r`.
+fn read_value<'r, 'py, const BOUNDED: bool>(
+    mut decoder: Decoder<'r, 'py, StreamResolver<'py, '_>, BOUNDED>,
+    strings: Option<&'r mut StringCache>,
+    forms: ValueForms,
+    bytearray_bases: bool,
+    r: &mut Reader<'_>,
+) -> PyResult<Bound<'py, PyAny>> {
+    decoder.strings = strings;
+    if forms.shared_strings {
         decoder.share_strings();
     }
     decoder.typed_objects = forms.typed_objects;

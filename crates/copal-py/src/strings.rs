@@ -55,13 +55,13 @@ impl StringCache {
         StringCache { slots: (0..count).map(|_| None).collect(), shift: 64 - count.trailing_zeros(), last_found: None }
     }
 
-    /// The Python string of the UTF-8 `text` (at most MAX_CACHED_LEN bytes), or None if `text`
-    /// is not UTF-8.
-    pub fn get<'py>(&mut self, py: Python<'py>, text: &[u8]) -> PyResult<Option<Bound<'py, PyAny>>> {
+    /// The Python string of the UTF-8 `text` (at most MAX_CACHED_LEN bytes) and whether it is a
+    /// new string (not found in the cache), or None if `text` is not UTF-8.
+    pub fn get<'py>(&mut self, py: Python<'py>, text: &[u8]) -> PyResult<Option<(Bound<'py, PyAny>, bool)>> {
         if let Some(Some(last)) = self.last_found.map(|index| &self.slots[index]) {
             let string = last.string.bind(py);
             if str_text(string).is_ok_and(|s| s.as_bytes() == text) {
-                return Ok(Some(string.clone().into_any()));
+                return Ok(Some((string.clone().into_any(), false)));
             }
         }
         let hash = hash_of(text);
@@ -71,7 +71,7 @@ impl StringCache {
             let string = cached.string.bind(py);
             if cached.hash == hash && str_text(string).is_ok_and(|s| s.as_bytes() == text) {
                 self.last_found = Some(index);
-                return Ok(Some(string.clone().into_any()));
+                return Ok(Some((string.clone().into_any(), false)));
             }
         }
         self.last_found = None;
@@ -79,7 +79,7 @@ impl StringCache {
         // SAFETY: `new_string` makes a str.
         let string = unsafe { fresh.clone().cast_into_unchecked::<PyString>() }.unbind();
         *slot = Some(Cached { hash, string });
-        Ok(Some(fresh))
+        Ok(Some((fresh, true)))
     }
 }
 

@@ -12,11 +12,12 @@ use pyo3::types::{PyBytes, PyString};
 
 use crate::allocation;
 use crate::errors::CorruptRecordError;
-use crate::standalone::{checked_compression, checked_max_size, decode_document_body, decompress, encode_body};
+use crate::standalone::{checked_compression, checked_max_size, decode_document_body, decompress, encode_body, loads_stream};
 
 type Writer = fn(&[u8]) -> Result<String, TextError>;
-/// A reader of documents: the descriptor table and the value of one's stream body.
-type Parser = fn(&str) -> Result<(Vec<TableEntry>, Vec<u8>), TextError>;
+/// A reader of documents: the descriptor table and the value of one's stream body, read through
+/// trees of at most the given bytes if it must be.
+type Parser = fn(&str, usize) -> Result<(Vec<TableEntry>, Vec<u8>), TextError>;
 
 fn codec(format: &str) -> PyResult<(&'static str, Writer, Parser)> {
     match format {
@@ -51,15 +52,26 @@ pub fn dumps_json_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult
 /// `copal.loads` of a text document (a str, or bytes in UTF-8): the object graph it describes.
 #[pyfunction]
 pub fn loads_text_raw<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, format: &str) -> PyResult<Bound<'py, PyAny>> {
+    match data.cast::<PyBytes>() {
+        Ok(bytes) => load_document(py, bytes.as_bytes(), format, None),
+        Err(_) => load_text(py, data.cast::<PyString>()?.to_str()?, format, None),
+    }
+}
+
+/// The object graph of the document `text` in `format`, its trees and objects held to `memory`
+/// bytes if given (`TextError::TooLarge`, decode/memory.rs).
+fn load_text<'py>(py: Python<'py>, text: &str, format: &str, memory: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
     let (name, _, parse) = codec(format)?;
-    let text = match data.cast::<PyBytes>() {
-        Ok(bytes) => std::str::from_utf8(bytes.as_bytes())
-            .map_err(|e| CorruptRecordError::new_err(format!("corrupt {name} document: not UTF-8 ({e})")))?,
-        Err(_) => data.cast::<PyString>()?.to_str()?,
-    };
-    let parts = py.detach(|| parse(text));
+    let parts = py.detach(|| parse(text, memory.unwrap_or(usize::MAX)));
     let (table, value) = parts.map_err(|e| crate::errors::text_error(name, e))?;
-    decode_document_body(py, &table, &value)
+    decode_document_body(py, &table, &value, memory)
+}
+
+/// `load_text` of the UTF-8 bytes `document`.
+fn load_document<'py>(py: Python<'py>, document: &[u8], format: &str, memory: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+    let (name, _, _) = codec(format)?;
+    let text = std::str::from_utf8(document).map_err(|e| CorruptRecordError::new_err(format!("corrupt {name} document: not UTF-8 ({e})")))?;
+    load_text(py, text, format, memory)
 }
 
 /// `copal.dumps(obj, format="json"|"xml", compress=...)`: `document` in the standard frame of
@@ -76,11 +88,18 @@ pub fn compress_text_raw<'py>(py: Python<'py>, document: &[u8], compression: u8,
     Ok(allocation::bytes(py, &framed)?.cast_into::<PyBytes>()?)
 }
 
-/// `copal.loads` of a compressed document: the bytes `data` (one frame of `compression`, nothing
-/// after it) inflate to, never more than `max_size` (a small hostile input cannot claim gigabytes).
+/// `copal.loads` of a compressed document or stream: the object graph of what the bytes `data`
+/// (one frame of `compression`, nothing after it) inflate to, a JSON or XML document if its
+/// first byte after blanks is `{` or `<`, else a stream. It inflates to at most `max_size` bytes
+/// and its objects take about as much memory at most (a small hostile input cannot claim
+/// gigabytes either way).
 #[pyfunction]
-pub fn decompress_text_raw<'py>(py: Python<'py>, data: &[u8], compression: u8, max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+pub fn loads_compressed_raw<'py>(py: Python<'py>, data: &[u8], compression: u8, max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let max_size = checked_max_size(max_size)?;
-    let body = decompress(py, compression, data, max_size)?;
-    Ok(allocation::bytes(py, &body)?.cast_into::<PyBytes>()?)
+    let inflated = decompress(py, compression, data, max_size)?;
+    match inflated.iter().find(|b| !b" \t\n\r".contains(b)) {
+        Some(b'{') => load_document(py, &inflated, "json", Some(max_size)),
+        Some(b'<') => load_document(py, &inflated, "xml", Some(max_size)),
+        _ => loads_stream(py, &inflated, max_size, Some(max_size)),
+    }
 }

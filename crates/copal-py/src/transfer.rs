@@ -16,7 +16,7 @@ use pyo3::types::{PyDict, PyString};
 use crate::allocation::{self, interned, set_item, ToPython};
 use crate::database::Store;
 use crate::errors::{self, IntoPyResult};
-use crate::standalone::checked_compression;
+use crate::standalone::{checked_compression, checked_max_size};
 
 /// Bytes moved per call of the Python file's `read` or `write`.
 const CHUNK: usize = 1 << 20;
@@ -142,16 +142,23 @@ pub fn export_raw<'py>(
 }
 
 /// Reads an export (any format and compression, detected) from the binary file object `file`
-/// into the database, which must be empty.
+/// into the database, which must be empty; no entry may be longer than `max_size` bytes.
 #[pyfunction]
-#[pyo3(signature = (store, file, progress))]
-pub fn import_raw<'py>(py: Python<'py>, store: PyRef<'_, Store>, file: Py<PyAny>, progress: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (store, file, max_size, progress))]
+pub fn import_raw<'py>(
+    py: Python<'py>,
+    store: PyRef<'_, Store>,
+    file: Py<PyAny>,
+    max_size: &Bound<'py, PyAny>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let max_size = checked_max_size(max_size)?;
     let raised = Raised::default();
     let store = store.store.get()?;
     let result = py.detach(|| -> Result<TransferReport, TransferError> {
         let mut progress = reporter(progress.as_ref(), "import", &raised);
         let raw = BufReader::with_capacity(CHUNK, PyFileReader { file, raised: Arc::clone(&raised) });
-        store.import(&mut detecting_reader(raw)?, &mut progress)
+        store.import(&mut detecting_reader(raw)?, max_size, &mut progress)
     });
     let report = result.map_err(|e| transfer_error(e, &raised, true))?;
     report_dict(py, &report)

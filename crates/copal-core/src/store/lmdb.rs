@@ -27,6 +27,7 @@ use heed::types::Bytes;
 use heed::{Database, Env, EnvOpenOptions, PutFlags, RoTxn, RwTxn, WithoutTls};
 
 use super::error::StoreError;
+use super::new_database::{self, NewDatabase};
 use super::{read_u32_key, read_u64_key, Backend, DescriptorTable, IdVisitor, SettingVisitor, Store, META_TID};
 use crate::format::{oid_class, ClassNo, Oid};
 
@@ -90,20 +91,21 @@ fn open_stores() -> &'static Mutex<HashMap<PathBuf, Weak<Store>>> {
 
 pub(crate) fn open(path: &Path, options: StoreOptions) -> Result<Arc<Store>, StoreError> {
     // A read-only open creates nothing: the directory and its data file must exist.
-    if options.read_only {
-        if !path.join(DATA_FILE).is_file() {
-            return Err(StoreError::Storage {
-                message: format!(
-                    "{} holds no copal database (no {DATA_FILE}), and a read-only open creates none",
-                    path.display()
-                ),
-            });
-        }
-    } else {
-        std::fs::create_dir_all(path).map_err(|e| StoreError::Storage {
-            message: format!("cannot create database directory {}: {e}", path.display()),
-        })?;
+    if options.read_only && !path.join(DATA_FILE).is_file() {
+        return Err(StoreError::Storage {
+            message: format!("{} holds no copal database (no {DATA_FILE}), and a read-only open creates none", path.display()),
+        });
     }
+    let new = (!options.read_only && new_database::is_new(path)).then(|| NewDatabase::prepare(path)).transpose()?;
+    let opened = open_created(path, options);
+    match (opened, new) {
+        (Err(e), Some(new)) => Err(new.undo(e)),
+        (opened, _) => opened,
+    }
+}
+
+/// `open` of a directory that exists.
+fn open_created(path: &Path, options: StoreOptions) -> Result<Arc<Store>, StoreError> {
     let canonical = path.canonicalize().map_err(|e| StoreError::Storage {
         message: format!("cannot resolve {}: {e}", path.display()),
     })?;

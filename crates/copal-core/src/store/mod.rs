@@ -15,6 +15,7 @@ mod error;
 mod index;
 mod inspect;
 mod lmdb;
+mod new_database;
 mod pg_columns;
 mod pg_pool;
 mod pg_schema;
@@ -28,6 +29,7 @@ mod stats;
 #[cfg(test)]
 mod test_support;
 mod transfer;
+mod transfer_binary;
 mod transfer_record;
 mod transfer_text;
 mod verify;
@@ -47,7 +49,7 @@ pub use schema::{DescriptorUse, RemovedValues, SchemaGcReport, SchemaSummary};
 pub use setup::MigrationReport;
 pub use snapshot::Snapshot;
 pub use stats::StoreStats;
-pub use transfer::{ExportFormat, TransferError, TransferReport};
+pub use transfer::{EntryFault, ExportFormat, TransferError, TransferReport};
 pub use verify::VerifyReport;
 
 use crate::format::{Descriptor, Oid};

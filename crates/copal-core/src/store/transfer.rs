@@ -3,30 +3,28 @@
 //! declarations, index definitions, records with their oids), and streamed into an empty
 //! database, which then holds the same oids, descriptor ids, references and indexes.
 //!
-//! Entries are written in one of three encodings: `copal` (binary, this file), and JSON Lines
-//! or XML (transfer_text.rs, each entry one document of docs/TEXT_FORMATS.md). Memory stays
-//! constant in the number of records: export writes each record as the snapshot scan visits
-//! it, and import commits every `BATCH_RECORDS` records or `BATCH_BYTES` bytes.
+//! Entries are written in one of three encodings: `copal` (binary, transfer_binary.rs), and JSON
+//! Lines or XML (transfer_text.rs, each entry one document of docs/TEXT_FORMATS.md). Memory
+//! stays constant in the number of records: export writes each record as the snapshot scan
+//! visits it, and import commits every `BATCH_RECORDS` records or `BATCH_BYTES` bytes and
+//! reads no entry longer than its `max_size`.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Write};
 use std::sync::Arc;
 
-use super::checksum::{crc16, unseal};
+use super::checksum::unseal;
 use super::commit::Commit;
 use super::error::StoreError;
 use super::index::IndexDef;
 use super::snapshot::Snapshot;
+use super::transfer_binary::{CopalReader, CopalWriter, MAGIC};
 use super::transfer_text::{TextReader, TextWriter};
 use super::Store;
-use crate::format::{encode_root_record, ClassNo, DecodeError, Descriptor, Oid, Reader, RecordHeader, Writer, MAX_VARINT_LEN, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID};
+use crate::format::{encode_root_record, oid_class, ClassNo, Descriptor, Oid, RecordHeader, Writer, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID};
 
-/// The first bytes of a binary export (docs/EXPORT.md section 2).
-pub const MAGIC: [u8; 4] = *b"CPLX";
-/// The version of the export layout, written after the magic (binary) or as `copal_export`
-/// (text).
-pub const EXPORT_VERSION: u8 = 1;
 /// An import commits after this many records...
 const BATCH_RECORDS: usize = 10_000;
 /// ... or this many record bytes, whichever comes first: a PostgreSQL commit buffers its writes
@@ -70,9 +68,65 @@ pub enum TransferError {
     NotEmpty { message: String },
     /// The export names a type that the database does not store.
     UnknownType { type_name: String },
+    /// Entry `entry` of the export (the header is entry 0), an entry of kind `what`, is damaged,
+    /// out of place or too large.
+    BadEntry { entry: u64, what: String, fault: EntryFault },
     /// The import failed after committing `records` records: the database holds part of the
     /// export and is marked as such.
     Partial { records: u64, cause: Box<TransferError> },
+}
+
+/// What is wrong with an entry of an export (docs/EXPORT.md section 2, "Errors").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryFault {
+    /// The input ends inside the entry.
+    Truncated,
+    /// An entry kind the format does not define.
+    UnknownKind,
+    /// The entry's checksum does not match its bytes.
+    BadChecksum,
+    /// The payload does not decode as the entry its kind names, or bytes are left after it.
+    BadPayload(String),
+    /// An entry of an earlier phase after one of a later, or a record whose oid is not above
+    /// the oid of the record before it.
+    OutOfOrder(String),
+    /// A record whose oid is not in the extent of a class the export declares, or whose
+    /// descriptor is not one of the export's.
+    BadOid(String),
+    /// The entry is longer than `max_size`, the longest the importer accepts.
+    TooLarge { size: u64, max_size: usize },
+}
+
+impl EntryFault {
+    /// The error kind of docs/EXPORT.md.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Truncated => "Truncated",
+            Self::UnknownKind => "UnknownEntry",
+            Self::BadChecksum => "BadChecksum",
+            Self::BadPayload(_) => "BadPayload",
+            Self::OutOfOrder(_) => "OutOfOrder",
+            Self::BadOid(_) => "BadOid",
+            Self::TooLarge { .. } => "TooLarge",
+        }
+    }
+}
+
+impl fmt::Display for EntryFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Truncated => f.write_str("the export ends inside it (it is truncated)"),
+            Self::UnknownKind => f.write_str("its kind is unknown"),
+            Self::BadChecksum => f.write_str("its checksum does not match its bytes (the export is damaged)"),
+            Self::BadPayload(detail) => write!(f, "it does not decode ({detail})"),
+            Self::OutOfOrder(detail) | Self::BadOid(detail) => f.write_str(detail),
+            Self::TooLarge { size, max_size } => write!(
+                f,
+                "it is {size} bytes long, more than max_size = {max_size}; import with a larger max_size (copal import \
+                 --max-size) if the export is trusted"
+            ),
+        }
+    }
 }
 
 impl fmt::Display for TransferError {
@@ -83,6 +137,7 @@ impl fmt::Display for TransferError {
             Self::Malformed { message } => write!(f, "not a valid copal export: {message}"),
             Self::NotEmpty { message } => write!(f, "{message}; import into a new database"),
             Self::UnknownType { type_name } => write!(f, "the database stores no objects of type {type_name:?}"),
+            Self::BadEntry { entry, what, fault } => write!(f, "not a valid copal export: entry {entry} ({what}): {fault} [{}]", fault.kind()),
             Self::Partial { records, cause } => write!(
                 f,
                 "{cause}; the import stopped after committing {records} records, so the database holds a \
@@ -108,10 +163,6 @@ impl From<std::io::Error> for TransferError {
 
 pub(crate) fn malformed(message: impl Into<String>) -> TransferError {
     TransferError::Malformed { message: message.into() }
-}
-
-fn damaged(what: &str, e: DecodeError) -> TransferError {
-    malformed(format!("damaged {what}: {e}"))
 }
 
 /// One unit of an export, in the order they are written (docs/EXPORT.md section 1).
@@ -210,7 +261,7 @@ impl Store {
     ) -> Result<TransferReport, TransferError> {
         let snapshot = Snapshot::new(self)?;
         let descriptors = snapshot.all_descriptors()?;
-        let classes: Vec<ClassNo> = match types {
+        let mut classes: Vec<ClassNo> = match types {
             Some(types) => types
                 .iter()
                 .map(|name| {
@@ -218,13 +269,11 @@ impl Store {
                     class.ok_or_else(|| TransferError::UnknownType { type_name: name.clone() })
                 })
                 .collect::<Result<_, _>>()?,
-            None => {
-                let mut all: Vec<ClassNo> = descriptors.iter().map(|d| d.class_no).collect();
-                all.sort_unstable();
-                all.dedup();
-                all
-            }
+            None => descriptors.iter().map(|d| d.class_no).collect(),
         };
+        // Records go out in oid order, each once: extents in class order.
+        classes.sort_unstable();
+        classes.dedup();
         let no_exclusions = Default::default();
         let total = classes.iter().map(|&c| snapshot.count_extent(c, &no_exclusions)).sum::<Result<u64, _>>()?;
         let mut report = TransferReport { tid: snapshot.tid(), ..TransferReport::default() };
@@ -272,9 +321,15 @@ impl Store {
     /// Reads an export (any format, detected from its first bytes) into this database, which
     /// must be empty (a new database: the root mapping empty, no class). Commits in
     /// batches; a failure after the first commit leaves a partial import, marked as such and
-    /// reported as `TransferError::Partial`.
-    pub fn import(self: &Arc<Self>, input: &mut dyn BufRead, progress: &mut dyn FnMut(u64, u64)) -> Result<TransferReport, TransferError> {
-        let mut reader = entry_reader(input)?;
+    /// reported as `TransferError::Partial`. An entry longer than `max_size` bytes is refused
+    /// (`EntryFault::TooLarge`), and so is a JSON or XML entry whose trees would take more.
+    pub fn import(
+        self: &Arc<Self>,
+        input: &mut dyn BufRead,
+        max_size: usize,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<TransferReport, TransferError> {
+        let mut reader = entry_reader(input, max_size)?;
         self.check_empty()?;
         let mut import = Import::new(self);
         match import.run(&mut *reader, progress) {
@@ -322,11 +377,34 @@ struct Import<'s> {
     batch_bytes: usize,
     total: u64,
     record_buf: Vec<u8>,
+    /// The number of the next entry (the header is entry 0).
+    entry: u64,
+    /// What the descriptor entries declared: the last descriptor id (ids are dense from 1) and
+    /// the class numbers, which records' descriptors and oids must be among.
+    last_descriptor: u32,
+    classes: HashSet<ClassNo>,
+    /// The oid of the last record: the next must be above it.
+    last_oid: Option<Oid>,
 }
 
 impl<'s> Import<'s> {
     fn new(store: &'s Arc<Store>) -> Self {
-        Import { store, commit: None, report: TransferReport::default(), commits: 0, committed: 0, phase: 0, batch_bytes: 0, batch_records: 0, total: 0, record_buf: Vec::new() }
+        Import {
+            store,
+            commit: None,
+            report: TransferReport::default(),
+            commits: 0,
+            committed: 0,
+            phase: 0,
+            batch_bytes: 0,
+            batch_records: 0,
+            total: 0,
+            record_buf: Vec::new(),
+            entry: 0,
+            last_descriptor: 0,
+            classes: HashSet::new(),
+            last_oid: None,
+        }
     }
 
     /// The error of an import that failed with `e`: partial once a batch was committed.
@@ -370,6 +448,8 @@ impl<'s> Import<'s> {
     /// Takes the next entry of the export; true once it was the end entry.
     fn accept(&mut self, entry: &Entry<'_>, progress: &mut dyn FnMut(u64, u64)) -> Result<bool, TransferError> {
         let phase = entry.phase();
+        let index = self.entry;
+        self.entry += 1;
         if self.phase == 0 {
             let Entry::Header { tid, records } = *entry else {
                 return Err(malformed("the export does not start with its header entry"));
@@ -381,7 +461,8 @@ impl<'s> Import<'s> {
             return Ok(false);
         }
         if phase < self.phase {
-            return Err(malformed(format!("entries out of order: a {} after a {}", phase_name(phase), phase_name(self.phase))));
+            let detail = format!("entries out of order: a {} after a {}", phase_name(phase), phase_name(self.phase));
+            return Err(TransferError::BadEntry { entry: index, what: phase_name(phase).into(), fault: EntryFault::OutOfOrder(detail) });
         }
         // Descriptors are committed before anything that looks them up in the catalog.
         if self.phase == 1 && phase > 1 {
@@ -400,6 +481,8 @@ impl<'s> Import<'s> {
                     )));
                 }
                 self.report.descriptors += 1;
+                self.last_descriptor = d.id;
+                self.classes.insert(d.class_no);
             }
             Entry::Removed { type_name, fields } => {
                 self.commit()?.declare_removed(type_name, fields)?;
@@ -409,7 +492,10 @@ impl<'s> Import<'s> {
                 self.commit()?.ensure_index(&def.declared(), &mut |_, _| {})?;
                 self.report.indexes += 1;
             }
-            Entry::Record { oid, record } => self.put(*oid, record, progress)?,
+            Entry::Record { oid, record } => {
+                let (header, state) = self.check_record(index, *oid, record)?;
+                self.put(*oid, header, &record[state..], progress)?;
+            }
             Entry::End { records } => {
                 if *records != self.report.records {
                     return Err(malformed(format!("the export says it holds {records} records, but {} were read", self.report.records)));
@@ -423,24 +509,47 @@ impl<'s> Import<'s> {
         Ok(false)
     }
 
-    /// Stores `record` as the record of `oid`, written by the import's commit.
-    fn put(&mut self, oid: Oid, record: &[u8], progress: &mut dyn FnMut(u64, u64)) -> Result<(), TransferError> {
-        let (header, state) = RecordHeader::parse(record).map_err(|e| damaged(&format!("record {oid:#x}"), e))?;
+    /// Checks that record entry `index` may store `record` as the object `oid`: its oid is above
+    /// the last record's and in the extent of a declared class (class numbers start at 1, so no
+    /// object has an id of class 0, oid 0 among them), and its descriptor is declared. Returns
+    /// the record's header and where its state starts.
+    fn check_record(&mut self, index: u64, oid: Oid, record: &[u8]) -> Result<(RecordHeader, usize), TransferError> {
+        let bad = |fault| TransferError::BadEntry { entry: index, what: format!("record {oid:#x}"), fault };
+        if let Some(last) = self.last_oid.filter(|&last| oid <= last) {
+            return Err(bad(EntryFault::OutOfOrder(format!("records must come in ascending oid order, and the record before is {last:#x}"))));
+        }
+        if !self.classes.contains(&oid_class(oid)) {
+            return Err(bad(EntryFault::BadOid(format!("no descriptor of the export has its class, {}", oid_class(oid)))));
+        }
+        let (header, state) = RecordHeader::parse(record).map_err(|e| bad(EntryFault::BadPayload(e.to_string())))?;
+        if header.descriptor == 0 || header.descriptor > self.last_descriptor {
+            return Err(bad(EntryFault::BadOid(format!("its descriptor, {}, is not one of the export's", header.descriptor))));
+        }
+        self.last_oid = Some(oid);
+        Ok((header, state))
+    }
+
+    /// Stores the record of `header` and `state` as the record of `oid`, written by the
+    /// import's commit.
+    fn put(&mut self, oid: Oid, header: RecordHeader, state: &[u8], progress: &mut dyn FnMut(u64, u64)) -> Result<(), TransferError> {
         // One buffer for every record of the import: the record is rewritten with this commit's tid.
         let mut w = Writer { buf: std::mem::take(&mut self.record_buf) };
         w.buf.clear();
         let commit = self.commit()?;
         RecordHeader { tid: commit.tid(), ..header }.write(&mut w);
-        w.bytes(&record[state..]);
+        w.bytes(state);
         if oid == ROOT_OID {
             commit.put(oid, &w.buf)?;
         } else {
             commit.put_new_with_oid(oid, &w.buf)?;
         }
-        self.record_buf = w.buf;
+        // The buffer of a record larger than a batch is not kept for the rest of the import.
+        if w.buf.capacity() <= BATCH_BYTES {
+            self.record_buf = w.buf;
+        }
         self.report.records += 1;
         self.batch_records += 1;
-        self.batch_bytes += record.len();
+        self.batch_bytes += state.len();
         if self.report.records.is_multiple_of(PROGRESS_EVERY) {
             progress(self.report.records, self.total);
         }
@@ -467,14 +576,15 @@ impl EntryWriter for ImportSink<'_, '_> {
     }
 }
 
-/// The reader of `input`'s format, told by its first bytes (docs/EXPORT.md section 1).
-fn entry_reader<'i>(input: &'i mut dyn BufRead) -> Result<Box<dyn EntryReader + 'i>, TransferError> {
+/// The reader of `input`'s format, told by its first bytes (docs/EXPORT.md section 1), reading
+/// no entry longer than `max_size`.
+fn entry_reader<'i>(input: &'i mut dyn BufRead, max_size: usize) -> Result<Box<dyn EntryReader + 'i>, TransferError> {
     let start = input.fill_buf()?;
     let first = start.iter().find(|b| !b.is_ascii_whitespace()).copied();
     match first {
-        Some(b'{') => Ok(Box::new(TextReader::new(input, false))),
-        Some(b'<') => Ok(Box::new(TextReader::new(input, true))),
-        _ if start.starts_with(&MAGIC[..start.len().min(MAGIC.len())]) => Ok(Box::new(CopalReader::new(input)?)),
+        Some(b'{') => Ok(Box::new(TextReader::new(input, false, max_size))),
+        Some(b'<') => Ok(Box::new(TextReader::new(input, true, max_size))),
+        _ if start.starts_with(&MAGIC[..start.len().min(MAGIC.len())]) => Ok(Box::new(CopalReader::new(input, max_size)?)),
         _ if start.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) || start.starts_with(&[0x1f, 0x8b]) => {
             Err(malformed("the export is compressed: decompress it first"))
         }
@@ -493,189 +603,6 @@ pub(crate) fn unfinished_import(snapshot: &Snapshot) -> Result<Option<String>, S
         Ok(())
     })?;
     Ok(found)
-}
-
-// -- the binary encoding (docs/EXPORT.md section 2) -----------------------------------------------
-
-const KIND_HEADER: u8 = 1;
-const KIND_DESCRIPTOR: u8 = 2;
-const KIND_REMOVED: u8 = 3;
-const KIND_INDEX: u8 = 4;
-const KIND_RECORD: u8 = 5;
-const KIND_END: u8 = 6;
-const KIND_HIGH_WATER: u8 = 7;
-/// Reserved flag bits of the header: none is defined.
-const FLAGS: u8 = 0;
-
-struct CopalWriter<'w> {
-    out: &'w mut dyn Write,
-    payload: Writer,
-}
-
-impl<'w> CopalWriter<'w> {
-    fn new(out: &'w mut dyn Write) -> Result<Self, TransferError> {
-        out.write_all(&MAGIC)?;
-        out.write_all(&[EXPORT_VERSION, FLAGS])?;
-        Ok(CopalWriter { out, payload: Writer::new() })
-    }
-}
-
-pub(crate) fn write_names(w: &mut Writer, names: &[String]) {
-    w.varint(names.len() as u64);
-    names.iter().for_each(|name| w.length_prefixed(name.as_bytes()));
-}
-
-pub(crate) fn read_names(r: &mut Reader<'_>) -> Result<Vec<String>, DecodeError> {
-    let count = r.length(1)?;
-    (0..count).map(|_| r.str().map(str::to_owned)).collect()
-}
-
-impl EntryWriter for CopalWriter<'_> {
-    fn write_entry(&mut self, entry: &Entry<'_>) -> Result<(), TransferError> {
-        let w = &mut self.payload;
-        w.buf.clear();
-        let kind = match entry {
-            Entry::Header { tid, records } => {
-                w.varint(*tid);
-                w.varint(*records);
-                KIND_HEADER
-            }
-            Entry::Descriptor(d) => {
-                w.varint(u64::from(d.id));
-                w.bytes(&d.encode());
-                KIND_DESCRIPTOR
-            }
-            Entry::Removed { type_name, fields } => {
-                w.length_prefixed(type_name.as_bytes());
-                write_names(w, fields);
-                KIND_REMOVED
-            }
-            Entry::HighWater { class, next } => {
-                w.varint(u64::from(*class));
-                w.varint(*next);
-                KIND_HIGH_WATER
-            }
-            Entry::Index(def) => {
-                w.bytes(&def.encode());
-                KIND_INDEX
-            }
-            Entry::Record { oid, record } => {
-                // The store's checksum travels with the record: the importer checks it, so a
-                // damaged export is an error, never a silently different record.
-                w.bytes(&oid.to_le_bytes());
-                w.bytes(record);
-                w.bytes(&crc16(record).to_le_bytes());
-                KIND_RECORD
-            }
-            Entry::End { records } => {
-                w.varint(*records);
-                KIND_END
-            }
-        };
-        let mut frame = Writer { buf: Vec::with_capacity(11) };
-        frame.u8(kind);
-        frame.varint(w.buf.len() as u64);
-        self.out.write_all(&frame.buf)?;
-        self.out.write_all(&w.buf)?;
-        Ok(())
-    }
-
-    fn finish(&mut self) -> Result<(), TransferError> {
-        Ok(self.out.flush()?)
-    }
-}
-
-struct CopalReader<'r> {
-    input: &'r mut dyn BufRead,
-    payload: Vec<u8>,
-}
-
-impl<'r> CopalReader<'r> {
-    fn new(input: &'r mut dyn BufRead) -> Result<Self, TransferError> {
-        let mut header = [0; MAGIC.len() + 2];
-        read_exact(input, &mut header, "header")?;
-        if header[..MAGIC.len()] != MAGIC {
-            return Err(malformed("the input does not start with CPLX"));
-        }
-        let (version, flags) = (header[MAGIC.len()], header[MAGIC.len() + 1]);
-        if version != EXPORT_VERSION {
-            return Err(malformed(format!("export version {version} is not supported (this copal reads version {EXPORT_VERSION})")));
-        }
-        if flags != FLAGS {
-            return Err(malformed(format!("reserved header flags {flags:#04x} are set")));
-        }
-        Ok(CopalReader { input, payload: Vec::new() })
-    }
-
-    /// A varint of the frame (docs/FORMAT.md section 1), read byte by byte from the input.
-    fn varint(&mut self) -> Result<u64, TransferError> {
-        let mut bytes = [0u8; MAX_VARINT_LEN];
-        let mut len = 0;
-        while len < MAX_VARINT_LEN {
-            read_exact(self.input, &mut bytes[len..=len], "entry length")?;
-            len += 1;
-            if bytes[len - 1] & 0x80 == 0 {
-                break;
-            }
-        }
-        Reader::new(&bytes[..len]).varint().map_err(|e| damaged("entry length", e))
-    }
-}
-
-fn read_exact(input: &mut dyn BufRead, buf: &mut [u8], what: &str) -> Result<(), TransferError> {
-    input.read_exact(buf).map_err(|e| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => malformed(format!("the export is truncated (in the {what})")),
-        _ => TransferError::Io(e),
-    })
-}
-
-impl EntryReader for CopalReader<'_> {
-    fn next_entry(&mut self) -> Result<Option<Entry<'static>>, TransferError> {
-        let mut kind = [0];
-        if self.input.read(&mut kind)? == 0 {
-            return Ok(None);
-        }
-        let len = self.varint()?;
-        self.payload.clear();
-        // `take` reads what is there: a damaged length cannot make us allocate it up front.
-        let read = (&mut *self.input).take(len).read_to_end(&mut self.payload)?;
-        if read as u64 != len {
-            return Err(malformed("the export is truncated (in an entry)"));
-        }
-        let mut r = Reader::new(&self.payload);
-        let entry = decode_entry(kind[0], &mut r)?;
-        r.expect_end().map_err(|e| damaged("entry", e))?;
-        Ok(Some(entry))
-    }
-}
-
-fn decode_entry(kind: u8, r: &mut Reader<'_>) -> Result<Entry<'static>, TransferError> {
-    decode_plain_entry(kind, r).map_err(|e| damaged(&format!("entry of kind {kind}"), e))
-}
-
-fn decode_plain_entry(kind: u8, r: &mut Reader<'_>) -> Result<Entry<'static>, DecodeError> {
-    Ok(match kind {
-        KIND_HEADER => Entry::Header { tid: r.varint()?, records: r.varint()? },
-        KIND_DESCRIPTOR => {
-            let id = r.u32_varint()?;
-            Entry::Descriptor(Descriptor::decode(id, r.bytes(r.remaining())?)?)
-        }
-        KIND_REMOVED => Entry::Removed { type_name: r.str()?.to_owned(), fields: read_names(r)? },
-        KIND_INDEX => Entry::Index(IndexDef::decode(0, r.bytes(r.remaining())?)?),
-        KIND_RECORD => {
-            let oid = u64::from_le_bytes(r.array()?);
-            let value = r.bytes(r.remaining())?;
-            let record = unseal(oid, value).map_err(|_| DecodeError::OutOfRange { offset: 8, what: "record checksum" })?;
-            Entry::Record { oid, record: Cow::Owned(record.to_vec()) }
-        }
-        KIND_END => Entry::End { records: r.varint()? },
-        KIND_HIGH_WATER => {
-            let offset = r.position();
-            let class = ClassNo::try_from(r.varint()?).map_err(|_| DecodeError::OutOfRange { offset, what: "class number" })?;
-            Entry::HighWater { class, next: r.varint()? }
-        }
-        other => return Err(DecodeError::UnknownTag { offset: 0, tag: other }),
-    })
 }
 
 #[cfg(test)]

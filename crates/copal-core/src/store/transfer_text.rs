@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use super::index::IndexDef;
 use super::transfer_record::{body_record, record_document, DocumentTables, Tables};
-use super::transfer::{malformed, Entry, EntryReader, EntryWriter, TransferError, EXPORT_VERSION};
+use super::transfer::{malformed, Entry, EntryFault, EntryReader, EntryWriter, TransferError};
 use crate::format::{decode_record_state, DecodeError, Descriptor, DescriptorSource, Oid, RecordHeader, Value, Writer};
 use crate::text::{json, xml, Body, TableEntry};
 
@@ -26,6 +26,9 @@ pub const OID_TYPE: &str = "copal.Oid";
 /// Memo slots taken by the wrapper of a record in its document (the entry dict and the record
 /// object): a back-reference to slot `n` of the record is written as `n + WRAPPER_SLOTS`.
 pub(super) const WRAPPER_SLOTS: u64 = 2;
+/// The version of the text encodings, written as the header's `copal_export` (docs/EXPORT.md
+/// section 4).
+const TEXT_VERSION: u8 = 1;
 const XML_OPEN: &str = "<copal-export version=\"1\">";
 const XML_CLOSE: &str = "</copal-export>";
 
@@ -84,7 +87,7 @@ impl<'w> TextWriter<'w> {
     fn body(&mut self, entry: &Entry<'_>) -> Result<Body, TransferError> {
         let value = match entry {
             Entry::Header { tid, records } => {
-                dict(vec![("copal_export", int(EXPORT_VERSION.into())), ("tid", int(*tid)), ("records", int(*records))])
+                dict(vec![("copal_export", int(TEXT_VERSION.into())), ("tid", int(*tid)), ("records", int(*records))])
             }
             Entry::Descriptor(d) => {
                 self.known.0.insert(d.id, d.clone());
@@ -230,6 +233,10 @@ pub(crate) struct TextReader<'r> {
     opened: bool,
     closed: bool,
     line: Vec<u8>,
+    /// The longest line accepted, which is also what the trees of a line may take.
+    max_size: usize,
+    /// The number of the next entry (the header is entry 0).
+    entry: u64,
     /// Store descriptor ids by (type name, fields), from the descriptor entries.
     ids: HashMap<(String, Vec<String>), u32>,
     /// The descriptor tables of records' documents, resolved with `ids`.
@@ -237,20 +244,41 @@ pub(crate) struct TextReader<'r> {
 }
 
 impl<'r> TextReader<'r> {
-    pub(crate) fn new(input: &'r mut dyn BufRead, xml: bool) -> Self {
-        TextReader { input, xml, opened: false, closed: false, line: Vec::new(), ids: HashMap::new(), tables: Tables::default() }
+    pub(crate) fn new(input: &'r mut dyn BufRead, xml: bool, max_size: usize) -> Self {
+        TextReader {
+            input,
+            xml,
+            opened: false,
+            closed: false,
+            line: Vec::new(),
+            max_size,
+            entry: 0,
+            ids: HashMap::new(),
+            tables: Tables::default(),
+        }
     }
 
     /// The next line that is not blank, without its line end; None at the end of the input.
+    /// A line longer than `max_size` is refused as it is read (the entry it would be is
+    /// `TooLarge`).
     fn next_line(&mut self) -> Result<Option<String>, TransferError> {
         loop {
-            self.line.clear();
-            if self.input.read_until(b'\n', &mut self.line)? == 0 {
+            if !read_line(self.input, &mut self.line, self.max_size.saturating_add(1))? {
                 return Ok(None);
+            }
+            if self.line.len() > self.max_size {
+                let fault = EntryFault::TooLarge { size: self.line.len() as u64, max_size: self.max_size };
+                return Err(TransferError::BadEntry { entry: self.entry, what: "line".into(), fault });
             }
             let text = std::str::from_utf8(&self.line).map_err(|_| malformed("a line is not UTF-8"))?.trim();
             if !text.is_empty() {
-                return Ok(Some(text.to_owned()));
+                // The line's buffer becomes the text, without a copy (a line may be large).
+                let start = text.as_ptr() as usize - self.line.as_ptr() as usize;
+                let end = start + text.len();
+                let mut line = std::mem::take(&mut self.line);
+                line.truncate(end);
+                line.drain(..start);
+                return Ok(Some(String::from_utf8(line).expect("checked to be UTF-8 above")));
             }
         }
     }
@@ -265,8 +293,8 @@ impl<'r> TextReader<'r> {
         let entry = match kind.as_deref() {
             Some("copal_export") => {
                 let version = members.uint("copal_export")?;
-                if version != u64::from(EXPORT_VERSION) {
-                    return Err(malformed(format!("export version {version} is not supported (this copal reads version {EXPORT_VERSION})")));
+                if version != u64::from(TEXT_VERSION) {
+                    return Err(malformed(format!("export version {version} is not supported (this copal reads version {TEXT_VERSION})")));
                 }
                 Entry::Header { tid: members.uint("tid")?, records: members.uint("records")? }
             }
@@ -365,17 +393,44 @@ impl EntryReader for TextReader<'_> {
             self.closed = true;
             return self.next_entry();
         }
+        self.entry += 1;
         // Records, nearly all the lines, go from the one-pass readers' body to the record bytes.
-        let body = if xml { xml::table_and_value_from_xml(&line) } else { json::table_and_value_from_json(&line) };
+        let limit = self.max_size;
+        let body = if xml { xml::table_and_value_from_xml(&line, limit) } else { json::table_and_value_from_json(&line, limit) };
         let (table, value) = body.map_err(|e| malformed(format!("{e}")))?;
         if let Some((oid, record)) = body_record(&table, &value, &self.ids, &mut self.tables) {
             return Ok(Some(Entry::Record { oid, record: record.into() }));
         }
         // Every other entry, and a record that path does not read, through the value tree,
         // which gives the entry or the error.
-        let body = if xml { xml::from_xml(&line) } else { json::from_json(&line) };
+        let body = if xml { xml::from_xml(&line, limit) } else { json::from_json(&line, limit) };
         let body = body.map_err(|e| malformed(format!("{e}")))?;
         self.entry(body).map(Some)
+    }
+}
+
+/// Reads the next line of `input` into `line` (emptied first), line end included, but at most
+/// `limit` bytes of it; false at the end of the input. The buffer grows by half when the line
+/// needs more room, never beyond `limit`: a line longer than the reader accepts is never
+/// allocated room for.
+fn read_line(input: &mut dyn BufRead, line: &mut Vec<u8>, limit: usize) -> std::io::Result<bool> {
+    line.clear();
+    loop {
+        let available = input.fill_buf()?;
+        if available.is_empty() {
+            return Ok(!line.is_empty());
+        }
+        let end = available.iter().position(|&b| b == b'\n').map(|at| at + 1);
+        let take = end.unwrap_or(available.len()).min(limit - line.len());
+        if line.len() + take > line.capacity() {
+            let room = (line.capacity() + line.capacity() / 2).max(line.len() + take).min(limit);
+            line.reserve_exact(room - line.len());
+        }
+        line.extend_from_slice(&available[..take]);
+        input.consume(take);
+        if line.len() == limit || end.is_some_and(|end| end == take) {
+            return Ok(true);
+        }
     }
 }
 

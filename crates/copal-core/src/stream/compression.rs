@@ -3,15 +3,19 @@
 //! `lz4` tools read too.
 //!
 //! Decompression of untrusted input is bounded: a payload never inflates past the caller's
-//! `max_size`, and the output buffer grows with the data actually produced, never from a size
-//! the frame declares (a few kilobytes of compressed data can claim gigabytes). The codecs' own
-//! working memory is what a frame header may ask for, whatever the input's size: up to 16 MiB
-//! for LZ4 (two block buffers of 8 MiB for a frame of its legacy format), the window for zstd
-//! (`window_log`), 32 KiB for gzip.
+//! `max_size`, and the output buffer never holds more room than that: it starts with the size
+//! the frame declares, if it declares one (a few kilobytes of compressed data can claim
+//! gigabytes, so the claim counts only up to `max_size`), and grows by half with the data
+//! actually produced. The codecs' own working memory is what a frame header may ask for,
+//! whatever the input's size: up to 16 MiB for LZ4 (two block buffers of 8 MiB for a frame of
+//! its legacy format), the window for zstd (`window_log`), 32 KiB for gzip. LZ4 input is read
+//! through `CheckedLz4`, which refuses frames cut before their end mark.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, BufRead, Read, Write};
+
+use super::lz4_frames::CheckedLz4;
 
 /// How many bytes a compressed payload may inflate to unless the caller says otherwise: large
 /// enough for any graph that fits comfortably in memory as objects, small enough that a
@@ -232,7 +236,7 @@ pub fn detecting_reader<'a, R: BufRead + 'a>(mut input: R) -> io::Result<Box<dyn
     } else if head.starts_with(&GZIP_MAGIC) {
         Box::new(io::BufReader::new(WholeGzip(flate2::bufread::GzDecoder::new(input))))
     } else if head.starts_with(&LZ4_MAGIC) {
-        Box::new(io::BufReader::new(lz4_flex::frame::FrameDecoder::new(input)))
+        Box::new(io::BufReader::new(lz4_flex::frame::FrameDecoder::new(CheckedLz4::new(input))))
     } else {
         Box::new(input)
     })
@@ -281,23 +285,19 @@ impl std::error::Error for InflateError {}
 pub fn decompress(code: u8, payload: &[u8], max_size: usize) -> Result<Cow<'_, [u8]>, InflateError> {
     let Some(codec) = Codec::from_code(code) else { return Ok(Cow::Borrowed(payload)) };
     let invalid = |e: io::Error| InflateError::Invalid { codec, detail: e.to_string() };
+    let declared = declared_size(codec, payload);
     let body = match codec {
         Codec::Zstd => {
             let mut decoder = zstd::stream::read::Decoder::with_buffer(payload).map_err(invalid)?;
             // The decoder allocates a frame's whole window when the frame does not say its
             // content size: a window much larger than the output may be is refused first.
             decoder.window_log_max(window_log(max_size)).map_err(invalid)?;
-            inflate(codec, decoder, max_size)?
+            inflate(codec, decoder, declared, max_size)?
         }
-        Codec::Lz4 => {
-            let body = inflate(codec, lz4_flex::frame::FrameDecoder::new(payload), max_size)?;
-            // The decoder takes the end of the input inside a frame for the frame's end.
-            lz4_frames_end(payload).map_err(|detail| InflateError::Invalid { codec, detail: detail.into() })?;
-            body
-        }
+        Codec::Lz4 => inflate(codec, lz4_flex::frame::FrameDecoder::new(CheckedLz4::new(payload)), declared, max_size)?,
         Codec::Gzip => {
             let mut decoder = flate2::bufread::GzDecoder::new(payload);
-            let body = inflate(codec, &mut decoder, max_size)?;
+            let body = inflate(codec, &mut decoder, declared, max_size)?;
             if !decoder.into_inner().is_empty() {
                 return Err(InflateError::Invalid { codec, detail: "bytes follow the gzip member".into() });
             }
@@ -305,48 +305,6 @@ pub fn decompress(code: u8, payload: &[u8], max_size: usize) -> Result<Cow<'_, [
         }
     };
     Ok(Cow::Owned(body))
-}
-
-/// Checks that `payload`, which the LZ4 decoder read without error, is whole frames: each ends
-/// with its end mark (and content checksum, if its flags announce one), the last at the end of
-/// the payload. Skippable frames are skipped; a legacy frame has no end mark and runs to the
-/// end.
-fn lz4_frames_end(payload: &[u8]) -> Result<(), &'static str> {
-    const LEGACY_MAGIC: u32 = 0x184C_2102;
-    let truncated = "the LZ4 frame ends before its end mark";
-    let u32_at = |at: usize| payload.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
-    let mut at = 0;
-    while at < payload.len() {
-        let magic = u32_at(at).ok_or(truncated)?;
-        if magic == LEGACY_MAGIC {
-            return Ok(());
-        }
-        if magic & 0xFFFF_FFF0 == 0x184D_2A50 {
-            let skipped = u32_at(at + 4).ok_or(truncated)? as usize;
-            at = at.checked_add(8 + skipped).filter(|&end| end <= payload.len()).ok_or(truncated)?;
-            continue;
-        }
-        if magic != u32::from_le_bytes(LZ4_MAGIC) {
-            return Err("bytes follow the LZ4 frames");
-        }
-        let flags = *payload.get(at + 4).ok_or(truncated)?;
-        let (block_checksum, content_size, content_checksum, dictionary) = (flags & 0x10 != 0, flags & 0x08 != 0, flags & 0x04 != 0, flags & 0x01 != 0);
-        // Magic, flags, block descriptor, the optional content size and dictionary id, header checksum.
-        at += 4 + 2 + if content_size { 8 } else { 0 } + if dictionary { 4 } else { 0 } + 1;
-        loop {
-            let block = u32_at(at).ok_or(truncated)?;
-            at += 4;
-            if block == 0 {
-                break;
-            }
-            let len = (block & 0x7FFF_FFFF) as usize + if block_checksum { 4 } else { 0 };
-            at = at.checked_add(len).filter(|&end| end <= payload.len()).ok_or(truncated)?;
-        }
-        if content_checksum {
-            at = Some(at + 4).filter(|&end| end <= payload.len()).ok_or(truncated)?;
-        }
-    }
-    Ok(())
 }
 
 /// The largest zstd window (as a base-2 logarithm) a payload bounded by `max_size` may use: the
@@ -358,11 +316,31 @@ fn window_log(max_size: usize) -> u32 {
     log.clamp(23, 27)
 }
 
-/// Reads everything a streaming decompressor produces, growing the output with the data (as a
-/// `Vec` would, but capped at `max_size`, so capacity obeys the bound too): the error comes
-/// before the allocation would.
-fn inflate(codec: Codec, mut decoder: impl Read, max_size: usize) -> Result<Vec<u8>, InflateError> {
-    let mut out = Vec::new();
+/// The size the content of a payload says it has, if it says one: the content size of its first
+/// zstd or LZ4 frame, or the size a gzip member's trailer gives (modulo 2^32). A hint, which the
+/// data may belie.
+fn declared_size(codec: Codec, payload: &[u8]) -> Option<u64> {
+    match codec {
+        Codec::Zstd => zstd::zstd_safe::get_frame_content_size(payload).ok().flatten(),
+        Codec::Lz4 => {
+            // Magic (4 bytes), flags (with 0x08: a content size follows the block descriptor).
+            let flags = *payload.get(4)?;
+            let size = payload.get(6..14).filter(|_| payload.starts_with(&LZ4_MAGIC) && flags & 0x08 != 0)?;
+            Some(u64::from_le_bytes(size.try_into().expect("8 bytes")))
+        }
+        Codec::Gzip => {
+            let trailer = payload.len().checked_sub(4).filter(|_| payload.starts_with(&GZIP_MAGIC))?;
+            Some(u64::from(u32::from_le_bytes(payload[trailer..].try_into().expect("4 bytes"))))
+        }
+    }
+}
+
+/// Reads everything a streaming decompressor produces into a buffer of the `declared` size
+/// (if the payload declares one) that grows by half when the data needs more, capped at
+/// `max_size`, so capacity obeys the bound too: the error comes before the allocation would.
+fn inflate(codec: Codec, mut decoder: impl Read, declared: Option<u64>, max_size: usize) -> Result<Vec<u8>, InflateError> {
+    let room = declared.map_or(0, |size| usize::try_from(size).unwrap_or(usize::MAX).min(max_size));
+    let mut out = Vec::with_capacity(room);
     let mut chunk = vec![0u8; INFLATE_CHUNK];
     loop {
         let n = match decoder.read(&mut chunk) {
@@ -376,7 +354,7 @@ fn inflate(codec: Codec, mut decoder: impl Read, max_size: usize) -> Result<Vec<
             return Err(InflateError::TooLarge { codec, max_size });
         }
         if needed > out.capacity() {
-            let target = (out.capacity() * 2).max(needed).min(max_size);
+            let target = (out.capacity() + out.capacity() / 2).max(needed).min(max_size);
             out.reserve_exact(target - out.len());
         }
         out.extend_from_slice(&chunk[..n]);
@@ -469,5 +447,31 @@ mod tests {
         twice.extend_from_slice(&twice.clone());
         let error = detecting_reader(&twice[..]).unwrap().read_to_end(&mut Vec::new()).unwrap_err();
         assert!(error.to_string().contains("bytes follow the gzip member"));
+    }
+
+    #[test]
+    fn the_detecting_reader_refuses_an_lz4_frame_without_its_end() {
+        let mut writer = Compression::new(LZ4, None).unwrap().writer(Vec::new()).unwrap();
+        writer.write_all(&[7; 200_000]).unwrap();
+        let written = writer.finish().unwrap();
+        // Without the content checksum, without the end mark too, and cut after the first block.
+        for cut in [4, 8, written.len() / 2] {
+            let error = detecting_reader(&written[..written.len() - cut]).unwrap().read_to_end(&mut Vec::new()).unwrap_err();
+            assert_eq!(error.to_string(), "the LZ4 frame ends before its end mark", "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn the_output_starts_with_the_declared_size_up_to_max_size() {
+        for code in [ZSTD, GZIP, LZ4] {
+            let payload = compressed(code);
+            let codec = Codec::from_code(code).unwrap();
+            assert_eq!(declared_size(codec, &payload), Some(DATA.len() as u64), "{codec}");
+            assert_eq!(decompress(code, &payload, DATA.len()).unwrap().into_owned().capacity(), DATA.len(), "{codec}");
+        }
+        // A claim beyond max_size reserves max_size at most, and fails as the data passes it.
+        let mut lying = compressed(LZ4);
+        lying[6..14].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(inflate(Codec::Lz4, &[][..], declared_size(Codec::Lz4, &lying), 10).unwrap().capacity() <= 10);
     }
 }

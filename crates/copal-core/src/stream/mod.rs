@@ -11,6 +11,7 @@
 
 pub mod archive;
 pub mod compression;
+mod lz4_frames;
 
 use std::borrow::Cow;
 use std::fmt;

@@ -15,23 +15,25 @@ use std::borrow::Cow;
 
 use super::body_out::BodyOut;
 use super::json::{from_json, is_tag, number, unescaped, Build, Json, Parser, JSON_VERSION, MAX_JSON_DEPTH};
-use super::{body_of, Body, TableEntry, TextError};
+use super::{body_of, Body, TableEntry, TextError, TreeBudget};
 use crate::format::tag;
 
 /// The stream body (docs/STREAM.md section 4) of a JSON document.
 pub fn body_from_json(text: &str) -> Result<Vec<u8>, TextError> {
-    transcode(text).map_or_else(|| from_json(text).map(|body| body.encode()), Ok)
+    transcode(text).map_or_else(|| from_json(text, usize::MAX).map(|body| body.encode()), Ok)
 }
 
 /// `body_from_json`'s body as its descriptor table and the bytes of its value, for a reader that
-/// looks at the table itself (an import resolves the tables of its records once each).
-pub fn table_and_value_from_json(text: &str) -> Result<(Vec<TableEntry>, Vec<u8>), TextError> {
-    Transcoder::new(text).document().map_or_else(|| from_json(text).map(Body::apart), Ok)
+/// looks at the table itself (an import resolves the tables of its records once each). The
+/// trees it reads a document through, if it is not laid out as copal writes it, may take at
+/// most `limit` bytes (`from_json`).
+pub fn table_and_value_from_json(text: &str, limit: usize) -> Result<(Vec<TableEntry>, Vec<u8>), TextError> {
+    Transcoder::new(text, limit).document().map_or_else(|| from_json(text, limit).map(Body::apart), Ok)
 }
 
 /// The body of a document laid out as copal writes it, in one pass; `None` for any other.
 pub(super) fn transcode(text: &str) -> Option<Vec<u8>> {
-    Transcoder::new(text).document().map(|(table, value)| body_of(&table, &value))
+    Transcoder::new(text, usize::MAX).document().map(|(table, value)| body_of(&table, &value))
 }
 
 /// A dict key or field name without its escaping `$` (`"$$x"` is the key `"$x"`).
@@ -53,9 +55,10 @@ struct Transcoder<'a> {
 }
 
 impl<'a> Transcoder<'a> {
-    fn new(text: &'a str) -> Self {
+    /// `limit` bounds the trees of the rarer values it reads through `json`'s tree.
+    fn new(text: &'a str, limit: usize) -> Self {
         Transcoder {
-            parser: Parser { text, at: 0 },
+            parser: Parser { text, at: 0, budget: TreeBudget::new(limit) },
             build: Build::new(JSON_VERSION),
             body: BodyOut::with_capacity(text.len() / 2 + 16),
         }
@@ -342,7 +345,7 @@ mod tests {
     /// The document `body_from_json` gives back for `text`, with `from_json`'s for comparison.
     fn both_ways(text: &str) -> (String, String) {
         let direct = to_json(&body_from_json(text).unwrap()).unwrap();
-        let tree = to_json(&from_json(text).unwrap().encode()).unwrap();
+        let tree = to_json(&from_json(text, usize::MAX).unwrap().encode()).unwrap();
         (direct, tree)
     }
 
@@ -374,7 +377,7 @@ mod tests {
         let decoded = Body::decode(&body).unwrap();
         assert_eq!(decoded.table.len(), 200);
         assert_eq!(decoded.table[199].fields, ["a\n", "$b"]);
-        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(&text).unwrap().encode()).unwrap());
+        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(&text, usize::MAX).unwrap().encode()).unwrap());
     }
 
     /// The objects of one class, read with the fields of its last object matched as they come:
@@ -401,11 +404,11 @@ mod tests {
         let expected: Vec<(bool, Vec<&str>)> =
             vec![(false, vec!["x", "y"]), (false, vec!["x"]), (false, vec!["x", "y", "z"]), (false, vec!["y", "x"]), (false, vec![]), (true, vec!["x", "y"]), (false, vec!["$x", "y"])];
         assert_eq!(fields, expected);
-        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(&text).unwrap().encode()).unwrap());
+        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(&text, usize::MAX).unwrap().encode()).unwrap());
         // A tag where the last object had a field of the same name once escaped.
         let tagged = r#"{"$copal":2,"value":[{"$type":"m.P","$$x":1},{"$type":0,"$x":2}]}"#;
         assert!(transcode(tagged).is_none());
-        assert_eq!(body_from_json(tagged).unwrap_err(), from_json(tagged).unwrap_err());
+        assert_eq!(body_from_json(tagged).unwrap_err(), from_json(tagged, usize::MAX).unwrap_err());
     }
 
     /// Strings are scanned eight bytes at a time: an end, an escape or a control character at
@@ -418,14 +421,14 @@ mod tests {
                 for inserted in ["\\n", "\\\"", "\\u00e9", "\u{e9}"] {
                     let text = format!(r#"{{"$copal":2,"value":["{}{}{}",1]}}"#, &plain[..at], inserted, &plain[at..]);
                     let body = transcode(&text).expect("laid out as copal writes");
-                    assert_eq!(to_json(&body).unwrap(), to_json(&from_json(&text).unwrap().encode()).unwrap(), "{text}");
+                    assert_eq!(to_json(&body).unwrap(), to_json(&from_json(&text, usize::MAX).unwrap().encode()).unwrap(), "{text}");
                 }
                 let control = format!("{{\"$copal\":2,\"value\":\"{}\u{1}{}\"}}", &plain[..at], &plain[at..]);
                 assert!(transcode(&control).is_none());
-                assert_eq!(body_from_json(&control).unwrap_err(), from_json(&control).unwrap_err());
+                assert_eq!(body_from_json(&control).unwrap_err(), from_json(&control, usize::MAX).unwrap_err());
             }
             let unterminated = format!("{{\"$copal\":2,\"value\":\"{}", "b".repeat(len));
-            assert_eq!(body_from_json(&unterminated).unwrap_err(), from_json(&unterminated).unwrap_err());
+            assert_eq!(body_from_json(&unterminated).unwrap_err(), from_json(&unterminated, usize::MAX).unwrap_err());
         }
     }
 
@@ -433,7 +436,7 @@ mod tests {
     fn shared_values_keep_their_slots() {
         let text = r#"{"$copal":2,"value":{"$id":0,"a":{"$id":1,"$list":[{"$id":2}]},"b":{"$ref":1},"c":{"$id":3,"$type":"m.P","me":{"$ref":3},"t":{"$tuple":[{"$ref":2}]}},"d":{"$type":0}}}"#;
         let body = transcode(text).expect("laid out as copal writes");
-        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(text).unwrap().encode()).unwrap());
+        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(text, usize::MAX).unwrap().encode()).unwrap());
     }
 
     #[test]
@@ -442,7 +445,7 @@ mod tests {
         let text = r#"{"$copal":2,"value":[{"$enum":"m.E","$member":"A"},{"$enum":0,"$member":"B\n"},{"$type":0},{"$type":"m.P","e":{"$enum":"m.F","$member":""}}]}"#;
         let body = transcode(text).expect("laid out as copal writes");
         assert_eq!(Body::decode(&body).unwrap().table.iter().filter(|entry| entry.type_name == "m.E").count(), 1);
-        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(text).unwrap().encode()).unwrap());
+        assert_eq!(to_json(&body).unwrap(), to_json(&from_json(text, usize::MAX).unwrap().encode()).unwrap());
     }
 
     #[test]
@@ -467,7 +470,7 @@ mod tests {
             r#"{"$copal":2,"value":[1}"#,
         ] {
             assert!(transcode(text).is_none(), "{text}");
-            assert_eq!(body_from_json(text).unwrap_err(), from_json(text).unwrap_err(), "{text}");
+            assert_eq!(body_from_json(text).unwrap_err(), from_json(text, usize::MAX).unwrap_err(), "{text}");
         }
     }
 

@@ -30,6 +30,9 @@ pub enum TextError {
     Mapping { message: String },
     /// The binary body being written as text is malformed.
     Body(DecodeError),
+    /// The document is read through trees (it is not laid out as copal writes it) that would
+    /// take more than `limit` bytes of memory (`TreeBudget`).
+    TooLarge { limit: usize },
 }
 
 impl fmt::Display for TextError {
@@ -38,6 +41,9 @@ impl fmt::Display for TextError {
             Self::Syntax { offset, message } => write!(f, "malformed text at byte {offset}: {message}"),
             Self::Mapping { message } => write!(f, "not a copal document: {message}"),
             Self::Body(e) => write!(f, "corrupt stream body: {e}"),
+            Self::TooLarge { limit } => {
+                write!(f, "it is not laid out as copal writes it, and reading it so would take more than {limit} bytes of memory")
+            }
         }
     }
 }
@@ -166,6 +172,29 @@ unsafe impl TextOut for String {
     #[inline]
     fn push(&mut self, c: char) {
         String::push(self, c);
+    }
+}
+
+/// What the trees a reader builds for a document may still take, in bytes. A document laid out
+/// as copal writes it is read in one pass, into the bytes of its body; any other is parsed into
+/// a tree of its text (`Json`, `Element`) and then into one of its values (`Value`): tens of
+/// bytes per value where the text may have two, so a reader of untrusted text bounds them.
+/// Each node is charged when it is parsed, for itself, the value it becomes and the spare room
+/// of the vectors that hold them (`JSON_NODE`, `XML_NODE`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TreeBudget {
+    left: usize,
+    limit: usize,
+}
+
+impl TreeBudget {
+    pub(crate) fn new(limit: usize) -> Self {
+        TreeBudget { left: limit, limit }
+    }
+
+    pub(crate) fn charge(&mut self, bytes: usize) -> Result<(), TextError> {
+        self.left = self.left.checked_sub(bytes).ok_or(TextError::TooLarge { limit: self.limit })?;
+        Ok(())
     }
 }
 

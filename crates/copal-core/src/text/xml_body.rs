@@ -17,13 +17,13 @@ use crate::format::tag;
 
 /// The stream body (docs/STREAM.md section 4) of an XML document.
 pub fn body_from_xml(text: &str) -> Result<Vec<u8>, TextError> {
-    transcode(text).map_or_else(|| from_xml(text).map(|body| body.encode()), Ok)
+    transcode(text).map_or_else(|| from_xml(text, usize::MAX).map(|body| body.encode()), Ok)
 }
 
 /// `body_from_xml`'s body as its descriptor table and the bytes of its value (see
-/// `table_and_value_from_json`).
-pub fn table_and_value_from_xml(text: &str) -> Result<(Vec<TableEntry>, Vec<u8>), TextError> {
-    Transcoder::new(text).document().map_or_else(|| from_xml(text).map(Body::apart), Ok)
+/// `table_and_value_from_json`, and `limit` there).
+pub fn table_and_value_from_xml(text: &str, limit: usize) -> Result<(Vec<TableEntry>, Vec<u8>), TextError> {
+    Transcoder::new(text).document().map_or_else(|| from_xml(text, limit).map(Body::apart), Ok)
 }
 
 /// The body of a document laid out as copal writes it, in one pass; `None` for any other.
@@ -355,7 +355,7 @@ mod tests {
     }
 
     fn through_the_tree(text: &str) -> String {
-        written_back(&from_xml(text).unwrap().encode())
+        written_back(&from_xml(text, usize::MAX).unwrap().encode())
     }
 
     #[test]
@@ -381,7 +381,7 @@ mod tests {
             "<copal version=\"1\"><str>&#x+41;</str></copal>",
         ] {
             assert!(body_from_xml(text).is_err(), "{text}");
-            assert!(from_xml(text).is_err(), "{text}");
+            assert!(from_xml(text, usize::MAX).is_err(), "{text}");
         }
         assert_eq!(Body::decode(&body_from_xml("<copal version=\"1\"><str>&#65;&#x42;</str></copal>").unwrap()).unwrap().value, crate::format::Value::Str("AB".into()));
     }
@@ -425,7 +425,7 @@ mod tests {
         assert_eq!(written_back(&body), through_the_tree(&text));
         let repeated = format!("<copal version=\"1\"><list>{}{}</list></copal>", object(&["x", "y"]), object(&["x", "x"]));
         assert!(transcode(&repeated).is_none());
-        assert_eq!(body_from_xml(&repeated).unwrap_err(), from_xml(&repeated).unwrap_err());
+        assert_eq!(body_from_xml(&repeated).unwrap_err(), from_xml(&repeated, usize::MAX).unwrap_err());
     }
 
     #[test]
@@ -459,7 +459,7 @@ mod tests {
             "<copal version=\"1\"><object type=\"m.P\"><field name=\"x\"><int>1</int></field><field name=\"x\"><int>2</int></field></object></copal>",
         ] {
             assert!(transcode(text).is_none(), "{text}");
-            assert_eq!(body_from_xml(text).unwrap_err(), from_xml(text).unwrap_err(), "{text}");
+            assert_eq!(body_from_xml(text).unwrap_err(), from_xml(text, usize::MAX).unwrap_err(), "{text}");
         }
     }
 

@@ -9,9 +9,9 @@ use crate::allocation;
 use crate::list_builder::ListBuilder;
 use crate::strings::new_string;
 
-use super::{small_int, unhashable, Decoder, Fail, OrCorrupt, Out, Resolver};
+use super::{memory, small_int, unhashable, Decoder, Fail, OrCorrupt, Out, Resolver};
 
-impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
+impl<'r, 'py, R: Resolver<'py>, const BOUNDED: bool> Decoder<'r, 'py, R, BOUNDED> {
     /// A field of a TYPED_OBJECT, written in the form of its `kind` (docs/STREAM.md section 5).
     pub(super) fn typed_field(&mut self, r: &mut Reader<'_>, kind: FieldKind, depth: usize) -> Out<'py> {
         if kind == FieldKind::Any {
@@ -22,22 +22,28 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             return Err(DecodeError::TooDeep { limit: self.limits.max_depth }.into());
         }
         let py = self.py;
+        // Typed fields are read without `value_inner`, which charges and checks the others.
+        self.charge(memory::SLOT);
+        self.check_memory()?;
         let (start, own_slot) = (self.expanded, self.memo.len());
         let value = match kind {
             FieldKind::Int => self.int(r.zigzag()?)?,
-            FieldKind::Float => allocation::float(py, r.f64()?)?,
+            FieldKind::Float => {
+                self.charge(memory::FLOAT);
+                allocation::float(py, r.f64()?)?
+            }
             FieldKind::Str => {
                 let offset = r.position();
-                let slots = self.string_slots.get_or_insert_with(Vec::new);
                 match StrHead::decode(r.varint()?) {
                     StrHead::New(len) => {
                         let len = r.fitting_length(offset, len, 1)?;
                         let text = r.bytes(len)?;
+                        self.charge(memory::STR + memory::SLOT);
                         let value = new_string(py, text)?.ok_or(DecodeError::BadUtf8 { offset })?;
-                        slots.push(value.clone());
+                        self.string_slots.get_or_insert_with(Vec::new).push(value.clone());
                         value
                     }
-                    StrHead::Slot(index) => match slots.get(index as usize) {
+                    StrHead::Slot(index) => match self.string_slots.get_or_insert_with(Vec::new).get(index as usize) {
                         Some(value) => value.clone(),
                         None => return Err(DecodeError::BadBackRef { offset, index }.into()),
                     },
@@ -65,6 +71,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
 
     /// A LIST of `count` tagged items (the count already read and checked).
     pub(super) fn list_items(&mut self, r: &mut Reader<'_>, count: usize, depth: usize) -> Out<'py> {
+        self.charge(memory::LIST + memory::MEMO);
         let mut list = self.new_list(count)?;
         self.memo.push(Some(list.list().clone().into_any()));
         // Items nest one level deeper; scalars no further, so past the limit only `value`
@@ -96,7 +103,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         let shares_strings = self.string_slots.is_some();
         let (small_ints, py) = (self.small_ints, self.py);
         let mut position = 0;
-        let mut left = max;
+        // No further than the memory budget allows: the next value read checks it.
+        let mut left = if BOUNDED { max.min(self.memory_limit.saturating_sub(self.memory_used) / memory::SLOT + 1) } else { max };
         let next = || {
             if left == 0 {
                 return None;
@@ -127,6 +135,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         let read = unsafe { list.extend_shared(next)? };
         r.bytes(position)?;
         self.expanded = self.expanded.saturating_add(read as u64);
+        self.charge(read * memory::SLOT);
         Ok(read)
     }
 
@@ -135,6 +144,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// descriptor without fields take no bytes, which the length rule then does not bound: a
     /// count of them is refused (docs/STREAM.md section 5).
     pub(super) fn object_list(&mut self, r: &mut Reader<'_>, count: usize, offset: usize, depth: usize) -> Out<'py> {
+        self.charge(memory::LIST + memory::MEMO);
         let mut list = self.new_list(count)?;
         self.memo.push(Some(list.list().clone().into_any()));
         let id = r.u32_varint()?;
@@ -149,6 +159,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         }
         for _ in 0..count {
             let (start, own_slot) = (self.expanded, self.memo.len());
+            self.charge(memory::SLOT);
             let item = self.object_of(r, id, &target, true, depth + 1)?;
             self.count_expanded(start, own_slot);
             list.push(item)?;
@@ -167,6 +178,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
 
     pub(super) fn hashed_items(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<Vec<Bound<'py, PyAny>>, Fail> {
         let count = r.length(1)?;
+        self.charge(count * memory::SET_ITEM);
         let mut items = Vec::with_capacity(count.min(copal_core::format::PREALLOCATE_MAX));
         for _ in 0..count {
             items.push(self.hashed_value(r, depth + 1)?);
@@ -177,6 +189,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     pub(super) fn fill_dict(&mut self, r: &mut Reader<'_>, dict: &Bound<'py, PyDict>, depth: usize) -> Result<(), Fail> {
         let offset = r.position();
         let count = r.length(2)?;
+        let table = if count > 0 { memory::DICT_TABLE.max(count * memory::DICT_ITEM) } else { 0 };
+        self.charge(memory::DICT + memory::MEMO + table);
         for _ in 0..count {
             let key = self.hashed_value(r, depth + 1)?;
             let value = self.value(r, depth + 1)?;

@@ -25,6 +25,7 @@ use crate::pytypes;
 use crate::strings::new_string;
 
 mod containers;
+mod memory;
 mod objects;
 mod subclasses;
 
@@ -85,7 +86,9 @@ impl DecodeInfo {
     }
 }
 
-pub struct Decoder<'r, 'py, R: Resolver<'py>> {
+/// `BOUNDED`: the decoder holds its objects to a memory budget (memory.rs); an unbounded one
+/// has no accounting to do, so the decoding of records and uncompressed streams pays none.
+pub struct Decoder<'r, 'py, R: Resolver<'py>, const BOUNDED: bool = false> {
     py: Python<'py>,
     resolver: &'r R,
     memo: Vec<Option<Bound<'py, PyAny>>>,
@@ -122,6 +125,10 @@ pub struct Decoder<'r, 'py, R: Resolver<'py>> {
     /// x input; every item of every list is a value of at least one byte, so the input's length
     /// in all covers every list of a well-formed input (the others grow as items come).
     preallocation_budget: usize,
+    /// With `BOUNDED`, the bytes of memory the decoded objects take, estimated (memory.rs), and
+    /// the most they may take.
+    memory_used: usize,
+    memory_limit: usize,
     /// The objects of the ints in `SMALL_INTS`, or none if they could not be made.
     small_ints: &'static [Py<PyAny>],
     /// The target of each descriptor id below `MAX_REMEMBERED_TARGETS` met so far, so that the
@@ -177,6 +184,20 @@ pub(super) type Out<'py> = Result<Bound<'py, PyAny>, Fail>;
 
 impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     pub fn new(py: Python<'py>, resolver: &'r R, what: &'r dyn Fn() -> String) -> Self {
+        Self::with_limit(py, resolver, what, usize::MAX)
+    }
+}
+
+impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R, true> {
+    /// A decoder whose objects may take about `max_size` bytes of memory beyond their bytes
+    /// and characters (memory.rs): decoding fails with CorruptRecordError past that.
+    pub fn bounded(py: Python<'py>, resolver: &'r R, what: &'r dyn Fn() -> String, max_size: usize) -> Self {
+        Self::with_limit(py, resolver, what, max_size)
+    }
+}
+
+impl<'r, 'py, R: Resolver<'py>, const BOUNDED: bool> Decoder<'r, 'py, R, BOUNDED> {
+    fn with_limit(py: Python<'py>, resolver: &'r R, what: &'r dyn Fn() -> String, memory_limit: usize) -> Self {
         let spare = SPARE.with(Cell::take).unwrap_or_default();
         Decoder {
             py,
@@ -195,6 +216,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             slot_weights: spare.weights,
             hash_budget: u64::MAX,
             preallocation_budget: 0,
+            memory_used: 0,
+            memory_limit,
             small_ints: small_ints(py),
             targets: Vec::new(),
             checked_subclasses: IntMap::default(),
@@ -207,10 +230,11 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         self.string_slots = Some(std::mem::take(&mut self.spare_strings));
     }
 
-    /// The budgets of decoding an input of `len` bytes.
+    /// The budgets of decoding an input of `len` bytes. Room reserved for list items counts
+    /// against the memory budget only as the items come, so it is held to that budget too.
     pub(super) fn set_budgets(&mut self, len: usize) {
         self.hash_budget = expansion_budget(len);
-        self.preallocation_budget = len;
+        self.preallocation_budget = len.min(self.memory_limit.saturating_sub(self.memory_used) / memory::SLOT);
     }
 
     /// An empty list with room for `count` items, within `preallocation_budget`.
@@ -222,10 +246,13 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
 
     /// The int `value`: one of the shared objects of small ints, or a new int.
     #[inline]
-    pub(super) fn int(&self, value: i64) -> PyResult<Bound<'py, PyAny>> {
+    pub(super) fn int(&mut self, value: i64) -> PyResult<Bound<'py, PyAny>> {
         match self.small_int(value) {
             Some(int) => Ok(int.clone()),
-            None => allocation::int(self.py, value),
+            None => {
+                self.charge(memory::INT);
+                allocation::int(self.py, value)
+            }
         }
     }
 
@@ -305,6 +332,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         let py = self.py;
         let offset = r.position();
         let t = r.u8()?;
+        self.charge(memory::OF_TAG[usize::from(t)]);
+        self.check_memory()?;
         Ok(match t {
             tag::NONE => py.None().into_bound(py),
             tag::FALSE => false.into_bound_py_any(py)?,
@@ -324,11 +353,13 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
             }
             tag::STR => {
                 let text = r.length_prefixed()?;
-                let value = match self.strings.as_deref_mut() {
+                let (value, new) = match self.strings.as_deref_mut() {
                     Some(cache) if text.len() <= crate::strings::MAX_CACHED_LEN => cache.get(py, text)?,
-                    _ => new_string(py, text)?,
-                };
-                let value = value.ok_or(DecodeError::BadUtf8 { offset: offset + 1 })?;
+                    _ => new_string(py, text)?.map(|value| (value, true)),
+                }
+                .ok_or(DecodeError::BadUtf8 { offset: offset + 1 })?;
+                let shared = self.string_slots.is_some();
+                self.charge(if new { memory::STR } else { 0 } + if shared { memory::SLOT } else { 0 });
                 if let Some(slots) = self.string_slots.as_mut() {
                     slots.push(value.clone());
                 }
@@ -378,6 +409,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
                 let set = PySet::empty(py)?;
                 self.memo.push(Some(set.clone().into_any()));
                 let count = r.length(1)?;
+                self.charge(count * memory::SET_ITEM);
                 for _ in 0..count {
                     let item = self.hashed_value(r, depth + 1)?;
                     set.add(item).or_corrupt(py, || unhashable(offset))?;
@@ -513,13 +545,14 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         self.set_budgets(r.remaining());
         let result = self.value(r, 0).and_then(|value| {
             r.expect_end()?;
+            self.check_memory()?;
             Ok(value)
         });
         self.finish(result)
     }
 }
 
-impl<'py, R: Resolver<'py>> Drop for Decoder<'_, 'py, R> {
+impl<'py, R: Resolver<'py>, const BOUNDED: bool> Drop for Decoder<'_, 'py, R, BOUNDED> {
     fn drop(&mut self) {
         let strings = self.string_slots.take().unwrap_or_else(|| std::mem::take(&mut self.spare_strings));
         let mut weights = std::mem::take(&mut self.slot_weights);

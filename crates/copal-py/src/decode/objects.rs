@@ -17,9 +17,9 @@ use crate::errors::SchemaError;
 use crate::known_containers::KnownContainer;
 use crate::pytypes;
 
-use super::{allocated_instance, DecodeInfo, Decoder, Fail, Out, Resolver, Target, MAX_REMEMBERED_TARGETS};
+use super::{allocated_instance, memory, DecodeInfo, Decoder, Fail, Out, Resolver, Target, MAX_REMEMBERED_TARGETS};
 
-impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
+impl<'r, 'py, R: Resolver<'py>, const BOUNDED: bool> Decoder<'r, 'py, R, BOUNDED> {
     /// A superseded copy after its tag (docs/STREAM.md section 5): its items, read for the
     /// values they create and dropped, then the memo slot whose value it is. That slot must have
     /// been taken inside the copy and hold a value of exactly `class` (a finished tuple or
@@ -84,6 +84,8 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
         depth: usize,
     ) -> Out<'py> {
         let py = self.py;
+        // Checked with its first field (an OBJECT_LIST's objects have one at least).
+        self.charge(memory::OBJECT + memory::MEMO);
         let Some(class) = class else { return self.broken_object(r, info, typed, depth) };
         let obj = match self.resolver.instance(py, id, class)? {
             Some(obj) => obj,
@@ -137,6 +139,7 @@ impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
     /// holding the type name and the fields, written back as it was.
     pub(super) fn broken_object(&mut self, r: &mut Reader<'_>, info: &DecodeInfo, typed: bool, depth: usize) -> Out<'py> {
         let py = self.py;
+        self.charge(memory::DICT + memory::DICT_TABLE.max(info.fields.len() * memory::DICT_ITEM));
         let slot = self.memo.len();
         self.memo.push(None);
         let state = allocation::dict(py)?;

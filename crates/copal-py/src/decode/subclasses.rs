@@ -16,7 +16,7 @@ use crate::list_builder::ListBuilder;
 
 use super::{unhashable, DecodeInfo, Decoder, Fail, OrCorrupt, Out, Resolver};
 
-impl<'r, 'py, R: Resolver<'py>> Decoder<'r, 'py, R> {
+impl<'r, 'py, R: Resolver<'py>, const BOUNDED: bool> Decoder<'r, 'py, R, BOUNDED> {
     pub(super) fn subclass(&mut self, r: &mut Reader<'_>, depth: usize) -> Out<'py> {
         let py = self.py;
         let mut info = self.resolver.descriptor(py, r.u32_varint()?)?;

@@ -66,7 +66,7 @@ fn writer(sink: &mut Vec<u8>, xml: bool) -> TextWriter<'_> {
 }
 
 fn reader(input: &mut Cursor<Vec<u8>>, xml: bool) -> TextReader<'_> {
-    let mut reader = TextReader::new(input, xml);
+    let mut reader = TextReader::new(input, xml, usize::MAX);
     for d in descriptors() {
         reader.ids.insert((d.type_name, d.fields), d.id);
     }
@@ -106,10 +106,10 @@ fn records_take_the_byte_path_both_ways_and_match_the_tree_path() {
                 let descriptors: Vec<Arc<Descriptor>> = descriptors().into_iter().map(Arc::new).collect();
                 assert_eq!(TextWriter::record_json(&descriptors, oid, &stored).unwrap(), text);
             }
-            let (table, value) = if xml { xml::table_and_value_from_xml(&text) } else { json::table_and_value_from_json(&text) }.unwrap();
+            let (table, value) = if xml { xml::table_and_value_from_xml(&text, usize::MAX) } else { json::table_and_value_from_json(&text, usize::MAX) }.unwrap();
             let read = body_record(&table, &value, &reader.ids, &mut reader.tables).expect("read by the byte path");
             assert_eq!(read, (oid, stored.clone()), "{text}");
-            let tree = if xml { xml::from_xml(&text) } else { json::from_json(&text) }.unwrap();
+            let tree = if xml { xml::from_xml(&text, usize::MAX) } else { json::from_json(&text, usize::MAX) }.unwrap();
             assert_eq!(tree_record(&mut reader, tree), Some(read), "{text}");
         }
     }
@@ -128,14 +128,14 @@ fn a_record_laid_out_otherwise_goes_through_the_tree_path() {
     let reordered = format!(r#"{},"flags":0}}}}"#, without_flags.strip_suffix("}}").unwrap());
     assert_eq!(reordered.len(), line.len());
     let mut input = Cursor::new(format!("{text}{reordered}\n").into_bytes());
-    let mut reader = TextReader::new(&mut input, false);
+    let mut reader = TextReader::new(&mut input, false, usize::MAX);
     let mut records = Vec::new();
     while let Some(entry) = reader.next_entry().unwrap() {
         if let Entry::Record { oid, record } = entry {
             records.push((oid, record.into_owned()));
         }
     }
-    let (table, value) = json::table_and_value_from_json(&reordered).unwrap();
+    let (table, value) = json::table_and_value_from_json(&reordered, usize::MAX).unwrap();
     assert!(body_record(&table, &value, &reader.ids, &mut reader.tables).is_none());
     assert_eq!(records, [(oid, stored.clone()), (oid, stored)]);
 }
@@ -182,10 +182,10 @@ fn a_damaged_document_is_imported_by_the_byte_path_only_as_the_tree_path_imports
             for replacement in ["0", "1", "9", "x", "\"", "]", "}", ""] {
                 let end = (at + 1..=line.len()).find(|&end| line.is_char_boundary(end)).unwrap_or(at);
                 let damaged = format!("{}{replacement}{}", &line[..at], &line[end..]);
-                let Ok((table, value)) = json::table_and_value_from_json(&damaged) else { continue };
+                let Ok((table, value)) = json::table_and_value_from_json(&damaged, usize::MAX) else { continue };
                 if let Some(fast) = body_record(&table, &value, &reader.ids, &mut reader.tables) {
                     read += 1;
-                    assert_eq!(Some(fast), tree_record(&mut reader, json::from_json(&damaged).unwrap()), "{damaged}");
+                    assert_eq!(Some(fast), tree_record(&mut reader, json::from_json(&damaged, usize::MAX).unwrap()), "{damaged}");
                 }
             }
         }
@@ -198,4 +198,19 @@ fn oids_are_written_as_format_writes_them() {
     for oid in [0, 1, 0xF, 0x10, make_oid(3, 0), make_oid(u16::MAX, crate::format::MAX_SEQ), u64::MAX] {
         assert_eq!(super::super::transfer_record::oid_text(oid, &mut [0; 18]), format!("{oid:#x}").as_bytes());
     }
+}
+
+#[test]
+fn lines_are_read_up_to_their_limit_without_room_beyond_it() {
+    let text = format!("short\n{}\nlast", "x".repeat(100_000));
+    let mut input = std::io::BufReader::with_capacity(1000, text.as_bytes());
+    let mut line = Vec::new();
+    assert!(read_line(&mut input, &mut line, 50_001).unwrap());
+    assert_eq!(line, b"short\n");
+    assert!(read_line(&mut input, &mut line, 50_001).unwrap());
+    assert_eq!((line.len(), line.capacity()), (50_001, 50_001));
+    let mut input = std::io::BufReader::with_capacity(7, text.as_bytes());
+    let lines: Vec<Vec<u8>> = std::iter::from_fn(|| read_line(&mut input, &mut line, usize::MAX).unwrap().then(|| line.clone())).collect();
+    assert_eq!(lines.concat(), text.as_bytes());
+    assert_eq!(lines.len(), 3);
 }

@@ -5,7 +5,12 @@ use std::borrow::Cow;
 
 use super::strings::escape_marks;
 use super::MAX_JSON_DEPTH;
-use crate::text::TextError;
+use crate::format::Value;
+use crate::text::{TextError, TreeBudget};
+
+/// What a parsed JSON value costs `TreeBudget`: itself and the value it becomes, twice over for
+/// the spare room of the vectors that hold them.
+pub(super) const JSON_NODE: usize = 2 * (size_of::<Json<'static>>() + size_of::<Value>());
 
 /// A parsed JSON value; numbers keep their text so that integers of any size survive.
 #[derive(Debug)]
@@ -21,6 +26,8 @@ pub(in crate::text) enum Json<'a> {
 pub(in crate::text) struct Parser<'a> {
     pub(in crate::text) text: &'a str,
     pub(in crate::text) at: usize,
+    /// What the values `value` parses may still take.
+    pub(in crate::text) budget: TreeBudget,
 }
 
 impl<'a> Parser<'a> {
@@ -53,6 +60,7 @@ impl<'a> Parser<'a> {
         if depth > MAX_JSON_DEPTH {
             return Err(self.fail("nested too deeply"));
         }
+        self.budget.charge(JSON_NODE)?;
         self.ws();
         match self.peek() {
             Some(b'{') => {

@@ -11,7 +11,7 @@ fn round_trip(value: Value, table: Vec<TableEntry>) -> String {
     let bytes = body.encode();
     assert_eq!(Body::decode(&bytes).unwrap(), body);
     let text = to_json(&bytes).unwrap();
-    assert_eq!(from_json(&text).unwrap(), body, "{text}");
+    assert_eq!(from_json(&text, usize::MAX).unwrap(), body, "{text}");
     // The one-pass reader may number descriptors in another order: the graph is the same
     // when the document written back is.
     let direct = super::super::json_body::transcode(&text).expect("copal's own documents are read in one pass");
@@ -274,7 +274,7 @@ fn classes_are_numbered_in_the_order_of_the_final_text() {
 #[test]
 fn version_1_documents_are_read() {
     let text = r#"{"$copal":1,"value":[{"$type":"m.A","x":1},{"$type":"m.A","x":2},{"$enum":"m.A","$member":"B"}]}"#;
-    let body = from_json(text).unwrap();
+    let body = from_json(text, usize::MAX).unwrap();
     let table = vec![TableEntry { persistent: false, type_name: "m.A".into(), fields: vec!["x".into()] }, TableEntry { persistent: false, type_name: "m.A".into(), fields: vec![] }];
     let value = Value::List(vec![
         Value::Object { descriptor: 0, fields: vec![Value::Int(1)] },
@@ -330,12 +330,12 @@ fn damaged_documents_are_errors_not_panics() {
             let mut damaged = text.as_bytes().to_vec();
             damaged[at] = b;
             if let Ok(damaged) = std::str::from_utf8(&damaged) {
-                let _ = from_json(damaged);
+                let _ = from_json(damaged, usize::MAX);
             }
         }
-        let _ = from_json(&text[..at]);
+        let _ = from_json(&text[..at], usize::MAX);
     }
-    let swapped = from_json(&text.replace(r#"{"$type":0,"#, r#"{"$type":1,"#)).unwrap();
+    let swapped = from_json(&text.replace(r#"{"$type":0,"#, r#"{"$type":1,"#), usize::MAX).unwrap();
     assert_eq!(swapped.table[2].type_name, "m.B");
 }
 
@@ -350,8 +350,25 @@ fn malformed_documents_are_errors() {
         "{\"$copal\":1,\"value\":{\"$nope\":1}}", "{\"$copal\":1,\"value\":01}", "{\"$copal\":1,\"value\":\"\\ud800\"}",
         "{\"$copal\":1,\"value\":1} x", "{\"$copal\":1,\"value\":{\"$date\":\"2024-13-01\"}}",
     ] {
-        assert!(from_json(bad).is_err(), "{bad}");
+        assert!(from_json(bad, usize::MAX).is_err(), "{bad}");
     }
     let deep = format!("{{\"$copal\":1,\"value\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
-    assert!(matches!(from_json(&deep), Err(TextError::Syntax { .. })));
+    assert!(matches!(from_json(&deep, usize::MAX), Err(TextError::Syntax { .. })));
+}
+
+#[test]
+fn trees_are_held_to_their_limit() {
+    // Laid out as copal writes it, a document is read without trees, whatever the limit; laid out
+    // otherwise (the version last), or holding a tagged value, through trees the limit bounds.
+    let items = "[],".repeat(10_000);
+    let canonical = format!("{{\"$copal\":2,\"value\":[{items}[]]}}");
+    let reordered = format!("{{\"value\":[{items}[]],\"$copal\":2}}");
+    let tagged = format!("{{\"$copal\":2,\"value\":{{\"$tuple\":[{items}[]]}}}}");
+    assert!(table_and_value_from_json(&canonical, 1000).is_ok());
+    for text in [&reordered, &tagged] {
+        let body = table_and_value_from_json(text, usize::MAX).unwrap();
+        assert_eq!(table_and_value_from_json(text, 10_010 * super::parser::JSON_NODE).unwrap(), body);
+        assert_eq!(table_and_value_from_json(text, 1 << 20), Err(TextError::TooLarge { limit: 1 << 20 }));
+        assert_eq!(from_json(text, 1 << 20), Err(TextError::TooLarge { limit: 1 << 20 }));
+    }
 }

@@ -6,11 +6,12 @@ use super::parser::{Json, Parser};
 use super::JSON_VERSION;
 use crate::format::{is_decimal_text, Value};
 use crate::text::tree::{zone as zone_of, TreeBuilder};
-use crate::text::{base64, clock, mapping, Body, ClassNumbers, TextError};
+use crate::text::{base64, clock, mapping, Body, ClassNumbers, TextError, TreeBudget};
 
-/// The stream body of a JSON document.
-pub fn from_json(text: &str) -> Result<Body, TextError> {
-    let mut parser = Parser { text, at: 0 };
+/// The stream body of a JSON document, read through trees that may take at most `limit` bytes
+/// (`TreeBudget`; `usize::MAX` for no bound).
+pub fn from_json(text: &str, limit: usize) -> Result<Body, TextError> {
+    let mut parser = Parser { text, at: 0, budget: TreeBudget::new(limit) };
     let doc = parser.value(0)?;
     parser.ws();
     if parser.at != text.len() {

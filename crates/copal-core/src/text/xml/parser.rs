@@ -3,7 +3,12 @@
 
 use super::entities::unescape;
 use super::{MAX_XML_ATTRIBUTES, MAX_XML_DEPTH};
-use crate::text::TextError;
+use crate::format::Value;
+use crate::text::{TextError, TreeBudget};
+
+/// What a parsed element costs `TreeBudget`: itself, its name and the value it becomes, twice
+/// over for the spare room of the vectors that hold them.
+pub(super) const XML_NODE: usize = 2 * (size_of::<Element>() + size_of::<Value>()) + 32;
 
 /// A parsed element: its name, attributes, child elements and text (character data outside
 /// the children, concatenated).
@@ -23,6 +28,8 @@ impl Element {
 pub(super) struct Parser<'a> {
     pub(super) text: &'a str,
     pub(super) at: usize,
+    /// What the elements it parses may still take.
+    pub(super) budget: TreeBudget,
 }
 
 impl Parser<'_> {
@@ -73,6 +80,7 @@ impl Parser<'_> {
 
     /// A start tag (after its `<`): the element, and whether it is already complete (`/>`).
     fn start_tag(&mut self) -> Result<(Element, bool), TextError> {
+        self.budget.charge(XML_NODE)?;
         let name = self.name()?;
         let mut attrs: Vec<(String, String)> = Vec::new();
         loop {

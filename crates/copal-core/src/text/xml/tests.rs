@@ -7,7 +7,7 @@ use crate::text::{xml_body, Body, TableEntry, TextError};
 fn round_trip(value: Value, table: Vec<TableEntry>) -> String {
     let body = Body { table, value };
     let text = to_xml(&body.encode()).unwrap();
-    assert_eq!(from_xml(&text).unwrap(), body, "{text}");
+    assert_eq!(from_xml(&text, usize::MAX).unwrap(), body, "{text}");
     // The one-pass reader may number descriptors in another order: the graph is the same
     // when the document written back is.
     let direct = xml_body::transcode(&text).expect("copal's own documents are read in one pass");
@@ -30,7 +30,7 @@ fn values_shared_references_and_escapes() {
     ]);
     let body = Body { table: table.clone(), value: value.clone() };
     let text = to_xml(&body.encode()).unwrap();
-    let back = from_xml(&text).unwrap();
+    let back = from_xml(&text, usize::MAX).unwrap();
     assert_eq!(back.table, table);
     // NaN != NaN: compare the encodings.
     assert_eq!(back.encode(), body.encode(), "{text}");
@@ -59,10 +59,10 @@ fn malformed_documents_are_errors() {
         "<!DOCTYPE x [<!ENTITY a \"b\">]><copal version=\"1\"><none/></copal>",
         "<copal version=\"1\"><dict><int>1</int></dict></copal>", "<copal version=\"1\"><float>1</float></copal>",
     ] {
-        assert!(from_xml(bad).is_err(), "{bad}");
+        assert!(from_xml(bad, usize::MAX).is_err(), "{bad}");
     }
     let deep = format!("<copal version=\"1\">{}{}</copal>", "<list>".repeat(10_000), "</list>".repeat(10_000));
-    assert!(matches!(from_xml(&deep), Err(TextError::Syntax { .. })));
+    assert!(matches!(from_xml(&deep, usize::MAX), Err(TextError::Syntax { .. })));
 }
 
 /// XML 1.0 allows no character references to control characters other than tab, line feed and
@@ -81,10 +81,10 @@ fn characters_and_instructions_xml_forbids_are_refused() {
         "<?xmlversion=\"1.0\"?><copal version=\"1\"><none/></copal>",
     ] {
         assert!(xml_body::transcode(bad).is_none(), "{bad}");
-        assert!(matches!(from_xml(bad), Err(TextError::Syntax { .. })), "{bad}");
+        assert!(matches!(from_xml(bad, usize::MAX), Err(TextError::Syntax { .. })), "{bad}");
     }
     let text = "<?xml version=\"1.0\"?>\n<copal version=\"1\"><str>&#9;&#10;&#13;&#x10FFFF;</str></copal>";
-    assert_eq!(from_xml(text).unwrap().value, Value::Str("\t\n\r\u{10FFFF}".into()));
+    assert_eq!(from_xml(text, usize::MAX).unwrap().value, Value::Str("\t\n\r\u{10FFFF}".into()));
 }
 
 /// Names and enum members holding such characters have no XML form: writing them is an error,
@@ -111,10 +111,24 @@ fn many_attributes_are_refused_at_once() {
     let text = format!("<copal version=\"1\"><none{attrs}/></copal>");
     let start = std::time::Instant::now();
     assert!(xml_body::transcode(&text).is_none());
-    let Err(TextError::Syntax { message, .. }) = from_xml(&text) else { panic!("read") };
+    let Err(TextError::Syntax { message, .. }) = from_xml(&text, usize::MAX) else { panic!("read") };
     assert!(message.contains("more than 8 attributes"), "{message}");
     assert!(start.elapsed() < std::time::Duration::from_secs(1), "{:?}", start.elapsed());
     let eight: String = (0..MAX_XML_ATTRIBUTES).map(|i| format!(" a{i}=\"1\"")).collect();
-    let Err(TextError::Mapping { message }) = from_xml(&format!("<copal version=\"1\"><none{eight}/></copal>")) else { panic!("read") };
+    let Err(TextError::Mapping { message }) = from_xml(&format!("<copal version=\"1\"><none{eight}/></copal>"), usize::MAX) else { panic!("read") };
     assert!(message.contains("unexpected attribute"), "{message}");
+}
+
+#[test]
+fn trees_are_held_to_their_limit() {
+    // Laid out as copal writes it, a document is read without trees, whatever the limit; with a
+    // comment inside its root, through trees the limit bounds.
+    let items = "<list/>".repeat(10_000);
+    let canonical = format!("<copal version=\"1\"><list>{items}</list></copal>");
+    let commented = format!("<copal version=\"1\"><!-- --><list>{items}</list></copal>");
+    assert!(table_and_value_from_xml(&canonical, 1000).is_ok());
+    let body = table_and_value_from_xml(&commented, usize::MAX).unwrap();
+    assert_eq!(table_and_value_from_xml(&commented, 10_010 * super::parser::XML_NODE).unwrap(), body);
+    assert_eq!(table_and_value_from_xml(&commented, 1 << 20), Err(TextError::TooLarge { limit: 1 << 20 }));
+    assert_eq!(from_xml(&commented, 1 << 20).map(drop), Err(TextError::TooLarge { limit: 1 << 20 }));
 }

@@ -5,11 +5,12 @@ use super::parser::{Element, Parser};
 use super::XML_VERSION;
 use crate::format::{is_decimal_text, Value};
 use crate::text::tree::{zone as zone_of, TreeBuilder};
-use crate::text::{base64, bigint, clock, has_duplicate, is_surrogates_text, mapping, Body, TextError};
+use crate::text::{base64, bigint, clock, has_duplicate, is_surrogates_text, mapping, Body, TextError, TreeBudget};
 
-/// The stream body of an XML document.
-pub fn from_xml(text: &str) -> Result<Body, TextError> {
-    let mut parser = Parser { text, at: 0 };
+/// The stream body of an XML document, read through trees that may take at most `limit` bytes
+/// (`TreeBudget`; `usize::MAX` for no bound).
+pub fn from_xml(text: &str, limit: usize) -> Result<Body, TextError> {
+    let mut parser = Parser { text, at: 0, budget: TreeBudget::new(limit) };
     parser.prolog()?;
     let root = parser.root()?;
     parser.misc()?;
