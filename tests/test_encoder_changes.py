@@ -16,7 +16,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 
 import copal  # noqa: E402
 from helpers.compare import READS_INSTANCE_VALUES, has_made_dict  # noqa: E402
-from helpers.models import HOOKED_CALLBACKS, Color, Hooked, Point  # noqa: E402
+from helpers.models import Color, Hooked, Point, hooked  # noqa: E402
 from test_serialize import _Pair  # noqa: E402
 
 
@@ -26,11 +26,8 @@ def test_an_object_changed_before_its_turn_in_an_object_list_is_written_as_it_is
     a later object's attribute makes that object no longer fit, and the list is written as a
     LIST whose objects have the attributes they had when written."""
     pairs = [_Pair(Hooked.ONLY, 1), _Pair(None, 2)]
-    HOOKED_CALLBACKS.append(lambda: delattr(pairs[1], "b"))
-    try:
+    with hooked(lambda: delattr(pairs[1], "b")):
         loaded = copal.loads(copal.dumps(pairs))
-    finally:
-        HOOKED_CALLBACKS.clear()
     assert vars(loaded[0]) == {"a": Hooked.ONLY, "b": 1} and vars(loaded[1]) == {"a": None}
 
 
@@ -53,12 +50,9 @@ def test_an_object_whose_attributes_change_while_it_is_written_is_refused(change
         vars(target)
         assert sys.version_info[:2] != (3, 11) or has_made_dict(target)
     value = [target] if typed else [Point(Color.RED, 1), target]
-    HOOKED_CALLBACKS.append(lambda: change(target))
-    try:
+    with hooked(lambda: change(target)):
         with pytest.raises(TypeError, match="changed while it was being written"):
             copal.dumps(value)
-    finally:
-        HOOKED_CALLBACKS.clear()
 
 
 @pytest.mark.skipif(not READS_INSTANCE_VALUES, reason="values arrays are read on CPython 3.11 to 3.13 only")
@@ -78,11 +72,8 @@ def test_an_instance_whose_dict_is_made_while_it_is_written_is_written_whole() -
     object's ``__dict__`` hands its inline values to a new dict: the encoder reads the rest
     from the dict and writes the object as it was."""
     target = Point(Hooked.ONLY, 2)
-    HOOKED_CALLBACKS.append(lambda: vars(target))
-    try:
+    with hooked(lambda: vars(target)):
         (loaded,) = copal.loads(copal.dumps([target]))
-    finally:
-        HOOKED_CALLBACKS.clear()
     assert has_made_dict(target)
     assert vars(loaded) == {"x": Hooked.ONLY, "y": 2}
 
@@ -94,12 +85,9 @@ def test_an_attribute_added_with_the_dict_made_while_the_object_is_written_is_re
         vars(target)
         target.z = 3  # type: ignore[attr-defined]
 
-    HOOKED_CALLBACKS.append(change)
-    try:
+    with hooked(change):
         with pytest.raises(TypeError, match="changed while it was being written"):
             copal.dumps([target])
-    finally:
-        HOOKED_CALLBACKS.clear()
 
 
 def test_an_instance_dict_with_a_deleted_entry_is_read_in_order_and_checked() -> None:
@@ -113,12 +101,9 @@ def test_an_instance_dict_with_a_deleted_entry_is_read_in_order_and_checked() ->
     target.__dict__ = fields
     (loaded,) = copal.loads(copal.dumps([target]))
     assert list(vars(loaded).items()) == [("x", Hooked.ONLY), ("y", 2)]
-    HOOKED_CALLBACKS.append(lambda: setattr(target, "z", 3))
-    try:
+    with hooked(lambda: setattr(target, "z", 3)):
         with pytest.raises(TypeError, match="changed while it was being written"):
             copal.dumps([target])
-    finally:
-        HOOKED_CALLBACKS.clear()
 
 
 def test_an_attribute_replaced_while_its_object_is_written_is_written_as_it_was_read() -> None:
@@ -128,11 +113,8 @@ def test_an_attribute_replaced_while_its_object_is_written_is_written_as_it_was_
     stays consistent with the kinds its values were checked against (a str replaced by an int
     failed the string field before)."""
     target = Point(Hooked.ONLY, "text")
-    HOOKED_CALLBACKS.append(lambda: setattr(target, "y", 5))
-    try:
+    with hooked(lambda: setattr(target, "y", 5)):
         (loaded,) = copal.loads(copal.dumps([target]))
-    finally:
-        HOOKED_CALLBACKS.clear()
     assert vars(loaded) == {"x": Hooked.ONLY, "y": "text"} and target.y == 5
 
 

@@ -30,7 +30,7 @@ import copal  # noqa: E402
 from copal import PersistentDict, PersistentList, SchemaError  # noqa: E402
 from helpers.compare import assert_same, persistent_state  # noqa: E402
 from helpers.models import (  # noqa: E402
-    HOOKED_CALLBACKS, Color, Holder, Hooked, Item, Level, Node, Point, Tagged, TaggedDict, Vector,
+    HOOKED_CALLBACKS, Color, Holder, Hooked, Item, Level, Node, Point, Tagged, TaggedDict, Vector, hooked,
 )
 from helpers.strategies import value_graphs, values  # noqa: E402
 from helpers.stream_bytes import entry, stream, table  # noqa: E402
@@ -603,12 +603,9 @@ def test_a_list_that_shrinks_while_it_is_written_is_refused() -> None:
     items: the count already written would no longer match, so the list is refused, as an
     OBJECT_LIST and as a LIST."""
     for rows in ([_Pair(Hooked.ONLY, 1), _Pair(None, 2), _Pair(None, 3)], [Hooked.ONLY, 2, 3]):
-        HOOKED_CALLBACKS.append(rows.pop)
-        try:
+        with hooked(rows.pop):
             with pytest.raises(TypeError, match="changed size while it was being written"):
                 copal.dumps(rows)
-        finally:
-            HOOKED_CALLBACKS.clear()
 
 
 @pytest.mark.parametrize("change", ["grow", "shrink"])
@@ -619,12 +616,9 @@ def test_a_dict_that_changes_size_while_it_is_written_is_refused(change: str) ->
     def meddle(victim: dict[str, Any]) -> Callable[[], None]:
         return (lambda: victim.__setitem__("added", 1)) if change == "grow" else (lambda: victim.pop("later"))
     victim: dict[str, Any] = {"first": Hooked.ONLY, "later": 2}
-    HOOKED_CALLBACKS.append(meddle(victim))
-    try:
+    with hooked(meddle(victim)):
         with pytest.raises(TypeError, match="changed size while it was being written"):
             copal.dumps(victim)
-    finally:
-        HOOKED_CALLBACKS.clear()
 
 
 def test_an_object_whose_state_changes_size_while_it_is_stored_is_refused(tmp_path: Path) -> None:
@@ -635,13 +629,10 @@ def test_an_object_whose_state_changes_size_while_it_is_stored_is_refused(tmp_pa
         holder = Holder()
         holder.first = Hooked.ONLY
         holder.later = 2
-        HOOKED_CALLBACKS.append(lambda: setattr(holder, "added", 1))
-        try:
+        with hooked(lambda: setattr(holder, "added", 1)):
             with pytest.raises(TypeError, match="changed size while it was being written"):
                 with db.transaction() as tx:
                     tx.root["holder"] = holder
-        finally:
-            HOOKED_CALLBACKS.clear()
         with db.transaction() as tx:
             assert "holder" not in tx.root
 

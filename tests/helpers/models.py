@@ -8,9 +8,10 @@ type name (module and qualified name): a class defined inside a test function, o
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import enum
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from copal import Persistent, PersistentList
 
@@ -187,6 +188,17 @@ class Hooked(enum.Enum):
 
 #: Callbacks for `Hooked`, each run once, by the next read of a member's ``_name_``.
 HOOKED_CALLBACKS: list[Callable[[], None]] = []
+
+
+@contextlib.contextmanager
+def hooked(callback: Callable[[], None]) -> Iterator[None]:
+    """Runs `callback` at the next read of a `Hooked` member's ``_name_`` within the block; a
+    callback the block did not run is dropped when it ends."""
+    HOOKED_CALLBACKS.append(callback)
+    try:
+        yield
+    finally:
+        HOOKED_CALLBACKS.clear()
 
 
 class Watched(type):
