@@ -137,3 +137,19 @@ def test_an_import_of_a_large_record_within_max_size_stays_within_a_few_copies(t
     assert outcome == "imported", outcome
     outcome = _bounded(tmp_path, export, max_size=32 * MIB, limit_mib=400, mode="import", kind="data")
     assert outcome.startswith("CorruptRecordError") and "more than max_size = 33554432" in outcome, outcome
+
+
+def test_the_values_of_a_compressed_archive_are_held_to_max_size(tmp_path: Path) -> None:
+    """As for a compressed stream: a value of a compressed archive whose objects would take
+    more than ``max_size`` is refused, though its bytes are within it; an uncompressed archive's
+    values are bounded by their bytes, and load."""
+    lists = [[] for _ in range(200_000)]  # 400 KB of bytes, 16 MB of objects
+    max_size = 2 * MIB
+    compressed, plain = tmp_path / "compressed.cpa", tmp_path / "plain.cpa"
+    compressed.write_bytes(copal.pack_many([lists, "small"], compress="zstd"))
+    plain.write_bytes(copal.pack_many([lists, "small"]))
+    archive = copal.Archive(compressed, max_size=max_size)
+    with pytest.raises(copal.CorruptRecordError, match="its objects would take more than max_size"):
+        archive[0]
+    assert archive[1] == "small"
+    assert copal.Archive(plain, max_size=max_size)[0] == lists

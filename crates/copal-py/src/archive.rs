@@ -158,6 +158,10 @@ pub struct Archive {
     entries: Vec<Entry>,
     registry: Py<PyDict>,
     index: ArchiveIndex,
+    /// The memory budget of each value's objects when the archive was compressed (its
+    /// `max_size`, as `copal.loads` bounds a compressed stream's); None for an uncompressed one,
+    /// whose values are bounded by their bytes.
+    bound: Option<usize>,
 }
 
 impl Archive {
@@ -175,8 +179,10 @@ impl Archive {
         let resolver = StreamResolver::new(self.registry.bind(py).clone(), &self.entries);
         let what = || format!("archive value {k}");
         let mut r = Reader::new(&section[range]);
-        let value = Decoder::new(py, &resolver, &what).standalone(&mut r);
-        value
+        match self.bound {
+            None => Decoder::new(py, &resolver, &what).standalone(&mut r),
+            Some(max_size) => Decoder::bounded(py, &resolver, &what, max_size).standalone(&mut r),
+        }
     }
 
     fn open(py: Python<'_>, data_given: Data, max_size: usize) -> PyResult<Archive> {
@@ -191,12 +197,13 @@ impl Archive {
                 (Some(Data::Owned(section)), 0..len)
             }
         };
+        let bound = data.is_some().then_some(max_size);
         let data = data.unwrap_or(data_given);
         let bytes = &bytes_of(&data, py)[section.clone()];
         let mut r = Reader::new(bytes);
         let entries = read_table(&mut r, py, ARCHIVE_VERSION, "archive descriptor table")?;
         let index = ArchiveIndex::new(bytes, r.position(), flags).map_err(stream_error)?;
-        Ok(Archive { data, section, entries, registry, index })
+        Ok(Archive { data, section, entries, registry, index, bound })
     }
 }
 
