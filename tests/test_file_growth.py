@@ -43,7 +43,7 @@ def test_a_long_transaction_is_logged_when_it_ends(tmp_path: Path, caplog: pytes
     logged = _warnings(caplog)
     assert len(logged) == 2, logged
     for message in logged:
-        assert re.match(r"a transaction was open for 0\.\d s \(its snapshot: tid \d+\)\. While", message), message
+        assert re.match(r"a transaction was open for \d+\.\d s \(its snapshot: tid \d+\)\. While", message), message
         assert "so the database grows" in message and "long_transaction_warning" in message
 
 
@@ -54,7 +54,7 @@ def test_a_transaction_still_open_is_logged_at_the_next_commit(tmp_path: Path, c
         with db.transaction() as tx:
             tx.root["n"] = 1
         [message] = _warnings(caplog)
-        assert re.match(r"a transaction of this process has been open for 0\.\d s and still runs\. While", message), message
+        assert re.match(r"a transaction of this process has been open for \d+\.\d s and still runs\. While", message), message
         # Once while it runs: the next commit says nothing more of it.
         with db.transaction() as tx:
             tx.root["n"] = 2

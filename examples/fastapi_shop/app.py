@@ -232,7 +232,7 @@ def add_endpoints(app: FastAPI) -> None:
 
     @app.post("/products/{sku}/orders", status_code=201)
     async def buy(sku: SKU, new: NewOrder, db: DB) -> OrderOut:
-        async def take_from_stock(tx: copal.Transaction) -> Order:
+        async def take_from_stock(tx: copal.Transaction) -> tuple[Order, int]:
             product = await find_product(tx, sku)
             if product.stock < new.quantity:
                 raise HTTPException(409, f"{product.stock} of {sku} in stock")
@@ -240,10 +240,13 @@ def add_endpoints(app: FastAPI) -> None:
             product.sold += new.quantity
             order = Order(product, new.customer, new.quantity)
             tx.add(order)
-            return order
+            return order, order.total
 
-        order = await db.arun(take_from_stock, retries=RETRIES)
-        return order_out(order)  # the id is given at commit; the rest is in memory
+        order, total = await db.arun(take_from_stock, retries=RETRIES)
+        # The id is given at commit. The order's objects are not read after it: their connection
+        # may serve another transaction by then.
+        assert order._p_oid is not None
+        return OrderOut(id=order._p_oid, sku=sku, customer=new.customer, quantity=new.quantity, total=total)
 
     @app.get("/orders")
     async def list_orders(

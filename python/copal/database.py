@@ -355,25 +355,29 @@ class Database(AsyncDatabase):
                 self._pool.append(conn)
 
     def _began(self, tx: Transaction, at: float) -> None:
-        with self._lock:
-            self._running[id(tx)] = (at, False)
+        if self.long_transaction_warning is not None:
+            with self._lock:
+                self._running[id(tx)] = (at, False)
 
     def _ended(self, tx: Transaction, committed: bool) -> None:
         """Logs the transaction ``tx`` that just ended if it ran longer than
         ``long_transaction_warning``, and after a commit the transactions still running that
         have by now (each once while it runs)."""
-        now = time.monotonic()
         limit = self.long_transaction_warning
+        if limit is None:
+            return
+        now = time.monotonic()
         with self._lock:
             began, _ = self._running.pop(id(tx))
             still_running = []
-            if committed and limit is not None:
+            if committed:
+                # In the order they began: the first one not open for long ends the search.
                 for key, (since, reported) in self._running.items():
-                    if not reported and now - since > limit:
+                    if now - since <= limit:
+                        break
+                    if not reported:
                         self._running[key] = (since, True)
                         still_running.append(now - since)
-        if limit is None:
-            return
         if now - began > limit:
             _log.warning("a transaction was open for %.1f s (its snapshot: tid %d). %s", now - began, tx.tid_seen, _LONG_TRANSACTIONS)
         for seconds in still_running:

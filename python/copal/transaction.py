@@ -84,13 +84,7 @@ class Transaction(AsyncTransaction):
         except BaseException:
             self._db._release(conn)
             raise
-        try:
-            self._db._began(self, time.monotonic())
-        except BaseException:
-            # Not begun after all: its snapshot is let go before the error propagates.
-            conn.end(True)
-            self._db._release(conn)
-            raise
+        self._db._began(self, time.monotonic())
         self._conn: _core.Connection = conn
         self._active = True
 

@@ -171,9 +171,20 @@ impl Archive {
     }
 
     fn get<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Bound<'py, PyAny>> {
-        if let Data::Mapped { buffer, file, .. } = &self.data {
-            file.check(buffer.len_bytes())?;
+        self.check_file()?;
+        self.decode(py, k)
+    }
+
+    /// Fails if a mapped file was cut since it was opened (`MappedFile`).
+    fn check_file(&self) -> PyResult<()> {
+        match &self.data {
+            Data::Mapped { buffer, file, .. } => file.check(buffer.len_bytes()),
+            _ => Ok(()),
         }
+    }
+
+    /// Value `k`, read without `check_file`.
+    fn decode<'py>(&self, py: Python<'py>, k: usize) -> PyResult<Bound<'py, PyAny>> {
         let section = self.bytes(py);
         let range = self.index.value_range(section, k).map_err(|e| CorruptRecordError::new_err(e.to_string()))?;
         let resolver = StreamResolver::new(self.registry.bind(py).clone(), &self.entries);
@@ -290,8 +301,11 @@ impl Archive {
             let _gc = GcPause::new(py);
             let mut values = Vec::with_capacity(indices.slicelength);
             let mut k = indices.start;
+            // The file's size is checked once for the slice (a file cut while values are being
+            // read faults, as one cut while a single value is).
+            self.check_file()?;
             for _ in 0..indices.slicelength {
-                values.push(self.get(py, k as usize)?);
+                values.push(self.decode(py, k as usize)?);
                 k += indices.step;
             }
             return Ok(ListBuilder::of(py, values)?.into_any());

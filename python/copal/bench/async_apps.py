@@ -17,6 +17,7 @@ from typing import Any, AsyncIterator
 from fastapi import FastAPI, HTTPException
 import copal
 from copal.bench.async_shop import NewOrder, order_out, product_name, product_out, product_price, take_stock
+from copal.bench.systems import is_postgresql
 
 #: Conflicts a purchase retries (the example's): enough for 64 clients buying at once.
 RETRIES = 100
@@ -82,8 +83,7 @@ def _shop(location: str, connections: int) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        postgresql = location.startswith(("postgresql://", "postgres://"))
-        app.state.db = copal.open(location, max_connections=connections if postgresql else None)
+        app.state.db = copal.open(location, max_connections=connections if is_postgresql(location) else None)
         try:
             yield
         finally:

@@ -44,10 +44,6 @@ def shop_skus(products: int) -> list[str]:
     return [f"P{i:04d}" for i in range(products)]
 
 
-def is_postgresql(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
-
-
 # --------------------------------------------------------------------------- systems
 
 

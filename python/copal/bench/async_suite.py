@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from copal.bench.async_load import ASYNC_SYSTEMS as ASYNC_SYSTEMS  # the runner's --systems
-from copal.bench.async_load import is_postgresql
+from copal.bench.systems import is_postgresql
 from copal.bench.environment import package_versions, run_metadata, usable_systems
 from copal.bench.tables import format_duration, problem_lines, target_rows
 from copal.bench.workers import COPAL_DIR, last_line, run_worker, worker_env

@@ -142,7 +142,7 @@ class System(Adapter):
 # --------------------------------------------------------------------------- PostgreSQL
 
 
-def _is_postgresql(location: str) -> bool:
+def is_postgresql(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
@@ -227,7 +227,7 @@ class CopalSystem(System):
 
     def size(self, dir: str, key: str) -> int | None:
         location = self.location(dir, key)
-        if _is_postgresql(location):
+        if is_postgresql(location):
             return _database_size(location)
         if "://" in location:
             return None
@@ -243,7 +243,7 @@ class CopalSystem(System):
         SerTest = self.models.SerTest
         PersistentList = self.copal.PersistentList
         location = self.location(dir, key)
-        if _is_postgresql(location):
+        if is_postgresql(location):
             _fresh_database(location)
         t0 = perf_counter()
         db = self.copal.open(location)
@@ -397,7 +397,7 @@ class RelStorageSystem(ZODBSystem):
 
     def __init__(self, store: str | None = None) -> None:
         super().__init__(store)
-        if store is None or not _is_postgresql(store):
+        if store is None or not is_postgresql(store):
             raise ValueError("RelStorage runs on PostgreSQL: pass --store postgresql://user@host:port/{name}")
         self.server = store
         self.RelStorage: Any = importlib.import_module("relstorage.storage").RelStorage

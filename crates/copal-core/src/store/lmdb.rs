@@ -34,7 +34,7 @@ use crate::format::{oid_class, ClassNo, Oid};
 use record_tables::{record_table_name, too_many_classes, RecordTables, MAX_RECORD_TABLES};
 pub use compaction::CompactReport;
 pub use options::{PageCheck, StoreOptions};
-pub(crate) use data_file::DATA_FILE;
+pub(crate) use data_file::{DATA_FILE, LOCK_FILE};
 use map_users::{MapUse, MapUsers};
 use table_names::FIXED_TABLES;
 #[cfg(test)]

@@ -9,9 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::error::{available_space, StoreError, NEARLY_FULL};
-use super::lmdb::DATA_FILE;
-
-const LOCK_FILE: &str = "lock.mdb";
+use super::lmdb::{DATA_FILE, LOCK_FILE};
 
 /// A new database's directory, made ready for LMDB to create its files in; `undo` removes what
 /// the creation made.

@@ -251,7 +251,9 @@ impl CopalReader<'_> {
             let fault = EntryFault::BadPayload(DecodeError::Truncated { offset: self.payload.len(), needed: 8 - self.payload.len() }.to_string());
             return Err(TransferError::BadEntry { entry, what: "record".into(), fault });
         };
-        let mut record = std::mem::take(&mut self.payload);
+        // The next payload is read into a buffer of the same room, not grown again from nothing.
+        let room = self.payload.capacity();
+        let mut record = std::mem::replace(&mut self.payload, Vec::with_capacity(room));
         record.drain(..8);
         if self.version == RECORD_CHECKSUM_VERSION {
             let fault = |fault| TransferError::BadEntry { entry, what: format!("record {oid:#x}"), fault };

@@ -272,10 +272,13 @@ impl<'r> TextReader<'r> {
             }
             let text = std::str::from_utf8(&self.line).map_err(|_| malformed("a line is not UTF-8"))?.trim();
             if !text.is_empty() {
-                // The line's buffer becomes the text, without a copy (a line may be large).
+                // The line's buffer becomes the text, without a copy (a line may be large); the
+                // next line is read into a buffer of the same room, so that lines of one size do
+                // not grow it again step by step.
                 let start = text.as_ptr() as usize - self.line.as_ptr() as usize;
                 let end = start + text.len();
-                let mut line = std::mem::take(&mut self.line);
+                let room = self.line.capacity();
+                let mut line = std::mem::replace(&mut self.line, Vec::with_capacity(room));
                 line.truncate(end);
                 line.drain(..start);
                 return Ok(Some(String::from_utf8(line).expect("checked to be UTF-8 above")));

@@ -322,12 +322,7 @@ fn window_log(max_size: usize) -> u32 {
 fn declared_size(codec: Codec, payload: &[u8]) -> Option<u64> {
     match codec {
         Codec::Zstd => zstd::zstd_safe::get_frame_content_size(payload).ok().flatten(),
-        Codec::Lz4 => {
-            // Magic (4 bytes), flags (with 0x08: a content size follows the block descriptor).
-            let flags = *payload.get(4)?;
-            let size = payload.get(6..14).filter(|_| payload.starts_with(&LZ4_MAGIC) && flags & 0x08 != 0)?;
-            Some(u64::from_le_bytes(size.try_into().expect("8 bytes")))
-        }
+        Codec::Lz4 => super::lz4_frames::declared_content_size(payload),
         Codec::Gzip => {
             let trailer = payload.len().checked_sub(4).filter(|_| payload.starts_with(&GZIP_MAGIC))?;
             Some(u64::from(u32::from_le_bytes(payload[trailer..].try_into().expect("4 bytes"))))

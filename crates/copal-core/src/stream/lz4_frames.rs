@@ -21,6 +21,15 @@ const DICTIONARY_ID: u8 = 0x01;
 /// The bit of a block size that marks an uncompressed block.
 const UNCOMPRESSED: u32 = 0x8000_0000;
 
+/// The content size the first frame of `payload` declares, if it is a (non-legacy) LZ4 frame
+/// whose flags announce one: the 8 bytes after the magic, the flags and the block descriptor.
+pub(crate) fn declared_content_size(payload: &[u8]) -> Option<u64> {
+    let magic = u32::from_le_bytes(payload.get(..4)?.try_into().expect("4 bytes"));
+    let flags = *payload.get(4)?;
+    let size = payload.get(6..14).filter(|_| magic == MAGIC && flags & CONTENT_SIZE != 0)?;
+    Some(u64::from_le_bytes(size.try_into().expect("8 bytes")))
+}
+
 pub(crate) const TRUNCATED: &str = "the LZ4 frame ends before its end mark";
 pub(crate) const FOLLOWED: &str = "bytes follow the LZ4 frames";
 

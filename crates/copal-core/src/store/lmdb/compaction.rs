@@ -35,12 +35,10 @@ use std::path::Path;
 
 use heed::{CompactionOption, EnvFlags, EnvOpenOptions};
 
-use super::{open_stores, page_walk, StoreOptions, DATA_FILE};
+use super::{open_stores, page_walk, StoreOptions, DATA_FILE, LOCK_FILE};
 use crate::store::error::{out_of_space, StoreError};
 use crate::store::Store;
 
-/// LMDB's lock file.
-const LOCK_FILE: &str = "lock.mdb";
 /// The copy is written as `data.mdb.compact-PID`.
 const COPY_PREFIX: &str = "data.mdb.compact-";
 

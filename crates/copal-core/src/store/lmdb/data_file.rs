@@ -21,6 +21,8 @@ use crate::store::error::StoreError;
 
 /// The name of the environment's data file.
 pub(crate) const DATA_FILE: &str = "data.mdb";
+/// LMDB's lock file beside the data file: its reader table and the byte every opener locks.
+pub(crate) const LOCK_FILE: &str = "lock.mdb";
 
 /// `pgno_t`, `mdb_size_t`, `txnid_t` and pointers are all machine words.
 pub(super) const WORD: usize = size_of::<usize>();
