@@ -97,3 +97,24 @@ def test_an_lz4_export_cut_before_its_end_mark_is_refused(tmp_path: Path) -> Non
     # Without its content checksum and end mark (8 bytes): the blocks hold the whole export.
     with pytest.raises(copal.CorruptRecordError, match="the LZ4 frame ends before its end mark"):
         _import(tmp_path, data[:-8])
+
+
+def test_a_line_of_a_text_export_that_does_not_read_names_its_entry_and_line(tmp_path: Path) -> None:
+    lines = _exported(tmp_path / "source", accounts=3, format="json").split(b"\n")
+    lines[2] = lines[2][:-5]
+    with pytest.raises(copal.CorruptRecordError, match=r"entry 2 \(line 3\): it does not decode \(.*\) \[BadPayload\]"):
+        _import(tmp_path, b"\n".join(lines))
+
+
+def test_a_line_of_a_text_export_whose_trees_would_outgrow_max_size_is_too_large(tmp_path: Path) -> None:
+    """A line shorter than ``max_size`` but not laid out as copal writes it is read through
+    parse trees, which take far more memory than its bytes: they are held to ``max_size`` too,
+    and the import names the entry as too large, not as damaged."""
+    lines = _exported(tmp_path / "source", accounts=3, format="json").split(b"\n")
+    assert lines[0].startswith(b'{"$copal":2,"value":{"copal_export":')
+    lines[0] = lines[0].replace(b'"value":{', b'"value":{"padding":[' + b"[]," * 10_000 + b"[]],", 1)
+    max_size = 64 * 1024
+    assert len(lines[0]) < max_size
+    with copal.open(tmp_path / "target") as db:
+        with pytest.raises(copal.CorruptRecordError, match=r"entry 0 \(line 1\): it is not laid out as copal writes it.*max_size = 65536.*\[TooLarge\]"):
+            db.import_from(io.BytesIO(b"\n".join(lines)), max_size=max_size)

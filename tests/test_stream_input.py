@@ -84,6 +84,16 @@ def test_loads_accepts_bytes_like() -> None:
     data = copal.dumps({"a": 1})
     assert copal.loads(bytearray(data)) == {"a": 1}
     assert copal.loads(memoryview(data)) == {"a": 1}
+    # Every form is told apart from bytes-like data as from bytes: compressed documents too.
+    document = copal.dumps({"a": 1}, format="xml", compress="gzip")
+    assert copal.loads(bytearray(document)) == copal.loads(memoryview(document)) == {"a": 1}
+
+
+@pytest.mark.parametrize("data", [123, None, [1, 2]], ids=["int", "None", "list"])
+def test_loads_of_what_is_not_bytes_like_is_a_type_error(data: Any) -> None:
+    """``bytes(123)`` is 123 zero bytes: loads must not take it so."""
+    with pytest.raises(TypeError, match="a bytes-like object is required"):
+        copal.loads(data)
 
 
 @pytest.mark.parametrize("codec", ["zstd", "gzip", "lz4"])

@@ -27,14 +27,9 @@ Compression: TypeAlias = Codec | tuple[Codec, int] | None
 # docs/STREAM.md section 2: the flags' compression codes, and the header before the length.
 _CODES: dict[str, int] = {"zstd": 1, "gzip": 2, "lz4": 3}
 _MAGIC = b"CPL1"
-# The magic bytes of the standard frames a compressed text document is in: gzip (RFC 1952), zstd
-# (RFC 8878) and LZ4 frames. A stream never starts with them (it starts with _MAGIC).
-_FRAME_MAGIC: dict[bytes, int] = {b"\x1f\x8b": _CODES["gzip"], b"\x28\xb5\x2f\xfd": _CODES["zstd"], b"\x04\x22\x4d\x18": _CODES["lz4"]}
 _FIXED_HEADER = len(_MAGIC) + 2
 _MAX_VARINT = 10
 _CHUNK = 1 << 20
-# The blanks JSON and XML allow before a document (RFC 8259 section 2, XML 1.0 production S).
-_BLANKS = " \t\n\r"
 
 #: The default ``max_size`` of :func:`loads`, :func:`load` and :class:`Archive` (256 MiB): the
 #: most bytes a compressed payload may inflate to (docs/STREAM.md section 3).
@@ -223,26 +218,7 @@ def loads(data: bytes | bytearray | memoryview | str, *, max_size: int = DEFAULT
         ...
         copal.errors.CorruptRecordError: corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")
     """
-    # A stream in bytes, what most calls are given, is told apart and decoded by _core.loads
-    # itself (a test here cost a sixth of a small loads); anything else comes back to
-    # _loads_other.
     return _core.loads(data, max_size)
-
-
-def _loads_other(data: bytes | bytearray | memoryview | str, max_size: int) -> Any:
-    """:func:`loads` of anything but a stream in bytes: the format is detected as documented
-    there (a stream starts with no blank, ``{`` or ``<``, and is not a compression frame)."""
-    if isinstance(data, str):
-        return _core.loads_text_raw(data, "xml" if data.lstrip(_BLANKS)[:1] == "<" else "json")
-    if not isinstance(data, bytes):
-        data = bytes(data)
-    code = _FRAME_MAGIC.get(data[:2]) or _FRAME_MAGIC.get(data[:4])
-    if code is not None:
-        return _core.loads_compressed_raw(data, code, max_size)
-    first = data.lstrip(_BLANKS.encode())[:1]
-    if first in (b"{", b"<"):
-        return _core.loads_text_raw(data, "json" if first == b"{" else "xml")
-    return _core.loads_raw(data, max_size)
 
 
 def dump(obj: Any, file: SupportsWrite, *, compress: Compression = None, format: Format = "copal") -> None:
@@ -303,7 +279,7 @@ def load(file: SupportsRead, *, max_size: int = DEFAULT_MAX_SIZE) -> Any:
     if head[: len(_MAGIC)] != _MAGIC[: len(head)]:
         # A document runs to the end of the file. Anything else is refused at once, without
         # waiting for the end of a pipe or socket that sends garbage.
-        if not (head.lstrip(_BLANKS.encode())[:1] in (b"", b"{", b"<") or any(head.startswith(m) for m in _FRAME_MAGIC)):
+        if _core.payload_kind(head) == "binary":
             raise CorruptRecordError('corrupt stream: not a copal stream (it does not start with the magic bytes "CPL1")')
         return loads(head + _read_to_end(file), max_size=max_size)
     if len(head) < _FIXED_HEADER:
@@ -347,7 +323,3 @@ def _read(file: SupportsRead, size: int) -> bytes:
         remaining -= len(part)
     return b"".join(parts)
 
-
-# The binding's `loads` passes anything but a stream in bytes to `_loads_other`; it is handed it
-# here and never imports this module.
-_core.install_hooks(loads_other=_loads_other)

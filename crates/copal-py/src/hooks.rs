@@ -4,7 +4,7 @@
 //!
 //! Each module hands what it defines at the end of its own import (python/copal/errors.py its
 //! exception classes, persistent.py the class registry and its generation, evolution.py `Broken`, `BrokenObject`
-//! and `plan`, slots.py `stored_slots`, serialize.py `_loads_other`, query.py `_scope`).
+//! and `plan`, slots.py `stored_slots`, query.py `_scope`).
 //! `import copal` imports them all before it returns, so a program never meets a missing hook;
 //! code that imports `copal._core` alone gets a RuntimeError naming the module to import, never
 //! a wrong class.
@@ -23,7 +23,6 @@ static BROKEN: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static BROKEN_OBJECT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static EVOLUTION_PLAN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static STORED_SLOTS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-static LOADS_OTHER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static QUERY_SCOPE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// The names of the exception classes `install_hooks(errors=...)` must hand over.
@@ -43,7 +42,7 @@ pub(crate) const ERROR_NAMES: [&str; 9] = [
 /// that every module hands its own. A hook already handed keeps its first value (a module
 /// imported again makes new objects, but the binding goes on with the ones it was given).
 #[pyfunction]
-#[pyo3(signature = (*, errors=None, registry=None, registry_generation=None, broken=None, broken_object=None, evolution_plan=None, stored_slots=None, loads_other=None, query_scope=None))]
+#[pyo3(signature = (*, errors=None, registry=None, registry_generation=None, broken=None, broken_object=None, evolution_plan=None, stored_slots=None, query_scope=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn install_hooks(
     py: Python<'_>,
@@ -54,7 +53,6 @@ pub fn install_hooks(
     broken_object: Option<Bound<'_, PyType>>,
     evolution_plan: Option<Bound<'_, PyAny>>,
     stored_slots: Option<Bound<'_, PyAny>>,
-    loads_other: Option<Bound<'_, PyAny>>,
     query_scope: Option<Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     if let Some(errors) = errors {
@@ -78,7 +76,6 @@ pub fn install_hooks(
     keep(py, &BROKEN_OBJECT, broken_object);
     keep(py, &EVOLUTION_PLAN, evolution_plan);
     keep(py, &STORED_SLOTS, stored_slots);
-    keep(py, &LOADS_OTHER, loads_other);
     keep(py, &QUERY_SCOPE, query_scope);
     Ok(())
 }
@@ -121,10 +118,6 @@ handed_hook!(
 handed_hook!(
     /// `copal.slots.stored_slots`: which slots of a class hold stored fields.
     stored_slots: STORED_SLOTS, PyAny, "stored_slots", "copal.slots"
-);
-handed_hook!(
-    /// `copal.serialize._loads_other`: `copal.loads` of anything but a stream in bytes.
-    loads_other: LOADS_OTHER, PyAny, "_loads_other", "copal.serialize"
 );
 handed_hook!(
     /// `copal.query._scope(cls, only)`: the `QueryScope` of queries of a class.

@@ -54,14 +54,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_MAX_SIZE", copal_core::stream::DEFAULT_MAX_SIZE)?;
     m.add_function(wrap_pyfunction!(standalone::dumps_raw, m)?)?;
     m.add_function(wrap_pyfunction!(standalone::loads, m)?)?;
+    m.add_function(wrap_pyfunction!(text::payload_kind, m)?)?;
     m.add_function(wrap_pyfunction!(standalone::loads_raw, m)?)?;
     m.add_function(wrap_pyfunction!(archive::pack_many_raw, m)?)?;
     m.add_class::<archive::Archive>()?;
     m.add_function(wrap_pyfunction!(text::dumps_text_raw, m)?)?;
     m.add_function(wrap_pyfunction!(text::dumps_json_raw, m)?)?;
-    m.add_function(wrap_pyfunction!(text::loads_text_raw, m)?)?;
     m.add_function(wrap_pyfunction!(text::compress_text_raw, m)?)?;
-    m.add_function(wrap_pyfunction!(text::loads_compressed_raw, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::export_raw, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::import_raw, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::record_json, m)?)?;

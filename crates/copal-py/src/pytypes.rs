@@ -25,7 +25,7 @@ imported_type!(zoneinfo_type, "zoneinfo", "ZoneInfo");
 imported_type!(object_type, "builtins", "object");
 
 /// The classes and functions of the copal package itself, which the package hands over.
-pub(crate) use crate::hooks::{broken_object_type, broken_type, evolution_plan, loads_other};
+pub(crate) use crate::hooks::{broken_object_type, broken_type, evolution_plan};
 
 /// Whether this is a free-threaded build (`Py_GIL_DISABLED`), where an object's reference count
 /// is split between threads and cannot be read as a whole. Known when the module is built: a

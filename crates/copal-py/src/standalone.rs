@@ -455,9 +455,8 @@ fn remember_table(version: u8, bytes: &[u8], entries: Vec<Arc<TableEntry>>) {
     drop(evicted);
 }
 
-/// `copal.loads` without the keyword argument: the object graph of `data` if it is bytes that
-/// start like a stream, else whatever `copal.serialize._loads_other` (which detects the other
-/// forms) makes of it.
+/// `copal.loads`: the object graph of `data`, a stream or document in bytes, bytearray,
+/// memoryview or str (text.rs `loads_other` tells the forms apart).
 #[pyfunction]
 pub fn loads<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     if let Ok(bytes) = data.cast_exact::<PyBytes>() {
@@ -465,7 +464,7 @@ pub fn loads<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, max_size: &Bound<'p
             return loads_raw(py, bytes.as_bytes(), max_size);
         }
     }
-    crate::pytypes::loads_other(py)?.call1((data, max_size))
+    crate::text::loads_other(py, data, max_size)
 }
 
 /// `copal.loads` of a stream: the object graph of stream `data`, whose payload,

@@ -5,14 +5,16 @@
 //! several times faster. A document may be compressed as a whole, in the codec's standard
 //! frame (a gzip member, a zstd or an LZ4 frame), so that gunzip, zstd and lz4 read it too.
 
+use copal_core::stream::{Codec, Payload};
 use copal_core::text::{json, xml, TableEntry, TextError};
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 use crate::allocation;
 use crate::errors::CorruptRecordError;
-use crate::standalone::{checked_compression, checked_max_size, decode_document_body, decompress, encode_body, loads_stream};
+use crate::standalone::{checked_compression, checked_max_size, decode_document_body, decompress, encode_body, loads_raw, loads_stream};
 
 type Writer = fn(&[u8]) -> Result<String, TextError>;
 /// A reader of documents: the descriptor table and the value of one's stream body, read through
@@ -49,15 +51,6 @@ pub fn dumps_json_raw<'py>(py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult
     crate::json_writer::write(py, obj)
 }
 
-/// `copal.loads` of a text document (a str, or bytes in UTF-8): the object graph it describes.
-#[pyfunction]
-pub fn loads_text_raw<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, format: &str) -> PyResult<Bound<'py, PyAny>> {
-    match data.cast::<PyBytes>() {
-        Ok(bytes) => load_document(py, bytes.as_bytes(), format, None),
-        Err(_) => load_text(py, data.cast::<PyString>()?.to_str()?, format, None),
-    }
-}
-
 /// The object graph of the document `text` in `format`, its trees and objects held to `memory`
 /// bytes if given (`TextError::TooLarge`, decode/memory.rs).
 fn load_text<'py>(py: Python<'py>, text: &str, format: &str, memory: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
@@ -88,18 +81,51 @@ pub fn compress_text_raw<'py>(py: Python<'py>, document: &[u8], compression: u8,
     Ok(allocation::bytes(py, &framed)?.cast_into::<PyBytes>()?)
 }
 
-/// `copal.loads` of a compressed document or stream: the object graph of what the bytes `data`
-/// (one frame of `compression`, nothing after it) inflate to, a JSON or XML document if its
-/// first byte after blanks is `{` or `<`, else a stream. It inflates to at most `max_size` bytes
-/// and its objects take about as much memory at most (a small hostile input cannot claim
-/// gigabytes either way).
+/// `copal.loads` of anything but a stream in bytes: a str is a JSON or an XML document; other
+/// bytes-like data is told apart by its first bytes (`Payload`): a compressed document or
+/// stream, a document, or else a stream (whose reader reports what is wrong).
+pub(crate) fn loads_other<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if let Ok(text) = data.cast::<PyString>() {
+        let text = text.to_str()?;
+        let format = if Payload::of(text.as_bytes()) == Some(Payload::Xml) { "xml" } else { "json" };
+        return load_text(py, text, format, None);
+    }
+    let copied;
+    let bytes = match data.cast::<PyBytes>() {
+        Ok(bytes) => bytes.as_bytes(),
+        Err(_) => {
+            copied = PyBuffer::<u8>::get(data)?.to_vec(py)?;
+            &copied[..]
+        }
+    };
+    match Payload::of(bytes) {
+        Some(Payload::Compressed(codec)) => loads_compressed(py, bytes, codec, checked_max_size(max_size)?),
+        Some(Payload::Json) => load_document(py, bytes, "json", None),
+        Some(Payload::Xml) => load_document(py, bytes, "xml", None),
+        _ => loads_raw(py, bytes, max_size),
+    }
+}
+
+/// What a payload starting with `head` is (`Payload`): "zstd", "gzip" or "lz4" for a compression
+/// frame, "json", "xml", or "binary"; None while `head` holds only blanks.
 #[pyfunction]
-pub fn loads_compressed_raw<'py>(py: Python<'py>, data: &[u8], compression: u8, max_size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let max_size = checked_max_size(max_size)?;
-    let inflated = decompress(py, compression, data, max_size)?;
-    match inflated.iter().find(|b| !b" \t\n\r".contains(b)) {
-        Some(b'{') => load_document(py, &inflated, "json", Some(max_size)),
-        Some(b'<') => load_document(py, &inflated, "xml", Some(max_size)),
+pub fn payload_kind(head: &[u8]) -> Option<&'static str> {
+    Payload::of(head).map(|payload| match payload {
+        Payload::Compressed(codec) => codec.name(),
+        Payload::Json => "json",
+        Payload::Xml => "xml",
+        Payload::Binary => "binary",
+    })
+}
+
+/// The object graph of what `data`, one frame of `codec` and nothing after it, inflates to: a
+/// document or a stream. It inflates to at most `max_size` bytes and its objects take about as
+/// much memory at most (a small hostile input cannot claim gigabytes either way).
+fn loads_compressed<'py>(py: Python<'py>, data: &[u8], codec: Codec, max_size: usize) -> PyResult<Bound<'py, PyAny>> {
+    let inflated = decompress(py, codec.code(), data, max_size)?;
+    match Payload::of(&inflated) {
+        Some(Payload::Json) => load_document(py, &inflated, "json", Some(max_size)),
+        Some(Payload::Xml) => load_document(py, &inflated, "xml", Some(max_size)),
         _ => loads_stream(py, &inflated, max_size, Some(max_size)),
     }
 }

@@ -23,6 +23,7 @@ use super::snapshot::Snapshot;
 use super::transfer_binary::{CopalReader, CopalWriter, MAGIC};
 use super::transfer_text::{TextReader, TextWriter};
 use super::Store;
+use crate::stream::Payload;
 use crate::format::{encode_root_record, oid_class, ClassNo, Descriptor, Oid, RecordHeader, Writer, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID};
 
 /// An import commits after this many records...
@@ -95,6 +96,9 @@ pub enum EntryFault {
     BadOid(String),
     /// The entry is longer than `max_size`, the longest the importer accepts.
     TooLarge { size: u64, max_size: usize },
+    /// A text entry not laid out as copal writes it, whose parse trees would take more than
+    /// `max_size` bytes of memory.
+    TooLargeTree { max_size: usize },
 }
 
 impl EntryFault {
@@ -107,7 +111,7 @@ impl EntryFault {
             Self::BadPayload(_) => "BadPayload",
             Self::OutOfOrder(_) => "OutOfOrder",
             Self::BadOid(_) => "BadOid",
-            Self::TooLarge { .. } => "TooLarge",
+            Self::TooLarge { .. } | Self::TooLargeTree { .. } => "TooLarge",
         }
     }
 }
@@ -124,6 +128,11 @@ impl fmt::Display for EntryFault {
                 f,
                 "it is {size} bytes long, more than max_size = {max_size}; import with a larger max_size (copal import \
                  --max-size) if the export is trusted"
+            ),
+            Self::TooLargeTree { max_size } => write!(
+                f,
+                "it is not laid out as copal writes it, and reading it so would take more than max_size = {max_size} bytes \
+                 of memory; import with a larger max_size (copal import --max-size) if the export is trusted"
             ),
         }
     }
@@ -580,14 +589,11 @@ impl EntryWriter for ImportSink<'_, '_> {
 /// no entry longer than `max_size`.
 fn entry_reader<'i>(input: &'i mut dyn BufRead, max_size: usize) -> Result<Box<dyn EntryReader + 'i>, TransferError> {
     let start = input.fill_buf()?;
-    let first = start.iter().find(|b| !b.is_ascii_whitespace()).copied();
-    match first {
-        Some(b'{') => Ok(Box::new(TextReader::new(input, false, max_size))),
-        Some(b'<') => Ok(Box::new(TextReader::new(input, true, max_size))),
+    match Payload::of(start) {
+        Some(Payload::Json) => Ok(Box::new(TextReader::new(input, false, max_size))),
+        Some(Payload::Xml) => Ok(Box::new(TextReader::new(input, true, max_size))),
         _ if start.starts_with(&MAGIC[..start.len().min(MAGIC.len())]) => Ok(Box::new(CopalReader::new(input, max_size)?)),
-        _ if start.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) || start.starts_with(&[0x1f, 0x8b]) => {
-            Err(malformed("the export is compressed: decompress it first"))
-        }
+        Some(Payload::Compressed(_)) => Err(malformed("the export is compressed: decompress it first")),
         _ => Err(malformed("the input is not a copal export (neither CPLX, JSON Lines nor XML)")),
     }
 }

@@ -18,7 +18,8 @@ use super::index::IndexDef;
 use super::transfer_record::{body_record, record_document, DocumentTables, Tables};
 use super::transfer::{malformed, Entry, EntryFault, EntryReader, EntryWriter, TransferError};
 use crate::format::{decode_record_state, DecodeError, Descriptor, DescriptorSource, Oid, RecordHeader, Value, Writer};
-use crate::text::{json, xml, Body, TableEntry};
+use crate::stream::compression::reserve_within;
+use crate::text::{json, xml, Body, TableEntry, TextError};
 
 /// The type name of the enum whose members stand for references to stored objects: the member
 /// name is the oid in hexadecimal (`0x1000000000003`).
@@ -237,6 +238,8 @@ pub(crate) struct TextReader<'r> {
     max_size: usize,
     /// The number of the next entry (the header is entry 0).
     entry: u64,
+    /// The number of the last line read (the first line is line 1).
+    line_number: u64,
     /// Store descriptor ids by (type name, fields), from the descriptor entries.
     ids: HashMap<(String, Vec<String>), u32>,
     /// The descriptor tables of records' documents, resolved with `ids`.
@@ -253,6 +256,7 @@ impl<'r> TextReader<'r> {
             line: Vec::new(),
             max_size,
             entry: 0,
+            line_number: 0,
             ids: HashMap::new(),
             tables: Tables::default(),
         }
@@ -266,9 +270,9 @@ impl<'r> TextReader<'r> {
             if !read_line(self.input, &mut self.line, self.max_size.saturating_add(1))? {
                 return Ok(None);
             }
+            self.line_number += 1;
             if self.line.len() > self.max_size {
-                let fault = EntryFault::TooLarge { size: self.line.len() as u64, max_size: self.max_size };
-                return Err(TransferError::BadEntry { entry: self.entry, what: "line".into(), fault });
+                return Err(self.fault(self.entry, EntryFault::TooLarge { size: self.line.len() as u64, max_size: self.max_size }));
             }
             let text = std::str::from_utf8(&self.line).map_err(|_| malformed("a line is not UTF-8"))?.trim();
             if !text.is_empty() {
@@ -396,19 +400,44 @@ impl EntryReader for TextReader<'_> {
             self.closed = true;
             return self.next_entry();
         }
+        let number = self.entry;
         self.entry += 1;
+        self.line_entry(&line, number).map(Some).map_err(|e| match e {
+            TransferError::Malformed { message } => self.fault(number, EntryFault::BadPayload(message)),
+            e => e,
+        })
+    }
+}
+
+impl TextReader<'_> {
+    /// An error naming entry `number` and the line it was read from.
+    fn fault(&self, number: u64, fault: EntryFault) -> TransferError {
+        TransferError::BadEntry { entry: number, what: format!("line {}", self.line_number), fault }
+    }
+
+    /// The entry that `line` holds, entry `number`.
+    fn line_entry(&mut self, line: &str, number: u64) -> Result<Entry<'static>, TransferError> {
+        let xml = self.xml;
         // Records, nearly all the lines, go from the one-pass readers' body to the record bytes.
         let limit = self.max_size;
-        let body = if xml { xml::table_and_value_from_xml(&line, limit) } else { json::table_and_value_from_json(&line, limit) };
-        let (table, value) = body.map_err(|e| malformed(format!("{e}")))?;
+        let body = if xml { xml::table_and_value_from_xml(line, limit) } else { json::table_and_value_from_json(line, limit) };
+        let (table, value) = body.map_err(|e| self.text_fault(number, e))?;
         if let Some((oid, record)) = body_record(&table, &value, &self.ids, &mut self.tables) {
-            return Ok(Some(Entry::Record { oid, record: record.into() }));
+            return Ok(Entry::Record { oid, record: record.into() });
         }
         // Every other entry, and a record that path does not read, through the value tree,
         // which gives the entry or the error.
-        let body = if xml { xml::from_xml(&line, limit) } else { json::from_json(&line, limit) };
-        let body = body.map_err(|e| malformed(format!("{e}")))?;
-        self.entry(body).map(Some)
+        let body = if xml { xml::from_xml(line, limit) } else { json::from_json(line, limit) };
+        let body = body.map_err(|e| self.text_fault(number, e))?;
+        self.entry(body)
+    }
+
+    /// A line that does not read as a document, or whose trees would take more than `max_size`.
+    fn text_fault(&self, number: u64, error: TextError) -> TransferError {
+        match error {
+            TextError::TooLarge { limit } => self.fault(number, EntryFault::TooLargeTree { max_size: limit }),
+            e => malformed(format!("{e}")),
+        }
     }
 }
 
@@ -425,10 +454,7 @@ fn read_line(input: &mut dyn BufRead, line: &mut Vec<u8>, limit: usize) -> std::
         }
         let end = available.iter().position(|&b| b == b'\n').map(|at| at + 1);
         let take = end.unwrap_or(available.len()).min(limit - line.len());
-        if line.len() + take > line.capacity() {
-            let room = (line.capacity() + line.capacity() / 2).max(line.len() + take).min(limit);
-            line.reserve_exact(room - line.len());
-        }
+        reserve_within(line, line.len() + take, limit);
         line.extend_from_slice(&available[..take]);
         input.consume(take);
         if line.len() == limit || end.is_some_and(|end| end == take) {

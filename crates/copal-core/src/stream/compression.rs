@@ -57,6 +57,13 @@ impl Codec {
         }
     }
 
+    /// The codec whose frame starts with `head`'s magic bytes.
+    pub fn of_frame(head: &[u8]) -> Option<Codec> {
+        [(&ZSTD_MAGIC[..], Codec::Zstd), (&GZIP_MAGIC, Codec::Gzip), (&LZ4_MAGIC, Codec::Lz4)]
+            .into_iter()
+            .find_map(|(magic, codec)| head.starts_with(magic).then_some(codec))
+    }
+
     pub fn code(self) -> u8 {
         match self {
             Codec::Zstd => ZSTD,
@@ -230,15 +237,11 @@ impl<W: Write> Write for CompressingWriter<W> {
 /// `input` decompressed if it starts with a zstd, gzip or LZ4 frame, else as it is: exports are
 /// read without being told their compression. The decompressors work a buffer at a time.
 pub fn detecting_reader<'a, R: BufRead + 'a>(mut input: R) -> io::Result<Box<dyn BufRead + 'a>> {
-    let head = input.fill_buf()?;
-    Ok(if head.starts_with(&ZSTD_MAGIC) {
-        Box::new(io::BufReader::new(zstd::stream::read::Decoder::with_buffer(input)?))
-    } else if head.starts_with(&GZIP_MAGIC) {
-        Box::new(io::BufReader::new(WholeGzip(flate2::bufread::GzDecoder::new(input))))
-    } else if head.starts_with(&LZ4_MAGIC) {
-        Box::new(io::BufReader::new(lz4_flex::frame::FrameDecoder::new(CheckedLz4::new(input))))
-    } else {
-        Box::new(input)
+    Ok(match Codec::of_frame(input.fill_buf()?) {
+        Some(Codec::Zstd) => Box::new(io::BufReader::new(zstd::stream::read::Decoder::with_buffer(input)?)),
+        Some(Codec::Gzip) => Box::new(io::BufReader::new(WholeGzip(flate2::bufread::GzDecoder::new(input)))),
+        Some(Codec::Lz4) => Box::new(io::BufReader::new(lz4_flex::frame::FrameDecoder::new(CheckedLz4::new(input)))),
+        None => Box::new(input),
     })
 }
 
@@ -348,11 +351,17 @@ fn inflate(codec: Codec, mut decoder: impl Read, declared: Option<u64>, max_size
         if needed > max_size {
             return Err(InflateError::TooLarge { codec, max_size });
         }
-        if needed > out.capacity() {
-            let target = (out.capacity() + out.capacity() / 2).max(needed).min(max_size);
-            out.reserve_exact(target - out.len());
-        }
+        reserve_within(&mut out, needed, max_size);
         out.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Makes room in `buffer` for `needed` bytes (`needed <= limit`): it grows by half when it must
+/// grow, and never beyond `limit`, so a buffer bounded by `limit` is never given room past it.
+pub(crate) fn reserve_within(buffer: &mut Vec<u8>, needed: usize, limit: usize) {
+    if needed > buffer.capacity() {
+        let target = (buffer.capacity() + buffer.capacity() / 2).max(needed).min(limit);
+        buffer.reserve_exact(target - buffer.len());
     }
 }
 

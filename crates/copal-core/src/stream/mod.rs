@@ -12,11 +12,13 @@
 pub mod archive;
 pub mod compression;
 mod lz4_frames;
+mod payload;
 
 use std::borrow::Cow;
 use std::fmt;
 
 pub use compression::{Codec, Compression, InflateError, LevelError, DEFAULT_MAX_SIZE};
+pub use payload::{Payload, BLANKS};
 
 use crate::format::{decode_value_with, read_field_kinds, DecodeError, DescriptorSource, FieldKind, Reader, Value, ValueForms, Writer};
 use crate::text::TableEntry;
