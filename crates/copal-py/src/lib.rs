@@ -49,6 +49,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<query_scope::QueryScope>()?;
     m.add_class::<query_object::QueryObject>()?;
     m.add_class::<query_object::Results>()?;
+    m.add_class::<query_object::GroupedQuery>()?;
     m.add_class::<database::Store>()?;
     m.add("ROOT_OID", copal_core::format::ROOT_OID)?;
     m.add("DEFAULT_MAX_SIZE", copal_core::stream::DEFAULT_MAX_SIZE)?;

@@ -8,7 +8,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use copal_core::query::Path;
+use copal_core::query::{Aggregate, Aggregation, Path};
 use pyo3::exceptions::{PyLookupError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
@@ -71,6 +71,19 @@ impl QueryObject {
 
     /// Runs the query in `mode` (see `Connection.query`) with at most `limit` results.
     fn run<'py>(&self, py: Python<'py>, mode: &str, limit: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+        self.run_selecting(py, mode, limit, Vec::new(), None)
+    }
+
+    /// `run`, reading the values of `select` ("values") or computing `aggregation`
+    /// ("aggregate").
+    fn run_selecting<'py>(
+        &self,
+        py: Python<'py>,
+        mode: &str,
+        limit: Option<usize>,
+        select: Vec<Path>,
+        aggregation: Option<Aggregation>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let limit = match (limit, self.limit) {
             (Some(asked), Some(own)) => Some(asked.min(own)),
             (asked, own) => asked.or(own),
@@ -89,20 +102,42 @@ impl QueryObject {
             offset: self.offset,
             limit,
             mode,
+            select,
+            aggregation,
         };
         crate::connection::run_query(conn, request)
+    }
+
+    /// `kind` of the values of `field` over the results, per value of `group` if given.
+    fn aggregate<'py>(&self, py: Python<'py>, kind: Aggregate, field: Option<&Bound<'py, PyAny>>, group: Option<Path>) -> PyResult<Bound<'py, PyAny>> {
+        let field = field.map(path_of).transpose()?;
+        self.run_selecting(py, "aggregate", None, Vec::new(), Some(Aggregation { kind, field, group }))
     }
 
     /// `method` of this query run by the transaction in a worker thread: an awaitable
     /// (`Transaction._in_thread`, python/copal/aio.py).
     fn in_thread<'py>(slf: &Bound<'py, Self>, method: &str) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        slf.get().tx.bind(py).call_method1(interned!(py, "_in_thread")?, (slf.getattr(method)?,))
+        in_thread(&slf.get().tx, slf.getattr(method)?, &[])
     }
 
     fn class_name(&self, py: Python<'_>) -> PyResult<String> {
         Ok(self.cls.bind(py).name()?.to_string())
     }
+}
+
+/// `call(*arguments)` run by transaction `tx` in a worker thread: an awaitable
+/// (`Transaction._in_thread`, python/copal/aio.py).
+fn in_thread<'py>(tx: &Py<PyAny>, call: Bound<'py, PyAny>, arguments: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyAny>> {
+    let py = call.py();
+    let call = match arguments.is_empty() {
+        true => call,
+        false => {
+            let partial = py.import(interned!(py, "functools")?)?.getattr(interned!(py, "partial")?)?;
+            let parts: Vec<Bound<'py, PyAny>> = std::iter::once(call).chain(arguments.iter().cloned()).collect();
+            partial.call1(PyTuple::new(py, parts)?)?
+        }
+    };
+    tx.bind(py).call_method1(interned!(py, "_in_thread")?, (call,))
 }
 
 /// The node of a condition (`copal.Expr`, whose `node` is the filter).
@@ -124,8 +159,11 @@ fn path_of(path: &Bound<'_, PyAny>) -> PyResult<Path> {
         let text = text.to_str()?;
         return checked_path(text.split('.').map(str::to_owned).collect());
     }
-    let parts: Vec<String> = path.getattr(interned!(path.py(), "path")?)?.extract()?;
-    checked_path(parts)
+    let parts = path.getattr_opt(interned!(path.py(), "path")?)?.map(|parts| parts.extract::<Vec<String>>());
+    match parts {
+        Some(Ok(parts)) => checked_path(parts),
+        _ => Err(PyTypeError::new_err(format!("a path is a str (\"a.b\") or a copal.field(...), not {}", path.get_type().name()?))),
+    }
 }
 
 #[pymethods]
@@ -245,6 +283,52 @@ impl QueryObject {
         self.run(py, "oids", None)
     }
 
+    /// The values of `paths` in each result, as tuples, in the results' order (`order_by`,
+    /// `offset` and `limit` apply), read in Rust from the records without building the
+    /// objects. A path is a field name, a dotted path through embedded objects, dicts and
+    /// references (`"address.city"`), or a `copal.field(...)`; where it leads nowhere the value
+    /// is None. A reference gives the referenced object (a ghost until touched); containers are
+    /// copies (two paths to one shared list give two equal lists).
+    #[pyo3(signature = (*paths))]
+    fn values<'py>(&self, py: Python<'py>, paths: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        if paths.is_empty() {
+            return Err(PyTypeError::new_err("values() needs at least one path"));
+        }
+        let select = paths.iter().map(|path| path_of(&path)).collect::<PyResult<Vec<_>>>()?;
+        self.run_selecting(py, "values", None, select, None)
+    }
+
+    /// The sum of the values of `path` over the results (Python's arithmetic: ints exactly, an
+    /// int and a float make a float; None and missing values add nothing), evaluated in Rust;
+    /// None when no result has a value. TypeError for a value that is not an int, float or
+    /// bool (Decimals are not summed in Rust).
+    fn sum<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.aggregate(py, Aggregate::Sum, Some(path), None)
+    }
+
+    /// The least value of `path` over the results (compared as filters compare; None and
+    /// missing values left out), or None. TypeError for values that cannot be ordered.
+    fn min<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.aggregate(py, Aggregate::Min, Some(path), None)
+    }
+
+    /// The greatest value of `path` over the results, as `min` finds the least.
+    fn max<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.aggregate(py, Aggregate::Max, Some(path), None)
+    }
+
+    /// The mean of the values of `path` over the results, a float (the values as `sum` adds
+    /// them, divided by how many there are), or None.
+    fn avg<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.aggregate(py, Aggregate::Avg, Some(path), None)
+    }
+
+    /// The results grouped by the value of `path`: aggregates of the groups are dicts keyed by
+    /// that value (`query.group_by("city").count()`).
+    fn group_by(slf: &Bound<'_, Self>, path: &Bound<'_, PyAny>) -> PyResult<GroupedQuery> {
+        Ok(GroupedQuery { query: slf.clone().unbind(), group: path_of(path)? })
+    }
+
     /// The results, built in batches of 1,000 as the iteration goes (a loop that stops early
     /// builds only what it consumed, plus the rest of its batch).
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Results> {
@@ -279,6 +363,32 @@ impl QueryObject {
         QueryObject::in_thread(slf, "count")
     }
 
+    /// `await query.avalues(*paths)`: `values(*paths)`, run in a worker thread.
+    #[pyo3(signature = (*paths))]
+    fn avalues<'py>(slf: &Bound<'py, Self>, paths: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        in_thread(&slf.get().tx, slf.getattr(interned!(slf.py(), "values")?)?, &paths.iter().collect::<Vec<_>>())
+    }
+
+    /// `await query.asum(path)`: `sum(path)`, run in a worker thread.
+    fn asum<'py>(slf: &Bound<'py, Self>, path: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        in_thread(&slf.get().tx, slf.getattr(interned!(slf.py(), "sum")?)?, &[path])
+    }
+
+    /// `await query.amin(path)`: `min(path)`, run in a worker thread.
+    fn amin<'py>(slf: &Bound<'py, Self>, path: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        in_thread(&slf.get().tx, slf.getattr(interned!(slf.py(), "min")?)?, &[path])
+    }
+
+    /// `await query.amax(path)`: `max(path)`, run in a worker thread.
+    fn amax<'py>(slf: &Bound<'py, Self>, path: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        in_thread(&slf.get().tx, slf.getattr(interned!(slf.py(), "max")?)?, &[path])
+    }
+
+    /// `await query.aavg(path)`: `avg(path)`, run in a worker thread.
+    fn aavg<'py>(slf: &Bound<'py, Self>, path: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        in_thread(&slf.get().tx, slf.getattr(interned!(slf.py(), "avg")?)?, &[path])
+    }
+
     /// `async for obj in query`: the results, a batch at a time, each batch run and built in a
     /// worker thread (`Transaction._aiter`, python/copal/aio.py).
     fn __aiter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
@@ -293,9 +403,13 @@ impl QueryObject {
         let mut parts = vec![format!("{access}; filter {}", filter.text(py)?)];
         let mut paths = Vec::new();
         filter.collect_paths(&mut paths);
-        let defaults = self.current_scope(py)?.get().defaults_for(py, paths.iter().chain(self.order.iter().map(|(path, _)| path)))?;
+        let scope = self.current_scope(py)?;
+        let scope = scope.get();
+        let defaults = scope.defaults_for(py, paths.iter().chain(self.order.iter().map(|(path, _)| path)))?;
+        // Records written before a field was added are read as holding its default; those of
+        // the queried classes are named (paths through references may read others' too).
+        let defaults: Vec<_> = defaults.into_iter().filter(|(type_name, _, _)| scope.type_names.contains(type_name)).collect();
         if !defaults.is_empty() {
-            // Records written before a field was added are read as holding its default.
             let read_as = defaults
                 .iter()
                 .map(|(type_name, name, default)| Ok(format!("{name} = {} ({type_name})", default.repr()?)))
@@ -382,5 +496,79 @@ impl Results {
         let loaded = self.conn.get().load_many(py, oids)?;
         *self.batch.lock().unwrap_or_else(PoisonError::into_inner) = (loaded.unbind(), 0);
         Ok(true)
+    }
+}
+
+/// A query's results grouped by the value of a path (`Query.group_by`): each aggregate is a
+/// dict of the groups' values to the aggregate of their results, evaluated in Rust on the
+/// records; the groups are the distinct values among the results (equal values are one group,
+/// as in a dict: 1 and 1.0), None gathering the results where the path leads nowhere, in the
+/// order of their first result.
+#[pyclass(frozen, module = "copal", name = "GroupedQuery")]
+pub struct GroupedQuery {
+    query: Py<QueryObject>,
+    group: Path,
+}
+
+impl GroupedQuery {
+    fn in_thread<'py>(slf: &Bound<'py, Self>, method: &str, path: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        in_thread(&slf.get().query.get().tx, slf.getattr(method)?, path.as_slice())
+    }
+
+    fn aggregate<'py>(&self, py: Python<'py>, kind: Aggregate, field: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        self.query.get().aggregate(py, kind, field, Some(self.group.clone()))
+    }
+}
+
+#[pymethods]
+impl GroupedQuery {
+    /// How many results each group has.
+    fn count<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.aggregate(py, Aggregate::Count, None)
+    }
+
+    /// The sum of `path` in each group (as `Query.sum`).
+    fn sum<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.aggregate(py, Aggregate::Sum, Some(path))
+    }
+
+    /// The least value of `path` in each group (as `Query.min`).
+    fn min<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.aggregate(py, Aggregate::Min, Some(path))
+    }
+
+    /// The greatest value of `path` in each group (as `Query.max`).
+    fn max<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.aggregate(py, Aggregate::Max, Some(path))
+    }
+
+    /// The mean of `path` in each group (as `Query.avg`).
+    fn avg<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.aggregate(py, Aggregate::Avg, Some(path))
+    }
+
+    /// `await grouped.acount()`: `count()`, run in a worker thread.
+    fn acount<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        GroupedQuery::in_thread(slf, "count", None)
+    }
+
+    /// `await grouped.asum(path)`: `sum(path)`, run in a worker thread.
+    fn asum<'py>(slf: &Bound<'py, Self>, path: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        GroupedQuery::in_thread(slf, "sum", Some(path))
+    }
+
+    /// `await grouped.amin(path)`: `min(path)`, run in a worker thread.
+    fn amin<'py>(slf: &Bound<'py, Self>, path: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        GroupedQuery::in_thread(slf, "min", Some(path))
+    }
+
+    /// `await grouped.amax(path)`: `max(path)`, run in a worker thread.
+    fn amax<'py>(slf: &Bound<'py, Self>, path: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        GroupedQuery::in_thread(slf, "max", Some(path))
+    }
+
+    /// `await grouped.aavg(path)`: `avg(path)`, run in a worker thread.
+    fn aavg<'py>(slf: &Bound<'py, Self>, path: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        GroupedQuery::in_thread(slf, "avg", Some(path))
     }
 }

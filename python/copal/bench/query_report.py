@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from copal.bench.charts import NO_MATPLOTLIB, finish, log_bars, pyplot
-from copal.bench.query_data import QUERIES
+from copal.bench.query_data import QUERIES, QUERIES_BY_ID
 from copal.bench.query_systems import QUERY_SYSTEMS
 from copal.bench.tables import format_bytes, format_duration, target_rows
 
@@ -88,16 +88,23 @@ def evaluate_targets(queries: list[dict[str, Any]], n: int) -> list[dict[str, An
 
     targets: list[dict[str, Any]] = []
     cases = []
-    for q in queries:
+    compared = [q for q in queries if QUERIES_BY_ID[q["id"]].against_sqlite]
+    for q in compared:
         c, s = median(q["id"], "copal"), median(q["id"], "sqlite")
         if c is not None and s is not None:
             cases.append(f"{q['id']} x{s / c:.2f}")
     all_faster = [median(q["id"], "copal") is not None and median(q["id"], "sqlite") is not None
-                  and (median(q["id"], "copal") or 0) <= (median(q["id"], "sqlite") or 0) for q in queries]
+                  and (median(q["id"], "copal") or 0) <= (median(q["id"], "sqlite") or 0) for q in compared]
     targets.append({
-        "target": "copal at least as fast as SQLite in every query",
+        "target": "copal at least as fast as SQLite in every query (Q5o aside)",
         "result": "SQLite / copal: " + ", ".join(cases) if cases else "copal or SQLite did not run",
-        "met": all(all_faster) if cases and len(cases) == len(queries) else None,
+        "met": all(all_faster) if cases and len(cases) == len(compared) else None,
+    })
+    values, objects = median("Q5", "copal"), median("Q5o", "copal")
+    targets.append({
+        "target": "two fields of everyone (Q5) at least 5x faster than reading them from the objects (Q5o)",
+        "result": "-" if values is None or objects is None else f"x{objects / values:.1f}",
+        "met": None if values is None or objects is None else objects / values >= 5,
     })
     q1 = median("Q1", "copal")
     targets.append({

@@ -72,6 +72,22 @@ class QuerySystem(Adapter):
     def q4b(self, city: str) -> int:
         raise NotImplementedError
 
+    def q5(self, _: None) -> list[tuple[str, int]]:
+        """(name, age) of everyone, as the system reads two fields of every row."""
+        raise NotImplementedError
+
+    def q5o(self, _: None) -> list[tuple[str, int]]:
+        """(name, age) of everyone, read from the system's objects."""
+        raise NotImplementedError
+
+    def q6a(self, _: None) -> dict[str, int]:
+        """How many people live in each city."""
+        raise NotImplementedError
+
+    def q6b(self, _: None) -> int:
+        """The sum of everyone's age."""
+        raise NotImplementedError
+
 
 # ----- copal
 
@@ -186,6 +202,21 @@ class CopalQueries(QuerySystem):
     def q4b(self, city: str) -> int:
         n: int = self.tx.query(self.P).where(city=city).count()
         return n
+
+    def q5(self, _: None) -> list[tuple[str, int]]:
+        rows: list[tuple[str, int]] = self.tx.query(self.P).values("name", "age")
+        return rows
+
+    def q5o(self, _: None) -> list[tuple[str, int]]:
+        return [(p.name, p.age) for p in self.tx.query(self.P)]
+
+    def q6a(self, _: None) -> dict[str, int]:
+        counts: dict[str, int] = self.tx.query(self.P).group_by("city").count()
+        return counts
+
+    def q6b(self, _: None) -> int:
+        total: int = self.tx.query(self.P).sum("age")
+        return total
 
 
 # ----- SQLite
@@ -305,6 +336,19 @@ class SqliteQueries(QuerySystem):
         row = self.conn.execute("SELECT count(*) FROM person WHERE city = ?", (city,)).fetchone()
         return int(row[0])
 
+    def q5(self, _: None) -> list[tuple[str, int]]:
+        rows: list[tuple[str, int]] = self.conn.execute("SELECT name, age FROM person").fetchall()
+        return rows
+
+    def q5o(self, _: None) -> list[tuple[str, int]]:
+        return [(p.name, p.age) for p in self._objects(f"SELECT {_COLUMNS} FROM person", ())]
+
+    def q6a(self, _: None) -> dict[str, int]:
+        return dict(self.conn.execute("SELECT city, count(*) FROM person GROUP BY city"))
+
+    def q6b(self, _: None) -> int:
+        return int(self.conn.execute("SELECT sum(age) FROM person").fetchone()[0])
+
 
 # ----- SQLAlchemy
 
@@ -375,6 +419,21 @@ class SqlAlchemyQueries(QuerySystem):
     def q4b(self, city: str) -> int:
         P, sa = self.P, self.sa
         return int(self.session.scalar(sa.select(sa.func.count()).select_from(P).where(P.city == city)))
+
+    def q5(self, _: None) -> list[tuple[str, int]]:
+        P = self.P
+        return [tuple(row) for row in self.session.execute(self.sa.select(P.name, P.age))]
+
+    def q5o(self, _: None) -> list[tuple[str, int]]:
+        return [(p.name, p.age) for p in self._objects(self.sa.select(self.P))]
+
+    def q6a(self, _: None) -> dict[str, int]:
+        P, sa = self.P, self.sa
+        return {city: n for city, n in self.session.execute(sa.select(P.city, sa.func.count()).group_by(P.city))}
+
+    def q6b(self, _: None) -> int:
+        P, sa = self.P, self.sa
+        return int(self.session.scalar(sa.select(sa.func.sum(P.age))))
 
 
 # ----- ZODB
@@ -477,6 +536,21 @@ class ZODBQueries(QuerySystem):
 
     def q4b(self, city: str) -> int:
         return sum(1 for p in self.people.values() if p.city == city)
+
+    def q5(self, _: None) -> list[tuple[str, int]]:
+        return [(p.name, p.age) for p in self.people.values()]
+
+    def q5o(self, _: None) -> list[tuple[str, int]]:
+        return self.q5(None)
+
+    def q6a(self, _: None) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for p in self.people.values():
+            counts[p.city] = counts.get(p.city, 0) + 1
+        return counts
+
+    def q6b(self, _: None) -> int:
+        return sum(p.age for p in self.people.values())
 
 
 #: The adapters by ``--systems`` name, in the default column order.

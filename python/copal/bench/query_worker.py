@@ -22,11 +22,14 @@ def _digest(value: Any) -> str:
 
 
 def _summary_of(result: Any) -> Any:
-    """What a result is compared by across systems: emails (in order) or a count."""
+    """What a result is compared by across systems: emails (in order), a count or sum, rows of
+    values (sorted: each system gives them in its own order), or counts per value (sorted)."""
     if isinstance(result, int):
         return result
+    if isinstance(result, dict):
+        return sorted(result.items())
     if isinstance(result, list):
-        return [p.email for p in result]
+        return sorted(tuple(row) for row in result) if result and isinstance(result[0], tuple) else [p.email for p in result]
     return None if result is None else result.email
 
 
@@ -52,7 +55,7 @@ def run_queries(adapter: QuerySystem, n: int, rounds: int, lookups: int) -> dict
                     if round_no == 0:
                         check.append(_summary_of(result))
                         sizes.append(result if isinstance(result, int) else
-                                     len(result) if isinstance(result, list) else int(result is not None))
+                                     len(result) if isinstance(result, (list, dict)) else int(result is not None))
             finally:
                 adapter.end()
             if round_no > 0:

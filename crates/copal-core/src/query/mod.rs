@@ -4,6 +4,7 @@
 //! A query may see a running transaction's uncommitted changes (`Pending`): its records replace
 //! the stored ones everywhere the query reads records, and its deleted objects are absent.
 
+mod aggregate;
 mod clock;
 mod decimal;
 mod expr;
@@ -21,6 +22,7 @@ use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+pub use aggregate::{aggregate_pending, Aggregate, AggregateError, Aggregation};
 pub use expr::{compares, CmpOp, Expr, Path};
 pub use order::{compare, equals, sort_order};
 pub use zone::{search_path_exists as zone_search_path_exists, set_search_path as set_zone_search_path};
@@ -37,12 +39,14 @@ use reader::Reader;
 use value_set::ValueSets;
 
 /// What to find: objects of the given class extents that satisfy `filter`, sorted by `order`
-/// (path, descending), after skipping `offset`, at most `limit`, leaving out `exclude`.
+/// (path, descending), after skipping `offset`, at most `limit`, leaving out `exclude`; and of
+/// each, the values of the `select` paths (projections and aggregates read them).
 #[derive(Debug, Clone)]
 pub struct Query {
     pub classes: Vec<ClassNo>,
     pub filter: Expr,
     pub order: Vec<(Path, bool)>,
+    pub select: Vec<Path>,
     pub offset: usize,
     pub limit: Option<usize>,
     pub exclude: HashSet<Oid>,
@@ -61,7 +65,7 @@ impl Query {
         // Extents in class order give results in object-id order.
         classes.sort_unstable();
         classes.dedup();
-        Query { classes, filter, order: Vec::new(), offset: 0, limit: None, exclude: HashSet::new(), renamed: Arc::default(), defaults: HashMap::new() }
+        Query { classes, filter, order: Vec::new(), select: Vec::new(), offset: 0, limit: None, exclude: HashSet::new(), renamed: Arc::default(), defaults: HashMap::new() }
     }
 
     /// Where field `name` sits in records of `descriptor`: under that name, or under a former
@@ -89,11 +93,11 @@ impl Query {
     }
 }
 
-/// The paths a query reads, borrowed from it: filter paths, then order paths.
+/// The paths a query reads, borrowed from it: filter paths, then order and selected paths.
 fn query_paths(query: &Query) -> Vec<&Path> {
     let mut paths = Vec::new();
     query.filter.paths(&mut paths);
-    for (path, _) in &query.order {
+    for path in query.order.iter().map(|(path, _)| path).chain(&query.select) {
         if !paths.contains(&path) {
             paths.push(path);
         }
@@ -137,8 +141,9 @@ pub fn explain_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) ->
     Ok(text)
 }
 
-/// The sort keys of a match, its oid and its record.
-type Found = (Vec<Option<Value>>, Oid, Vec<u8>);
+/// The keys of a match (its sort keys, then its selected values), its oid, and what is kept of
+/// its record (the record, or nothing when the selected values are all that is wanted).
+type Found<T> = (Vec<Option<Value>>, Oid, T);
 
 /// Tests records against a query's filter, reading only the fields that it and the order read.
 struct Matcher<'a> {
@@ -179,8 +184,9 @@ impl<'a> Matcher<'a> {
         Matcher { query, names, required, sets: ValueSets::new(&query.filter), reader: Reader::new(source, query), top }
     }
 
-    /// The sort keys of the record of `oid` if the query wants it (not excluded, and the filter
-    /// holds), else None. `unverified` is the stored value (record and checksum) of a record
+    /// The keys of the record of `oid` if the query wants it (not excluded, and the filter
+    /// holds), else None: its sort keys, then its selected values (each whole: no
+    /// back-reference left in it, `Reader::descend`). `unverified` is the stored value (record and checksum) of a record
     /// whose checksum has not been checked yet: it is checked if the record matches, before
     /// anything uses it.
     fn test(&mut self, oid: Oid, record: &[u8], unverified: Option<&[u8]>) -> Result<Option<Vec<Option<Value>>>, StoreError> {
@@ -199,7 +205,7 @@ impl<'a> Matcher<'a> {
             if path.len() == 1 && !matches!(value, Value::BackRef(_)) {
                 return Some(Cow::Borrowed(value));
             }
-            match reader.descend(value.clone(), &path[1..], record) {
+            match reader.descend(value.clone(), &path[1..], record, false) {
                 Ok(found) => found.map(Cow::Owned),
                 Err(error) => {
                     reader.failure.get_or_insert(error);
@@ -208,7 +214,20 @@ impl<'a> Matcher<'a> {
             }
         };
         let matched = query.filter.eval_with(&mut lookup, &self.sets);
-        let keys = matched.then(|| query.order.iter().map(|(path, _)| lookup(path).map(Cow::into_owned)).collect());
+        let mut keys: Option<Vec<Option<Value>>> = matched.then(|| query.order.iter().map(|(path, _)| lookup(path).map(Cow::into_owned)).collect());
+        if let Some(keys) = keys.as_mut() {
+            for path in &query.select {
+                let value = names.iter().position(|n| n.as_ptr() == path[0].as_ptr() || *n == path[0]).and_then(|i| top[i].clone());
+                keys.push(match value.map(|value| reader.descend(value, &path[1..], record, true)) {
+                    Some(Ok(found)) => found,
+                    Some(Err(error)) => {
+                        reader.failure.get_or_insert(error);
+                        None
+                    }
+                    None => None,
+                });
+            }
+        }
         if let Some(error) = self.reader.failure.take() {
             return Err(error);
         }
@@ -291,7 +310,7 @@ fn for_each_match(
             let keep = |oid: Oid| query.classes.contains(&crate::format::oid_class(oid)) && !overlay.hides(oid);
             scan.run(keep, |oids, coarse| {
                 // The matches of a coarse group are sorted by value before they are visited.
-                let mut found: Vec<Found> = Vec::new();
+                let mut found: Vec<Found<Vec<u8>>> = Vec::new();
                 let go_on = test_batch(snapshot, &mut oids.to_vec(), &mut |oid: Oid, record: &[u8], unverified: Option<&[u8]>| {
                     Ok(match matcher.test(oid, record, unverified)? {
                         None => true,
@@ -384,6 +403,30 @@ pub fn run(snapshot: &Snapshot, query: &Query) -> Result<Vec<(Oid, Vec<u8>)>, St
 /// replaces the stored one (and is returned as the record of its match), a deleted object is
 /// never a match, and the order is the one the records would have once committed.
 pub fn run_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<Vec<(Oid, Vec<u8>)>, StoreError> {
+    let found = found_matches(snapshot, pending, query, <[u8]>::to_vec)?;
+    Ok(found.into_iter().map(|(_, oid, record)| (oid, record)).collect())
+}
+
+/// A match's oid and the values of the query's `select` paths in it (None where a path leads
+/// nowhere).
+pub type Row = (Oid, Vec<Option<Value>>);
+
+/// The `Row` of each match, in `run_pending`'s order, offset and limited: no record is kept.
+pub fn values_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<Vec<Row>, StoreError> {
+    let found = found_matches(snapshot, pending, query, |_| ())?;
+    let sort_keys = query.order.len();
+    Ok(found
+        .into_iter()
+        .map(|(mut keys, oid, ())| {
+            keys.drain(..sort_keys);
+            (oid, keys)
+        })
+        .collect())
+}
+
+/// The matches of `run_pending`, in its order, offset and limited, each with its keys and what
+/// `keep` takes from its record.
+fn found_matches<T>(snapshot: &Snapshot, pending: &Pending, query: &Query, keep: impl Fn(&[u8]) -> T) -> Result<Vec<Found<T>>, StoreError> {
     let wanted = query.limit.map(|l| l.saturating_add(query.offset));
     let access = access(snapshot, query)?;
     let overlay = Overlay::new(pending, query);
@@ -395,24 +438,24 @@ pub fn run_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Res
         if wanted == Some(0) {
             return Ok(out);
         }
-        for_each_match(source, query, &access, &overlay, |oid, record, _| {
+        for_each_match(source, query, &access, &overlay, |oid, record, keys| {
             seen += 1;
             if seen > query.offset {
-                out.push((oid, record.to_vec()));
+                out.push((keys, oid, keep(record)));
             }
             wanted.is_none_or(|w| seen < w)
         })?;
         return Ok(out);
     }
     if in_order {
-        return run_ordered_with_overlay(source, query, &access, &overlay, wanted);
+        return run_ordered_with_overlay(source, query, &access, &overlay, wanted, keep);
     }
-    let mut all: Vec<Found> = Vec::new();
+    let mut all: Vec<Found<T>> = Vec::new();
     for_each_match(source, query, &access, &overlay, |oid, record, keys| {
-        all.push((keys, oid, record.to_vec()));
+        all.push((keys, oid, keep(record)));
         true
     })?;
-    let order = |a: &Found, b: &Found| key_order(&a.0, &b.0, &query.order).then(a.1.cmp(&b.1));
+    let order = |a: &Found<T>, b: &Found<T>| key_order(&a.0, &b.0, &query.order).then(a.1.cmp(&b.1));
     match wanted {
         // Top-k: only the first `w` need to be in order.
         Some(w) if w < all.len() => {
@@ -422,7 +465,8 @@ pub fn run_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Res
         }
         _ => all.sort_by(order),
     }
-    Ok(all.into_iter().skip(query.offset).map(|(_, oid, record)| (oid, record)).collect())
+    all.drain(..query.offset.min(all.len()));
+    Ok(all)
 }
 
 /// The order of two matches' sort keys under the query's `order`.
@@ -441,27 +485,28 @@ fn key_order(a: &[Option<Value>], b: &[Option<Value>], order: &[(Path, bool)]) -
 /// records of the queried classes: the stored matches keep the index's order, of which only the
 /// first `wanted` can be results, and the overlay's matches (few: the transaction's) are sorted
 /// and merged in. Ties go by oid, as everywhere.
-fn run_ordered_with_overlay(
+fn run_ordered_with_overlay<T>(
     source: Source<'_>,
     query: &Query,
     access: &Access,
     overlay: &Overlay<'_>,
     wanted: Option<usize>,
-) -> Result<Vec<(Oid, Vec<u8>)>, StoreError> {
-    let (mut stored, mut added): (Vec<Found>, Vec<Found>) = (Vec::new(), Vec::new());
+    keep: impl Fn(&[u8]) -> T,
+) -> Result<Vec<Found<T>>, StoreError> {
+    let (mut stored, mut added): (Vec<Found<T>>, Vec<Found<T>>) = (Vec::new(), Vec::new());
     if wanted != Some(0) {
         // The overlay's records come first (`for_each_match`): stopping after `wanted` stored
         // matches leaves none of them untested.
         for_each_match(source, query, access, overlay, |oid, record, keys| {
             if overlay.holds(oid) {
-                added.push((keys, oid, record.to_vec()));
+                added.push((keys, oid, keep(record)));
                 return true;
             }
-            stored.push((keys, oid, record.to_vec()));
+            stored.push((keys, oid, keep(record)));
             wanted.is_none_or(|w| stored.len() < w)
         })?;
     }
-    let before = |a: &Found, b: &Found| key_order(&a.0, &b.0, &query.order).then(a.1.cmp(&b.1));
+    let before = |a: &Found<T>, b: &Found<T>| key_order(&a.0, &b.0, &query.order).then(a.1.cmp(&b.1));
     added.sort_by(before);
     let mut added = added.into_iter().peekable();
     let mut merged = Vec::with_capacity(stored.len() + added.len());
@@ -473,7 +518,7 @@ fn run_ordered_with_overlay(
     }
     merged.extend(added);
     let limit = query.limit.unwrap_or(usize::MAX);
-    Ok(merged.into_iter().skip(query.offset).take(limit).map(|(_, oid, record)| (oid, record)).collect())
+    Ok(merged.into_iter().skip(query.offset).take(limit).collect())
 }
 
 /// The ids of the matches, in `run`'s order, offset and limited: from the index alone when it

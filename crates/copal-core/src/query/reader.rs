@@ -10,6 +10,18 @@ use super::Query;
 use crate::format::{decode_record_state, memo_value, DecodeError, Descriptor, FieldReader, Oid, RecordHeader, Value};
 use crate::store::StoreError;
 
+/// What copying one projected value out of its record may take (`Reader::whole_value`).
+#[derive(Default)]
+struct WholeBudget {
+    values: usize,
+    depth: usize,
+}
+
+impl WholeBudget {
+    const MAX_VALUES: usize = 1 << 20;
+    const MAX_DEPTH: usize = 256;
+}
+
 /// A record reached by a path hop, as a query reads it.
 struct ReferencedRecord {
     descriptor: Arc<Descriptor>,
@@ -146,10 +158,17 @@ impl<'s> Reader<'s> {
         Ok(shared.unwrap_or(Value::BackRef(slot)))
     }
 
-    /// Follows `rest` of a path from `value`, a value of `record`.
-    pub fn descend(&mut self, value: Value, rest: &[String], record: &[u8]) -> Result<Option<Value>, StoreError> {
+    /// Follows `rest` of a path from `value`, a value of `record`. With `whole`, the value found
+    /// holds no back-reference at any depth (`whole_value`): it stands alone, as a projection
+    /// returns it; without, only the value itself is resolved, as a filter reads it.
+    pub fn descend(&mut self, value: Value, rest: &[String], record: &[u8], whole: bool) -> Result<Option<Value>, StoreError> {
         let value = self.unshared(value, record)?;
-        let Some((segment, rest)) = rest.split_first() else { return Ok(Some(value)) };
+        let Some((segment, rest)) = rest.split_first() else {
+            return match whole {
+                true => self.whole_value(value, record, &mut WholeBudget::default()).map(Some),
+                false => Ok(Some(value)),
+            };
+        };
         let next = match value {
             Value::Object { descriptor, fields } | Value::Subclass { descriptor, fields, .. } => {
                 let d = self.descriptor(descriptor)?;
@@ -159,16 +178,56 @@ impl<'s> Reader<'s> {
             Value::Ref(oid) => {
                 // The rest of the path is read in the referenced record.
                 return match self.referenced_field(oid, segment)? {
-                    Some((value, referenced)) => self.descend(value, rest, &referenced),
+                    Some((value, referenced)) => self.descend(value, rest, &referenced, whole),
                     None => Ok(None),
                 };
             }
             _ => None,
         };
         match next {
-            Some(v) => self.descend(v, rest, record),
+            Some(v) => self.descend(v, rest, record, whole),
             None => Ok(None),
         }
+    }
+
+    /// `value`, a value of `record`, with every back-reference inside it replaced by the value
+    /// it stands for: a value shared twice is copied twice, so `budget` bounds the copies (a
+    /// record can share a list into itself, or nest sharing so that copies double per level).
+    fn whole_value(&mut self, value: Value, record: &[u8], budget: &mut WholeBudget) -> Result<Value, StoreError> {
+        budget.values += 1;
+        budget.depth += 1;
+        if budget.values > WholeBudget::MAX_VALUES || budget.depth > WholeBudget::MAX_DEPTH {
+            return Err(StoreError::Storage {
+                message: "a projected value shares its parts too often (or holds itself) to be copied out of its record: \
+                          load the object instead"
+                    .to_owned(),
+            });
+        }
+        let whole = match self.unshared(value, record)? {
+            Value::List(v) => Value::List(self.whole_values(v, record, budget)?),
+            Value::Tuple(v) => Value::Tuple(self.whole_values(v, record, budget)?),
+            Value::Set(v) => Value::Set(self.whole_values(v, record, budget)?),
+            Value::FrozenSet(v) => Value::FrozenSet(self.whole_values(v, record, budget)?),
+            Value::Object { descriptor, fields } => Value::Object { descriptor, fields: self.whole_values(fields, record, budget)? },
+            Value::Subclass { descriptor, base, fields } => {
+                let base = Box::new(self.whole_value(*base, record, budget)?);
+                Value::Subclass { descriptor, base, fields: self.whole_values(fields, record, budget)? }
+            }
+            Value::Dict(pairs) => {
+                let mut whole = Vec::with_capacity(pairs.len());
+                for (key, value) in pairs {
+                    whole.push((self.whole_value(key, record, budget)?, self.whole_value(value, record, budget)?));
+                }
+                Value::Dict(whole)
+            }
+            other => other,
+        };
+        budget.depth -= 1;
+        Ok(whole)
+    }
+
+    fn whole_values(&mut self, values: Vec<Value>, record: &[u8], budget: &mut WholeBudget) -> Result<Vec<Value>, StoreError> {
+        values.into_iter().map(|value| self.whole_value(value, record, budget)).collect()
     }
 
     /// The field `name` of the referenced record `oid`, and that record: its pending record if

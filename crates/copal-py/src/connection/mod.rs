@@ -4,6 +4,7 @@
 mod commit;
 mod eviction;
 mod loading;
+mod projection;
 mod query;
 mod sinks;
 mod thread;
@@ -450,7 +451,7 @@ impl Connection {
         limit: Option<usize>,
         mode: &str,
     ) -> PyResult<Bound<'py, PyAny>> {
-        query::run(slf, query::Request { scope: scope.get(), filter, order, offset, limit, mode })
+        query::run(slf, query::Request { scope: scope.get(), filter, order, offset, limit, mode, select: Vec::new(), aggregation: None })
     }
 
     /// Makes the store's indexes match the declarations: `declared` lists (declaring type name,

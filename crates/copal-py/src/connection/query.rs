@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use copal_core::query::{self, Pending, Query};
+use copal_core::query::{self, Aggregate, Aggregation, Path, Pending, Query};
 use copal_core::store::{stale_indexes, DeclaredIndex, FieldDefault, RemovedIndex};
 use copal_core::Commit;
 use pyo3::prelude::*;
@@ -32,11 +32,15 @@ pub(crate) struct Request<'a, 'py> {
     pub(crate) offset: usize,
     pub(crate) limit: Option<usize>,
     pub(crate) mode: &'a str,
+    /// The paths whose values "values" returns.
+    pub(crate) select: Vec<Path>,
+    /// What "aggregate" computes.
+    pub(crate) aggregation: Option<Aggregation>,
 }
 
 /// Runs a query (`Connection.query`).
 pub(crate) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) -> PyResult<Bound<'py, PyAny>> {
-    let Request { scope, filter, order, offset, limit, mode } = request;
+    let Request { scope, filter, order, offset, limit, mode, select, aggregation } = request;
     let names = &scope.type_names;
     let py = slf.py();
     // Datetimes in named zones compare by the instants of the zone's rules.
@@ -52,10 +56,13 @@ pub(crate) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) 
     if classes.is_empty() {
         // Nothing of these types was ever stored, nor is about to be.
         let empty = || ListBuilder::of(py, Vec::new());
-        return match mode {
-            "count" => 0.into_bound_py_any(py),
-            "iterate" => Ok(crate::allocation::tuple(py, vec![empty()?.into_any(), empty()?.into_any()])?.into_any()),
-            "explain" => Ok(crate::allocation::str(py, "nothing stored yet")?.into_any()),
+        return match (mode, &aggregation) {
+            ("aggregate", Some(Aggregation { group: Some(_), .. })) => Ok(pyo3::types::PyDict::new(py).into_any()),
+            ("aggregate", Some(Aggregation { kind: Aggregate::Count, .. })) => 0.into_bound_py_any(py),
+            ("aggregate", _) => Ok(py.None().into_bound(py)),
+            ("count", _) => 0.into_bound_py_any(py),
+            ("iterate", _) => Ok(crate::allocation::tuple(py, vec![empty()?.into_any(), empty()?.into_any()])?.into_any()),
+            ("explain", _) => Ok(crate::allocation::str(py, "nothing stored yet")?.into_any()),
             _ => Ok(empty()?.into_any()),
         };
     }
@@ -72,7 +79,8 @@ pub(crate) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) 
     let defaults = {
         let mut paths = Vec::new();
         filter.paths(&mut paths);
-        scope.defaults_for(py, paths.into_iter().chain(order.iter().map(|(path, _)| path)))?
+        let aggregated = aggregation.iter().flat_map(|a| a.group.iter().chain(&a.field));
+        scope.defaults_for(py, paths.into_iter().chain(order.iter().map(|(path, _)| path)).chain(&select).chain(aggregated))?
     };
     let mut query = Query::new(classes, filter);
     for (type_name, field, default) in defaults {
@@ -80,6 +88,7 @@ pub(crate) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) 
     }
     drop(in_overlay);
     query.order = order;
+    query.select = select;
     query.offset = offset;
     query.limit = limit;
     query.renamed = Arc::clone(&scope.renamed);
@@ -99,6 +108,12 @@ pub(crate) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) 
         return crate::allocation::unsigned_int(py, n);
     }
     let new_objects = overlay.as_ref().map(|overlay| &overlay.new_objects);
+    let reading = super::projection::Reading { conn: this, pending: pending.0, new_objects };
+    match (mode, &aggregation) {
+        ("values", _) => return reading.values(py, &query),
+        ("aggregate", Some(aggregation)) => return reading.aggregate(py, &query, aggregation),
+        _ => {}
+    }
     if mode == "oids" {
         let oids = this.with_snapshot(|snapshot| {
             let snapshot = SameThread(snapshot);
