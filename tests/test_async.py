@@ -553,11 +553,37 @@ def test_touching_a_ghost_on_postgresql_warns_and_loads_it(pg_server: PgServer) 
     db.close()
 
 
+def test_committing_or_aborting_on_the_loop_thread_on_postgresql_warns(pg_server: PgServer) -> None:
+    url = pg_server.create_database()
+    db = copal.open(url)
+
+    async def main() -> None:
+        async with db.transaction() as tx:
+            tx.root["n"] = 1
+            with pytest.warns(copal.BlockingReadWarning, match="acommit") as caught:
+                tx.commit()
+            assert caught[0].filename == __file__ and len(caught) == 1
+        async with db.transaction(readonly=True) as tx:
+            with pytest.warns(copal.BlockingReadWarning, match="aabort"):
+                tx.abort()
+        # Through the awaitable calls, nothing waits on the loop's thread.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", copal.BlockingReadWarning)
+            async with db.transaction() as tx:
+                tx.root["n"] = 2
+                await tx.acommit()
+            async with db.transaction(readonly=True) as tx:
+                assert tx.root["n"] == 2
+
+    run(main())
+    db.close()
+
 
 def test_guarded_reads_call_the_hook_on_the_guarding_thread_only_until_the_transaction_ends(tmp_path: Any) -> None:
     """The connection's read guard, which PostgreSQL transactions entered with `async with` set
     (python/copal/aio.py), on the embedded store: the hook runs before each read of the store
-    made on the thread that set it, not on another thread, and not after the transaction ends."""
+    made on the thread that set it (and before its commit or abort there), not on another
+    thread, and not after the transaction ends."""
     with copal.open(tmp_path / "db") as db:
         [oid] = fill(db, 1)
     with copal.open(tmp_path / "db") as db:  # nothing cached: `get` reads the store
@@ -572,6 +598,7 @@ def test_guarded_reads_call_the_hook_on_the_guarding_thread_only_until_the_trans
         other.join()
         assert len(calls) == made
         tx.abort()
+        assert len(calls) == made + 1
         with db.transaction() as later:
             later.query(Item).count()
-        assert len(calls) == made
+        assert len(calls) == made + 1

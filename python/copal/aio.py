@@ -24,6 +24,7 @@ imported already: a program that never runs an event loop does not pay for impor
 from __future__ import annotations
 
 import contextvars
+import os
 import sys
 import threading
 import warnings
@@ -49,6 +50,16 @@ R = TypeVar("R")
 
 # Threads per Database that start transactions.
 START_THREADS = 4
+
+# Files of the copal package: warnings name the first frame outside them.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+# The states of a transaction (`Transaction._state`): not started yet, started, ended. They are
+# compared by identity; the binding compares `_state` with its own interned "active"
+# (query_object.rs), the same object as this literal.
+PENDING = "pending"
+ACTIVE = "active"
+ENDED = "ended"
 
 
 def event_loop_running() -> bool:
@@ -137,8 +148,7 @@ class AsyncTransaction:
     if TYPE_CHECKING:  # Defined by Transaction.
         _db: Database
         _conn: _core.Connection
-        _pending: bool
-        _active: bool
+        _state: str
 
         def _start(self) -> None: ...
         def get(self, oid: int) -> Any: ...
@@ -156,7 +166,7 @@ class AsyncTransaction:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         # As `__exit__`: a clean exit commits, an exception (a cancellation too) aborts.
-        if self._active:
+        if self._state is ACTIVE:
             await (self.acommit() if exc_type is None else self.aabort())
 
     async def aget(self, oid: int) -> Any:
@@ -183,7 +193,7 @@ class AsyncTransaction:
     async def aabort(self) -> None:
         """:meth:`abort`, in a worker thread (on PostgreSQL, the end of a snapshot is a round
         trip). A cancellation meanwhile propagates once the abort is done."""
-        if self._active:
+        if self._state is ACTIVE:
             await finish(self._in_thread(self.abort))
         else:
             self.abort()
@@ -208,13 +218,13 @@ class AsyncTransaction:
     async def _start_off_loop(self) -> None:
         """Starts a pending transaction on the Database's start threads; on PostgreSQL, has each
         later read of the store on the event loop's thread warn (:class:`~copal.BlockingReadWarning`)."""
-        if not self._pending:
+        if self._state is not PENDING:
             return
         try:
             await in_thread(self._start_with_root, self._db._start_executor())
         except BaseException:
             # Cancelled once started, or the root failed to load; or it never started.
-            if self._active:
+            if self._state is ACTIVE:
                 await finish(in_thread(self.abort))
             else:
                 self.abort()
@@ -342,12 +352,22 @@ def _waits_for_server(db: Database) -> bool:
 
 def _warn_blocking_read() -> None:
     """What a PostgreSQL transaction entered with ``async with`` does before each read of the
-    store on the event loop's thread (``Connection.guard_reads``)."""
+    store, and before a commit or abort, on the event loop's thread (``Connection.guard_reads``)."""
     warnings.warn(
-        "copal read the PostgreSQL store on the event loop's thread, which waited for the round "
-        "trip: load the objects a coroutine touches with `await tx.aload_closure(objects)` or "
-        "`await tx.aget(oid)`, and run queries with `await query.aall()` (or afirst, aone, acount, "
-        "aexists) or `async for` (docs/howto/async.md)",
+        "copal waited for a round trip to the PostgreSQL server on the event loop's thread: load "
+        "the objects a coroutine touches with `await tx.aload_closure(objects)` or `await "
+        "tx.aget(oid)`, run queries with `await query.aall()` (or afirst, aone, acount, aexists) or "
+        "`async for`, and end the transaction with `async with`, `await tx.acommit()` or `await "
+        "tx.aabort()` (docs/howto/async.md)",
         BlockingReadWarning,
-        stacklevel=2,
+        stacklevel=_outside_copal(),
     )
+
+
+def _outside_copal() -> int:
+    """The ``stacklevel`` of a warning raised here that names the first frame outside the copal
+    package (the application's line that read, committed or aborted)."""
+    level, frame = 1, sys._getframe(1)
+    while frame.f_code.co_filename.startswith(_PACKAGE_DIR) and frame.f_back is not None:
+        level, frame = level + 1, frame.f_back
+    return level

@@ -128,8 +128,8 @@ class ReadOnlyError(CopalError):
 class BlockingReadWarning(RuntimeWarning):
     """A transaction entered with ``async with`` on a PostgreSQL database read the store on the
     event loop's thread: touching an object not loaded yet (a ghost), or a call without ``await``
-    (``tx.get``, ``query.first()``, ``for obj in query``). The read was made, and the loop
-    waited for its round trip to the server. Load what the coroutine touches with the awaitable
+    (``tx.get``, ``query.first()``, ``for obj in query``, ``tx.commit()``, ``tx.abort()``). The
+    call was made, and the loop waited for its round trip to the server. Load what the coroutine touches with the awaitable
     calls (``await tx.aload_closure(objects)``, ``await tx.aget(oid)``, ``await
     query.aall()``, ``async for``), or make the warning an error to find such reads::
 

@@ -8,7 +8,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Iterable, TypeVar
 
 from . import _core
-from .aio import AsyncTransaction, event_loop_running
+from .aio import ACTIVE, ENDED, PENDING, AsyncTransaction, event_loop_running
 from .persistent import Persistent, PersistentDict
 from .query import Query
 
@@ -67,9 +67,8 @@ class Transaction(AsyncTransaction):
 
     def __init__(self, db: Database, readonly: bool = False) -> None:
         self._db = db
-        # Pending until it starts; active from then until its end.
-        self._pending = True
-        self._active = False
+        # PENDING until it starts, ACTIVE from then until its end, then ENDED.
+        self._state = PENDING
         self.readonly = readonly
         if not event_loop_running():
             self._start()
@@ -77,7 +76,7 @@ class Transaction(AsyncTransaction):
     def _start(self) -> None:
         """Takes a connection and begins the snapshot. A transaction that could not start holds
         nothing: its connection goes back to the pool."""
-        self._pending = False
+        self._state = ENDED
         conn = self._db._connection()
         try:
             self.tid_seen: int = conn.begin(self.readonly)
@@ -86,7 +85,7 @@ class Transaction(AsyncTransaction):
             raise
         self._db._began(self, time.monotonic())
         self._conn: _core.Connection = conn
-        self._active = True
+        self._state = ACTIVE
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -146,19 +145,19 @@ class Transaction(AsyncTransaction):
 
     def abort(self) -> None:
         """Discards every change and ends the transaction."""
-        self._pending = False
-        if self._active:
+        if self._state is ACTIVE:
             self._end(aborted=True)
+        self._state = ENDED
 
     # -- internals -------------------------------------------------------------------------
     def _check_active(self) -> None:
-        if self._pending:
+        if self._state is PENDING:
             self._start()
-        elif not self._active:
+        elif self._state is not ACTIVE:
             raise RuntimeError("this transaction has ended; start a new one with db.transaction()")
 
     def _end(self, aborted: bool) -> None:
-        self._active = False
+        self._state = ENDED
         try:
             self._conn.end(aborted)
         finally:
@@ -170,7 +169,7 @@ class Transaction(AsyncTransaction):
         # PostgreSQL connection) and its connection for the rest of the process: it is aborted,
         # with a ResourceWarning, as an unclosed file is closed.
         # Aborted before the warning, which a warnings filter may turn into an exception.
-        if getattr(self, "_active", False):
+        if getattr(self, "_state", None) is ACTIVE:
             self.abort()
             warnings.warn(
                 "a copal transaction was dropped without commit() or abort(); it was aborted. "
@@ -181,7 +180,7 @@ class Transaction(AsyncTransaction):
             )
 
     def __enter__(self) -> Transaction:
-        if self._pending:
+        if self._state is PENDING:
             self._start()
         return self
 
@@ -191,7 +190,7 @@ class Transaction(AsyncTransaction):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if not self._active:
+        if self._state is not ACTIVE:
             return
         if exc_type is None:
             self.commit()

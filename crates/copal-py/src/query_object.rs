@@ -89,7 +89,8 @@ impl QueryObject {
             (asked, own) => asked.or(own),
         };
         let tx = self.tx.bind(py);
-        if !tx.getattr(interned!(py, "_active")?)?.is_truthy()? {
+        // `_state` is one of python/copal/aio.py's interned state strings.
+        if !tx.getattr(interned!(py, "_state")?)?.is(interned!(py, "active")?) {
             return Err(PyRuntimeError::new_err("this transaction has ended; start a new one with db.transaction()"));
         }
         let conn = tx.getattr(interned!(py, "_conn")?)?;

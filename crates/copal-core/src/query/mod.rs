@@ -214,7 +214,11 @@ impl<'a> Matcher<'a> {
             }
         };
         let matched = query.filter.eval_with(&mut lookup, &self.sets);
-        let mut keys: Option<Vec<Option<Value>>> = matched.then(|| query.order.iter().map(|(path, _)| lookup(path).map(Cow::into_owned)).collect());
+        let mut keys: Option<Vec<Option<Value>>> = matched.then(|| {
+            let mut keys = Vec::with_capacity(query.order.len() + query.select.len());
+            keys.extend(query.order.iter().map(|(path, _)| lookup(path).map(Cow::into_owned)));
+            keys
+        });
         if let Some(keys) = keys.as_mut() {
             for path in &query.select {
                 let value = names.iter().position(|n| n.as_ptr() == path[0].as_ptr() || *n == path[0]).and_then(|i| top[i].clone());

@@ -20,6 +20,8 @@ use crate::persistent::{PersistentBase, CHANGED, GHOST, UNSAVED, UP_TO_DATE};
 pub(super) fn commit<'py>(slf: &Bound<'py, Connection>) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = slf.py();
     let this = slf.get();
+    // Even a read-only commit ends the snapshot, a round trip on PostgreSQL.
+    this.before_round_trip()?;
     if this.is_readonly() {
         return Ok(None);
     }

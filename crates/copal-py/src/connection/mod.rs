@@ -75,8 +75,8 @@ pub struct Connection {
     cache_size: usize,
     me: Guarded<Option<Py<Connection>>>,
     /// The thread of the event loop that runs the transaction (`PyThread_get_thread_ident`; 0
-    /// when none guards its reads), and what runs before each read of the store on that thread
-    /// (`guard_reads`). Reset when the transaction ends.
+    /// when none guards its reads), and what runs before each read of the store, the commit
+    /// and the abort on that thread (`guard_reads`). Reset when the transaction ends.
     loop_thread: AtomicU64,
     on_loop_read: Guarded<Option<Py<PyAny>>>,
 }
@@ -178,7 +178,7 @@ impl Connection {
     /// Runs `f` on the transaction's snapshot (or, outside a transaction, on a fresh one).
     /// `f` must not call Python code: the snapshot stays locked while it runs.
     fn with_snapshot<T>(&self, f: impl FnOnce(&Snapshot) -> PyResult<T>) -> PyResult<T> {
-        self.before_read()?;
+        self.before_round_trip()?;
         let current = self.snapshot.lock()?;
         match current.as_ref() {
             Some(snapshot) => f(snapshot),
@@ -191,8 +191,9 @@ impl Connection {
         }
     }
 
-    /// Runs the `guard_reads` hook when the store is about to be read on the guarded thread.
-    fn before_read(&self) -> PyResult<()> {
+    /// Runs the `guard_reads` hook when the store is about to be read, or the transaction
+    /// committed or aborted, on the guarded thread.
+    fn before_round_trip(&self) -> PyResult<()> {
         let guarded = self.loop_thread.load(Ordering::Relaxed);
         if guarded == 0 || guarded != current_thread() {
             return Ok(());
@@ -285,6 +286,9 @@ impl Connection {
     /// objects holding plain containers that it used (they may have been changed in place).
     /// Cached objects it did not use stay loaded.
     fn end(&self, py: Python<'_>, aborted: bool) -> PyResult<()> {
+        if aborted {
+            self.before_round_trip()?;
+        }
         let changed: Vec<_> = self.changed.lock()?.drain(..).collect();
         let watched: Vec<u64> = self.watched.lock()?.drain().collect();
         self.added.lock()?.clear();
@@ -306,10 +310,10 @@ impl Connection {
         Ok(())
     }
 
-    /// Until the running transaction ends, calls `hook()` before each read of the store made on
-    /// the calling thread, an event loop's (python/copal/aio.py): a read there holds the loop.
-    /// Reads made on other threads (the transaction's work handed to worker threads) do not
-    /// call it.
+    /// Until the running transaction ends, calls `hook()` before each read of the store, and
+    /// before the commit or abort, made on the calling thread, an event loop's
+    /// (python/copal/aio.py): any of them there holds the loop. Those made on other threads (the
+    /// transaction's work handed to worker threads) do not call it.
     fn guard_reads(&self, hook: Py<PyAny>) -> PyResult<()> {
         *self.on_loop_read.lock()? = Some(hook);
         self.loop_thread.store(current_thread(), Ordering::Relaxed);
