@@ -27,7 +27,7 @@ from .evolution import Broken, BrokenObject
 from .indexes import Index
 from .persistent import Persistent, PersistentDict, PersistentList
 from .progress import ProgressBar
-from .query import Expr, Field, GroupedQuery, Query, field
+from .query import ArrowStream, Expr, Field, GroupedQuery, Query, field
 from .serialize import Archive, dump, dumps, load, loads, pack_many
 from .transaction import Transaction
 
@@ -40,6 +40,7 @@ __all__ = [
     "Transaction",
     "Query",
     "GroupedQuery",
+    "ArrowStream",
     "Index",
     "Broken",
     "BrokenObject",

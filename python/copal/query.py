@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from . import _core
-from ._core import GroupedQuery, Query
+from ._core import ArrowStream, GroupedQuery, Query
 from .evolution import field_defaults, renamed_fields
 from .persistent import registry, registry_generation, type_name_of
 
-__all__ = ["Query", "GroupedQuery", "Expr", "Field", "field"]
+__all__ = ["Query", "GroupedQuery", "ArrowStream", "Expr", "Field", "field"]
 
 
 class Expr:

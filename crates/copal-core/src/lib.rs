@@ -2,6 +2,7 @@
 //! records. Nothing here knows Python; the `copal-py` crate converts between Python objects and the
 //! bytes this crate reads and writes. The normative description of every byte is docs/FORMAT.md.
 
+pub mod arrow;
 pub mod format;
 pub mod query;
 pub mod store;

@@ -4,6 +4,7 @@
 
 mod allocation;
 mod archive;
+mod arrow_stream;
 mod bytes_output;
 mod class_cache;
 mod classes;
@@ -50,6 +51,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<query_object::QueryObject>()?;
     m.add_class::<query_object::Results>()?;
     m.add_class::<query_object::GroupedQuery>()?;
+    m.add_class::<arrow_stream::ArrowStream>()?;
     m.add_class::<database::Store>()?;
     m.add("ROOT_OID", copal_core::format::ROOT_OID)?;
     m.add("DEFAULT_MAX_SIZE", copal_core::stream::DEFAULT_MAX_SIZE)?;

@@ -299,6 +299,23 @@ impl QueryObject {
         self.run_selecting(py, "values", None, select, None)
     }
 
+    /// The values of `paths` in each result as Arrow columns (one per path, named by it), built
+    /// in Rust from the records: an object that Arrow readers take without a Python object per
+    /// value (`pyarrow.table(q.to_arrow("name", "age"))`, `polars.from_arrow(...)`, DuckDB).
+    /// Column types follow the values: int (int64), float (float64; ints among floats become
+    /// floats), bool, str (large_utf8), bytes (large_binary), date (date32), datetime
+    /// (timestamp[us], UTC for aware ones), a reference (uint64: the object's id); None and
+    /// missing values are nulls. TypeError for a column of other values (containers, Decimals,
+    /// ...) or of two types; `values()` reads those.
+    #[pyo3(signature = (*paths))]
+    fn to_arrow<'py>(&self, py: Python<'py>, paths: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
+        if paths.is_empty() {
+            return Err(PyTypeError::new_err("to_arrow() needs at least one path"));
+        }
+        let select = paths.iter().map(|path| path_of(&path)).collect::<PyResult<Vec<_>>>()?;
+        self.run_selecting(py, "arrow", None, select, None)
+    }
+
     /// The sum of the values of `path` over the results (Python's arithmetic: ints exactly, an
     /// int and a float make a float; None and missing values add nothing), evaluated in Rust;
     /// None when no result has a value. TypeError for a value that is not an int, float or

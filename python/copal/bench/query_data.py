@@ -64,6 +64,8 @@ QUERIES: tuple[QuerySpec, ...] = (
               lambda lookups: 1, False, True),
     QuerySpec("Q6b", "Q6b sum of ages", "q6b",
               lambda lookups: 1, False, True),
+    QuerySpec("Q7", "Q7 three columns of everyone into an Arrow table (name, age, city)", "q7",
+              lambda lookups: 1, False, True),
 )
 QUERIES_BY_ID = {q.id: q for q in QUERIES}
 

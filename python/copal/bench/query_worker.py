@@ -28,6 +28,8 @@ def _summary_of(result: Any) -> Any:
         return result
     if isinstance(result, dict):
         return sorted(result.items())
+    if hasattr(result, "to_pydict"):  # an Arrow table
+        return sorted(zip(*result.to_pydict().values()))
     if isinstance(result, list):
         return sorted(tuple(row) for row in result) if result and isinstance(result[0], tuple) else [p.email for p in result]
     return None if result is None else result.email
@@ -55,7 +57,8 @@ def run_queries(adapter: QuerySystem, n: int, rounds: int, lookups: int) -> dict
                     if round_no == 0:
                         check.append(_summary_of(result))
                         sizes.append(result if isinstance(result, int) else
-                                     len(result) if isinstance(result, (list, dict)) else int(result is not None))
+                                     len(result) if isinstance(result, (list, dict)) else
+                                     result.num_rows if hasattr(result, "num_rows") else int(result is not None))
             finally:
                 adapter.end()
             if round_no > 0:

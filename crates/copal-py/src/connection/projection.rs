@@ -99,6 +99,18 @@ impl Reading<'_> {
         Ok(ListBuilder::of(py, out)?.into_any())
     }
 
+    /// The values of `query.select` in each match as Arrow columns, named `names`.
+    pub(super) fn arrow<'py>(&self, py: Python<'py>, query: &Query, names: &[String]) -> PyResult<Bound<'py, PyAny>> {
+        let built = self.in_snapshot(py, |snapshot, pending| {
+            let rows = query::values_pending(snapshot, pending, query).py_err()?;
+            let count = rows.len();
+            let columns = copal_core::arrow::columns(names, rows.into_iter().map(|(_, values)| values).collect());
+            Ok(columns.map(|columns| (columns, count)))
+        })?;
+        let (columns, rows) = built.map_err(|e| PyTypeError::new_err(e.to_string()))?;
+        Ok(Bound::new(py, crate::arrow_stream::ArrowStream::new(columns, rows))?.into_any())
+    }
+
     /// The aggregate of the matches: its value, or with a group path a dict of the aggregate
     /// per group value.
     pub(super) fn aggregate<'py>(&self, py: Python<'py>, query: &Query, aggregation: &Aggregation) -> PyResult<Bound<'py, PyAny>> {

@@ -60,6 +60,11 @@ pub(crate) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) 
             ("aggregate", Some(Aggregation { group: Some(_), .. })) => Ok(pyo3::types::PyDict::new(py).into_any()),
             ("aggregate", Some(Aggregation { kind: Aggregate::Count, .. })) => 0.into_bound_py_any(py),
             ("aggregate", _) => Ok(py.None().into_bound(py)),
+            ("arrow", _) => {
+                let names: Vec<String> = select.iter().map(|path| path.join(".")).collect();
+                let columns = copal_core::arrow::columns(&names, Vec::new()).map_err(|e| pyo3::exceptions::PyTypeError::new_err(e.to_string()))?;
+                Ok(Bound::new(py, crate::arrow_stream::ArrowStream::new(columns, 0))?.into_any())
+            }
             ("count", _) => 0.into_bound_py_any(py),
             ("iterate", _) => Ok(crate::allocation::tuple(py, vec![empty()?.into_any(), empty()?.into_any()])?.into_any()),
             ("explain", _) => Ok(crate::allocation::str(py, "nothing stored yet")?.into_any()),
@@ -111,6 +116,10 @@ pub(crate) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) 
     let reading = super::projection::Reading { conn: this, pending: pending.0, new_objects };
     match (mode, &aggregation) {
         ("values", _) => return reading.values(py, &query),
+        ("arrow", _) => {
+            let names: Vec<String> = query.select.iter().map(|path| path.join(".")).collect();
+            return reading.arrow(py, &query, &names);
+        }
         ("aggregate", Some(aggregation)) => return reading.aggregate(py, &query, aggregation),
         _ => {}
     }
