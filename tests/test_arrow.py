@@ -119,15 +119,15 @@ class Never(Persistent):
     """Never stored."""
 
 
-def test_a_stream_is_read_once_and_bad_columns_are_type_errors(store: Store) -> None:
+def test_a_stream_is_read_again_and_bad_columns_are_type_errors(store: Store) -> None:
     db = store.open()
     with db.transaction() as tx:
         tx.root["sales"] = PersistentList([Sale("a", 1, Decimal("1.5"), None, None, None, [1]), Sale("b", "two", 1, None, None, None, 1)])
     with db.transaction() as tx:
         stream = tx.query(Sale).to_arrow("item")
-        assert pyarrow.table(stream).num_rows == 2
-        with pytest.raises(RuntimeError, match="read already"):
-            pyarrow.table(stream)
+        # Read as often as asked, from the same columns (DuckDB asks twice).
+        assert pyarrow.table(stream).num_rows == pyarrow.table(stream).num_rows == 2
+        assert polars.DataFrame(stream).rows() == [("a",), ("b",)]
         with pytest.raises(TypeError, match=r'column "units" holds int and str values'):
             tx.query(Sale).to_arrow("units")
         with pytest.raises(TypeError, match=r'column "price" holds a value of a type .* \(Decimal\): read it with values\(\)'):

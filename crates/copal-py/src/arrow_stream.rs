@@ -2,25 +2,23 @@
 //! take through the Arrow PyCapsule interface (`__arrow_c_stream__`): `pyarrow.table(x)`,
 //! `polars.from_arrow(x)` or DuckDB read them without a Python object per value.
 
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use copal_core::arrow::{array_stream, ArrowArrayStream, Column};
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-/// Columns of a query's results in Arrow's layout, read once by an Arrow reader (pyarrow,
-/// polars, DuckDB, ...) through the Arrow PyCapsule interface: ``pyarrow.table(stream)``.
+/// Columns of a query's results in Arrow's layout, read by Arrow readers (pyarrow, polars,
+/// DuckDB, ...) through the Arrow PyCapsule interface: ``pyarrow.table(stream)``.
 #[pyclass(frozen, module = "copal", name = "ArrowStream")]
 pub struct ArrowStream {
-    /// The columns and how many rows they hold, until a reader takes them.
-    columns: Mutex<Option<(Vec<Column>, usize)>>,
+    columns: Arc<Vec<Column>>,
     rows: usize,
 }
 
 impl ArrowStream {
     pub(crate) fn new(columns: Vec<Column>, rows: usize) -> Self {
-        ArrowStream { columns: Mutex::new(Some((columns, rows))), rows }
+        ArrowStream { columns: Arc::new(columns), rows }
     }
 }
 
@@ -29,7 +27,8 @@ impl ArrowStream {
 /// release frees; whichever thread drops the capsule may release it.
 #[repr(transparent)]
 struct SendStream(ArrowArrayStream);
-// SAFETY: the stream's private data is plain Rust data (columns' buffers), not tied to a thread.
+// SAFETY: the stream's private data is plain Rust data (shared, immutable columns), not tied to
+// a thread.
 unsafe impl Send for SendStream {}
 
 #[pymethods]
@@ -41,17 +40,13 @@ impl ArrowStream {
     }
 
     /// The columns as an `ArrowArrayStream` in a capsule named "arrow_array_stream" (the Arrow
-    /// PyCapsule interface). The columns are handed over once: a second call raises
-    /// RuntimeError. `requested_schema` is not used: the columns keep the types their values
-    /// have.
+    /// PyCapsule interface); every call gives a stream over the same columns, without copying
+    /// them. `requested_schema` is not used: the columns keep the types their values have.
     #[pyo3(signature = (requested_schema=None))]
     fn __arrow_c_stream__<'py>(&self, py: Python<'py>, requested_schema: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyCapsule>> {
         let _ = requested_schema;
-        let taken = self.columns.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-        let Some((columns, rows)) = taken else {
-            return Err(PyRuntimeError::new_err("this Arrow stream was read already: call to_arrow() again for another"));
-        };
-        PyCapsule::new_with_value_and_destructor(py, SendStream(array_stream(columns, rows)), c"arrow_array_stream", |mut stream, _| {
+        let stream = array_stream(Arc::clone(&self.columns), self.rows);
+        PyCapsule::new_with_value_and_destructor(py, SendStream(stream), c"arrow_array_stream", |mut stream, _| {
             // A reader that took the stream nulled `release` in the capsule's copy.
             if let Some(release) = stream.0.release {
                 // SAFETY: the stream was made by `array_stream` and not released.

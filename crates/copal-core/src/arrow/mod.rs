@@ -12,6 +12,7 @@ mod columns;
 
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::ptr;
+use std::sync::Arc;
 
 pub use columns::{column, columns, Column, ColumnError, ColumnType};
 
@@ -129,17 +130,19 @@ unsafe extern "C" fn release_schema(schema: *mut ArrowSchema) {
     }
 }
 
-/// What an array owns.
+/// What an array owns: a share of the columns its buffers are in, the pointers to them, its
+/// children.
 struct ArrayData {
-    _buffers: Vec<Option<Vec<u8>>>,
+    _columns: Option<Arc<Vec<Column>>>,
     buffer_pointers: Vec<*const c_void>,
     children: Vec<*mut ArrowArray>,
 }
 
-fn array(len: usize, null_count: usize, buffers: Vec<Option<Vec<u8>>>, children: Vec<ArrowArray>) -> ArrowArray {
-    let buffer_pointers = buffers.iter().map(|b| b.as_ref().map_or(ptr::null(), |b| b.as_ptr().cast())).collect();
+/// An array of `len` values, `null_count` of them null, whose buffers are `buffers` (null for
+/// an absent one), inside `columns` if any.
+fn array(len: usize, null_count: usize, columns: Option<Arc<Vec<Column>>>, buffers: Vec<*const c_void>, children: Vec<ArrowArray>) -> ArrowArray {
     let children: Vec<*mut ArrowArray> = children.into_iter().map(|child| Box::into_raw(Box::new(child))).collect();
-    let data = Box::new(ArrayData { _buffers: buffers, buffer_pointers, children });
+    let data = Box::new(ArrayData { _columns: columns, buffer_pointers: buffers, children });
     ArrowArray {
         length: len as i64,
         null_count: null_count as i64,
@@ -163,29 +166,31 @@ unsafe extern "C" fn release_array(array: *mut ArrowArray) {
     }
 }
 
-/// The array of one column: a validity buffer (null when no value is null) then the buffers
-/// of its type; a null column has no buffer at all.
-fn column_array(column: Column) -> ArrowArray {
+/// The array of column `index` of `columns`: a validity buffer (null when no value is null)
+/// then the buffers of its type; a null column has no buffer at all.
+fn column_array(columns: &Arc<Vec<Column>>, index: usize) -> ArrowArray {
+    let column = &columns[index];
     let mut buffers = Vec::new();
     if column.column_type != ColumnType::Null {
-        buffers.push(column.validity);
-        buffers.extend(column.buffers.into_iter().map(Some));
+        buffers.push(column.validity.as_ref().map_or(ptr::null(), |v| v.as_ptr().cast()));
+        buffers.extend(column.buffers.iter().map(|b| b.as_ptr().cast::<c_void>()));
     }
-    array(column.len, column.null_count, buffers, Vec::new())
+    array(column.len, column.null_count, Some(Arc::clone(columns)), buffers, Vec::new())
 }
 
-/// What a stream owns: its columns' names and types (for `get_schema`), the batch not handed
-/// out yet, and the length of every column.
+/// What a stream owns: a share of its columns, whether its batch was handed out, and the length
+/// of every column.
 struct StreamData {
-    fields: Vec<(String, ColumnType)>,
-    batch: Option<Vec<Column>>,
+    columns: Arc<Vec<Column>>,
+    handed_out: bool,
     rows: usize,
 }
 
-/// A stream of one record batch holding `columns` (all of `rows` values).
-pub fn array_stream(columns: Vec<Column>, rows: usize) -> ArrowArrayStream {
-    let fields = columns.iter().map(|c| (c.name.clone(), c.column_type)).collect();
-    let data = Box::new(StreamData { fields, batch: Some(columns), rows });
+/// A stream of one record batch holding `columns` (all of `rows` values). Streams of the same
+/// columns share them (each batch keeps them alive until released), so that a reader may ask
+/// for a stream more than once (DuckDB reads the schema from one, the data from another).
+pub fn array_stream(columns: Arc<Vec<Column>>, rows: usize) -> ArrowArrayStream {
+    let data = Box::new(StreamData { columns, handed_out: false, rows });
     ArrowArrayStream {
         get_schema: Some(stream_schema),
         get_next: Some(stream_next),
@@ -200,7 +205,7 @@ unsafe extern "C" fn stream_schema(stream: *mut ArrowArrayStream, out: *mut Arro
     // the caller owns and that it expects written.
     unsafe {
         let data = &*(*stream).private_data.cast::<StreamData>();
-        let children = data.fields.iter().map(|(name, t)| schema(t.format(), name, NULLABLE, Vec::new())).collect();
+        let children = data.columns.iter().map(|c| schema(c.column_type.format(), &c.name, NULLABLE, Vec::new())).collect();
         out.write(schema("+s", "", 0, children));
     }
     0
@@ -210,12 +215,12 @@ unsafe extern "C" fn stream_next(stream: *mut ArrowArrayStream, out: *mut ArrowA
     // SAFETY: as `stream_schema`; the end of the stream is an array whose release is null.
     unsafe {
         let data = &mut *(*stream).private_data.cast::<StreamData>();
-        match data.batch.take() {
-            Some(columns) => {
-                let children = columns.into_iter().map(column_array).collect();
-                out.write(array(data.rows, 0, vec![None], children));
+        match std::mem::replace(&mut data.handed_out, true) {
+            false => {
+                let children = (0..data.columns.len()).map(|i| column_array(&data.columns, i)).collect();
+                out.write(array(data.rows, 0, None, vec![ptr::null()], children));
             }
-            None => out.write(ArrowArray {
+            true => out.write(ArrowArray {
                 length: 0,
                 null_count: 0,
                 offset: 0,
@@ -256,7 +261,7 @@ mod tests {
         let ages = [Some(Value::Int(30)), None];
         let names = [Some(Value::Str("ann".into())), Some(Value::Str("bob".into()))];
         let columns = vec![column("age", &ages).unwrap(), column("name", &names).unwrap()];
-        let mut stream = array_stream(columns, 2);
+        let mut stream = array_stream(Arc::new(columns), 2);
         // SAFETY: the calls of the interface, in its order, on structures it owns.
         unsafe {
             let mut schema = std::mem::zeroed::<ArrowSchema>();
