@@ -697,3 +697,22 @@ def test_changing_a_stored_object_after_its_transaction_ended_is_refused(db: Any
         tx.root["c"].value = 2
     with db.transaction() as tx:
         assert tx.root["c"].value == 2
+
+
+def test_objects_of_an_ended_transaction_stay_readable_until_their_connection_serves_another(tmp_path: Any) -> None:
+    """After its transaction, an object still reads its loaded state, and a ghost loads the
+    latest committed state; the next transaction on the same connection uses the same objects
+    (so objects are read inside the transaction that uses them, as the docstring says)."""
+    with copal.open(tmp_path / "db") as db:
+        with db.transaction() as tx:
+            tx.root["numbers"] = PersistentList([1, 2, 3])
+        with db.transaction() as tx:
+            numbers = tx.root["numbers"]
+            assert numbers[0] == 1
+        assert numbers[1] == 2  # loaded: read without a transaction
+        with db.transaction() as tx:
+            tx.root["numbers"].append(4)
+        numbers._p_deactivate()
+        assert list(numbers) == [1, 2, 3, 4]  # a ghost loads the latest committed state
+        with db.transaction() as tx:
+            assert tx.root["numbers"] is numbers  # the connection's object, given to its next transaction

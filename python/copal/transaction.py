@@ -40,7 +40,11 @@ class Transaction(AsyncTransaction):
     :meth:`commit` returns or raises, the transaction has ended: after a failed commit nothing
     of it was written, and the next attempt is a new transaction
     (:meth:`Database.run <copal.Database.run>` makes them for you). Its objects then belong to no
-    transaction: reading them still works, changing one raises ``RuntimeError``.
+    transaction: changing one raises ``RuntimeError``, and reading one works (a loaded object
+    reads its state, a ghost loads the latest committed state) until its connection, which the
+    database's pool hands to the next transaction, serves another: that transaction uses the
+    same objects, in whichever thread it runs. So read what a piece of work needs inside its
+    transaction, and hand plain values out of it (``db.run`` returns what its function returns).
 
     A read-only transaction (``db.transaction(readonly=True)``) reads the same snapshot and
     costs nothing at its end: it never encodes, compares nor commits. Assigning an attribute of
