@@ -59,6 +59,23 @@ def test_info_lists_the_roots(tmp_path: Path) -> None:
     assert json.loads(out.stdout)["roots"] == ["things"]
 
 
+def test_info_shows_what_each_class_and_index_takes(tmp_path: Path) -> None:
+    db = copal.open(tmp_path / "db")
+    with db.transaction() as tx:
+        tx.root["entries"] = PersistentList(Entry(i) for i in range(25))
+    db.close()
+    out = _copal("info", str(tmp_path / "db"), "--json")
+    assert out.returncode == 0, out.stderr
+    tables = {t["table"]: t for t in json.loads(out.stdout)["tables"]}
+    entries, index = tables["records test_cli.Entry"], tables["index test_cli.Entry(n)"]
+    assert (entries["entries"], index["entries"]) == (25, 25)
+    # A record holds at least its header and its one int; an entry key its index id and oid.
+    assert entries["bytes"] >= 25 * 4 and index["bytes"] >= 25 * (4 + 8)
+    assert tables["records copal.PersistentList"]["entries"] == 1
+    text = _copal("info", str(tmp_path / "db"))
+    assert "tables:\n" in text.stdout and "  records test_cli.Entry: 25 entries, " in text.stdout
+
+
 def test_schema_lists_descriptor_versions_and_their_records_without_the_classes(tmp_path: Path) -> None:
     path = tmp_path / "db"
     v1 = load_module(tmp_path, "cli_schema_app", "import copal\nclass Pet(copal.Persistent):\n    def __init__(self, name):\n        self.name = name\n")

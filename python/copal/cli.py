@@ -218,14 +218,23 @@ def _with_class_names(document: Any) -> Any:
 
 def _info(args: argparse.Namespace) -> int:
     def work(db: Database) -> dict[str, Any]:
+        from . import _core
+
         with db.transaction() as tx:
-            return {"location": db.location, "disk_bytes": db.disk_size(), "last_tid": tx.tid_seen, "roots": sorted(map(str, tx.root.keys()))}
+            info = {"location": db.location, "disk_bytes": db.disk_size(), "last_tid": tx.tid_seen, "roots": sorted(map(str, tx.root.keys()))}
+        info["tables"] = [{"table": table, "entries": entries, "bytes": size} for table, entries, size in _core.table_space(db._store)]
+        return info
 
     info = _on_database(args.db, work, readonly=True)
     if args.json:
         _print_json(info)
-    else:
-        print("\n".join(f"{k}: {v}" for k, v in info.items()))
+        return EXIT_OK
+    tables = info.pop("tables")
+    print("\n".join(f"{k}: {v}" for k, v in info.items()))
+    # What each class's records and each index's entries take, the largest first.
+    print("tables:")
+    for t in sorted(tables, key=lambda t: -t["bytes"]):
+        print(f"  {t['table']}: {t['entries']} entries, {t['bytes']} bytes")
     return EXIT_OK
 
 
@@ -544,7 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("bench", help="run the white-paper benchmark suite (copal bench --help)")
-    _command(commands, "info", "summary of a database: location, size, last transaction, roots", "copal info bank.copal", "copal info bank.copal --json")
+    _command(commands, "info", "summary of a database: location, size, last transaction, roots, and what each class's records and each index take", "copal info bank.copal", "copal info bank.copal --json")
     ls = _command(
         commands,
         "ls",

@@ -69,6 +69,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(transfer::record_json, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::record_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(transfer::extent_summaries, m)?)?;
+    m.add_function(wrap_pyfunction!(transfer::table_space, m)?)?;
     Ok(())
 }
 

@@ -179,6 +179,15 @@ pub fn record_summaries<'py>(py: Python<'py>, store: PyRef<'_, Store>, oids: Vec
     summaries.into_iter().map(|s| s.map(|s| (s.oid, s.type_name, s.size))).collect::<Vec<_>>().to_python(py)
 }
 
+/// `(table, entries, bytes)` of each class's records and each index's entries
+/// (`copal_core::store::TableSpace`).
+#[pyfunction]
+pub fn table_space<'py>(py: Python<'py>, store: PyRef<'_, Store>) -> PyResult<Bound<'py, PyAny>> {
+    let store = store.store.get()?;
+    let space = py.detach(move || store.space()).py_err()?;
+    space.into_iter().map(|t| (t.table, t.entries, t.bytes)).collect::<Vec<_>>().to_python(py)
+}
+
 /// `(oid, type name, size)` of the first `limit` objects of `type_name`'s extent (None if the
 /// database stores no such type).
 #[pyfunction]

@@ -10,6 +10,17 @@ use super::transfer_text::TextWriter;
 use super::Store;
 use crate::format::{Oid, RecordHeader};
 
+/// What one table of a database holds: a class's records or an index's entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSpace {
+    /// `records TYPE` or `index TYPE(field, ...)` (`unique index ...` for a unique one).
+    pub table: String,
+    pub entries: u64,
+    /// The bytes of its records or entry keys as stored (records with their checksum; keys
+    /// with the index id and the oid), before the store's own overhead (pages, tuples).
+    pub bytes: u64,
+}
+
 /// A record's oid, type name and size in bytes (without the store's checksum).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordSummary {
@@ -56,6 +67,38 @@ impl Store {
     }
 }
 
+impl Store {
+    /// What each class's records and each index's entries take, read from one snapshot: every
+    /// record and entry is visited (`copal info` shows it; it reads the whole database).
+    pub fn space(self: &Arc<Self>) -> Result<Vec<TableSpace>, StoreError> {
+        let snapshot = Snapshot::new(self)?;
+        let mut out = Vec::new();
+        let mut classes: Vec<(crate::format::ClassNo, String)> = snapshot.all_descriptors()?.iter().map(|d| (d.class_no, d.type_name.clone())).collect();
+        classes.sort();
+        classes.dedup_by_key(|(class, _)| *class);
+        for (class, type_name) in classes {
+            let (mut entries, mut bytes) = (0, 0);
+            snapshot.scan_extent_unverified(class, |_, _, stored| {
+                entries += 1;
+                bytes += stored.len() as u64;
+                Ok(true)
+            })?;
+            out.push(TableSpace { table: format!("records {type_name}"), entries, bytes });
+        }
+        for def in snapshot.index_defs()? {
+            let (mut entries, mut bytes) = (0, 0);
+            snapshot.scan_index(def.id, &[], None, false, |key| {
+                entries += 1;
+                bytes += key.len() as u64;
+                Ok(true)
+            })?;
+            let kind = if def.unique { "unique index" } else { "index" };
+            out.push(TableSpace { table: format!("{kind} {}({})", def.type_name, def.fields.join(", ")), entries, bytes });
+        }
+        Ok(out)
+    }
+}
+
 fn summary(snapshot: &Snapshot, oid: Oid, record: &[u8]) -> Result<RecordSummary, StoreError> {
     let (header, _) = RecordHeader::parse(record).map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })?;
     Ok(RecordSummary { oid, type_name: snapshot.descriptor(header.descriptor)?.type_name.clone(), size: record.len() })
@@ -85,5 +128,9 @@ mod tests {
         assert_eq!(listed, vec![RecordSummary { oid, type_name: "app.Pet".into(), size: rex.len() }]);
         assert_eq!(store.summaries(&[oid, oid + 1]).unwrap(), vec![Some(listed[0].clone()), None]);
         assert_eq!(store.extent_summaries("app.Nothing", 10).unwrap(), None);
+        let space = store.space().unwrap();
+        let pets = space.iter().find(|t| t.table == "records app.Pet").unwrap();
+        assert_eq!(pets.entries, 1);
+        assert!(pets.bytes >= rex.len() as u64, "{space:?}");
     }
 }

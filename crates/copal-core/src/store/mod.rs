@@ -42,7 +42,7 @@ pub use checksum::unseal;
 pub use commit::Commit;
 pub use error::StoreError;
 pub use index::{entry_oid, prefix_end, stale_indexes, DeclaredIndex, FieldDefault, IndexDef, RemovedIndex};
-pub use inspect::RecordSummary;
+pub use inspect::{RecordSummary, TableSpace};
 pub use lmdb::{CompactReport, PageCheck, StoreOptions};
 pub use pg_pool::PoolLimits;
 pub use schema::{DescriptorUse, RemovedValues, SchemaGcReport, SchemaSummary};
