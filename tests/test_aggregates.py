@@ -195,3 +195,44 @@ def test_awaitable_aggregates(store: Store) -> None:
     with db.transaction() as tx:
         q = tx.query(Player)
         assert got == (q.sum("level"), "p000", "p029", q.avg("level"), q.group_by("team.name").count(), q.group_by("team.name").sum("level"))
+
+
+class Reading(Persistent):
+    __copal_indexes__ = [copal.Index("value")]
+
+    def __init__(self, value: Any, where: str = "a") -> None:
+        self.value = value
+        self.where = where
+
+
+def test_min_and_max_read_the_ends_of_an_index(store: Store) -> None:
+    db = store.open()
+    values = [None if i % 50 == 0 else (i * 7919) % 1000 - 300 for i in range(2000)]
+    with db.transaction() as tx:
+        tx.root["readings"] = PersistentList(Reading(v, "ab"[i % 2]) for i, v in enumerate(values))
+    db = store.reopen(db)
+    present = [v for v in values if v is not None]
+    with db.transaction() as tx:
+        read = Delta(db)
+        q = tx.query(Reading)
+        assert (q.min("value"), q.max("value")) == (min(present), max(present))
+        assert read["records_read"] < 200, "the ends of the index, not every record"
+        odd = [v for i, v in enumerate(values) if v is not None and i % 2]
+        assert (q.where(where="b").min("value"), q.where(where="b").max("value")) == (min(odd), max(odd))
+        assert q.where(copal.field("value") > 10_000).min("value") is None
+        # The transaction's own changes count.
+        tx.add(Reading(-10_000))
+        assert q.min("value") == -10_000
+
+
+def test_min_and_max_through_an_index_decide_as_a_scan_does(store: Store) -> None:
+    """Ends of two kinds, or a NaN at an end, leave the answer to the scan: the same TypeError,
+    the same NaN rule, as without an index."""
+    db = store.open()
+    with db.transaction() as tx:
+        tx.root["readings"] = PersistentList([Reading(3), Reading(float("nan")), Reading(1.5), Reading(Decimal("7"))])
+    with db.transaction() as tx:
+        assert (tx.query(Reading).min("value"), tx.query(Reading).max("value")) == (1.5, Decimal("7"))
+        tx.add(Reading("text"))
+        with pytest.raises(TypeError, match="cannot be ordered"):
+            tx.query(Reading).max("value")

@@ -14,9 +14,9 @@ use std::collections::HashMap;
 use std::fmt;
 
 use super::number::bigint_to_i128;
-use super::order::{compare, equals};
+use super::order::{compare, equals, kind, Kind};
 use super::pending::{Overlay, Source};
-use super::{access, for_each_match, values_pending, Path, Pending, Query};
+use super::{access, for_each_match, values_pending, Access, Expr, Path, Pending, Query};
 use crate::format::{index_key, Value};
 use crate::store::{Snapshot, StoreError};
 
@@ -280,6 +280,9 @@ pub fn aggregate_pending(
     query: &Query,
     aggregation: &Aggregation,
 ) -> Result<Vec<(Value, Value)>, AggregateError> {
+    if let Some(extreme) = extreme_through_index(snapshot, pending, query, aggregation)? {
+        return Ok(vec![(Value::None, extreme)]);
+    }
     let select = aggregation.group.iter().chain(&aggregation.field).cloned().collect();
     let mut groups = Groups { aggregation, groups: Vec::new(), by_key: HashMap::new(), key: Vec::new() };
     if query.offset > 0 || query.limit.is_some() {
@@ -304,6 +307,43 @@ pub fn aggregate_pending(
         Some(error) => Err(error),
         None => Ok(groups.results()),
     }
+}
+
+/// The least or greatest value of an ungrouped `min`/`max` read from the two ends of an index
+/// that orders the field, reading a record or two instead of all of them; None when no index
+/// gives that order, or when the ends cannot vouch for the values between them: ends of two
+/// kinds or of kinds whose values may be unordered among themselves (naive and aware datetimes
+/// and times, containers, objects), or a NaN at an end. The scan then decides (and raises what
+/// Python would).
+fn extreme_through_index(snapshot: &Snapshot, pending: &Pending, query: &Query, aggregation: &Aggregation) -> Result<Option<Value>, StoreError> {
+    let (Aggregate::Min | Aggregate::Max, None, Some(field)) = (aggregation.kind, &aggregation.group, &aggregation.field) else { return Ok(None) };
+    if query.offset > 0 || query.limit.is_some() {
+        return Ok(None);
+    }
+    let not_none = Expr::Not(Box::new(Expr::IsNone { path: field.clone() }));
+    let end = |descending: bool| Query {
+        filter: Expr::And(vec![query.filter.clone(), not_none.clone()]),
+        order: vec![(field.clone(), descending)],
+        select: vec![field.clone()],
+        offset: 0,
+        limit: Some(1),
+        ..query.clone()
+    };
+    let least = end(false);
+    if !matches!(access(snapshot, &least)?, Access::Index { ordered: true, .. }) {
+        return Ok(None);
+    }
+    let value_at = |q: &Query| -> Result<Option<Value>, StoreError> { Ok(values_pending(snapshot, pending, q)?.into_iter().next().and_then(|(_, mut v)| v.pop().flatten())) };
+    let (first, last) = match (value_at(&least)?, value_at(&end(true))?) {
+        (Some(first), Some(last)) => (first, last),
+        // No value at all: nothing to aggregate.
+        (None, None) => return Ok(Some(Value::None)),
+        _ => return Ok(None),
+    };
+    let vouched = matches!(kind(&first), Kind::Number | Kind::Str | Kind::Bytes | Kind::Date | Kind::TimeDelta | Kind::Uuid)
+        && kind(&first) == kind(&last)
+        && ![&first, &last].iter().any(|v| matches!(v, Value::Float(f) if f.is_nan()));
+    Ok(vouched.then(|| if aggregation.kind == Aggregate::Min { first } else { last }))
 }
 
 #[cfg(test)]
