@@ -176,3 +176,18 @@ def test_awaitable_values(store: Store) -> None:
             return await tx.query(Citizen).order_by("name").avalues("name", "city.name")
 
     assert asyncio.run(main()) == [("ann", "Paris"), ("bob", "Lyon"), ("cy", None), ("dee", "Paris")]
+
+
+def test_a_value_that_holds_itself_is_refused_not_copied_forever(store: Store) -> None:
+    db = store.open()
+    looped: list[Any] = [1]
+    looped.append(looped)
+    with db.transaction() as tx:
+        tx.root["people"] = PersistentList([Citizen("ann", 31, None, extra={"loop": looped})])
+    with db.transaction() as tx:
+        with pytest.raises(copal.StorageError, match="holds itself"):
+            tx.query(Citizen).values("extra.loop")
+        # The object itself loads as it was stored.
+        loop = tx.query(Citizen).one().extra["loop"]
+        assert loop[1] is loop
+        assert tx.query(Citizen).values("name") == [("ann",)]

@@ -167,6 +167,14 @@ fn path_of(path: &Bound<'_, PyAny>) -> PyResult<Path> {
     }
 }
 
+/// The paths given to `method` (`values`, `to_arrow`): at least one.
+fn selected(paths: &Bound<'_, PyTuple>, method: &str) -> PyResult<Vec<Path>> {
+    if paths.is_empty() {
+        return Err(PyTypeError::new_err(format!("{method}() needs at least one path")));
+    }
+    paths.iter().map(|path| path_of(&path)).collect()
+}
+
 #[pymethods]
 impl QueryObject {
     /// The query of every stored object of `cls` (and its subclasses) in transaction `tx`
@@ -292,16 +300,12 @@ impl QueryObject {
     /// copies (two paths to one shared list give two equal lists).
     #[pyo3(signature = (*paths))]
     fn values<'py>(&self, py: Python<'py>, paths: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
-        if paths.is_empty() {
-            return Err(PyTypeError::new_err("values() needs at least one path"));
-        }
-        let select = paths.iter().map(|path| path_of(&path)).collect::<PyResult<Vec<_>>>()?;
-        self.run_selecting(py, "values", None, select, None)
+        self.run_selecting(py, "values", None, selected(paths, "values")?, None)
     }
 
     /// The values of `paths` in each result as Arrow columns (one per path, named by it), built
     /// in Rust from the records: an object that Arrow readers take without a Python object per
-    /// value (`pyarrow.table(q.to_arrow("name", "age"))`, `polars.from_arrow(...)`, DuckDB).
+    /// value (`pyarrow.table(q.to_arrow("name", "age"))`, `polars.DataFrame(...)`, DuckDB).
     /// Column types follow the values: int (int64), float (float64; ints among floats become
     /// floats), bool, str (large_utf8), bytes (large_binary), date (date32), datetime
     /// (timestamp[us], UTC for aware ones), a reference (uint64: the object's id); None and
@@ -309,11 +313,7 @@ impl QueryObject {
     /// ...) or of two types; `values()` reads those.
     #[pyo3(signature = (*paths))]
     fn to_arrow<'py>(&self, py: Python<'py>, paths: &Bound<'py, PyTuple>) -> PyResult<Bound<'py, PyAny>> {
-        if paths.is_empty() {
-            return Err(PyTypeError::new_err("to_arrow() needs at least one path"));
-        }
-        let select = paths.iter().map(|path| path_of(&path)).collect::<PyResult<Vec<_>>>()?;
-        self.run_selecting(py, "arrow", None, select, None)
+        self.run_selecting(py, "arrow", None, selected(paths, "to_arrow")?, None)
     }
 
     /// The sum of the values of `path` over the results (Python's arithmetic: ints exactly, an
