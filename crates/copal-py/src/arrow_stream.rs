@@ -1,6 +1,6 @@
 //! `Query.to_arrow(...)`'s result: columns built in Rust (copal_core::arrow) that Arrow readers
 //! take through the Arrow PyCapsule interface (`__arrow_c_stream__`): `pyarrow.table(x)`,
-//! `polars.from_arrow(x)` or DuckDB read them without a Python object per value.
+//! `polars.DataFrame(x)` or DuckDB read them without a Python object per value.
 
 use std::sync::Arc;
 
