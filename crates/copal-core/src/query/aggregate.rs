@@ -230,9 +230,9 @@ struct Groups<'a> {
 }
 
 impl Groups<'_> {
-    /// Adds a match whose selected values are `keys`: its group's value (if grouped), then its
-    /// field's value (if the aggregate has a field).
-    fn add(&mut self, mut keys: Vec<Option<Value>>) -> Result<(), AggregateError> {
+    /// Adds a match whose selected values are `keys` (which it empties): its group's value (if
+    /// grouped), then its field's value (if the aggregate has a field).
+    fn add(&mut self, keys: &mut Vec<Option<Value>>) -> Result<(), AggregateError> {
         let aggregation = self.aggregation;
         let field = if aggregation.field.is_some() { keys.pop().flatten() } else { None };
         let at = match aggregation.group {
@@ -287,8 +287,8 @@ pub fn aggregate_pending(
     let mut groups = Groups { aggregation, groups: Vec::new(), by_key: HashMap::new(), key: Vec::new() };
     if query.offset > 0 || query.limit.is_some() {
         let query = Query { select, ..query.clone() };
-        for (_, keys) in values_pending(snapshot, pending, &query)? {
-            groups.add(keys)?;
+        for (_, mut keys) in values_pending(snapshot, pending, &query)? {
+            groups.add(&mut keys)?;
         }
         return Ok(groups.results());
     }

@@ -184,18 +184,18 @@ impl<'a> Matcher<'a> {
         Matcher { query, names, required, sets: ValueSets::new(&query.filter), reader: Reader::new(source, query), top }
     }
 
-    /// The keys of the record of `oid` if the query wants it (not excluded, and the filter
-    /// holds), else None: its sort keys, then its selected values (each whole: no
-    /// back-reference left in it, `Reader::descend`). `unverified` is the stored value (record and checksum) of a record
-    /// whose checksum has not been checked yet: it is checked if the record matches, before
-    /// anything uses it.
-    fn test(&mut self, oid: Oid, record: &[u8], unverified: Option<&[u8]>) -> Result<Option<Vec<Option<Value>>>, StoreError> {
+    /// Whether the query wants the record of `oid` (not excluded, and the filter holds); if it
+    /// does, `keys` (emptied first, its room reused) holds its keys: its sort keys, then its
+    /// selected values (each whole: no back-reference left in it, `Reader::descend`).
+    /// `unverified` is the stored value (record and checksum) of a record whose checksum has
+    /// not been checked yet: it is checked if the record matches, before anything uses it.
+    fn test(&mut self, oid: Oid, record: &[u8], unverified: Option<&[u8]>, keys: &mut Vec<Option<Value>>) -> Result<bool, StoreError> {
         let query = self.query;
         if query.exclude.contains(&oid) {
-            return Ok(None);
+            return Ok(false);
         }
         if !self.reader.fields_into(oid, record, &self.names, &self.required, &mut self.top)? {
-            return Ok(None);
+            return Ok(false);
         }
         let (names, top, reader) = (&self.names, &self.top, &mut self.reader);
         let mut lookup = |path: &Path| -> Option<Cow<'_, Value>> {
@@ -214,12 +214,11 @@ impl<'a> Matcher<'a> {
             }
         };
         let matched = query.filter.eval_with(&mut lookup, &self.sets);
-        let mut keys: Option<Vec<Option<Value>>> = matched.then(|| {
-            let mut keys = Vec::with_capacity(query.order.len() + query.select.len());
+        keys.clear();
+        if matched {
+            // One allocation when a visitor took the buffer before.
+            keys.reserve(query.order.len() + query.select.len());
             keys.extend(query.order.iter().map(|(path, _)| lookup(path).map(Cow::into_owned)));
-            keys
-        });
-        if let Some(keys) = keys.as_mut() {
             for path in &query.select {
                 let value = names.iter().position(|n| n.as_ptr() == path[0].as_ptr() || *n == path[0]).and_then(|i| top[i].clone());
                 keys.push(match value.map(|value| reader.descend(value, &path[1..], record, true)) {
@@ -238,12 +237,13 @@ impl<'a> Matcher<'a> {
         if let (Some(value), true) = (unverified, matched) {
             crate::store::unseal(oid, value)?;
         }
-        Ok(keys)
+        Ok(matched)
     }
 }
 
-/// Calls `visit(oid, record, sort keys)` for every record that matches, stored or in the
-/// overlay, until it returns false. Scans and unordered index accesses visit in object-id order,
+/// Calls `visit(oid, record, keys)` for every record that matches, stored or in the overlay,
+/// until it returns false; `keys` (`Matcher::test`) is one buffer, filled again for each match,
+/// which `visit` takes (`std::mem::take`) to keep. Scans and unordered index accesses visit in object-id order,
 /// the overlay's records merged in; an ordered index access visits the overlay's records first,
 /// then the stored ones in the query's order (ties in object-id order).
 fn for_each_match(
@@ -251,15 +251,13 @@ fn for_each_match(
     query: &Query,
     access: &Access,
     overlay: &Overlay<'_>,
-    mut visit: impl FnMut(Oid, &[u8], Vec<Option<Value>>) -> bool,
+    mut visit: impl FnMut(Oid, &[u8], &mut Vec<Option<Value>>) -> bool,
 ) -> Result<(), StoreError> {
     let snapshot = source.snapshot;
     let mut matcher = Matcher::new(source, query);
+    let mut keys = Vec::new();
     let mut test = |oid: Oid, record: &[u8], unverified: Option<&[u8]>| -> Result<bool, StoreError> {
-        Ok(match matcher.test(oid, record, unverified)? {
-            Some(keys) => visit(oid, record, keys),
-            None => true,
-        })
+        Ok(!matcher.test(oid, record, unverified, &mut keys)? || visit(oid, record, &mut keys))
     };
     // The overlay's records not yet tested. Stored records that the overlay replaces or deletes
     // are skipped (`hides`): the index and the extents hold their stored versions.
@@ -315,18 +313,19 @@ fn for_each_match(
             scan.run(keep, |oids, coarse| {
                 // The matches of a coarse group are sorted by value before they are visited.
                 let mut found: Vec<Found<Vec<u8>>> = Vec::new();
+                let mut keys = Vec::new();
                 let go_on = test_batch(snapshot, &mut oids.to_vec(), &mut |oid: Oid, record: &[u8], unverified: Option<&[u8]>| {
-                    Ok(match matcher.test(oid, record, unverified)? {
-                        None => true,
-                        Some(keys) if coarse => {
-                            found.push((keys, oid, record.to_vec()));
+                    Ok(match matcher.test(oid, record, unverified, &mut keys)? {
+                        false => true,
+                        true if coarse => {
+                            found.push((std::mem::take(&mut keys), oid, record.to_vec()));
                             true
                         }
-                        Some(keys) => visit(oid, record, keys),
+                        true => visit(oid, record, &mut keys),
                     })
                 })?;
                 found.sort_by(|a, b| key_order(&a.0, &b.0, &query.order).then(a.1.cmp(&b.1)));
-                Ok(go_on && found.into_iter().all(|(keys, oid, record)| visit(oid, &record, keys)))
+                Ok(go_on && found.into_iter().all(|(mut keys, oid, record)| visit(oid, &record, &mut keys)))
             })?;
             return Ok(());
         }
@@ -445,7 +444,7 @@ fn found_matches<T>(snapshot: &Snapshot, pending: &Pending, query: &Query, keep:
         for_each_match(source, query, &access, &overlay, |oid, record, keys| {
             seen += 1;
             if seen > query.offset {
-                out.push((keys, oid, keep(record)));
+                out.push((std::mem::take(keys), oid, keep(record)));
             }
             wanted.is_none_or(|w| seen < w)
         })?;
@@ -456,7 +455,7 @@ fn found_matches<T>(snapshot: &Snapshot, pending: &Pending, query: &Query, keep:
     }
     let mut all: Vec<Found<T>> = Vec::new();
     for_each_match(source, query, &access, &overlay, |oid, record, keys| {
-        all.push((keys, oid, keep(record)));
+        all.push((std::mem::take(keys), oid, keep(record)));
         true
     })?;
     let order = |a: &Found<T>, b: &Found<T>| key_order(&a.0, &b.0, &query.order).then(a.1.cmp(&b.1));
@@ -503,10 +502,10 @@ fn run_ordered_with_overlay<T>(
         // matches leaves none of them untested.
         for_each_match(source, query, access, overlay, |oid, record, keys| {
             if overlay.holds(oid) {
-                added.push((keys, oid, keep(record)));
+                added.push((std::mem::take(keys), oid, keep(record)));
                 return true;
             }
-            stored.push((keys, oid, keep(record)));
+            stored.push((std::mem::take(keys), oid, keep(record)));
             wanted.is_none_or(|w| stored.len() < w)
         })?;
     }
@@ -611,8 +610,9 @@ pub fn count_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> R
                 })?;
             }
             let mut matcher = Matcher::new(source, &unordered);
+            let mut keys = Vec::new();
             for (oid, record) in &overlay.records {
-                n += u64::from(matcher.test(*oid, record, None)?.is_some());
+                n += u64::from(matcher.test(*oid, record, None, &mut keys)?);
             }
             return Ok(n);
         }
