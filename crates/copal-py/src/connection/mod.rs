@@ -264,7 +264,11 @@ impl Connection {
         let snapshot = without_gil(py, || Snapshot::new(&store)).py_err()?.count_into(&self.stats.storage);
         let since = self.seen_tid.load(Ordering::Relaxed);
         // A connection with nothing cached has nothing to invalidate: skip reading the log.
-        let changes = if self.cache.lock()?.is_empty() { Some(Vec::new()) } else { snapshot.changes_since(since).py_err()? };
+        // Reading the log is a round trip on PostgreSQL: other threads run meanwhile.
+        let changes = match self.cache.lock()?.is_empty() {
+            true => Some(Vec::new()),
+            false => without_gil(py, || snapshot.changes_since(since)).py_err()?,
+        };
         match changes {
             Some(oids) => {
                 for oid in oids {
@@ -306,7 +310,10 @@ impl Connection {
         self.readonly.store(false, Ordering::Relaxed);
         self.loop_thread.store(0, Ordering::Relaxed);
         self.on_loop_read.lock()?.take();
-        self.snapshot.lock()?.take();
+        // Ending a snapshot is a round trip on PostgreSQL (its ROLLBACK): other threads run
+        // meanwhile.
+        let snapshot = self.snapshot.lock()?.take();
+        without_gil(py, || drop(snapshot));
         Ok(())
     }
 
