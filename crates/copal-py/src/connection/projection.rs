@@ -93,8 +93,16 @@ impl Reading<'_> {
         let mut out = Vec::with_capacity(rows.len());
         let none = Value::None;
         for (_, values) in rows {
-            let items = values.iter().map(|value| self.value(py, value.as_ref().unwrap_or(&none))).collect::<PyResult<Vec<_>>>()?;
-            out.push(allocation::tuple(py, items)?.into_any());
+            // A row of common scalars is made value by value; any other row is decoded whole,
+            // with one decoder, rather than one decoder per value.
+            let row = match values.iter().all(|value| value.as_ref().is_none_or(is_scalar)) {
+                true => {
+                    let items = values.iter().map(|value| self.value(py, value.as_ref().unwrap_or(&none))).collect::<PyResult<Vec<_>>>()?;
+                    allocation::tuple(py, items)?.into_any()
+                }
+                false => self.decoded(py, &Value::Tuple(values.into_iter().map(|value| value.unwrap_or(Value::None)).collect()))?,
+            };
+            out.push(row);
         }
         Ok(ListBuilder::of(py, out)?.into_any())
     }
@@ -132,4 +140,9 @@ impl Reading<'_> {
             None => self.value(py, &groups.into_iter().next().map_or(Value::None, |(_, value)| value)),
         }
     }
+}
+
+/// Whether `Reading::value` makes `value` itself, without the decoder.
+fn is_scalar(value: &Value) -> bool {
+    matches!(value, Value::None | Value::Bool(_) | Value::Int(_) | Value::Float(_) | Value::Str(_))
 }
