@@ -27,7 +27,7 @@ from .evolution import Broken, BrokenObject
 from .indexes import Index
 from .persistent import Persistent, PersistentDict, PersistentList
 from .progress import ProgressBar
-from .query import ArrowStream, Expr, Field, GroupedQuery, Query, field
+from .query import ArrowStream, Expr, Field, GroupedQuery, Query, field, referenced_by
 from .serialize import Archive, dump, dumps, load, loads, pack_many
 from .transaction import Transaction
 
@@ -45,6 +45,7 @@ __all__ = [
     "Broken",
     "BrokenObject",
     "field",
+    "referenced_by",
     "Field",
     "Expr",
     "Persistent",

@@ -360,7 +360,7 @@ def _verify(args: argparse.Namespace) -> int:
         _print_json(report)
     else:
         if "records" in report:
-            print(f"{report['records']} records, {report['references']} references, {report['index_entries']} index entries")
+            print(f"{report['records']} records, {report['references']} references, {report['index_entries']} index entries, {report['anchors']} anchors")
         for problem in report["problems"]:
             print(f"problem: {problem}")
         print("OK" if not report["problems"] else f"{len(report['problems'])} problem(s) found")
@@ -391,6 +391,29 @@ def _schema(args: argparse.Namespace) -> int:
     print(f"total: {_plural(total, 'record')} in {_plural(len(listed), 'type')}")
     if raw["unreadable"]:
         print(f"{_plural(raw['unreadable'], 'record')} with an unreadable header (run copal verify)")
+    return EXIT_OK
+
+
+def _gc(args: argparse.Namespace) -> int:
+    if args.schema:
+        return _gc_schema(args)
+    if args.purge:
+        raise UsageError("--purge goes with --schema (it rewrites records holding removed fields)")
+    from copal.progress import ProgressBar
+
+    report = _on_database(args.db, lambda db: db.gc(batch=args.batch, progress=ProgressBar()))
+    if args.json:
+        _print_json(report)
+        return EXIT_OK
+    print(
+        f"{_plural(report['objects'], 'object')} stored, {report['reachable']:,} reachable: removed "
+        f"{_plural(report['removed'], 'object')} ({report['removed_bytes']:,} bytes of records) "
+        f"in {_plural(report['commits'], 'commit')}"
+    )
+    for type_name, count in report["removed_by_type"].items():
+        print(f"  {type_name}: {count:,}")
+    if report["anchors_derived"]:
+        print(f"anchored {_plural(report['anchors_derived'], 'object')} that nothing referred to (the database had no anchors recorded)")
     return EXIT_OK
 
 
@@ -613,15 +636,18 @@ def build_parser() -> argparse.ArgumentParser:
     gc = _command(
         commands,
         "gc",
-        "garbage-collect stored data (--schema: values of removed fields)",
-        "copal gc --schema bank.copal",
+        "remove objects nothing reachable refers to (--schema: values of removed fields)",
+        "copal gc bank.copal",
         "copal gc --schema --purge bank.copal",
-        description="With --schema: reports the values of fields declared removed "
-        "(__copal_removed__ on the class) that records still hold, and with --purge rewrites "
-        "those records without them in one maintenance commit. Works without the application's "
-        "classes: the declarations are stored in the database.",
+        description="Removes the stored objects that neither the root mapping nor an object stored "
+        "with Transaction.add reaches, while other programs keep committing; prints what it "
+        "removed. It works in commits of at most --batch removals, and draws a progress bar on a "
+        "terminal. Works without the application's classes. With --schema instead: reports the "
+        "values of fields declared removed (__copal_removed__ on the class) that records still "
+        "hold, and with --purge rewrites those records without them in one maintenance commit.",
     )
-    gc.add_argument("--schema", action="store_true", required=True, help="collect values of removed fields")
+    gc.add_argument("--schema", action="store_true", help="collect values of removed fields instead of objects")
+    gc.add_argument("--batch", type=int, default=10_000, help="the most objects removed per commit (default 10000)")
     gc.add_argument("--purge", action="store_true", help="rewrite the records without them (default: report only)")
     backup = _command(
         commands,
@@ -721,7 +747,7 @@ _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "query": _query,
     "verify": _verify,
     "schema": _schema,
-    "gc": _gc_schema,
+    "gc": _gc,
     "backup": _backup,
     "export": _export,
     "import": _import,

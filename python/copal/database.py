@@ -216,6 +216,32 @@ class Database(AsyncDatabase):
         schema: dict[str, Any] = self._store.schema()
         return schema
 
+    def gc(self, *, batch: int = 10_000, progress: Progress | None = None) -> dict[str, Any]:
+        """Removes the stored objects that nothing reachable refers to, while other transactions
+        go on committing; returns what it found and did.
+
+        The roots are the root mapping (``tx.root``) and the objects stored with
+        :meth:`Transaction.add <copal.Transaction.add>` (anchors, kept until deleted); every
+        object they reach, directly or through other objects, is kept. The rest is removed in
+        commits of at most ``batch`` objects each (each one holds the write lock about as long
+        as a commit of that many deletions), and an object that another transaction links
+        back while the collection runs is kept. A transaction that began before a removal and
+        stores a reference to a removed object fails with :class:`~copal.ConflictError`.
+
+        The report: ``objects`` stored when it began, ``reachable``, ``removed``,
+        ``removed_bytes`` (their records), ``removed_by_type`` (type name to count),
+        ``anchors_derived`` (a database written without anchors has them derived once: every
+        object that no other object refers to) and ``commits``. ``progress(what, done, total)``
+        is called as it goes (:class:`ProgressBar` draws a bar); an exception it raises, and
+        KeyboardInterrupt, stop the collection after its current commit and are raised.
+        Raises :class:`~copal.StorageError` while an import into the database is unfinished,
+        and :class:`~copal.CorruptRecordError` when a reachable record does not decode (nothing
+        is removed then: ``copal verify`` tells more). See ``copal gc``."""
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, not {batch!r}")
+        report: dict[str, Any] = self._store.collect_garbage(batch, progress)
+        return report
+
     def gc_schema(self, *, purge: bool = False) -> dict[str, Any]:
         """Values of fields declared removed (``__copal_removed__``) that records still hold:
         ``removed`` (type name, field, records), ``records`` holding any. With ``purge``, rewrites

@@ -13,7 +13,7 @@ from ._core import ArrowStream, GroupedQuery, Query
 from .evolution import field_defaults, renamed_fields
 from .persistent import registry, registry_generation, type_name_of
 
-__all__ = ["Query", "GroupedQuery", "ArrowStream", "Expr", "Field", "field"]
+__all__ = ["Query", "GroupedQuery", "ArrowStream", "Expr", "Field", "field", "referenced_by"]
 
 
 class Expr:
@@ -105,6 +105,24 @@ class Field:
 def field(path: str) -> Field:
     """The value at ``path`` ("a" or "a.b.c") of the queried objects, for building conditions."""
     return Field(path)
+
+
+def referenced_by(cls: type, path: str, where: Expr | None = None) -> Expr:
+    """The objects that field ``path`` of at least one stored ``cls`` object (subclasses
+    included) matching ``where`` refers to: a join followed backwards, evaluated in Rust.
+
+    ``path`` may lead through embedded objects and references (``"home.address"``); a value
+    that holds references (a list of parts) counts each of them. The ``cls`` objects are read as
+    the query's transaction sees them, its own changes included. Combine it with other
+    conditions as any condition:
+
+    >>> over_60 = copal.referenced_by(Person, "address", where=copal.field("age") > 60)  # doctest: +SKIP
+    >>> tx.query(Address).where(over_60 & (copal.field("city") == "Oslo")).count()       # doctest: +SKIP
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"referenced_by() takes a class, not {type(cls).__name__}")
+    node = _core.Filter.everything() if where is None else _expr(where).node
+    return Expr(_core.Filter.referenced_by(_scope(cls, False), list(Field(path).path), node))
 
 
 _scopes: dict[tuple[type, bool], tuple[int, _core.QueryScope]] = {}

@@ -119,7 +119,9 @@ class Transaction(AsyncTransaction):
 
     # -- writing ---------------------------------------------------------------------------
     def add(self, obj: Persistent) -> Persistent:
-        """Makes ``obj`` persistent at commit even if no stored object references it.
+        """Makes ``obj`` persistent at commit even if no stored object references it (a stored
+        object too): ``obj`` and what it reaches are kept by :meth:`Database.gc
+        <copal.Database.gc>` until ``obj`` is deleted. Returns ``obj``.
 
         Raises TypeError for an object that is not a :class:`~copal.Persistent` or that belongs
         to another database or connection, and ReadOnlyError in a read-only transaction."""
@@ -128,7 +130,8 @@ class Transaction(AsyncTransaction):
         return obj
 
     def delete(self, obj: Persistent) -> None:
-        """Deletes ``obj`` at commit. References to it elsewhere become dangling.
+        """Deletes ``obj`` at commit. References to it elsewhere become dangling; objects only
+        it reached are left for :meth:`Database.gc <copal.Database.gc>` to remove.
 
         Raises TypeError for an object that is not a :class:`~copal.Persistent` or that belongs
         to another database or connection, and ReadOnlyError in a read-only transaction."""

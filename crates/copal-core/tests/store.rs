@@ -201,14 +201,14 @@ fn get_many_visits_sorted_ids_and_reports_missing_ones(store: Arc<Store>) {
     let wanted = vec![oids[3], oids[3], oids[4], oids[90], oids[199]];
     let mut seen = Vec::new();
     snapshot
-        .get_many(&wanted, |oid| StoreError::Storage { message: format!("missing {oid}") }, |e| e, |i, record| {
+        .get_many(&wanted, |oid| Err(StoreError::Storage { message: format!("missing {oid}") }), |e| e, |i, record| {
             seen.push((i, record.len()));
             Ok::<(), StoreError>(())
         })
         .unwrap();
     assert_eq!(seen.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
     let absent = vec![oids[5], oids[199] + 1];
-    let err = snapshot.get_many(&absent, |oid| StoreError::Storage { message: format!("missing {oid}") }, |e| e, |_, _| Ok(()));
+    let err = snapshot.get_many(&absent, |oid| Err(StoreError::Storage { message: format!("missing {oid}") }), |e| e, |_, _| Ok(()));
     assert!(matches!(err, Err(StoreError::Storage { message }) if message == format!("missing {}", oids[199] + 1)));
 }
 

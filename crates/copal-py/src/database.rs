@@ -1,10 +1,11 @@
 //! The store handle shared by the connections of one `copal.Database`.
 
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 
-use copal_core::store::{MigrationReport, StoreStats};
+use copal_core::store::{GcOptions, GcProgress, MigrationReport, StoreStats};
 use copal_core::{PageCheck, Snapshot, StoreOptions};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -156,6 +157,7 @@ impl Store {
         set_item(&out, "records", report.records)?;
         set_item(&out, "references", report.references)?;
         set_item(&out, "index_entries", report.index_entries)?;
+        set_item(&out, "anchors", report.anchors)?;
         set_item(&out, "problems", report.problems)?;
         Ok(out)
     }
@@ -251,6 +253,53 @@ impl Store {
         set_item(&out, "purged", report.purged)?;
         set_item(&out, "shared", report.shared)?;
         set_item(&out, "tid", report.tid)?;
+        Ok(out)
+    }
+
+    /// Removes the objects that neither the root nor an anchor reaches (`Database.gc`), in
+    /// commits of at most `batch` removals, with the GIL released. `progress(what, done, total)`
+    /// is called as it goes; an exception it raises (or a signal's, such as KeyboardInterrupt)
+    /// stops the collection after its current commit and is raised here.
+    #[pyo3(signature = (batch, progress=None))]
+    fn collect_garbage<'py>(&self, py: Python<'py>, batch: usize, progress: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+        let store = self.store.get()?;
+        let mut failure: Option<PyErr> = None;
+        let report = py
+            .detach(|| {
+                store.collect_garbage(GcOptions { batch, ..GcOptions::default() }, &mut |step| {
+                    Python::attach(|py| {
+                        let (what, done, total) = match step {
+                            GcProgress::Derive { read, total } => ("gc: finding anchors", read, total),
+                            GcProgress::Mark { reached, total } => ("gc: marking", reached, total),
+                            GcProgress::Sweep { removed, candidates } => ("gc: removing", removed, candidates),
+                        };
+                        let called = progress.as_ref().map_or(Ok(()), |p| p.call1(py, (what, done, total)).map(drop));
+                        match called.and_then(|()| py.check_signals()) {
+                            Ok(()) => ControlFlow::Continue(()),
+                            Err(error) => {
+                                failure = Some(error);
+                                ControlFlow::Break(())
+                            }
+                        }
+                    })
+                })
+            })
+            .py_err()?;
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        let by_type = allocation::dict(py)?;
+        for (type_name, count) in &report.removed_by_type {
+            set_item(&by_type, type_name, *count)?;
+        }
+        let out = allocation::dict(py)?;
+        set_item(&out, "objects", report.objects)?;
+        set_item(&out, "reachable", report.reachable)?;
+        set_item(&out, "removed", report.removed)?;
+        set_item(&out, "removed_bytes", report.removed_bytes)?;
+        set_item(&out, "removed_by_type", by_type)?;
+        set_item(&out, "anchors_derived", report.anchors_derived)?;
+        set_item(&out, "commits", report.commits)?;
         Ok(out)
     }
 

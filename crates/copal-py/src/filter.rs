@@ -10,6 +10,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
+use crate::query_scope::QueryScope;
+
 /// One node of a filter.
 pub enum FilterNode {
     Everything,
@@ -20,6 +22,9 @@ pub enum FilterNode {
     All(Vec<Py<Filter>>),
     Any(Vec<Py<Filter>>),
     Not(Py<Filter>),
+    /// The objects that the value at `path` of a stored object in `scope` matching `filter`
+    /// refers to (`copal.referenced_by`).
+    ReferencedBy { scope: Py<QueryScope>, path: Path, filter: Py<Filter> },
 }
 
 /// An immutable filter tree; `copal.Expr` wraps one.
@@ -47,7 +52,7 @@ impl Filter {
     fn nesting(node: FilterNode) -> PyResult<Filter> {
         let items = match &node {
             FilterNode::All(items) | FilterNode::Any(items) => items.as_slice(),
-            FilterNode::Not(item) => std::slice::from_ref(item),
+            FilterNode::Not(item) | FilterNode::ReferencedBy { filter: item, .. } => std::slice::from_ref(item),
             _ => &[],
         };
         let depth = 1 + items.iter().map(|item| item.get().depth).max().unwrap_or(0);
@@ -158,6 +163,13 @@ impl Filter {
         Filter::nesting(FilterNode::Not(item))
     }
 
+    /// The objects that the value at `path` of at least one stored object of `scope` matching
+    /// `filter` refers to.
+    #[staticmethod]
+    fn referenced_by(scope: Py<QueryScope>, path: Vec<String>, filter: Py<Filter>) -> PyResult<Filter> {
+        Filter::nesting(FilterNode::ReferencedBy { scope, path: checked_path(path)?, filter })
+    }
+
     /// The filter as `explain()` shows it.
     fn describe<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
         crate::allocation::str(py, &self.text(py)?)
@@ -189,6 +201,11 @@ impl Filter {
             FilterNode::All(items) => joined(items, "and")?,
             FilterNode::Any(items) => joined(items, "or")?,
             FilterNode::Not(item) => format!("not {}", item.get().text(py)?),
+            FilterNode::ReferencedBy { scope, path: p, filter } => {
+                let names = &scope.get().type_names;
+                let of = names.first().map_or("", String::as_str);
+                format!("referenced by {of}.{} where {}", path(p), filter.get().text(py)?)
+            }
         })
     }
 
@@ -203,6 +220,8 @@ impl Filter {
             }
             FilterNode::All(items) | FilterNode::Any(items) => items.iter().for_each(|item| item.get().collect_paths(out)),
             FilterNode::Not(item) => item.get().collect_paths(out),
+            // Its paths are read from other objects.
+            FilterNode::ReferencedBy { .. } => {}
         }
     }
 }

@@ -158,6 +158,12 @@ impl OperandSink for OverlaySink<'_> {
         let source = PendingDescriptors { catalog: &catalog, pending: &self.overlay.pending };
         decode_value(&mut Reader::new(bytes), &source).map_err(|e| crate::errors::corrupt("query operand", e))
     }
+
+    fn classes(&self, type_names: &[String]) -> PyResult<Vec<u16>> {
+        let mut classes = self.conn.resolve_classes(type_names)?;
+        classes.extend(type_names.iter().filter_map(|name| self.overlay.pending.provisional_class(name)));
+        Ok(classes)
+    }
 }
 
 /// The catalog's descriptors and those an overlay made, for decoding operands.

@@ -4,13 +4,15 @@
 use std::path::PathBuf;
 
 use copal_core::format::{decode_value, Reader, Value};
-use copal_core::query::Expr;
+use copal_core::format::ClassNo;
+use copal_core::query::{Expr, Path, Query};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
 use crate::allocation::{self, interned};
 use crate::encode::{Encoder, Sink};
 use crate::filter::{Filter, FilterNode};
+use crate::query_scope::QueryScope;
 
 /// Stands for an operand of a class the database has never stored: equal to nothing.
 fn matches_nothing() -> Value {
@@ -26,6 +28,8 @@ pub trait OperandSink: Sink {
     /// Whether the last encoding failed because a class is unknown to the database.
     fn take_unknown_class(&mut self) -> bool;
     fn decode(&self, bytes: &[u8]) -> PyResult<Value>;
+    /// The class numbers of the stored type names `type_names` that have one.
+    fn classes(&self, type_names: &[String]) -> PyResult<Vec<ClassNo>>;
 }
 
 impl OperandConverter<'_> {
@@ -52,7 +56,26 @@ impl OperandConverter<'_> {
             }
             FilterNode::StartsWith { path, prefix } => Expr::StartsWith { path: path.clone(), prefix: self.value(prefix.bind(py))? },
             FilterNode::IsNone { path } => Expr::IsNone { path: path.clone() },
+            FilterNode::ReferencedBy { scope, path, filter } => Expr::ReferencedBy(Box::new(self.inner_query(scope.get(), path, filter.bind(py))?)),
         })
+    }
+
+    /// The query of the objects of `scope` matching `filter`, selecting `path`: what a
+    /// `referenced_by` reads. Its fields read as loading gives them (renames, defaults).
+    fn inner_query(&mut self, scope: &QueryScope, path: &Path, filter: &Bound<'_, Filter>) -> PyResult<Query> {
+        let py = filter.py();
+        let classes = self.sink.classes(&scope.type_names)?;
+        let filter = self.expr(filter)?;
+        let mut paths = Vec::new();
+        filter.paths(&mut paths);
+        let defaults = scope.defaults_for(py, paths.into_iter().chain(std::iter::once(path)))?;
+        let mut query = Query::new(classes, filter);
+        for (type_name, field, default) in defaults {
+            query.defaults.entry(type_name).or_default().push((field, self.value(&default)?));
+        }
+        query.select = vec![path.clone()];
+        query.renamed = std::sync::Arc::clone(&scope.renamed);
+        Ok(query)
     }
 }
 

@@ -25,7 +25,9 @@ checks, plot) over :mod:`copal.bench.codec_seeds` (the experiments),
 ``copal bench --suite transactions`` (transaction costs against the cache size) is
 :mod:`copal.bench.transactions` (rounds, summary, targets, table, chart, options) over
 :mod:`copal.bench.transaction_systems` (the operations, one adapter per system, the worker)
-and :mod:`copal.bench.transaction_models` (the item classes).
+and :mod:`copal.bench.transaction_models` (the item classes); ``copal bench --suite gc`` (garbage
+collection under a concurrent writer, against ZODB's pack) is :mod:`copal.bench.gc_suite` over
+:mod:`copal.bench.gc_worker` (the data, one adapter per system, the workers).
 
 Shared by the suites: :mod:`copal.bench.workers` (starting worker processes and their
 reports), :mod:`copal.bench.environment` (run metadata, which systems can run here),

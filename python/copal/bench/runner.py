@@ -14,6 +14,7 @@ Entry point: :func:`main` (``copal bench``, ``python benchmarks/whitepaper.py``)
 ``--suite transactions`` transaction costs against the cache size (:mod:`copal.bench.transactions`),
 ``--suite async`` a FastAPI shop under concurrent clients against SQLAlchemy asyncio and a thread pool
 (:mod:`copal.bench.async_suite`),
+``--suite gc`` garbage collection under a concurrent writer against ZODB's pack (:mod:`copal.bench.gc_suite`),
 ``--suite all`` the white-paper workloads and the queries (the codec suite, in-process and
 long at full size, runs only when asked for).
 """
@@ -32,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
-from copal.bench import async_suite, codec_report, oo7, queries, transactions
+from copal.bench import async_suite, codec_report, gc_suite, oo7, queries, transactions
 from copal.bench.charts import NO_MATPLOTLIB, finish, log_bars, pyplot
 from copal.bench.environment import package_versions, run_metadata, usable_systems
 from copal.bench.systems import DEFAULT_SYSTEMS, SYSTEMS, System
@@ -44,7 +45,7 @@ DEFAULT_SCALE = 1000
 DEFAULT_REPS = 3
 DEFAULT_OUT = "bench-results"
 DEFAULT_TIMEOUT = 1800.0
-SUITES = ("whitepaper", "queries", "codecs", "oo7", "transactions", "async", "all")
+SUITES = ("whitepaper", "queries", "codecs", "oo7", "transactions", "async", "gc", "all")
 
 #: The module of the workers' entry point (:func:`copal.bench.whitepaper.worker_main`).
 WORKER = "copal.bench.whitepaper"
@@ -429,14 +430,15 @@ def build_parser() -> argparse.ArgumentParser:
             "an empty and a full object cache, against ZODB; with --suite async: a FastAPI "
             "shop's read and purchase endpoints under concurrent clients, copal's asyncio API "
             "against SQLAlchemy asyncio (aiosqlite, asyncpg) and sync copal on a thread pool; "
-            "--suite all runs the white-paper "
+            "with --suite gc: garbage collection of unreachable objects while a writer commits, "
+            "copal's db.gc() against ZODB's pack; --suite all runs the white-paper "
             "workloads and the queries."
         ),
     )
     parser.add_argument(
         "--suite", choices=SUITES, default="whitepaper",
         help="which benchmark: the white-paper workloads (default), the queries, the codecs, "
-        "OO7, transaction costs against the cache size, the async web shop, or all (white paper and queries)",
+        "OO7, transaction costs against the cache size, the async web shop, garbage collection, or all (white paper and queries)",
     )
     parser.add_argument(
         "--scale", action="append", metavar="N",
@@ -485,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     oo7.add_arguments(parser)
     transactions.add_arguments(parser)
     async_suite.add_arguments(parser)
+    gc_suite.add_arguments(parser)
     return parser
 
 
@@ -516,10 +519,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     if args.reps < 1:
         parser.error("--reps must be at least 1")
-    if args.suite in ("whitepaper", "codecs", "oo7", "transactions", "async") and args.people is not None:
+    if args.suite in ("whitepaper", "codecs", "oo7", "transactions", "async", "gc") and args.people is not None:
         parser.error("--people applies to --suite queries or all")
-    if args.suite in ("queries", "codecs", "oo7", "transactions", "async") and args.scale:
+    if args.suite in ("queries", "codecs", "oo7", "transactions", "async", "gc") and args.scale:
         parser.error("--scale applies to --suite whitepaper or all")
+    if args.suite != "gc" and gc_suite.given(args):
+        parser.error(f"{gc_suite.given(args)[0]} applies to --suite gc")
     codec_report.validate(args, parser)
 
     named = [s.strip() for s in (args.systems or "").split(",") if s.strip()]
@@ -530,6 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "oo7": list(oo7.OO7_SYSTEMS),
         "transactions": list(transactions.TX_SYSTEMS),
         "async": list(async_suite.ASYNC_SYSTEMS),
+        "gc": list(gc_suite.GC_SYSTEMS),
         "all": list(dict.fromkeys([*SYSTEMS, *queries.QUERY_SYSTEMS])),
     }[args.suite]
     unknown = [s for s in named if s not in known]
@@ -586,6 +592,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = max(status, code)
         if document is not None:
             documents["async"] = document
+    if args.suite == "gc":
+        code, document = gc_suite.run(args, list(dict.fromkeys(named)) or list(gc_suite.GC_SYSTEMS), report, Progress)
+        status = max(status, code)
+        if document is not None:
+            documents["gc"] = document
     if args.suite == "all" and documents:
         _write_json(args, {"suite": "all", **documents})
     elif args.suite in documents:

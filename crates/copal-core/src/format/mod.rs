@@ -23,7 +23,7 @@ pub use oid::{class_extent, oid_class, oid_seq, make_oid, Oid, ClassNo, MAX_SEQ,
 pub use reader::{Limits, Reader, TzInfo};
 pub use record::{RecordHeader, FORMAT_VERSION, FLAG_MUTABLE_STATE, encode_root_record};
 pub(crate) use value::{decode_document_value, read_ref};
-pub use value::{decode_record_state, decode_value, decode_value_with, is_decimal_text, memo_value, FieldReader, Value, ValueForms, MAX_DAY, MIN_DAY, PREALLOCATE_MAX};
+pub use value::{decode_record_state, decode_value, decode_value_with, is_decimal_text, memo_value, record_references, FieldReader, Value, ValueForms, MAX_DAY, MIN_DAY, PREALLOCATE_MAX};
 pub use varint::{zigzag_decode, zigzag_encode, MAX_VARINT_LEN};
 pub use writer::{repeat_tail, Writer};
 pub use written_strings::{reference_is_shorter, text_hash, StringForm, StringsMark, WrittenStrings};

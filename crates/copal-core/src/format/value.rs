@@ -365,6 +365,13 @@ pub fn decode_record_state<D: DescriptorSource + ?Sized>(
     Ok((header, fields))
 }
 
+/// Appends the oid of every reference the record `data` holds to `out`.
+pub fn record_references<D: DescriptorSource + ?Sized>(data: &[u8], descriptors: &D, out: &mut Vec<Oid>) -> Result<(), DecodeError> {
+    let (_, fields) = decode_record_state(data, descriptors)?;
+    fields.iter().for_each(|v| v.references(out));
+    Ok(())
+}
+
 /// The value of memo slot `slot` of a record's state (the value a `BackRef(slot)` in it stands
 /// for), decoding the fields from `state_start`; None if no value of the record has that slot.
 pub fn memo_value<D: DescriptorSource + ?Sized>(
@@ -546,6 +553,26 @@ pub fn is_decimal_text(text: &str) -> bool {
 }
 
 impl Value {
+    /// Appends the oid of every reference this value holds, at any depth, to `out`.
+    pub fn references(&self, out: &mut Vec<Oid>) {
+        match self {
+            Value::Ref(oid) => out.push(*oid),
+            Value::List(items) | Value::Tuple(items) | Value::Set(items) | Value::FrozenSet(items) => {
+                items.iter().for_each(|v| v.references(out))
+            }
+            Value::Dict(pairs) => pairs.iter().for_each(|(k, v)| {
+                k.references(out);
+                v.references(out);
+            }),
+            Value::Object { fields, .. } => fields.iter().for_each(|v| v.references(out)),
+            Value::Subclass { base, fields, .. } => {
+                base.references(out);
+                fields.iter().for_each(|v| v.references(out));
+            }
+            _ => {}
+        }
+    }
+
     /// Encodes this value; `BackRef`s are written as they are (the tree mirrors the bytes).
     pub fn encode(&self, w: &mut Writer) {
         match self {

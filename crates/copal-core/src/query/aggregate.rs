@@ -280,6 +280,7 @@ pub fn aggregate_pending(
     query: &Query,
     aggregation: &Aggregation,
 ) -> Result<Vec<(Value, Value)>, AggregateError> {
+    let query = &*super::resolved(snapshot, pending, query)?;
     if let Some(extreme) = extreme_through_index(snapshot, pending, query, aggregation)? {
         return Ok(vec![(Value::None, extreme)]);
     }

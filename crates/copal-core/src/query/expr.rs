@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 
 use super::order::{compare, equals};
 use super::value_set::ValueSets;
+use super::Query;
 use crate::format::Value;
 
 /// A dotted path: a field of the record, then fields of embedded objects, keys of dicts, or
@@ -45,6 +46,12 @@ pub enum Expr {
     And(Vec<Expr>),
     Or(Vec<Expr>),
     Not(Box<Expr>),
+    /// True for the objects that the value at the one selected path of at least one match of
+    /// the query refers to (a reference, or references held in a container): a join followed
+    /// backwards. A query resolves it into `SelfIn` before it reads anything (`resolve`).
+    ReferencedBy(Box<Query>),
+    /// True for the objects with one of these oids.
+    SelfIn(Vec<Value>),
 }
 
 impl Expr {
@@ -59,6 +66,19 @@ impl Expr {
             }
             Expr::And(items) | Expr::Or(items) => items.iter().for_each(|e| e.paths(out)),
             Expr::Not(inner) => inner.paths(out),
+            // Their paths are the inner query's, or none: the object's own oid.
+            Expr::ReferencedBy(_) | Expr::SelfIn(_) => {}
+        }
+    }
+
+    /// Whether the expression holds a `ReferencedBy`, which must be resolved before it is
+    /// evaluated.
+    pub(crate) fn has_reverse_joins(&self) -> bool {
+        match self {
+            Expr::ReferencedBy(_) => true,
+            Expr::And(items) | Expr::Or(items) => items.iter().any(Expr::has_reverse_joins),
+            Expr::Not(inner) => inner.has_reverse_joins(),
+            _ => false,
         }
     }
 
@@ -83,6 +103,9 @@ impl Expr {
             Expr::And(items) => items.iter().all(|e| e.eval_with(lookup, sets)),
             Expr::Or(items) => items.iter().any(|e| e.eval_with(lookup, sets)),
             Expr::Not(inner) => !inner.eval_with(lookup, sets),
+            Expr::SelfIn(oids) => lookup(&Vec::new()).is_some_and(|found| sets.contains(oids, &found)),
+            // Resolved into `SelfIn` before any evaluation.
+            Expr::ReferencedBy(_) => false,
         }
     }
 }

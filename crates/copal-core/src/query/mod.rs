@@ -122,6 +122,36 @@ pub fn access(snapshot: &Snapshot, query: &Query) -> Result<Access, StoreError> 
     Ok(plan::plan(query, defs, &type_names))
 }
 
+/// `query` with each `ReferencedBy` of its filter replaced by the `SelfIn` of the objects it
+/// names: the values of its inner query's selected path, run on `snapshot` with `pending` (so
+/// that it sees the transaction's changes too), and the references they hold.
+pub(crate) fn resolved<'q>(snapshot: &Snapshot, pending: &Pending, query: &'q Query) -> Result<Cow<'q, Query>, StoreError> {
+    if !query.filter.has_reverse_joins() {
+        return Ok(Cow::Borrowed(query));
+    }
+    let filter = resolve(snapshot, pending, &query.filter)?;
+    Ok(Cow::Owned(Query { filter, ..query.clone() }))
+}
+
+fn resolve(snapshot: &Snapshot, pending: &Pending, expr: &Expr) -> Result<Expr, StoreError> {
+    let all = |items: &[Expr]| items.iter().map(|e| resolve(snapshot, pending, e)).collect::<Result<Vec<_>, _>>();
+    Ok(match expr {
+        Expr::ReferencedBy(inner) => {
+            let mut targets = Vec::new();
+            for (_, values) in values_pending(snapshot, pending, inner)? {
+                values.iter().flatten().for_each(|value| value.references(&mut targets));
+            }
+            targets.sort_unstable();
+            targets.dedup();
+            Expr::SelfIn(targets.into_iter().map(Value::Ref).collect())
+        }
+        Expr::And(items) => Expr::And(all(items)?),
+        Expr::Or(items) => Expr::Or(all(items)?),
+        Expr::Not(inner) => Expr::Not(Box::new(resolve(snapshot, pending, inner)?)),
+        other => other.clone(),
+    })
+}
+
 /// A description of the chosen access, for `Query.explain()`.
 pub fn explain(snapshot: &Snapshot, query: &Query) -> Result<String, StoreError> {
     explain_pending(snapshot, &Pending::default(), query)
@@ -129,6 +159,7 @@ pub fn explain(snapshot: &Snapshot, query: &Query) -> Result<String, StoreError>
 
 /// As `explain`, for a query that sees a transaction's `pending` changes.
 pub fn explain_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<String, StoreError> {
+    let query = &*resolved(snapshot, pending, query)?;
     let access = access(snapshot, query)?;
     let mut text = plan::describe(&access, query);
     let overlay = Overlay::new(pending, query);
@@ -199,6 +230,10 @@ impl<'a> Matcher<'a> {
         }
         let (names, top, reader) = (&self.names, &self.top, &mut self.reader);
         let mut lookup = |path: &Path| -> Option<Cow<'_, Value>> {
+            // The empty path is the object itself (`Expr::SelfIn`).
+            if path.is_empty() {
+                return Some(Cow::Owned(Value::Ref(oid)));
+            }
             // `names` borrow the query's own paths: a pointer match usually spares comparing.
             let index = names.iter().position(|n| n.as_ptr() == path[0].as_ptr() || *n == path[0])?;
             let value = top[index].as_ref()?;
@@ -375,26 +410,19 @@ fn for_each_record(
     mut visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>,
 ) -> Result<bool, StoreError> {
     enum Halt {
-        Missing(Oid),
         Stop,
         Failed(StoreError),
     }
-    let mut rest = oids;
-    while !rest.is_empty() {
-        let outcome = snapshot.get_many(rest, Halt::Missing, Halt::Failed, |i, record| match visit(rest[i], record) {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(Halt::Stop),
-            Err(error) => Err(Halt::Failed(error)),
-        });
-        match outcome {
-            Ok(()) => return Ok(true),
-            Err(Halt::Stop) => return Ok(false),
-            Err(Halt::Failed(error)) => return Err(error),
-            // Resume after the missing id (the ids before it have been visited).
-            Err(Halt::Missing(oid)) => rest = &rest[rest.partition_point(|o| *o <= oid)..],
-        }
+    let outcome = snapshot.get_many(oids, |_| Ok(()), Halt::Failed, |i, record| match visit(oids[i], record) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Halt::Stop),
+        Err(error) => Err(Halt::Failed(error)),
+    });
+    match outcome {
+        Ok(()) => Ok(true),
+        Err(Halt::Stop) => Ok(false),
+        Err(Halt::Failed(error)) => Err(error),
     }
-    Ok(true)
 }
 
 /// The (oid, record) of the matches, sorted, offset and limited as the query says.
@@ -430,6 +458,7 @@ pub fn values_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> 
 /// The matches of `run_pending`, in its order, offset and limited, each with its keys and what
 /// `keep` takes from its record.
 fn found_matches<T>(snapshot: &Snapshot, pending: &Pending, query: &Query, keep: impl Fn(&[u8]) -> T) -> Result<Vec<Found<T>>, StoreError> {
+    let query = &*resolved(snapshot, pending, query)?;
     let wanted = query.limit.map(|l| l.saturating_add(query.offset));
     let access = access(snapshot, query)?;
     let overlay = Overlay::new(pending, query);
@@ -537,6 +566,7 @@ pub fn oids_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Re
 /// answers the filter exactly, without reading a record; None when no index does, or when the
 /// transaction's overlay holds records of the queried classes (they must be tested).
 pub fn index_oids(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<Option<Vec<Oid>>, StoreError> {
+    let query = &*resolved(snapshot, pending, query)?;
     let access = access(snapshot, query)?;
     let overlay = Overlay::new(pending, query);
     let Access::Index { def, ranges, exact: true, ordered, descending, sorted_fields, single, .. } = &access else { return Ok(None) };
@@ -593,6 +623,7 @@ pub fn count(snapshot: &Snapshot, query: &Query) -> Result<u64, StoreError> {
 /// the extents answer leave out the stored versions of the overlay's objects and test its
 /// records directly.
 pub fn count_pending(snapshot: &Snapshot, pending: &Pending, query: &Query) -> Result<u64, StoreError> {
+    let query = &*resolved(snapshot, pending, query)?;
     let mut n = 0;
     let unordered = Query { order: Vec::new(), ..query.clone() };
     let access = access(snapshot, &unordered)?;

@@ -206,7 +206,7 @@ impl<'e> ValueSets<'e> {
 
     fn collect(&mut self, expr: &'e Expr) {
         match expr {
-            Expr::In { values, .. } if values.len() >= HASHED_FROM => self.sets.push((values, ValueSet::new(values))),
+            Expr::In { values, .. } | Expr::SelfIn(values) if values.len() >= HASHED_FROM => self.sets.push((values, ValueSet::new(values))),
             Expr::And(items) | Expr::Or(items) => items.iter().for_each(|e| self.collect(e)),
             Expr::Not(inner) => self.collect(inner),
             _ => {}

@@ -8,16 +8,20 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use super::anchors::{anchor_key, collected_at, ANCHORS, COLLECTED_AT};
 use super::catalog::Catalog;
 use super::checksum::{seal, unseal};
 use super::error::StoreError;
 use super::index::{entry_key, entry_oid, key_has_no_value, prefix_end, DeclaredIndex, DescriptorNames, IndexDef};
 use super::lmdb::LmdbWrite;
 use super::postgres::PgWrite;
-use super::snapshot::{encode_oid_list, Read, Snapshot};
+use super::snapshot::{encode_oid_list, logged_changes, Read, Snapshot};
 use super::stats::StoreStats;
 use super::{IdVisitor, Backend, DescriptorTable, Store, META_TID};
-use crate::format::{class_extent, make_oid, oid_class, oid_seq, ClassNo, DecodeError, Descriptor, DescriptorSource, Oid, RecordHeader, MAX_SEQ};
+use crate::format::{
+    class_extent, make_oid, oid_class, oid_seq, record_references, ClassNo, DecodeError, Descriptor, DescriptorSource, Oid, RecordHeader,
+    MAX_SEQ,
+};
 
 /// A backend's write transaction.
 pub(crate) enum Write<'s> {
@@ -73,6 +77,9 @@ pub struct Commit<'s> {
     next_class: ClassNo,
     /// Where the commit and its conflicts are counted (`count_into`).
     stats: Option<Arc<StoreStats>>,
+    /// With `check_references_since`: the transaction's read tid and the objects that the
+    /// records it writes refer to, which must exist when it finishes.
+    referenced: Option<(u64, Vec<Oid>)>,
 }
 
 impl<'s> Commit<'s> {
@@ -129,6 +136,7 @@ impl<'s> Commit<'s> {
             next_descriptor,
             next_class,
             stats: None,
+            referenced: None,
         })
     }
 
@@ -255,6 +263,12 @@ impl<'s> Commit<'s> {
             let old = if fresh { None } else { self.stored_record(oid)? };
             self.update_indexes(oid, old.as_deref(), Some(record))?;
         }
+        if let Some((_, targets)) = &mut self.referenced {
+            let catalog = self.store.catalog();
+            let descriptors = WithPending { catalog: &catalog, pending: &self.new_descriptors };
+            record_references(record, &descriptors, targets)
+                .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })?;
+        }
         with_write!(&mut self.write, w => w.put_record(oid, &seal(record), fresh))?;
         self.changed.push(oid);
         Ok(())
@@ -274,16 +288,74 @@ impl<'s> Commit<'s> {
             let old = self.stored_record(oid)?;
             self.update_indexes(oid, old.as_deref(), None)?;
         }
-        with_write!(&mut self.write, w => w.delete_record(oid))?;
+        with_write!(&mut self.write, w => {
+            w.delete_record(oid)?;
+            w.delete_entry(&anchor_key(oid))
+        })?;
         self.changed.push(oid);
+        Ok(())
+    }
+
+    /// Anchors `oid` (`Transaction.add`): garbage collection keeps it, and what it reaches,
+    /// until it is deleted.
+    pub fn anchor(&mut self, oid: Oid) -> Result<(), StoreError> {
+        with_write!(&mut self.write, w => w.put_entry(&anchor_key(oid)))
+    }
+
+    /// Makes the commit check, when it finishes, that every object its records refer to exists,
+    /// if garbage collection removed objects after `read_tid` (the tid the transaction read its
+    /// objects at): such a transaction may hold an object that was unreachable and collected,
+    /// and a reference to it would dangle. A missing object fails the commit with `Conflict`.
+    pub fn check_references_since(&mut self, read_tid: u64) -> Result<(), StoreError> {
+        if collected_at(self.setting(COLLECTED_AT)?.as_deref())? > read_tid {
+            self.referenced = Some((read_tid, Vec::new()));
+        }
+        Ok(())
+    }
+
+    /// The oids changed by the transactions committed after `since`, or None when the commit
+    /// log no longer reaches back that far. Nothing commits while this commit runs, so they
+    /// are every change up to it.
+    pub fn changes_since(&self, since: u64) -> Result<Option<Vec<Oid>>, StoreError> {
+        logged_changes(since, self.tid - 1, || with_write!(&self.write, w => w.first_logged()), |from, to, visit| {
+            with_write!(&self.write, w => w.log_entries(from, to, visit))
+        })
+    }
+
+    /// Fails with `Conflict` if an object that a record written by this commit refers to no
+    /// longer exists (`check_references_since`).
+    fn check_referenced(&mut self) -> Result<(), StoreError> {
+        let Some((read_tid, mut targets)) = self.referenced.take() else { return Ok(()) };
+        targets.sort_unstable();
+        targets.dedup();
+        // What this commit writes or deletes is the transaction's own doing.
+        let own: HashSet<Oid> = self.changed.iter().copied().collect();
+        targets.retain(|oid| !own.contains(oid));
+        self.prefetch(&targets)?;
+        for oid in targets {
+            if self.write.get(oid)?.is_none() {
+                return Err(StoreError::Conflict { oid, read_tid, stored_tid: None });
+            }
+        }
         Ok(())
     }
 
     /// The current record of `oid` for index maintenance; a damaged one counts as absent (its
     /// stale entries are then reported by `copal verify`).
-    fn stored_record(&self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
+    pub(crate) fn stored_record(&self, oid: Oid) -> Result<Option<Vec<u8>>, StoreError> {
         let value = self.write.get(oid)?;
         Ok(value.and_then(|v| unseal(oid, &v).ok().map(<[u8]>::to_vec)))
+    }
+
+    /// Appends the references of the stored record of `oid` to `out`; false if it has none. A
+    /// record that does not decode fails: what it refers to is unknown.
+    pub(crate) fn stored_references(&self, oid: Oid, out: &mut Vec<Oid>) -> Result<bool, StoreError> {
+        let Some(value) = self.write.get(oid)? else { return Ok(false) };
+        let catalog = self.store.catalog();
+        let descriptors = WithPending { catalog: &catalog, pending: &self.new_descriptors };
+        record_references(unseal(oid, &value)?, &descriptors, out)
+            .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })?;
+        Ok(true)
     }
 
     /// Moves the index entries of `oid` from the keys of its `old` record to those of `new`,
@@ -353,7 +425,10 @@ impl<'s> Commit<'s> {
                 (def, missing)
             }
             None => {
-                let id = self.indexes.iter().map(|d| d.id).max().unwrap_or(0) + 1;
+                let last = self.indexes.iter().map(|d| d.id).max().unwrap_or(0);
+                let Some(id) = last.checked_add(1).filter(|&id| id != ANCHORS) else {
+                    return Err(StoreError::Exhausted { message: "the database has no index ids left".to_owned() });
+                };
                 let def = IndexDef {
                     id,
                     type_name: type_name.to_owned(),
@@ -447,6 +522,7 @@ impl<'s> Commit<'s> {
     /// A maintenance commit that changed no record (index definitions and entries only) takes no
     /// tid and leaves no log entry: no cached object needs invalidating. It returns the last tid.
     pub fn finish(mut self) -> Result<u64, StoreError> {
+        self.check_referenced()?;
         let written = self.changed.len() as u64;
         let store = self.store;
         if self.maintenance && self.changed.is_empty() {

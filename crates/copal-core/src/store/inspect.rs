@@ -10,10 +10,11 @@ use super::transfer_text::TextWriter;
 use super::Store;
 use crate::format::{Oid, RecordHeader};
 
-/// What one table of a database holds: a class's records or an index's entries.
+/// What one table of a database holds: a class's records, an index's entries or the anchors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSpace {
-    /// `records TYPE` or `index TYPE(field, ...)` (`unique index ...` for a unique one).
+    /// `records TYPE`, `index TYPE(field, ...)` (`unique index ...` for a unique one) or
+    /// `anchors` (the objects stored by `Transaction.add`).
     pub table: String,
     pub entries: u64,
     /// The bytes of its records or entry keys as stored (records with their checksum; keys
@@ -68,8 +69,8 @@ impl Store {
 }
 
 impl Store {
-    /// What each class's records and each index's entries take, read from one snapshot: every
-    /// record and entry is visited (`copal info` shows it; it reads the whole database).
+    /// What each class's records, each index's entries and the anchors take, read from one
+    /// snapshot: every record and entry is visited (`copal info` shows it; it reads the whole database).
     pub fn space(self: &Arc<Self>) -> Result<Vec<TableSpace>, StoreError> {
         let snapshot = Snapshot::new(self)?;
         let mut out = Vec::new();
@@ -95,6 +96,12 @@ impl Store {
             let kind = if def.unique { "unique index" } else { "index" };
             out.push(TableSpace { table: format!("{kind} {}({})", def.type_name, def.fields.join(", ")), entries, bytes });
         }
+        let mut anchors = 0;
+        snapshot.scan_anchors(|_| {
+            anchors += 1;
+            Ok(())
+        })?;
+        out.push(TableSpace { table: "anchors".to_owned(), entries: anchors, bytes: anchors * 12 });
         Ok(out)
     }
 }

@@ -311,6 +311,28 @@ impl Tables {
         visit_ids(self.index_defs, txn, 0, visit)
     }
 
+    fn first_logged(&self, txn: &RoTxn<'_>) -> Result<Option<u64>, StoreError> {
+        match self.log.first(txn)? {
+            Some((key, _)) => Ok(Some(read_u64_key(key, "log")?)),
+            None => Ok(None),
+        }
+    }
+
+    fn log_entries(
+        &self,
+        txn: &RoTxn<'_>,
+        from: u64,
+        to: u64,
+        mut visit: impl FnMut(u64, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let (from, to) = (from.to_be_bytes(), to.to_be_bytes());
+        for entry in self.log.range(txn, &(Bound::Included(&from[..]), Bound::Included(&to[..])))? {
+            let (key, value) = entry?;
+            visit(read_u64_key(key, "log")?, value)?;
+        }
+        Ok(())
+    }
+
     /// Calls `visit(entry key)` for the index entries in `[lo, hi)` (no hi: to the last entry),
     /// in key order or reversed, until it returns false. An empty `lo` starts at the first entry
     /// (LMDB rejects empty keys, even as a bound).
@@ -391,11 +413,12 @@ impl LmdbRead {
     }
 
     /// Calls `visit(i, stored value)` for each `oids[i]` (sorted ascending), reading runs of
-    /// nearby ids with one cursor sweep instead of one tree descent per id.
+    /// nearby ids with one cursor sweep instead of one tree descent per id, and `missing(oid)`
+    /// for each id without a record (whose error ends the reads).
     pub(crate) fn get_many<E>(
         &self,
         oids: &[Oid],
-        missing: impl Fn(Oid) -> E,
+        mut missing: impl FnMut(Oid) -> Result<(), E>,
         failed: impl Fn(StoreError) -> E,
         mut visit: impl FnMut(usize, Oid, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
@@ -408,27 +431,29 @@ impl LmdbRead {
             while end < oids.len() && oids[end] - oids[end - 1] <= MAX_GAP && oid_class(oids[end]) == class {
                 end += 1;
             }
-            let Some(table) = self.records.get(class) else { return Err(missing(oids[start])) };
-            let (first, last) = (oids[start].to_be_bytes(), oids[end - 1].to_be_bytes());
             let mut wanted = start;
-            let range = (Bound::Included(&first[..]), Bound::Included(&last[..]));
-            for entry in table.range(&self.txn, &range).map_err(|e| failed(e.into()))? {
-                let (key, value) = entry.map_err(|e| failed(e.into()))?;
-                let oid = read_u64_key(key, "record").map_err(&failed)?;
-                if oids[wanted] < oid {
-                    return Err(missing(oids[wanted]));
-                }
-                // Duplicated ids are visited once each.
-                while wanted < end && oids[wanted] == oid {
-                    visit(wanted, oid, value)?;
-                    wanted += 1;
-                }
-                if wanted == end {
-                    break;
+            if let Some(table) = self.records.get(class) {
+                let (first, last) = (oids[start].to_be_bytes(), oids[end - 1].to_be_bytes());
+                let range = (Bound::Included(&first[..]), Bound::Included(&last[..]));
+                for entry in table.range(&self.txn, &range).map_err(|e| failed(e.into()))? {
+                    let (key, value) = entry.map_err(|e| failed(e.into()))?;
+                    let oid = read_u64_key(key, "record").map_err(&failed)?;
+                    while wanted < end && oids[wanted] < oid {
+                        missing(oids[wanted])?;
+                        wanted += 1;
+                    }
+                    // Duplicated ids are visited once each.
+                    while wanted < end && oids[wanted] == oid {
+                        visit(wanted, oid, value)?;
+                        wanted += 1;
+                    }
+                    if wanted == end {
+                        break;
+                    }
                 }
             }
-            if wanted < end {
-                return Err(missing(oids[wanted]));
+            for &oid in &oids[wanted..end] {
+                missing(oid)?;
             }
             start = end;
         }
@@ -451,25 +476,12 @@ impl LmdbRead {
 
     /// The first tid the commit log still holds (None: the log is empty).
     pub(crate) fn first_logged(&self) -> Result<Option<u64>, StoreError> {
-        match self.tables.log.first(&self.txn)? {
-            Some((key, _)) => Ok(Some(read_u64_key(key, "log")?)),
-            None => Ok(None),
-        }
+        self.tables.first_logged(&self.txn)
     }
 
     /// Calls `visit(tid, log entry)` for the tids `from..=to`.
-    pub(crate) fn log_entries(
-        &self,
-        from: u64,
-        to: u64,
-        mut visit: impl FnMut(u64, &[u8]) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        let (from, to) = (from.to_be_bytes(), to.to_be_bytes());
-        for entry in self.tables.log.range(&self.txn, &(Bound::Included(&from[..]), Bound::Included(&to[..])))? {
-            let (key, value) = entry?;
-            visit(read_u64_key(key, "log")?, value)?;
-        }
-        Ok(())
+    pub(crate) fn log_entries(&self, from: u64, to: u64, visit: impl FnMut(u64, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        self.tables.log_entries(&self.txn, from, to, visit)
     }
 
     pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {
@@ -559,6 +571,14 @@ impl<'s> LmdbWrite<'s> {
 
     pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<Option<u64>, StoreError> {
         self.tables.meta_u64(&self.txn, key)
+    }
+
+    pub(crate) fn first_logged(&self) -> Result<Option<u64>, StoreError> {
+        self.tables.first_logged(&self.txn)
+    }
+
+    pub(crate) fn log_entries(&self, from: u64, to: u64, visit: impl FnMut(u64, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        self.tables.log_entries(&self.txn, from, to, visit)
     }
 
     pub(crate) fn put_meta_u64(&mut self, key: &[u8], value: u64) -> Result<(), StoreError> {

@@ -7,11 +7,13 @@
 //! enums rather than trait objects: a visitor closure stays generic (inlined into the per-record
 //! loop) and the per-call `match` costs one predictable branch.
 
+mod anchors;
 mod backup;
 mod catalog;
 mod checksum;
 mod commit;
 mod error;
+mod gc;
 mod index;
 mod inspect;
 mod lmdb;
@@ -41,6 +43,7 @@ pub use catalog::Catalog;
 pub use checksum::unseal;
 pub use commit::Commit;
 pub use error::StoreError;
+pub use gc::{GcOptions, GcProgress, GcReport, Progress as GcProgressFn};
 pub use index::{entry_oid, prefix_end, stale_indexes, DeclaredIndex, FieldDefault, IndexDef, RemovedIndex};
 pub use inspect::{RecordSummary, TableSpace};
 pub use lmdb::{CompactReport, PageCheck, StoreOptions};

@@ -13,6 +13,7 @@ use super::error::StoreError;
 use super::pg_columns::column;
 use super::postgres::{bytea_literal, parse_text_column, simple_results, simple_rows, sql_oid};
 use super::{MigrationReport, META_TID};
+use super::anchors::ANCHORS_RECORDED;
 use crate::format::{encode_root_record, Descriptor, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID, ROOT_TYPE_NAME};
 
 /// One step from a schema version to the next.
@@ -189,6 +190,10 @@ fn try_prepare(client: &mut Client, location: &str, goal: Goal) -> Result<Migrat
     for step in steps {
         sql.push_str(&(step.sql)());
         report.steps.push(step.summary.to_owned());
+    }
+    if from == 0 {
+        // A new database records the anchor of every object `add` stores from the start.
+        sql.push_str(&format!("INSERT INTO copal_settings (key, value) VALUES ({}, ''::bytea); ", bytea_literal(ANCHORS_RECORDED)));
     }
     sql.push_str(&format!(
         "INSERT INTO copal_meta (key, value) VALUES ({}, {SCHEMA_VERSION}) \

@@ -191,6 +191,14 @@ impl PgWrite {
         self.with(|conn| conn.meta_u64(key))
     }
 
+    pub(crate) fn first_logged(&self) -> Result<Option<u64>, StoreError> {
+        self.with(Conn::first_logged)
+    }
+
+    pub(crate) fn log_entries(&self, from: u64, to: u64, visit: impl FnMut(u64, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        self.with(|conn| conn.log_entries(from, to, visit))
+    }
+
     pub(crate) fn setting(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.began.settings.get(key).cloned())
     }

@@ -211,6 +211,25 @@ impl Conn {
         rows.first().map(|row| Ok(column::<i64>(row, 0, "copal_meta")? as u64)).transpose()
     }
 
+    /// The first tid the commit log still holds (None: the log is empty).
+    pub(super) fn first_logged(&mut self) -> Result<Option<u64>, StoreError> {
+        let rows = self.query("SELECT min(tid) FROM copal_log", &[])?;
+        Ok(rows.first().map(|row| column::<Option<i64>>(row, 0, "copal_log")).transpose()?.flatten().map(|tid| tid as u64))
+    }
+
+    /// Calls `visit(tid, log entry)` for the tids `from..=to`.
+    pub(super) fn log_entries(
+        &mut self,
+        from: u64,
+        to: u64,
+        mut visit: impl FnMut(u64, &[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let (from, to) = (from as i64, to as i64);
+        let rows =
+            self.query("SELECT tid, oids FROM copal_log WHERE tid >= $1 AND tid <= $2 ORDER BY tid", &[(&from, Type::INT8), (&to, Type::INT8)])?;
+        rows.iter().try_for_each(|row| visit(column::<i64>(row, 0, "copal_log")? as u64, column(row, 1, "copal_log")?))
+    }
+
     /// Calls `visit(key, value)` for the settings whose key starts with `prefix`.
     fn settings(&mut self, prefix: &[u8], visit: SettingVisitor<'_>) -> Result<(), StoreError> {
         let rows = match super::prefix_end(prefix) {
@@ -522,11 +541,12 @@ impl PgRead {
     }
 
     /// Calls `visit(i, oid, stored value)` for each `oids[i]`, reading each batch of ids with one
-    /// statement (one round trip).
+    /// statement (one round trip), and `missing(oid)` for each id without a record (whose error
+    /// ends the reads).
     pub(crate) fn get_many<E>(
         &self,
         oids: &[Oid],
-        missing: impl Fn(Oid) -> E,
+        mut missing: impl FnMut(Oid) -> Result<(), E>,
         failed: impl Fn(StoreError) -> E,
         mut visit: impl FnMut(usize, Oid, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
@@ -540,8 +560,10 @@ impl PgRead {
                 .collect::<Result<HashMap<Oid, &[u8]>, StoreError>>()
                 .map_err(&failed)?;
             for (i, &oid) in chunk.iter().enumerate() {
-                let value = found.get(&oid).ok_or_else(|| missing(oid))?;
-                visit(chunk_no * BATCH + i, oid, value)?;
+                match found.get(&oid) {
+                    Some(value) => visit(chunk_no * BATCH + i, oid, value)?,
+                    None => missing(oid)?,
+                }
             }
         }
         Ok(())
@@ -568,21 +590,11 @@ impl PgRead {
     }
 
     pub(crate) fn first_logged(&self) -> Result<Option<u64>, StoreError> {
-        let rows = self.with(|conn| conn.query("SELECT min(tid) FROM copal_log", &[]))?;
-        Ok(rows.first().map(|row| column::<Option<i64>>(row, 0, "copal_log")).transpose()?.flatten().map(|tid| tid as u64))
+        self.with(Conn::first_logged)
     }
 
-    pub(crate) fn log_entries(
-        &self,
-        from: u64,
-        to: u64,
-        mut visit: impl FnMut(u64, &[u8]) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        let (from, to) = (from as i64, to as i64);
-        let rows = self.with(|conn| {
-            conn.query("SELECT tid, oids FROM copal_log WHERE tid >= $1 AND tid <= $2 ORDER BY tid", &[(&from, Type::INT8), (&to, Type::INT8)])
-        })?;
-        rows.iter().try_for_each(|row| visit(column::<i64>(row, 0, "copal_log")? as u64, column(row, 1, "copal_log")?))
+    pub(crate) fn log_entries(&self, from: u64, to: u64, visit: impl FnMut(u64, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        self.with(|conn| conn.log_entries(from, to, visit))
     }
 
     pub(crate) fn index_defs(&self, visit: IdVisitor<'_>) -> Result<(), StoreError> {

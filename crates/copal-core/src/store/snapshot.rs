@@ -131,12 +131,12 @@ impl Snapshot {
     }
 
     /// Calls `visit(i, record)` for each `oids[i]` (which must be sorted ascending), reading
-    /// batches of ids together. Fails with `missing(oid)` for an id that has no record; storage
-    /// errors are converted by `failed`.
+    /// batches of ids together, and `missing(oid)` for an id that has no record: its error ends
+    /// the reads, its `Ok` skips the id. Storage errors are converted by `failed`.
     pub fn get_many<E>(
         &self,
         oids: &[Oid],
-        missing: impl Fn(Oid) -> E,
+        missing: impl FnMut(Oid) -> Result<(), E>,
         failed: impl Fn(StoreError) -> E,
         mut visit: impl FnMut(usize, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
@@ -177,6 +177,17 @@ impl Snapshot {
         Ok(total - stored_excluded)
     }
 
+    /// Calls `visit(oid, stored value)` for the records from oid `first` on, unchecked, in oid
+    /// order, until it returns false.
+    pub(crate) fn scan_values_from(&self, first: Oid, visit: impl FnMut(Oid, &[u8]) -> Result<bool, StoreError>) -> Result<(), StoreError> {
+        with_read!(&self.read, r => r.scan_records(first, None, visit))
+    }
+
+    /// How many records the store holds, counted by the backend.
+    pub(crate) fn count_all(&self) -> Result<u64, StoreError> {
+        with_read!(&self.read, r => r.count_records(0, Oid::MAX))
+    }
+
     /// Calls `visit(oid, stored value)` for every record of the store, unchecked, in oid order.
     pub(crate) fn scan_all_values(&self, mut visit: impl FnMut(Oid, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
         with_read!(&self.read, r => r.scan_records(0, None, |oid, value| visit(oid, value).map(|()| true)))
@@ -196,19 +207,9 @@ impl Snapshot {
     /// The oids changed by transactions after `since` up to this snapshot, or None when the
     /// commit log no longer reaches back that far (the caller must then drop its whole cache).
     pub fn changes_since(&self, since: u64) -> Result<Option<Vec<Oid>>, StoreError> {
-        if since >= self.tid {
-            return Ok(Some(Vec::new()));
-        }
-        let Some(first_kept) = with_read!(&self.read, r => r.first_logged())? else { return Ok(None) };
-        if first_kept > since + 1 {
-            return Ok(None);
-        }
-        let mut oids = Vec::new();
-        with_read!(&self.read, r => r.log_entries(since + 1, self.tid, |tid, entry| {
-            decode_oid_list(entry, &mut oids)
-                .map_err(|source| StoreError::Corrupt { what: format!("commit log entry {tid}"), source })
-        }))?;
-        Ok(Some(oids))
+        logged_changes(since, self.tid, || with_read!(&self.read, r => r.first_logged()), |from, to, visit| {
+            with_read!(&self.read, r => r.log_entries(from, to, visit))
+        })
     }
 
     /// The first tid the commit log holds past this snapshot's last tid: None in a sound store,
@@ -273,6 +274,12 @@ impl Snapshot {
         with_read!(&self.read, r => r.scan_entries(&lo, Some(&hi), descending, visit))
     }
 
+    /// Calls `visit(entry key)` for the index entries from `lo` on, in key order, until it
+    /// returns false.
+    pub(crate) fn scan_entries_from(&self, lo: &[u8], visit: impl FnMut(&[u8]) -> Result<bool, StoreError>) -> Result<(), StoreError> {
+        with_read!(&self.read, r => r.scan_entries(lo, None, false, visit))
+    }
+
     /// Calls `visit(entry key)` for every index entry of the store, in key order.
     pub(crate) fn scan_all_entries(&self, mut visit: impl FnMut(&[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
         with_read!(&self.read, r => r.scan_entries(&[], None, false, |key| visit(key).map(|()| true)))
@@ -303,6 +310,28 @@ impl DescriptorSource for Snapshot {
     fn field_count(&self, id: u32) -> Result<usize, DecodeError> {
         self.store.catalog().field_count(id)
     }
+}
+
+/// The oids changed by the transactions after `since` up to `upto`, read from the commit log
+/// through `first_logged` and `log_entries`; None when the log no longer reaches back that far.
+pub(crate) fn logged_changes(
+    since: u64,
+    upto: u64,
+    first_logged: impl FnOnce() -> Result<Option<u64>, StoreError>,
+    log_entries: impl FnOnce(u64, u64, &mut dyn FnMut(u64, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError>,
+) -> Result<Option<Vec<Oid>>, StoreError> {
+    if since >= upto {
+        return Ok(Some(Vec::new()));
+    }
+    let Some(first_kept) = first_logged()? else { return Ok(None) };
+    if first_kept > since + 1 {
+        return Ok(None);
+    }
+    let mut oids = Vec::new();
+    log_entries(since + 1, upto, &mut |tid, entry| {
+        decode_oid_list(entry, &mut oids).map_err(|source| StoreError::Corrupt { what: format!("commit log entry {tid}"), source })
+    })?;
+    Ok(Some(oids))
 }
 
 pub(crate) fn encode_oid_list(oids: &mut [Oid]) -> Vec<u8> {

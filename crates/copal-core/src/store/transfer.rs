@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::checksum::unseal;
 use super::commit::Commit;
+use super::anchors::ANCHORS_RECORDED;
 use super::error::StoreError;
 use super::index::IndexDef;
 use super::snapshot::Snapshot;
@@ -465,7 +466,10 @@ impl<'s> Import<'s> {
             };
             self.report.tid = tid;
             self.total = records;
-            self.commit()?.put_setting(UNFINISHED_IMPORT, Some(format!("an import of the export of tid {tid} did not finish").as_bytes()))?;
+            let commit = self.commit()?;
+            commit.put_setting(UNFINISHED_IMPORT, Some(format!("an import of the export of tid {tid} did not finish").as_bytes()))?;
+            // An export carries no anchors: the next garbage collection derives them.
+            commit.put_setting(ANCHORS_RECORDED, None)?;
             self.phase = 1;
             return Ok(false);
         }

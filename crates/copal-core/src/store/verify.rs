@@ -7,16 +7,19 @@ use std::sync::Arc;
 
 use super::checksum::unseal;
 use super::error::StoreError;
-use super::index::entry_key;
+use super::anchors::ANCHORS;
+use super::index::{entry_key, entry_oid};
 use super::snapshot::Snapshot;
 use super::{Backend, Store};
-use crate::format::{decode_record_state, Oid, Value, ROOT_OID};
+use crate::format::{decode_record_state, Oid, ROOT_OID};
 
 #[derive(Debug, Default, Clone)]
 pub struct VerifyReport {
     pub records: u64,
     pub references: u64,
     pub index_entries: u64,
+    /// The objects stored by `Transaction.add`, which garbage collection keeps.
+    pub anchors: u64,
     pub problems: Vec<String>,
 }
 
@@ -30,25 +33,6 @@ impl VerifyReport {
         if self.problems.len() < 1000 {
             self.problems.push(text);
         }
-    }
-}
-
-fn collect_refs(value: &Value, out: &mut Vec<Oid>) {
-    match value {
-        Value::Ref(oid) => out.push(*oid),
-        Value::List(items) | Value::Tuple(items) | Value::Set(items) | Value::FrozenSet(items) => {
-            items.iter().for_each(|v| collect_refs(v, out))
-        }
-        Value::Dict(pairs) => pairs.iter().for_each(|(k, v)| {
-            collect_refs(k, out);
-            collect_refs(v, out);
-        }),
-        Value::Object { fields, .. } => fields.iter().for_each(|v| collect_refs(v, out)),
-        Value::Subclass { base, fields, .. } => {
-            collect_refs(base, out);
-            fields.iter().for_each(|v| collect_refs(v, out));
-        }
-        _ => {}
     }
 }
 
@@ -104,7 +88,7 @@ impl Store {
                 Err(error) => report.problem(format!("record {oid:#x} does not decode: {error}")),
                 Ok((_, fields)) => {
                     let mut refs = Vec::new();
-                    fields.iter().for_each(|v| collect_refs(v, &mut refs));
+                    fields.iter().for_each(|v| v.references(&mut refs));
                     references.extend(refs.into_iter().map(|target| (oid, target)));
                     for def in &defs {
                         match def.key_of(record, &*catalog) {
@@ -127,8 +111,16 @@ impl Store {
         }
         let known: HashSet<u32> = defs.iter().map(|d| d.id).collect();
         snapshot.scan_all_entries(|key| {
-            report.index_entries += 1;
             let id = key.get(..4).map(|b| u32::from_be_bytes(b.try_into().unwrap_or_default())).unwrap_or(0);
+            if id == ANCHORS {
+                report.anchors += 1;
+                match entry_oid(key) {
+                    Ok(oid) if key.len() == 12 && oids.contains(&oid) => {}
+                    _ => report.problem(format!("the anchor {} names no stored object", hex(key))),
+                }
+                return Ok(());
+            }
+            report.index_entries += 1;
             if !known.contains(&id) {
                 report.problem(format!("index entry of unknown index {id}"));
             } else if !expected_entries.remove(key) {

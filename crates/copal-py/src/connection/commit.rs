@@ -14,7 +14,7 @@ use crate::classes::ClassShape;
 use crate::encode::{Encoder, Sink};
 use crate::errors::IntoPyResult;
 use crate::gc::GcPause;
-use crate::persistent::{PersistentBase, CHANGED, GHOST, UNSAVED, UP_TO_DATE};
+use crate::persistent::{PersistentBase, CHANGED, GHOST, UP_TO_DATE};
 
 /// Commits the running transaction (`Connection.commit`).
 pub(super) fn commit<'py>(slf: &Bound<'py, Connection>) -> PyResult<Option<Bound<'py, PyAny>>> {
@@ -39,8 +39,8 @@ pub(super) fn commit<'py>(slf: &Bound<'py, Connection>) -> PyResult<Option<Bound
         watched.sort_unstable_by_key(|(oid, _)| *oid);
         watched
     };
-    let unsaved_added = added.iter().any(|o| PersistentBase::of(o).map(|p| p.state() == UNSAVED).unwrap_or(true));
-    if changed.is_empty() && deleted.is_empty() && !unsaved_added && watched.is_empty() {
+    // An added object is anchored even when it is stored already: the commit runs for it alone.
+    if changed.is_empty() && deleted.is_empty() && added.is_empty() && watched.is_empty() {
         return Ok(None);
     }
     let _pause = GcPause::new(py);
@@ -54,11 +54,15 @@ pub(super) fn commit<'py>(slf: &Bound<'py, Connection>) -> PyResult<Option<Bound
     })
     .py_err()?;
     commit.count_into(&this.stats.storage);
+    // The objects this connection holds were read at or after its first snapshot (an object
+    // kept from an earlier transaction may be a ghost whose record is gone): if garbage
+    // collection removed objects since, a reference to one of them must fail the commit.
+    commit.check_references_since(this.first_tid.load(Ordering::Relaxed)).py_err()?;
     let mut sink = CommitSink { conn: this, jar, commit, new_shapes: Vec::new(), to_write: VecDeque::new(), persisted: Vec::new() };
     let result = this.write_changes(py, &mut sink, &changed, &watched, &added, &deleted);
     let result = result.and_then(|written| {
         let CommitSink { commit, new_shapes, persisted, .. } = sink;
-        if written.is_empty() && deleted.is_empty() {
+        if written.is_empty() && deleted.is_empty() && added.is_empty() {
             return Ok((None, written, new_shapes, persisted));
         }
         let tid = without_gil(py, move || commit.finish()).py_err()?;
@@ -171,7 +175,8 @@ impl Connection {
                 return Err(crate::errors::conflicts(first, conflicting.iter().map(|(oid, _)| *oid).collect()));
             }
             for obj in added {
-                sink.reference(obj)?;
+                let oid = sink.reference(obj)?;
+                sink.commit.anchor(oid).py_err()?;
             }
             for obj in changed {
                 let p = PersistentBase::of(obj)?;

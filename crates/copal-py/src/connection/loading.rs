@@ -162,7 +162,7 @@ impl Connection {
             self.with_snapshot(|snapshot| {
                 let snapshot = SameThread(snapshot);
                 let read = without_gil(py, || {
-                    snapshot.0.get_many(&oids, ReadFailure::Missing, ReadFailure::Store, |_, record| {
+                    snapshot.0.get_many(&oids, |oid| Err(ReadFailure::Missing(oid)), ReadFailure::Store, |_, record| {
                         spans.push(buffer.len()..buffer.len() + record.len());
                         buffer.extend_from_slice(record);
                         Ok(())

@@ -47,6 +47,9 @@ pub struct Connection {
     snapshot: Guarded<Option<Snapshot>>,
     /// The last tid whose changes this connection's cache reflects.
     seen_tid: AtomicU64,
+    /// The tid of this connection's first snapshot (u64::MAX before it): every object it holds
+    /// was read at or after it, so a garbage collection since may have removed one of them.
+    first_tid: AtomicU64,
     /// The identity map: oid -> the one object of this connection for that oid. A Rust map costs a
     /// third of a Python dict's memory per entry and needs no int object per key.
     cache: Guarded<IntMap<u64, Py<PyAny>>>,
@@ -88,6 +91,7 @@ impl Connection {
             stats,
             snapshot: Guarded::new(None),
             seen_tid: AtomicU64::new(0),
+            first_tid: AtomicU64::new(u64::MAX),
             cache: Guarded::new(IntMap::default()),
             registry,
             changed: Guarded::new(Vec::new()),
@@ -161,7 +165,7 @@ impl Connection {
     /// The class numbers of the stored type names `names` (unknown names are skipped). The
     /// catalog is re-read only when a name is missing from it: a class number, once given, never
     /// changes, but another process may have registered the name since.
-    fn resolve_classes(&self, names: &[String]) -> PyResult<Vec<u16>> {
+    pub(crate) fn resolve_classes(&self, names: &[String]) -> PyResult<Vec<u16>> {
         let store = self.store.get()?;
         {
             let catalog = store.catalog();
@@ -280,6 +284,7 @@ impl Connection {
             None => self.invalidate_all(py)?,
         }
         self.seen_tid.store(snapshot.tid(), Ordering::Relaxed);
+        self.first_tid.fetch_min(snapshot.tid(), Ordering::Relaxed);
         let tid = snapshot.tid().to_python(py)?;
         *self.snapshot.lock()? = Some(snapshot);
         Ok(tid)
@@ -327,12 +332,13 @@ impl Connection {
         Ok(())
     }
 
-    /// Makes `obj` persistent at the next commit even if no stored object references it.
+    /// Makes `obj` persistent at the next commit even if no stored object references it, and
+    /// anchors it (garbage collection keeps it until it is deleted), a stored object too.
     fn add(slf: &Bound<'_, Self>, obj: &Bound<'_, PyAny>) -> PyResult<()> {
         let this = slf.get();
         this.check_writable("add objects")?;
-        let p = this.own_object(slf, obj, "added")?;
-        if p.state() == UNSAVED && !this.added.lock()?.iter().any(|o| o.is(obj)) {
+        this.own_object(slf, obj, "added")?;
+        if !this.added.lock()?.iter().any(|o| o.is(obj)) {
             this.added.lock()?.push(obj.clone().unbind());
         }
         Ok(())

@@ -31,6 +31,10 @@ impl OperandSink for ReadOnlySink<'_> {
     fn decode(&self, bytes: &[u8]) -> PyResult<copal_core::Value> {
         crate::query::decode_operand(bytes, &self.conn.store.get()?.catalog())
     }
+
+    fn classes(&self, type_names: &[String]) -> PyResult<Vec<u16>> {
+        self.conn.resolve_classes(type_names)
+    }
 }
 
 impl Sink for ReadOnlySink<'_> {

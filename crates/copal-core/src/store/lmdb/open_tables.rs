@@ -8,6 +8,7 @@ use heed::{Env, RoTxn, WithoutTls};
 use super::record_tables::{migrate_shared_records, record_table_name, RecordTables};
 use super::table_names::{fixed_table, missing_root_table, open_fixed_table, FIXED_TABLES};
 use super::{LmdbBackend, Table, Tables, META_FORMAT, SHARED_RECORDS_FORMAT, STORE_FORMAT};
+use crate::store::anchors::ANCHORS_RECORDED;
 use crate::format::{encode_root_record, Descriptor, ROOT_CLASS, ROOT_DESCRIPTOR, ROOT_OID, ROOT_TYPE_NAME};
 use crate::store::error::StoreError;
 use crate::store::META_TID;
@@ -69,6 +70,7 @@ impl LmdbBackend {
                 root_table.put(&mut wtxn, &ROOT_OID.to_be_bytes()[..], &root_value[..])?;
                 tables.meta.put(&mut wtxn, META_FORMAT, &STORE_FORMAT.to_be_bytes()[..])?;
                 tables.meta.put(&mut wtxn, META_TID, &0u64.to_be_bytes()[..])?;
+                tables.meta.put(&mut wtxn, ANCHORS_RECORDED, &[][..])?;
             }
             STORE_FORMAT => {}
             SHARED_RECORDS_FORMAT => {
