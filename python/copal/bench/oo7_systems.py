@@ -367,8 +367,9 @@ class CopalOO7(OO7System):
         pairs = 0
         with self.db.transaction(readonly=True) as tx:
             parts = tx.query(self.classes.atomic_part)
-            for document in tx.query(self.classes.document):
-                pairs += parts.where(doc_id=document.id).count()
+            # The documents' ids only, read from their records: their texts are never built.
+            for (doc_id,) in tx.query(self.classes.document).values("id"):
+                pairs += parts.where(doc_id=doc_id).count()
         return pairs
 
     def insert(self, iteration: int) -> int:

@@ -107,6 +107,9 @@ fn query_paths(query: &Query) -> Vec<&Path> {
 
 /// How `query` will run on `snapshot`: through an index or by scanning the extents.
 pub fn access(snapshot: &Snapshot, query: &Query) -> Result<Access, StoreError> {
+    if let Some(access) = plan::by_oids(&plan::conjuncts(&query.filter)) {
+        return Ok(access);
+    }
     let defs = snapshot.index_defs()?;
     if defs.is_empty() {
         return Ok(Access::Scan);
@@ -310,19 +313,27 @@ fn for_each_match(
                 }
             }
         }
-        Access::Index { def, ranges, ordered: false, .. } => {
+        Access::Oids(_) | Access::Index { ordered: false, .. } => {
             // Results in object-id order, as a scan gives them (an index must not change what a
-            // query returns, nor its order): candidates come from the index alone, then their
-            // records are read in id order, which also reads neighbouring records together.
+            // query returns, nor its order): candidates come from the index alone (or are named
+            // by oid), then their records are read in id order, which also reads neighbouring
+            // records together.
+            let wanted = |oid: Oid| query.classes.contains(&crate::format::oid_class(oid)) && !overlay.hides(oid);
             let mut candidates = Vec::new();
-            for range in ranges {
-                snapshot.scan_index(def.id, &range.start, range.end.as_deref(), false, |entry| {
-                    let oid = crate::store::entry_oid(entry)?;
-                    if query.classes.contains(&crate::format::oid_class(oid)) && !overlay.hides(oid) {
-                        candidates.push(oid);
+            match access {
+                Access::Oids(oids) => candidates.extend(oids.iter().copied().filter(|&oid| wanted(oid))),
+                Access::Index { def, ranges, .. } => {
+                    for range in ranges {
+                        snapshot.scan_index(def.id, &range.start, range.end.as_deref(), false, |entry| {
+                            let oid = crate::store::entry_oid(entry)?;
+                            if wanted(oid) {
+                                candidates.push(oid);
+                            }
+                            Ok(true)
+                        })?;
                     }
-                    Ok(true)
-                })?;
+                }
+                Access::Scan => {}
             }
             candidates.sort_unstable();
             candidates.dedup();

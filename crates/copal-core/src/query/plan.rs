@@ -14,7 +14,7 @@ use super::number::{bigint_to_i128, decimal_key, is_nan as value_is_nan, key_is_
 use super::order::{kind, Kind};
 use super::Query;
 use crate::format::index_key::{key_of, kind_byte, push_key, str_prefix_key, NUMBER, STR};
-use crate::format::{TzInfo, Value};
+use crate::format::{Oid, TzInfo, Value};
 use crate::store::{prefix_end, IndexDef};
 
 /// A byte range of index keys: `[start, end)`, `end` None meaning the end of the index.
@@ -27,6 +27,9 @@ pub struct KeyRange {
 #[derive(Debug, Clone)]
 pub enum Access {
     Scan,
+    /// Reading the objects of these oids (sorted, no duplicates): the filter requires the
+    /// object to be one of them (`Expr::SelfIn`, a resolved `referenced_by`).
+    Oids(Vec<Oid>),
     Index {
         def: Arc<IndexDef>,
         ranges: Vec<KeyRange>,
@@ -65,6 +68,23 @@ pub(super) fn conjuncts(expr: &Expr) -> Vec<&Expr> {
         Expr::And(items) => items.iter().flat_map(conjuncts).collect(),
         other => vec![other],
     }
+}
+
+/// Reading the objects of a `SelfIn` conjunct, the smallest if there are several: a join's
+/// objects, named by oid, are fewer than an extent or an index range holds in the cases that
+/// call for a join (and never more than the inner query matched).
+pub(super) fn by_oids(conds: &[&Expr]) -> Option<Access> {
+    let smallest = conds
+        .iter()
+        .filter_map(|c| match c {
+            Expr::SelfIn(values) => Some(values),
+            _ => None,
+        })
+        .min_by_key(|values| values.len())?;
+    let mut oids: Vec<Oid> = smallest.iter().filter_map(|v| if let Value::Ref(oid) = v { Some(*oid) } else { None }).collect();
+    oids.sort_unstable();
+    oids.dedup();
+    Some(Access::Oids(oids))
 }
 
 fn single(path: &Path) -> Option<&str> {
@@ -367,6 +387,7 @@ pub fn plan(query: &Query, defs: &[Arc<IndexDef>], type_names: &[&str]) -> Acces
 pub fn describe(access: &Access, query: &Query) -> String {
     match access {
         Access::Scan => "scan of the class extents in Rust, decoding only the tested fields".to_owned(),
+        Access::Oids(oids) => format!("read of the {} object(s) referenced by the matches of the inner query", oids.len()),
         Access::Index { def, ranges, ordered, exact, descending, fixed, bounded, .. } => {
             let mut why: Vec<String> = def.fields[..*fixed].iter().map(|field| format!("{field} =")).collect();
             if let (Some(bound), Some(field)) = (bounded, def.fields.get(*fixed)) {
