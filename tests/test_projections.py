@@ -13,8 +13,8 @@ import copal
 from copal import Persistent, PersistentList
 
 from conftest import Store
+from helpers.evolved_members import stored_before_and_after
 from helpers.measure import Delta
-from test_evolution_queries import stored_before_and_after
 
 
 class City(Persistent):

@@ -188,9 +188,13 @@ impl Connection {
             Some(snapshot) => f(snapshot),
             None => {
                 drop(current);
-                // Outside a transaction, reads see the latest committed state.
-                let snapshot = Snapshot::new(&self.store.get()?).py_err()?.count_into(&self.stats.storage);
-                f(&snapshot)
+                // Outside a transaction, reads see the latest committed state. Beginning and
+                // ending the snapshot are round trips on PostgreSQL: other threads run meanwhile.
+                let store = self.store.get()?;
+                let snapshot = Python::attach(|py| without_gil(py, || Snapshot::new(&store))).py_err()?.count_into(&self.stats.storage);
+                let result = f(&snapshot);
+                Python::attach(|py| without_gil(py, move || drop(snapshot)));
+                result
             }
         }
     }
