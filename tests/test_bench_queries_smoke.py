@@ -56,7 +56,7 @@ def test_query_suite_runs_every_query(tmp_path: Path) -> None:
     assert result["people"] == PEOPLE
 
     queries = {q["id"]: q for q in result["queries"]}
-    assert list(queries) == [q.id for q in QUERIES] == ["Q1", "Q2", "Q3", "Q4a", "Q4b", "Q5", "Q5o", "Q6a", "Q6b", "Q7"]
+    assert list(queries) == [q.id for q in QUERIES] == ["Q1", "Q2", "Q3", "Q4a", "Q4b", "Q5", "Q5o", "Q6a", "Q6b", "Q7", "Q8"]
     for qid, q in queries.items():
         assert q["results_agree"], (qid, {s: r.get("digest") for s, r in q["results"].items()})
         for system in SYSTEMS:
@@ -80,12 +80,14 @@ def test_query_suite_runs_every_query(tmp_path: Path) -> None:
     assert copal["Q5"]["mean_result_size"] == copal["Q5o"]["mean_result_size"] == copal["Q7"]["mean_result_size"] == PEOPLE
     assert 1 < copal["Q6a"]["mean_result_size"] <= 100
     assert 18 * PEOPLE <= copal["Q6b"]["mean_result_size"] <= 89 * PEOPLE
+    # The reverse join finds one address per person of five ages of 72.
+    assert PEOPLE * 0.04 < copal["Q8"]["mean_result_size"] < PEOPLE * 0.11
 
     for system in SYSTEMS:
         load = result["load"][system]
         assert load["seconds"] > 0 and load["size_bytes"] > 0, (system, load)
     explain = result["details"]["copal"]["explain"]
-    assert "index" in explain["Q1"] and "scan" in explain["Q3"]
+    assert "index" in explain["Q1"] and "scan" in explain["Q3"] and "referenced by" in explain["Q8"]
     assert {t["target"] for t in result["targets"]}
     assert "## Queries, N = 2,000 people" in proc.stderr  # the table went to stderr
 

@@ -10,6 +10,11 @@ Q2    a range on an indexed int with order and limit: ``age >= a`` by age, first
 Q3    an unindexed predicate over the whole extent: ``name == n`` (about 5 matches)
 Q4a   a count with an indexed predicate: ``a <= age <= a + 9`` (about 14% of N)
 Q4b   a count with an unindexed predicate: ``city == c`` (about 1% of N)
+Q5    two fields of everyone, as values (``Query.values``); Q5o reads them from the objects
+Q6a   a count per city (``group_by``); Q6b the sum of ages
+Q7    three columns of everyone into an Arrow table
+Q8    a join followed backwards: the zip codes of the addresses of people aged a..a+4
+      (``copal.referenced_by``; SQL ``WHERE id IN (SELECT address_id ...)``)
 ====  =========================================================================
 
 Systems (:mod:`copal.bench.query_systems`, their classes in :mod:`copal.bench.query_models`):

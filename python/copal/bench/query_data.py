@@ -66,6 +66,8 @@ QUERIES: tuple[QuerySpec, ...] = (
               lambda lookups: 1, False, True),
     QuerySpec("Q7", "Q7 three columns of everyone into an Arrow table (name, age, city)", "q7",
               lambda lookups: 1, False, True),
+    QuerySpec("Q8", "Q8 reverse join: zip codes of the addresses of people aged a..a+4 (~7% of N)", "q8",
+              lambda lookups: max(1, lookups // 1000), True, False),
 )
 QUERIES_BY_ID = {q.id: q for q in QUERIES}
 
@@ -140,6 +142,8 @@ def query_params(query_id: str, round_no: int, count: int, n: int) -> list[Any]:
         return [person_row(rng.randrange(n), n)[0] for _ in range(count)]
     if query_id == "Q4a":
         return [rng.randint(MIN_AGE, MAX_AGE - 9) for _ in range(count)]
+    if query_id == "Q8":
+        return [rng.randint(MIN_AGE, MAX_AGE - 4) for _ in range(count)]
     if query_id == "Q4b":
         return [CITIES[rng.randrange(len(CITIES))] for _ in range(count)]
     if query_id in QUERIES_BY_ID:

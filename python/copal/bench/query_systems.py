@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
 from time import perf_counter
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterable
 
 from copal.bench.environment import Adapter, dist_version
 from copal.bench.query_data import batches, person_row
@@ -92,6 +92,18 @@ class QuerySystem(Adapter):
         """A pyarrow Table of everyone's name, age and city, as the system's users make one."""
         raise NotImplementedError
 
+    def q8(self, age: int) -> tuple[int, str, str]:
+        """The zip codes of the addresses that people aged ``age`` to ``age + 4`` refer to,
+        read from the addresses (a join from the referring side): their count, least and
+        greatest."""
+        raise NotImplementedError
+
+
+def _zip_summary(zips: Iterable[str]) -> tuple[int, str, str]:
+    """(count, least, greatest) of zip codes: a result every system compares alike."""
+    found = list(zips)
+    return (len(found), min(found, default=""), max(found, default=""))
+
 
 def _arrow_table(rows: list[Any]) -> Any:
     """A pyarrow Table of (name, age, city) rows, one array per column (the fastest way from
@@ -116,6 +128,7 @@ class CopalQueries(QuerySystem):
         self.copal: Any = _import("copal")
         self.models: Any = _import("copal.bench.query_models")
         self.P: Any = self.models.CopalPerson
+        self.A: Any = self.models.CopalAddress
         self.db: Any = None
         self.tx: Any = None
 
@@ -145,7 +158,7 @@ class CopalQueries(QuerySystem):
         return out
 
     def load(self, dir: str, n: int) -> float:
-        P, A = self.P, self.models.CopalAddress
+        P, A = self.P, self.A
         seconds = 0.0
         t0 = perf_counter()
         db = self.copal.open(dir)
@@ -186,6 +199,7 @@ class CopalQueries(QuerySystem):
             "Q3": q.where(name="x").explain(),
             "Q4a": q.where(f("age") >= 40, f("age") <= 49).explain(),
             "Q4b": q.where(city="x").explain(),
+            "Q8": self.tx.query(self.A).where(self.copal.referenced_by(self.P, "address", where=f("age") >= 40)).explain(),
         }
 
     def q1(self, email: str) -> Any:
@@ -232,6 +246,12 @@ class CopalQueries(QuerySystem):
 
     def q7(self, _: None) -> Any:
         return _import("pyarrow").table(self.tx.query(self.P).to_arrow("name", "age", "city"))
+
+    def q8(self, age: int) -> tuple[int, str, str]:
+        copal = self.copal
+        aged = (copal.field("age") >= age) & (copal.field("age") <= age + 4)
+        rows = self.tx.query(self.A).where(copal.referenced_by(self.P, "address", where=aged)).values("zip_code")
+        return _zip_summary(zip_code for (zip_code,) in rows)
 
 
 # ----- SQLite
@@ -367,6 +387,13 @@ class SqliteQueries(QuerySystem):
     def q7(self, _: None) -> Any:
         return _arrow_table(self.conn.execute("SELECT name, age, city FROM person").fetchall())
 
+    def q8(self, age: int) -> tuple[int, str, str]:
+        rows = self.conn.execute(
+            "SELECT zip_code FROM address WHERE id IN (SELECT address_id FROM person WHERE age BETWEEN ? AND ?)",
+            (age, age + 4),
+        )
+        return _zip_summary(zip_code for (zip_code,) in rows)
+
 
 # ----- SQLAlchemy
 
@@ -384,6 +411,7 @@ class SqlAlchemyQueries(QuerySystem):
         self.orm: Any = _import("sqlalchemy.orm")
         models = _import("copal.bench.query_models")
         self.P: Any = models.SAPerson
+        self.A: Any = models.SAAddress
         self.engine: Any = None
         self.session: Any = None
 
@@ -456,6 +484,11 @@ class SqlAlchemyQueries(QuerySystem):
     def q7(self, _: None) -> Any:
         P = self.P
         return _arrow_table(self.session.execute(self.sa.select(P.name, P.age, P.city)).all())
+
+    def q8(self, age: int) -> tuple[int, str, str]:
+        P, A, sa = self.P, self.A, self.sa
+        aged = sa.select(P.address_id).where(P.age.between(age, age + 4))
+        return _zip_summary(self.session.scalars(sa.select(A.zip_code).where(A.id.in_(aged))))
 
 
 # ----- ZODB
@@ -576,6 +609,10 @@ class ZODBQueries(QuerySystem):
 
     def q7(self, _: None) -> Any:
         return _arrow_table([(p.name, p.age, p.city) for p in self.people.values()])
+
+    def q8(self, age: int) -> tuple[int, str, str]:
+        aged = self.by_age.values(min=(age,), max=(age + 5,), excludemax=True)
+        return _zip_summary(p.address.zip_code for p in aged)
 
 
 #: The adapters by ``--systems`` name, in the default column order.

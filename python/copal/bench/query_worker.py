@@ -23,9 +23,10 @@ def _digest(value: Any) -> str:
 
 def _summary_of(result: Any) -> Any:
     """What a result is compared by across systems: emails (in order), a count or sum, rows of
-    values (sorted: each system gives them in its own order), or counts per value (sorted)."""
-    if isinstance(result, int):
-        return result
+    values (sorted: each system gives them in its own order), counts per value (sorted), or a
+    summary tuple as is."""
+    if isinstance(result, (int, tuple)):
+        return list(result) if isinstance(result, tuple) else result
     if isinstance(result, dict):
         return sorted(result.items())
     if hasattr(result, "to_pydict"):  # an Arrow table
@@ -57,6 +58,7 @@ def run_queries(adapter: QuerySystem, n: int, rounds: int, lookups: int) -> dict
                     if round_no == 0:
                         check.append(_summary_of(result))
                         sizes.append(result if isinstance(result, int) else
+                                     result[0] if isinstance(result, tuple) else
                                      len(result) if isinstance(result, (list, dict)) else
                                      result.num_rows if hasattr(result, "num_rows") else int(result is not None))
             finally:
