@@ -189,7 +189,8 @@ def test_copal_gc_prints_what_it_removed(tmp_path: Path) -> None:
 
 
 def test_a_collection_waits_for_nobody_but_each_commit(tmp_path: Path) -> None:
-    """Writers commit between the collection's commits: a thread's commits keep landing."""
+    """Between two of the collection's commits, another thread's commit lands: the collection
+    holds the write lock one commit at a time, not for its whole run."""
     db = copal.open(tmp_path / "db")
     with db.transaction() as tx:
         tx.root["garbage"] = PersistentList(Item(f"g{i}") for i in range(20_000))
@@ -197,6 +198,7 @@ def test_a_collection_waits_for_nobody_but_each_commit(tmp_path: Path) -> None:
     with db.transaction() as tx:
         del tx.root["garbage"]
     stop, commits = threading.Event(), []
+    landed_between: list[bool] = []
 
     def writer() -> None:
         while not stop.is_set():
@@ -204,13 +206,23 @@ def test_a_collection_waits_for_nobody_but_each_commit(tmp_path: Path) -> None:
                 tx.root["n"] += 1
             commits.append(1)
 
+    def between_commits(what: str, done: int, total: int) -> None:
+        # Called after a sweep commit: the writer must get a commit in before the next one.
+        if what == "gc: removing" and done < total:
+            before, deadline = len(commits), time.monotonic() + 10
+            while len(commits) == before and time.monotonic() < deadline:
+                time.sleep(0.001)
+            landed_between.append(len(commits) > before)
+
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        report = db.gc(batch=500)
+        report = db.gc(batch=500, progress=between_commits)
     finally:
         stop.set()
         thread.join()
     assert report["removed"] == 20_001 and report["commits"] == 41
-    assert commits
+    assert len(landed_between) == 40 and all(landed_between)
+    with db.transaction() as tx:
+        assert tx.root["n"] == len(commits)
     db.close()

@@ -56,24 +56,30 @@ impl OperandConverter<'_> {
             }
             FilterNode::StartsWith { path, prefix } => Expr::StartsWith { path: path.clone(), prefix: self.value(prefix.bind(py))? },
             FilterNode::IsNone { path } => Expr::IsNone { path: path.clone() },
-            FilterNode::ReferencedBy { scope, path, filter } => Expr::ReferencedBy(Box::new(self.inner_query(scope.get(), path, filter.bind(py))?)),
+            FilterNode::ReferencedBy { scope, path, filter } => {
+                // The objects of `scope` matching `filter`, selecting `path`.
+                let mut inner = self.query(scope.get(), filter.bind(py), std::slice::from_ref(path))?;
+                inner.select = vec![path.clone()];
+                Expr::ReferencedBy(Box::new(inner))
+            }
         })
     }
 
-    /// The query of the objects of `scope` matching `filter`, selecting `path`: what a
-    /// `referenced_by` reads. Its fields read as loading gives them (renames, defaults).
-    fn inner_query(&mut self, scope: &QueryScope, path: &Path, filter: &Bound<'_, Filter>) -> PyResult<Query> {
+    /// The query of the stored objects of `scope` (their classes, those of the sink's pending
+    /// objects included) that match `filter`, reading fields as loading gives them: under the
+    /// names the classes renamed, and as their defaults where records lack them, for the paths
+    /// of the filter and `read` (the paths the query reads besides).
+    pub fn query(&mut self, scope: &QueryScope, filter: &Bound<'_, Filter>, read: &[Path]) -> PyResult<Query> {
         let py = filter.py();
         let classes = self.sink.classes(&scope.type_names)?;
         let filter = self.expr(filter)?;
         let mut paths = Vec::new();
         filter.paths(&mut paths);
-        let defaults = scope.defaults_for(py, paths.into_iter().chain(std::iter::once(path)))?;
+        let defaults = scope.defaults_for(py, paths.into_iter().chain(read))?;
         let mut query = Query::new(classes, filter);
         for (type_name, field, default) in defaults {
             query.defaults.entry(type_name).or_default().push((field, self.value(&default)?));
         }
-        query.select = vec![path.clone()];
         query.renamed = std::sync::Arc::clone(&scope.renamed);
         Ok(query)
     }

@@ -263,11 +263,10 @@ impl<'s> Commit<'s> {
             let old = if fresh { None } else { self.stored_record(oid)? };
             self.update_indexes(oid, old.as_deref(), Some(record))?;
         }
-        if let Some((_, targets)) = &mut self.referenced {
-            let catalog = self.store.catalog();
-            let descriptors = WithPending { catalog: &catalog, pending: &self.new_descriptors };
-            record_references(record, &descriptors, targets)
-                .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })?;
+        if let Some((read_tid, mut targets)) = self.referenced.take() {
+            let found = self.references_into(oid, record, &mut targets);
+            self.referenced = Some((read_tid, targets));
+            found?;
         }
         with_write!(&mut self.write, w => w.put_record(oid, &seal(record), fresh))?;
         self.changed.push(oid);
@@ -351,11 +350,15 @@ impl<'s> Commit<'s> {
     /// record that does not decode fails: what it refers to is unknown.
     pub(crate) fn stored_references(&self, oid: Oid, out: &mut Vec<Oid>) -> Result<bool, StoreError> {
         let Some(value) = self.write.get(oid)? else { return Ok(false) };
+        self.references_into(oid, unseal(oid, &value)?, out)?;
+        Ok(true)
+    }
+
+    /// Appends the references of `record`, the record of `oid`, to `out`.
+    fn references_into(&self, oid: Oid, record: &[u8], out: &mut Vec<Oid>) -> Result<(), StoreError> {
         let catalog = self.store.catalog();
         let descriptors = WithPending { catalog: &catalog, pending: &self.new_descriptors };
-        record_references(unseal(oid, &value)?, &descriptors, out)
-            .map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })?;
-        Ok(true)
+        record_references(record, &descriptors, out).map_err(|source| StoreError::Corrupt { what: format!("record {oid:#x}"), source })
     }
 
     /// Moves the index entries of `oid` from the keys of its `old` record to those of `new`,

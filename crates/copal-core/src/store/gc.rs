@@ -249,16 +249,21 @@ struct View<'s> {
 
 impl<'s> View<'s> {
     fn new(store: &'s Arc<Store>, age: Duration) -> Result<View<'s>, StoreError> {
-        let snapshot = Snapshot::new(store)?;
-        snapshot.all_descriptors()?;
+        let snapshot = Self::snapshot(store)?;
         Ok(View { store, checked: snapshot.tid(), snapshot, taken: Instant::now(), age })
+    }
+
+    /// A new snapshot whose descriptors the catalog holds (records are decoded with it).
+    fn snapshot(store: &Arc<Store>) -> Result<Snapshot, StoreError> {
+        let snapshot = Snapshot::new(store)?;
+        snapshot.refresh_catalog()?;
+        Ok(snapshot)
     }
 
     /// Takes a new snapshot and queues the objects changed since the last one in `marks`;
     /// false if the commit log no longer reaches back to it.
     fn renew(&mut self, marks: &mut Marks) -> Result<bool, StoreError> {
-        let snapshot = Snapshot::new(self.store)?;
-        snapshot.all_descriptors()?;
+        let snapshot = Self::snapshot(self.store)?;
         let Some(changed) = snapshot.changes_since(self.checked)? else { return Ok(false) };
         changed.into_iter().for_each(|oid| marks.rescan(oid));
         self.checked = snapshot.tid();

@@ -190,7 +190,7 @@ impl Snapshot {
 
     /// Calls `visit(oid, stored value)` for every record of the store, unchecked, in oid order.
     pub(crate) fn scan_all_values(&self, mut visit: impl FnMut(Oid, &[u8]) -> Result<(), StoreError>) -> Result<(), StoreError> {
-        with_read!(&self.read, r => r.scan_records(0, None, |oid, value| visit(oid, value).map(|()| true)))
+        self.scan_values_from(0, |oid, value| visit(oid, value).map(|()| true))
     }
 
     /// The high-water mark of `class`: every sequence number below it was given out once

@@ -2,9 +2,8 @@
 //! maintenance of the store's indexes.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
-use copal_core::query::{self, Aggregate, Aggregation, Path, Pending, Query};
+use copal_core::query::{self, Aggregate, Aggregation, Path, Pending};
 use copal_core::store::{stale_indexes, DeclaredIndex, FieldDefault, RemovedIndex};
 use copal_core::Commit;
 use pyo3::prelude::*;
@@ -41,19 +40,27 @@ pub(crate) struct Request<'a, 'py> {
 /// Runs a query (`Connection.query`).
 pub(crate) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) -> PyResult<Bound<'py, PyAny>> {
     let Request { scope, filter, order, offset, limit, mode, select, aggregation } = request;
-    let names = &scope.type_names;
     let py = slf.py();
     // Datetimes in named zones compare by the instants of the zone's rules.
     crate::query::share_zone_search_path(py)?;
     let this = slf.get();
     let jar = slf.clone().unbind();
     let mut overlay = this.overlay(slf)?;
-    let mut classes = this.resolve_classes(names)?;
-    if let Some(overlay) = &overlay {
-        // New objects may be of classes the store has never held (provisional numbers).
-        classes.extend(names.iter().filter_map(|name| overlay.pending.provisional_class(name)));
-    }
-    if classes.is_empty() {
+    // Operands mean what stored values mean; with an overlay, new objects and the classes
+    // (provisional numbers) and layouts it made are known too.
+    let mut read_only = ReadOnlySink { conn: this, unknown_class: false };
+    let mut in_overlay = overlay.as_mut().map(|overlay| overlay.operand_sink(this, &jar));
+    let sink: &mut dyn OperandSink = match in_overlay.as_mut() {
+        Some(sink) => sink,
+        None => &mut read_only,
+    };
+    let read: Vec<Path> = {
+        let aggregated = aggregation.iter().flat_map(|a| a.group.iter().chain(&a.field));
+        order.iter().map(|(path, _)| path).chain(&select).chain(aggregated).cloned().collect()
+    };
+    let mut query = OperandConverter { sink }.query(scope, filter, &read)?;
+    drop(in_overlay);
+    if query.classes.is_empty() {
         // Nothing of these types was ever stored, nor is about to be.
         let empty = || ListBuilder::of(py, Vec::new());
         return match (mode, &aggregation) {
@@ -71,32 +78,10 @@ pub(crate) fn run<'py>(slf: &Bound<'py, Connection>, request: Request<'_, 'py>) 
             _ => Ok(empty()?.into_any()),
         };
     }
-    // Operands mean what stored values mean; with an overlay, new objects and the classes
-    // and layouts it made are known too.
-    let mut read_only = ReadOnlySink { conn: this, unknown_class: false };
-    let mut in_overlay = overlay.as_mut().map(|overlay| overlay.operand_sink(this, &jar));
-    let sink: &mut dyn OperandSink = match in_overlay.as_mut() {
-        Some(sink) => sink,
-        None => &mut read_only,
-    };
-    let mut converter = OperandConverter { sink };
-    let filter = converter.expr(filter)?;
-    let defaults = {
-        let mut paths = Vec::new();
-        filter.paths(&mut paths);
-        let aggregated = aggregation.iter().flat_map(|a| a.group.iter().chain(&a.field));
-        scope.defaults_for(py, paths.into_iter().chain(order.iter().map(|(path, _)| path)).chain(&select).chain(aggregated))?
-    };
-    let mut query = Query::new(classes, filter);
-    for (type_name, field, default) in defaults {
-        query.defaults.entry(type_name).or_default().push((field, converter.value(&default)?));
-    }
-    drop(in_overlay);
     query.order = order;
     query.select = select;
     query.offset = offset;
     query.limit = limit;
-    query.renamed = Arc::clone(&scope.renamed);
     let _pause = GcPause::new(py);
     let empty = Pending::default();
     let pending = overlay.as_ref().map_or(&empty, |overlay| &overlay.pending);
